@@ -1,0 +1,1 @@
+//! Macros for voqalize. Use them through `voqalize::prelude::*`.

@@ -1,0 +1,426 @@
+//! The frames of wire v3 as Rust values (wire.md §1.3). Each body of the protobuf `Envelope` is one
+//! variant of [`Frame`]; the codec in [`super::codec`] maps them to and from bytes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use super::config::Config;
+
+/// A capability the runtime advertises in `SessionStart.capabilities` (wire enum `Capability`).
+///
+/// Capabilities are fixed for a session's life. Unknown numbers (a newer runtime) are dropped on
+/// decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Capability {
+    /// `SpeechCancel` frames are understood (wire value 1).
+    SpeechCancel,
+    /// String voices and languages in `Request.configure` are understood (wire value 2).
+    StringConfig,
+    /// `TurnStep` frames are understood (wire value 3).
+    TurnSteps,
+}
+
+impl Capability {
+    /// The wire number.
+    pub const fn number(self) -> i32 {
+        match self {
+            Capability::SpeechCancel => 1,
+            Capability::StringConfig => 2,
+            Capability::TurnSteps => 3,
+        }
+    }
+
+    /// The capability with this wire number; `None` for 0 or a number this build does not know.
+    pub const fn from_number(n: i32) -> Option<Self> {
+        match n {
+            1 => Some(Capability::SpeechCancel),
+            2 => Some(Capability::StringConfig),
+            3 => Some(Capability::TurnSteps),
+            _ => None,
+        }
+    }
+
+    /// The name used in errors and logs: `speech_cancel`, `string_config`, `turn_steps`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Capability::SpeechCancel => "speech_cancel",
+            Capability::StringConfig => "string_config",
+            Capability::TurnSteps => "turn_steps",
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The set of capabilities of one session, encoded sorted ascending.
+pub type Capabilities = BTreeSet<Capability>;
+
+/// An error code (wire enum `ErrorCode`), plus [`ErrorCode::Unknown`] for 0 and numbers this build
+/// does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 0 on the wire, or a number this build does not know. Never read as `Internal`.
+    Unknown,
+    /// 1: the peer broke the protocol.
+    Protocol,
+    /// 2: the two sides speak different wire versions.
+    WireVersion,
+    /// 3: refused.
+    Rejected,
+    /// 4: a queue overflowed (the local congestion signal uses it too).
+    Overload,
+    /// 5: a failure inside the sender.
+    Internal,
+    /// 6: the voice asked for is not available.
+    UnsupportedVoice,
+    /// 7: the language asked for is not available.
+    UnsupportedLanguage,
+    /// 8: the request is malformed.
+    InvalidRequest,
+}
+
+impl ErrorCode {
+    /// The wire number; `Unknown` encodes as 0.
+    pub const fn number(self) -> i32 {
+        match self {
+            ErrorCode::Unknown => 0,
+            ErrorCode::Protocol => 1,
+            ErrorCode::WireVersion => 2,
+            ErrorCode::Rejected => 3,
+            ErrorCode::Overload => 4,
+            ErrorCode::Internal => 5,
+            ErrorCode::UnsupportedVoice => 6,
+            ErrorCode::UnsupportedLanguage => 7,
+            ErrorCode::InvalidRequest => 8,
+        }
+    }
+
+    /// The code for a wire number: 0 and unknown numbers give `Unknown`.
+    pub const fn from_number(n: i32) -> Self {
+        match n {
+            1 => ErrorCode::Protocol,
+            2 => ErrorCode::WireVersion,
+            3 => ErrorCode::Rejected,
+            4 => ErrorCode::Overload,
+            5 => ErrorCode::Internal,
+            6 => ErrorCode::UnsupportedVoice,
+            7 => ErrorCode::UnsupportedLanguage,
+            8 => ErrorCode::InvalidRequest,
+            _ => ErrorCode::Unknown,
+        }
+    }
+
+    /// The snake_case name used by the SDKs: `protocol`, `wire_version`, ..., `unknown`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorCode::Unknown => "unknown",
+            ErrorCode::Protocol => "protocol",
+            ErrorCode::WireVersion => "wire_version",
+            ErrorCode::Rejected => "rejected",
+            ErrorCode::Overload => "overload",
+            ErrorCode::Internal => "internal",
+            ErrorCode::UnsupportedVoice => "unsupported_voice",
+            ErrorCode::UnsupportedLanguage => "unsupported_language",
+            ErrorCode::InvalidRequest => "invalid_request",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The type of an RTVI message (wire enum `RTVIType`), named as in RTVI (`ui-command`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RtviType {
+    /// 1, `server-message` (brain → app).
+    ServerMessage,
+    /// 2, `server-response` (brain → app).
+    ServerResponse,
+    /// 3, `error-response` (brain → app).
+    ErrorResponse,
+    /// 4, `ui-command` (brain → app); what [`Session::dispatch`](crate::Session::dispatch) sends.
+    UiCommand,
+    /// 5, `ui-job-group` (brain → app).
+    UiJobGroup,
+    /// 6, `client-message` (app → brain); the deprecated app-event form.
+    ClientMessage,
+    /// 7, `send-text` (app → brain).
+    SendText,
+    /// 8, `ui-event` (app → brain); the app-event form.
+    UiEvent,
+    /// 9, `ui-snapshot` (app → brain).
+    UiSnapshot,
+    /// 10, `ui-cancel-job-group` (app → brain).
+    UiCancelJobGroup,
+}
+
+impl RtviType {
+    /// Every type, in wire-number order.
+    pub const ALL: [RtviType; 10] = [
+        RtviType::ServerMessage,
+        RtviType::ServerResponse,
+        RtviType::ErrorResponse,
+        RtviType::UiCommand,
+        RtviType::UiJobGroup,
+        RtviType::ClientMessage,
+        RtviType::SendText,
+        RtviType::UiEvent,
+        RtviType::UiSnapshot,
+        RtviType::UiCancelJobGroup,
+    ];
+
+    /// The wire number (1..=10).
+    pub const fn number(self) -> i32 {
+        match self {
+            RtviType::ServerMessage => 1,
+            RtviType::ServerResponse => 2,
+            RtviType::ErrorResponse => 3,
+            RtviType::UiCommand => 4,
+            RtviType::UiJobGroup => 5,
+            RtviType::ClientMessage => 6,
+            RtviType::SendText => 7,
+            RtviType::UiEvent => 8,
+            RtviType::UiSnapshot => 9,
+            RtviType::UiCancelJobGroup => 10,
+        }
+    }
+
+    /// The type with this wire number; `None` for 0 or an unknown number (a malformed frame).
+    pub const fn from_number(n: i32) -> Option<Self> {
+        if n >= 1 && n <= 10 {
+            Some(Self::ALL[(n - 1) as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The RTVI wire name, such as `ui-command`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RtviType::ServerMessage => "server-message",
+            RtviType::ServerResponse => "server-response",
+            RtviType::ErrorResponse => "error-response",
+            RtviType::UiCommand => "ui-command",
+            RtviType::UiJobGroup => "ui-job-group",
+            RtviType::ClientMessage => "client-message",
+            RtviType::SendText => "send-text",
+            RtviType::UiEvent => "ui-event",
+            RtviType::UiSnapshot => "ui-snapshot",
+            RtviType::UiCancelJobGroup => "ui-cancel-job-group",
+        }
+    }
+
+    /// True for the five types a brain may send (1–5); the others originate in the app.
+    pub const fn brain_may_send(self) -> bool {
+        self.number() <= 5
+    }
+}
+
+impl std::fmt::Display for RtviType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `SessionStart`: the call begins. It is also turn `turn_id`, which the greeting answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionStart {
+    /// The runtime's session id (a UUID string in production).
+    pub session_id: String,
+    /// The turn the greeting answers (1 with the reference runtime).
+    pub turn_id: u64,
+    /// Opaque customer data: the JSON object carried as text in `init` (empty text = `{}`).
+    pub init: Map<String, Value>,
+    /// Must equal [`WIRE_VERSION`](super::WIRE_VERSION); 0 when absent.
+    pub wire_version: u32,
+    /// What the runtime understands.
+    pub capabilities: Capabilities,
+}
+
+/// `UserMessage`: the user's finalized text for a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserMessage {
+    /// The turn this text opens.
+    pub turn_id: u64,
+    /// What the user said.
+    pub text: String,
+}
+
+/// `UserIdle`: the user has been silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserIdle {
+    /// The turn this nudge opens.
+    pub turn_id: u64,
+    /// 1 for the first nudge, counting consecutive escalations.
+    pub level: u32,
+    /// Silence elapsed when it fired, in ms.
+    pub idle_ms: u32,
+}
+
+/// `RTVIFrame`: an RTVI message in either direction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rtvi {
+    /// The RTVI type.
+    pub kind: RtviType,
+    /// The JSON payload; `None` is sent as `null` and read back from `""` or `null`.
+    pub data: Option<Value>,
+    /// RTVI correlation id; pass it back when answering.
+    pub id: Option<String>,
+    /// Trace annotation (brain → runtime only): the turn that sent it.
+    pub turn_id: Option<u64>,
+}
+
+/// `TurnStep`: one timed piece of work inside a turn, reported for cost and latency accounting.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TurnStep {
+    /// The turn the step belongs to.
+    pub turn_id: u64,
+    /// Open vocabulary: `model`, `tool`, `database`, `http`, `mcp`, ...
+    pub kind: String,
+    /// What ran, such as a model or tool name.
+    pub name: String,
+    /// Who served it; empty for the brain's own work.
+    pub provider: String,
+    /// ms after the turn's stimulus arrived.
+    pub start_ms: u32,
+    /// How long it took, in ms.
+    pub duration_ms: u32,
+    /// ms from the step's start to its first output; `Some(0)` is kept distinct from `None`.
+    pub first_output_ms: Option<u32>,
+    /// Counts such as `input_tokens`; a count that was not reported is absent, never 0.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// `Response`: the runtime's answer to a [`Frame::Request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The request answered.
+    pub request_id: u64,
+    /// `status == STATUS_ACCEPTED`. `STATUS_UNSPECIFIED` reads as rejected (safe default, T-U12).
+    pub accepted: bool,
+    /// Why it was rejected; empty on acceptance.
+    pub detail: String,
+    /// `None` when the wire carried 0 (acceptance, or an older runtime).
+    pub code: Option<ErrorCode>,
+}
+
+/// `Error`: a failure report in either direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFrame {
+    /// What kind of failure.
+    pub code: ErrorCode,
+    /// Human-readable text.
+    pub message: String,
+    /// Whether the sender considers the session over.
+    pub fatal: bool,
+}
+
+/// One wire-v3 frame: the body of one `Envelope`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Frame {
+    /// Envelope field 1, runtime → brain.
+    SessionStart(SessionStart),
+    /// Envelope field 2, runtime → brain.
+    UserMessage(UserMessage),
+    /// Envelope field 3, runtime → brain.
+    UserIdle(UserIdle),
+    /// Envelope field 4, runtime → brain: every turn ≤ `through_turn` is dead.
+    Interruption {
+        /// The watermark.
+        through_turn: u64,
+    },
+    /// Envelope field 5, runtime → brain: what the user heard of a speech unit.
+    Finalize {
+        /// The unit.
+        speech_id: u64,
+        /// A verbatim prefix of what the unit generated.
+        heard_text: String,
+    },
+    /// Envelope field 6, runtime → brain.
+    Response(Response),
+    /// Envelope field 7, brain → runtime: a speech unit opens.
+    SpeechStart {
+        /// Minted by the brain, session-monotonic from 1.
+        speech_id: u64,
+        /// The turn this unit answers.
+        turn_id: u64,
+    },
+    /// Envelope field 8, brain → runtime: text of an open unit.
+    SpeechChunk {
+        /// The unit.
+        speech_id: u64,
+        /// The text.
+        text: String,
+    },
+    /// Envelope field 9, brain → runtime: a unit closes.
+    SpeechEnd {
+        /// The unit.
+        speech_id: u64,
+    },
+    /// Envelope field 10, brain → runtime: `configure`, the only op of v3.
+    Request {
+        /// Session-monotonic from 1.
+        request_id: u64,
+        /// The change asked for.
+        configure: Config,
+    },
+    /// Envelope field 11, both directions.
+    Rtvi(Rtvi),
+    /// Envelope field 12, both directions: the session is over.
+    End,
+    /// Envelope field 13, runtime → brain: stop now, dropping queued data.
+    Cancel {
+        /// `None` when the wire carried an empty string.
+        reason: Option<String>,
+    },
+    /// Envelope field 14, both directions.
+    Error(ErrorFrame),
+    /// Envelope field 15, brain → runtime: stop playing a unit and finalize it.
+    SpeechCancel {
+        /// The unit.
+        speech_id: u64,
+    },
+    /// Envelope field 16, brain → runtime.
+    TurnStep(TurnStep),
+}
+
+impl Frame {
+    /// The frame's type name for logs, such as `UserMessage`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Frame::SessionStart(_) => "SessionStart",
+            Frame::UserMessage(_) => "UserMessage",
+            Frame::UserIdle(_) => "UserIdle",
+            Frame::Interruption { .. } => "Interruption",
+            Frame::Finalize { .. } => "Finalize",
+            Frame::Response(_) => "Response",
+            Frame::SpeechStart { .. } => "SpeechStart",
+            Frame::SpeechChunk { .. } => "SpeechChunk",
+            Frame::SpeechEnd { .. } => "SpeechEnd",
+            Frame::Request { .. } => "Request",
+            Frame::Rtvi(_) => "RTVIFrame",
+            Frame::End => "End",
+            Frame::Cancel { .. } => "Cancel",
+            Frame::Error(_) => "Error",
+            Frame::SpeechCancel { .. } => "SpeechCancel",
+            Frame::TurnStep(_) => "TurnStep",
+        }
+    }
+
+    /// True for the frames a congested bulk lane may shed: `SpeechChunk` and `RTVIFrame` (wire.md §1.8).
+    pub fn droppable(&self) -> bool {
+        matches!(self, Frame::SpeechChunk { .. } | Frame::Rtvi(_))
+    }
+}
