@@ -22,6 +22,15 @@ pub enum WireError {
     /// a Config that fails validation).
     #[error("malformed frame: {0}")]
     Malformed(String),
+    /// A `SessionStart` whose `init` is not the JSON text of an object. Kept apart from
+    /// `Malformed` because the session answers it (Decisions T-U3).
+    #[error("malformed frame: {why}")]
+    BadInit {
+        /// The SessionStart's session id.
+        session_id: String,
+        /// What was wrong.
+        why: String,
+    },
     /// Strict decoding only: the envelope had no body this build knows (empty, or a newer peer's).
     #[error("envelope with no known body")]
     NoKnownBody,
@@ -202,15 +211,18 @@ fn from_body(body: Body) -> Result<Frame, WireError> {
             let init = if s.init.is_empty() {
                 Map::new()
             } else {
-                match parse_json(&s.init, "SessionStart.init")? {
-                    Value::Object(m) => m,
-                    other => {
-                        return Err(malformed(format!(
-                            "SessionStart.init must be a JSON object, got {}",
-                            json_kind(&other)
-                        )));
-                    }
-                }
+                let why = match serde_json::from_str::<Value>(&s.init) {
+                    Ok(Value::Object(m)) => Ok(m),
+                    Ok(other) => Err(format!(
+                        "SessionStart.init must be a JSON object, got {}",
+                        json_kind(&other)
+                    )),
+                    Err(e) => Err(format!("SessionStart.init is not JSON: {e}")),
+                };
+                why.map_err(|why| WireError::BadInit {
+                    session_id: s.session_id.clone(),
+                    why,
+                })?
             };
             let capabilities: Capabilities = s
                 .capabilities

@@ -1,0 +1,112 @@
+//! Mount a brain as a route in an axum server you already run.
+//!
+//! ```no_run
+//! use voqalize::prelude::*;
+//! # struct Echo;
+//! # impl Brain for Echo {
+//! #     async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult { turn.say(&m.text); Ok(()) }
+//! # }
+//! # async fn run() -> std::io::Result<()> {
+//! let app = axum::Router::new().route("/voice", voqalize::host::axum::brain_route(|| Echo, HostOptions::production()));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
+//! axum::serve(listener, app).await
+//! # }
+//! ```
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, Uri, header};
+use axum::response::Response;
+use axum::routing::{MethodRouter, get};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+
+use super::{
+    Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions, Incoming,
+    MakeBrain, Upgrade, run_session,
+};
+
+/// A GET route that upgrades to a WebSocket and hosts one call per connection with [`run_session`]:
+/// `?session_id=` and the `Authorization` header are read from the upgrade; a bad token completes
+/// the upgrade and closes with 4000, a missing session id with 1008.
+pub fn brain_route<M, S>(factory: M, options: HostOptions) -> MethodRouter<S>
+where
+    M: MakeBrain,
+    S: Clone + Send + Sync + 'static,
+{
+    let factory = Arc::new(factory);
+    get(move |ws: WebSocketUpgrade, uri: Uri, headers: HeaderMap| {
+        let (factory, options) = (factory.clone(), options.clone());
+        async move { upgrade(ws, uri, headers, factory, options) }
+    })
+}
+
+fn upgrade<M: MakeBrain>(
+    ws: WebSocketUpgrade,
+    uri: Uri,
+    headers: HeaderMap,
+    factory: Arc<M>,
+    options: HostOptions,
+) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let upgrade = Upgrade::from_query(uri.query(), authorization);
+    ws.on_upgrade(move |socket| async move {
+        match run_session(AxumChannel(socket), factory, upgrade, &options).await {
+            Ok(()) | Err(HostError::Rejected { .. }) => {}
+            Err(e) => tracing::warn!("brain: {e}"),
+        }
+    })
+}
+
+/// [`Channel`] over an axum [`WebSocket`].
+pub struct AxumChannel(pub WebSocket);
+
+impl Channel for AxumChannel {
+    type Sender = AxumSender;
+    type Receiver = AxumReceiver;
+    fn split(self) -> (AxumSender, AxumReceiver) {
+        let (tx, rx) = self.0.split();
+        (AxumSender(tx), AxumReceiver(rx))
+    }
+}
+
+/// The sending half of an [`AxumChannel`].
+pub struct AxumSender(SplitSink<WebSocket, Message>);
+/// The receiving half of an [`AxumChannel`].
+pub struct AxumReceiver(SplitStream<WebSocket>);
+
+impl ChannelSender for AxumSender {
+    async fn send(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.0
+            .send(Message::Binary(frame.into()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
+    async fn close(&mut self, code: u16, reason: &str) {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        let _ = self.0.send(Message::Close(Some(frame))).await;
+        let _ = self.0.close().await;
+    }
+}
+
+impl ChannelReceiver for AxumReceiver {
+    async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
+        loop {
+            return match self.0.next().await? {
+                Ok(Message::Binary(b)) => Some(Ok(Incoming::Binary(b))),
+                Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
+                Ok(Message::Close(_)) => None,
+                Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+                Err(e) => Some(Err(ChannelError::new(e))),
+            };
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! [`Channel`]: the small transport trait a session runs over. One binary message carries one
+//! `Envelope`; a text message is ignored. Implement it to host a brain on any WebSocket library, or
+//! use the ready adapters ([`super::axum`], [`super::tungstenite`]) or the in-memory pair in
+//! [`crate::testing`].
+
+use std::future::Future;
+
+/// A transport failure, wrapping the transport's own error.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ChannelError(pub Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl ChannelError {
+    /// Wraps any error.
+    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ChannelError(Box::new(e))
+    }
+}
+
+/// One inbound WebSocket message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incoming {
+    /// A binary message: one serialized `Envelope`.
+    Binary(bytes::Bytes),
+    /// A text message (logged and ignored by the session).
+    Text(String),
+}
+
+/// A bidirectional message channel that splits into a sending and a receiving half, so the session
+/// can read and write concurrently.
+pub trait Channel: Send + 'static {
+    /// The sending half.
+    type Sender: ChannelSender;
+    /// The receiving half.
+    type Receiver: ChannelReceiver;
+    /// Splits the channel.
+    fn split(self) -> (Self::Sender, Self::Receiver);
+}
+
+/// The sending half of a [`Channel`].
+pub trait ChannelSender: Send + 'static {
+    /// Sends one binary message.
+    fn send(&mut self, frame: Vec<u8>) -> impl Future<Output = Result<(), ChannelError>> + Send;
+    /// Closes the channel with a WebSocket close code and reason; errors are ignored (the peer
+    /// may be gone).
+    fn close(&mut self, code: u16, reason: &str) -> impl Future<Output = ()> + Send;
+}
+
+/// The receiving half of a [`Channel`].
+pub trait ChannelReceiver: Send + 'static {
+    /// The next message; `None` or an error ends the session.
+    fn recv(&mut self) -> impl Future<Output = Option<Result<Incoming, ChannelError>>> + Send;
+}

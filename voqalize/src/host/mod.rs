@@ -1,0 +1,265 @@
+//! Hosting a brain on the direct leg: Voqalize dials the brain, one WebSocket per call
+//! (wire.md §1.7, §3).
+//!
+//! * [`run_session`] runs one call over any [`Channel`] once the WebSocket is upgraded: it verifies
+//!   the token, drives the brain, and closes the channel (4000 for a bad token, 1008 without a
+//!   session id, 1000 after the call).
+//! * Ready adapters mount a brain in a server you already run: [`axum::brain_route`] (an axum
+//!   route) and [`tungstenite::serve`] (a tokio-tungstenite accept loop).
+
+pub mod auth;
+pub mod axum;
+mod channel;
+pub mod tungstenite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
+pub use channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+
+use crate::Brain;
+use crate::session::runner::{self, Limits, Outcome};
+
+/// Close code for a token that failed verification; Voqalize treats it as permanent.
+pub const CLOSE_UNAUTHORIZED: u16 = 4000;
+/// Close code for an upgrade without `?session_id=`.
+pub const CLOSE_POLICY: u16 = 1008;
+/// Close code after a call ended normally.
+pub const CLOSE_NORMAL: u16 = 1000;
+
+/// Makes one brain per call. Implemented for every `Fn() -> B` where `B: Brain`, so `|| Echo` or a
+/// constructor function works. A factory that panics fails that call only (`Error{INTERNAL,
+/// fatal}` then `End`).
+pub trait MakeBrain: Send + Sync + 'static {
+    /// The brain it makes.
+    type Brain: Brain;
+    /// Makes a fresh brain for a new call.
+    fn make(&self) -> Self::Brain;
+}
+
+impl<F, B> MakeBrain for F
+where
+    F: Fn() -> B + Send + Sync + 'static,
+    B: Brain,
+{
+    type Brain = B;
+    fn make(&self) -> B {
+        self()
+    }
+}
+
+/// Why a call could not be hosted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// No verification keys and no `allow_unverified`: every token would be refused.
+    #[error(
+        "no verification keys: pass a public key (HostOptions::public_key) or call \
+         HostOptions::allow_unverified() for development"
+    )]
+    NoKeys,
+    /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
+    #[error("unreadable public key: {0}")]
+    BadKey(String),
+    /// The token failed verification; the channel was closed with 4000.
+    #[error("unauthorized session {session_id}")]
+    Rejected {
+        /// The session id the upgrade named.
+        session_id: String,
+    },
+    /// The upgrade had no `session_id` query parameter; the channel was closed with 1008.
+    #[error("expected ?session_id= on the upgrade URL")]
+    MissingSessionId,
+    /// Sending on the channel failed; the session was ended (turns cancelled, `on_session_end` ran).
+    #[error("the session ended because sending failed: {0}")]
+    SendFailed(String),
+}
+
+/// How calls are accepted: which keys are trusted and the session's queue bounds and timeouts.
+/// Cheap to clone; share one across connections.
+#[derive(Clone)]
+pub struct HostOptions {
+    verifier: auth::Verifier,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = match &self.verifier {
+            auth::Verifier::Keys(k) => format!("{} key(s)", k.len()),
+            auth::Verifier::Unverified => "unverified".to_owned(),
+        };
+        f.debug_struct("HostOptions")
+            .field("verifier", &keys)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self::production()
+    }
+}
+
+impl HostOptions {
+    /// Trusts only the embedded production key ([`PRODUCTION_PUBLIC_KEY`]): what a brain serving
+    /// real Voqalize calls wants.
+    pub fn production() -> Self {
+        let keys = auth::parse_key(PRODUCTION_PUBLIC_KEY).map_or_else(|_| Vec::new(), |k| vec![k]);
+        HostOptions {
+            verifier: auth::Verifier::Keys(keys),
+            limits: Limits {
+                queue_maxsize: 256,
+                request_timeout: Duration::from_secs(10),
+            },
+        }
+    }
+
+    /// Trusts exactly these PEM public keys (SPKI `BEGIN PUBLIC KEY` or PKCS#1), tried in order,
+    /// instead of the production key. Blank entries are ignored.
+    ///
+    /// # Errors
+    /// [`HostError::NoKeys`] when no key remains; [`HostError::BadKey`] for an unreadable key.
+    pub fn with_public_keys<I, S>(pems: I) -> Result<Self, HostError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let keys = pems
+            .into_iter()
+            .filter(|p| !p.as_ref().trim().is_empty())
+            .map(|p| auth::parse_key(p.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if keys.is_empty() {
+            return Err(HostError::NoKeys);
+        }
+        Ok(HostOptions {
+            verifier: auth::Verifier::Keys(keys),
+            ..Self::production()
+        })
+    }
+
+    /// Adds a trusted PEM public key to those already trusted.
+    ///
+    /// # Errors
+    /// [`HostError::BadKey`] for an unreadable key.
+    pub fn trust_public_key(mut self, pem: &str) -> Result<Self, HostError> {
+        let key = auth::parse_key(pem)?;
+        match &mut self.verifier {
+            auth::Verifier::Keys(keys) => keys.push(key),
+            auth::Verifier::Unverified => self.verifier = auth::Verifier::Keys(vec![key]),
+        }
+        Ok(self)
+    }
+
+    /// Accepts every connection without checking a token. For development only: anyone who can
+    /// reach the socket can open a call. Log lines then carry no tenant or agent id.
+    pub fn allow_unverified() -> Self {
+        HostOptions {
+            verifier: auth::Verifier::Unverified,
+            ..Self::production()
+        }
+    }
+
+    /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
+    pub fn queue_maxsize(mut self, maxsize: usize) -> Self {
+        self.limits.queue_maxsize = if maxsize == 0 { 256 } else { maxsize };
+        self
+    }
+
+    /// How long `configure` and `cancel_speech` wait for Voqalize's answer (default 10 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.request_timeout = timeout;
+        self
+    }
+
+    /// Verifies an upgrade's token for `session_id` without running anything.
+    ///
+    /// # Errors
+    /// [`HostError::Rejected`] when the token fails.
+    pub fn verify(&self, authorization: Option<&str>, session_id: &str) -> Result<Claims, HostError> {
+        self.verifier.verify(authorization, session_id)
+    }
+}
+
+/// What Voqalize sent on the WebSocket upgrade.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Upgrade {
+    /// The `session_id` query parameter.
+    pub session_id: Option<String>,
+    /// The `Authorization` header value (`Bearer <jwt>`).
+    pub authorization: Option<String>,
+}
+
+impl Upgrade {
+    /// Reads `session_id` from a request target or URI query such as `/voice?a=1&session_id=x`.
+    pub fn from_query(query: Option<&str>, authorization: Option<String>) -> Self {
+        let session_id = query.and_then(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .find(|(k, v)| k == "session_id" && !v.is_empty())
+                .map(|(_, v)| v.into_owned())
+        });
+        Upgrade {
+            session_id,
+            authorization,
+        }
+    }
+}
+
+/// Hosts one call on an upgraded channel and returns when it is over.
+///
+/// Verifies the upgrade's token (close 4000 and [`HostError::Rejected`] on failure, before the brain
+/// is made), then drives a brain from `factory` until Voqalize sends `End` or `Cancel`, the peer
+/// closes, or a send fails; `on_session_end` has run when it returns. It then closes the channel
+/// with 1000. Every log line inside carries `service="brain"`, `session_id`, and `tenant_id` /
+/// `agent_id` from the verified claims.
+///
+/// # Errors
+/// [`HostError::MissingSessionId`] (closed with 1008), [`HostError::Rejected`] (closed with 4000),
+/// [`HostError::SendFailed`] when the channel broke under the session.
+pub async fn run_session<C: Channel, M: MakeBrain>(
+    channel: C,
+    factory: Arc<M>,
+    upgrade: Upgrade,
+    options: &HostOptions,
+) -> Result<(), HostError> {
+    let (mut sender, receiver) = channel.split();
+    let Some(session_id) = upgrade.session_id else {
+        sender.close(CLOSE_POLICY, "expected ?session_id=").await;
+        return Err(HostError::MissingSessionId);
+    };
+    let claims = match options.verify(upgrade.authorization.as_deref(), &session_id) {
+        Ok(c) => c,
+        Err(e) => {
+            sender.close(CLOSE_UNAUTHORIZED, "unauthorized").await;
+            return Err(e);
+        }
+    };
+    let span = tracing::info_span!(
+        "session",
+        service = "brain",
+        session_id = %session_id,
+        tenant_id = tracing::field::Empty,
+        agent_id = tracing::field::Empty,
+    );
+    if let Some(t) = claims.tenant_id() {
+        span.record("tenant_id", t.as_str());
+    }
+    if let Some(a) = claims.agent_id() {
+        span.record("agent_id", a.as_str());
+    }
+    let (outcome, sender) = runner::run(sender, receiver, factory, options.limits)
+        .instrument(span)
+        .await;
+    if let Some(mut sender) = sender {
+        sender.close(CLOSE_NORMAL, "").await;
+    }
+    match outcome {
+        Outcome::Ended => Ok(()),
+        Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
+    }
+}

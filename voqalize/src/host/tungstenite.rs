@@ -1,0 +1,138 @@
+//! Host a brain with tokio-tungstenite: an accept loop ([`serve`]) or one accepted TCP stream
+//! ([`accept`]), and [`Channel`] for any tokio-tungstenite `WebSocketStream`.
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::Instrument;
+
+use super::{
+    Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions, Incoming,
+    MakeBrain, Upgrade, run_session,
+};
+
+/// Accepts connections on `listener` forever, hosting one call per connection in its own task.
+/// A failed handshake or a rejected token affects that connection only.
+///
+/// # Errors
+/// An error from `listener.accept()`.
+pub async fn serve<M: MakeBrain>(
+    listener: TcpListener,
+    factory: M,
+    options: HostOptions,
+) -> std::io::Result<()> {
+    let factory = Arc::new(factory);
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let (factory, options) = (factory.clone(), options.clone());
+        tokio::spawn(
+            async move {
+                if let Err(e) = accept(stream, factory, &options).await {
+                    match e {
+                        AcceptError::Host(HostError::Rejected { .. }) => {}
+                        e => tracing::warn!("brain: connection from {peer}: {e}"),
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+}
+
+/// Why [`accept`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// The WebSocket handshake failed.
+    #[error("websocket handshake failed: {0}")]
+    Handshake(#[from] tokio_tungstenite::tungstenite::Error),
+    /// The call could not be hosted.
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+/// Completes the WebSocket handshake on `stream`, reading `?session_id=` and the `Authorization`
+/// header, then hosts the call with [`run_session`].
+///
+/// # Errors
+/// [`AcceptError::Handshake`], or the [`HostError`] of [`run_session`].
+#[allow(clippy::result_large_err)] // the ErrorResponse type is fixed by tungstenite's callback
+pub async fn accept<M: MakeBrain>(
+    stream: TcpStream,
+    factory: Arc<M>,
+    options: &HostOptions,
+) -> Result<(), AcceptError> {
+    let seen = Arc::new(Mutex::new(Upgrade::default()));
+    let cell = seen.clone();
+    let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        let authorization = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        *cell.lock().unwrap_or_else(|p| p.into_inner()) =
+            Upgrade::from_query(req.uri().query(), authorization);
+        Ok(resp)
+    };
+    let ws = tokio_tungstenite::accept_hdr_async(stream, callback).await?;
+    let upgrade = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
+    run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
+    Ok(())
+}
+
+/// [`Channel`] over a tokio-tungstenite [`WebSocketStream`].
+pub struct TungsteniteChannel<S>(pub WebSocketStream<S>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Channel for TungsteniteChannel<S> {
+    type Sender = TungsteniteSender<S>;
+    type Receiver = TungsteniteReceiver<S>;
+    fn split(self) -> (Self::Sender, Self::Receiver) {
+        let (tx, rx) = self.0.split();
+        (TungsteniteSender(tx), TungsteniteReceiver(rx))
+    }
+}
+
+/// The sending half of a [`TungsteniteChannel`].
+pub struct TungsteniteSender<S>(SplitSink<WebSocketStream<S>, Message>);
+/// The receiving half of a [`TungsteniteChannel`].
+pub struct TungsteniteReceiver<S>(SplitStream<WebSocketStream<S>>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelSender for TungsteniteSender<S> {
+    async fn send(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.0
+            .send(Message::Binary(frame.into()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
+    async fn close(&mut self, code: u16, reason: &str) {
+        let frame = CloseFrame {
+            code: CloseCode::from(code),
+            reason: reason.into(),
+        };
+        let _ = self.0.send(Message::Close(Some(frame))).await;
+        let _ = self.0.close().await;
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelReceiver for TungsteniteReceiver<S> {
+    async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
+        loop {
+            return match self.0.next().await? {
+                Ok(Message::Binary(b)) => Some(Ok(Incoming::Binary(b))),
+                Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
+                Ok(Message::Close(_)) => None,
+                Ok(_) => continue,
+                Err(e) => Some(Err(ChannelError::new(e))),
+            };
+        }
+    }
+}

@@ -1,0 +1,557 @@
+//! One session's runtime: the reader, the feeder, the writer and the error pump (wire.md §2).
+//!
+//! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
+//!   `Interruption`s itself, at once, so neither waits behind a slow callback (Decisions T-U14), and
+//!   queues the rest on the [`Lanes`].
+//! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
+//!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
+//! * The **writer** task sends the outbound lane FIFO.
+//! * The **error pump** delivers local congestion errors to `on_error` beside a busy feeder.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use super::context;
+use super::handle::Session;
+use super::lanes::{Inbound, Lanes, Next, Stop};
+use super::outbound::Outbound;
+use super::speech::Turn;
+use crate::brain::{Brain, BrainResult};
+use crate::host::{ChannelReceiver, ChannelSender, Incoming, MakeBrain};
+use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION};
+
+/// Tunables of one session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) queue_maxsize: usize,
+    pub(crate) request_timeout: Duration,
+}
+
+/// How a session's run ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Ended,
+    SendFailed(String),
+}
+
+struct RunningTurn {
+    turn_id: u64,
+    cancelled: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Turns {
+    watermark: u64,
+    next_key: u64,
+    running: HashMap<u64, RunningTurn>,
+}
+
+/// State the reader and the feeder share.
+#[derive(Default)]
+struct Control {
+    session: OnceLock<Session>,
+    turns: Mutex<Turns>,
+    ambient: Mutex<Vec<JoinHandle<()>>>,
+    /// Set after a refusal or a fatal start failure: no further callbacks (Decisions T-U1).
+    dead: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Control {
+    /// Raises the watermark and cancels every running turn at or below it (wire.md §2.6).
+    fn interrupt(&self, through_turn: u64) {
+        let mut turns = lock(&self.turns);
+        turns.watermark = turns.watermark.max(through_turn);
+        let watermark = turns.watermark;
+        turns.running.retain(|_, t| {
+            if t.turn_id <= watermark {
+                t.cancelled.store(true, Ordering::Release);
+                t.handle.abort();
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
+/// Returns the sender back when the writer drained in time, so the host can close it.
+pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
+    sender: S,
+    mut receiver: impl ChannelReceiver,
+    factory: Arc<M>,
+    limits: Limits,
+) -> (Outcome, Option<S>) {
+    let (err_tx, err_rx) = mpsc::unbounded_channel();
+    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));
+    let out = Arc::new(Outbound::new(limits.queue_maxsize, err_tx));
+    let control = Arc::new(Control::default());
+
+    let writer = tokio::spawn(write_loop(sender, out.clone(), lanes.clone()).in_current_span());
+    let feeder = Feeder {
+        factory,
+        limits,
+        lanes: lanes.clone(),
+        out: out.clone(),
+        control: control.clone(),
+        brain: None,
+        err_rx: Some(err_rx),
+        pump: None,
+        rtvi_tx: None,
+        rtvi_congested: false,
+    };
+    let mut feeder = tokio::spawn(feeder.run().in_current_span());
+
+    let stop = tokio::select! {
+        biased;
+        stop = &mut feeder => stop,
+        () = read_loop(&mut receiver, &lanes, &control) => feeder.await,
+    };
+    let stop = stop.unwrap_or_else(|e| {
+        tracing::error!("session: feeder task failed: {e}");
+        Stop::Closed
+    });
+
+    // Let the writer drain what the brain emitted before teardown, briefly.
+    out.close();
+    let sender = match tokio::time::timeout(Duration::from_secs(1), writer).await {
+        Ok(Ok(sender)) => sender,
+        Ok(Err(e)) => {
+            tracing::error!("session: writer task failed: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("session: writer did not drain within 1s; unsent frames are lost");
+            None
+        }
+    };
+    let outcome = match stop {
+        Stop::SendFailed(cause) => Outcome::SendFailed(cause),
+        _ => Outcome::Ended,
+    };
+    (outcome, sender)
+}
+
+/// Sends the outbound lane FIFO; returns the sender once the lane is closed and drained, or `None`
+/// after a failed send (which stops the session, Decisions T-U5).
+async fn write_loop<S: ChannelSender>(
+    mut sender: S,
+    out: Arc<Outbound>,
+    lanes: Arc<Lanes>,
+) -> Option<S> {
+    while let Some(frame) = out.pop().await {
+        let bytes = wire::encode(&frame);
+        if let Err(e) = sender.send(bytes).await {
+            tracing::error!("session: send failed, ending the session: {e}");
+            lanes.stop(Stop::SendFailed(e.to_string()));
+            out.close();
+            return None;
+        }
+    }
+    Some(sender)
+}
+
+async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: &Control) {
+    loop {
+        let bytes = match receiver.recv().await {
+            None => break,
+            Some(Err(e)) => {
+                tracing::info!("session: channel closed: {e}");
+                break;
+            }
+            Some(Ok(Incoming::Text(_))) => {
+                tracing::warn!("session: received TEXT frame; ignoring");
+                continue;
+            }
+            Some(Ok(Incoming::Binary(b))) => b,
+        };
+        if bytes.is_empty() {
+            continue;
+        }
+        match wire::decode(&bytes) {
+            Ok(Some(frame)) => route(frame, lanes, control),
+            Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
+            Err(wire::WireError::BadInit { session_id, why }) => {
+                tracing::error!("session: {why}");
+                lanes.push_priority(Inbound::BadStart(session_id));
+            }
+            Err(e) => tracing::error!("session: malformed payload; skipping: {e}"),
+        }
+    }
+    lanes.stop(Stop::Closed);
+}
+
+fn route(frame: Frame, lanes: &Lanes, control: &Control) {
+    match frame {
+        Frame::Response(r) => match control.session.get() {
+            Some(s) => s.settle_response(r),
+            None => tracing::debug!("dropping a Response that arrived before SessionStart"),
+        },
+        Frame::Interruption { through_turn } => control.interrupt(through_turn),
+        Frame::Cancel { .. } => lanes.stop(Stop::Cancel),
+        Frame::SessionStart(_) => lanes.push_priority(Inbound::Frame(frame)),
+        other => lanes.push_bulk(other),
+    }
+}
+
+/// Runs a brain callback, turning an error or a panic into the text to log.
+pub(crate) async fn guarded<T>(fut: impl Future<Output = BrainResult<T>>) -> Result<T, String> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(panic_text(&*panic)),
+    }
+}
+
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        format!("panicked: {s}")
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        format!("panicked: {s}")
+    } else {
+        "panicked".to_owned()
+    }
+}
+
+struct Feeder<M: MakeBrain> {
+    factory: Arc<M>,
+    limits: Limits,
+    lanes: Arc<Lanes>,
+    out: Arc<Outbound>,
+    control: Arc<Control>,
+    brain: Option<Arc<M::Brain>>,
+    err_rx: Option<mpsc::UnboundedReceiver<ErrorFrame>>,
+    pump: Option<JoinHandle<()>>,
+    rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
+    rtvi_congested: bool,
+}
+
+enum Stimulus {
+    Greeting(String),
+    Message(wire::UserMessage),
+    Idle(wire::UserIdle),
+}
+
+impl<M: MakeBrain> Feeder<M> {
+    async fn run(mut self) -> Stop {
+        let stop = loop {
+            match self.lanes.next().await {
+                Next::Stop(stop) => break stop,
+                Next::Item(item) => {
+                    self.handle(item).await;
+                    self.lanes.handled();
+                }
+            }
+        };
+        self.teardown().await;
+        stop
+    }
+
+    fn session(&self) -> Option<(Session, Arc<M::Brain>)> {
+        Some((self.control.session.get()?.clone(), self.brain.clone()?))
+    }
+
+    fn dead(&self) -> bool {
+        self.control.dead.load(Ordering::Acquire)
+    }
+
+    /// Sends a fatal `Error` then `End`, and runs no further callbacks.
+    fn refuse(&self, code: ErrorCode, message: String, reason: &str) {
+        self.control.dead.store(true, Ordering::Release);
+        self.out.push(Frame::Error(ErrorFrame {
+            code,
+            message,
+            fatal: true,
+        }));
+        match self.control.session.get() {
+            Some(s) => s.end(reason),
+            None => {
+                self.out.push(Frame::End);
+            }
+        }
+    }
+
+    async fn handle(&mut self, item: Inbound) {
+        let frame = match item {
+            Inbound::BadStart(session_id) => {
+                if self.control.session.get().is_none() && !self.dead() {
+                    tracing::error!(
+                        "brain: refusing session {session_id}: SessionStart.init is not a JSON object"
+                    );
+                    self.refuse(
+                        ErrorCode::Protocol,
+                        "SessionStart.init must be a JSON object".to_owned(),
+                        "bad_init",
+                    );
+                }
+                return;
+            }
+            Inbound::Frame(frame) => frame,
+        };
+        if let Frame::SessionStart(start) = frame {
+            return self.start(start).await;
+        }
+        let Some((session, brain)) = self.session() else {
+            tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
+            return;
+        };
+        if self.dead() {
+            tracing::debug!("session is refused; dropping {}", frame.name());
+            return;
+        }
+        match frame {
+            Frame::UserMessage(m) => self.spawn_turn(m.turn_id, Stimulus::Message(m)),
+            Frame::UserIdle(i) => self.spawn_turn(i.turn_id, Stimulus::Idle(i)),
+            Frame::Finalize {
+                speech_id,
+                heard_text,
+            } => {
+                let fin = session.settle_unit(speech_id, heard_text);
+                let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
+                if let Err(e) = guarded(fut).await {
+                    tracing::error!("brain: on_finalize failed: {e}");
+                }
+            }
+            Frame::Rtvi(mut rtvi) => {
+                if rtvi.kind.brain_may_send() {
+                    tracing::warn!("dropping inbound RTVI {}: only the brain sends it", rtvi.kind);
+                    return;
+                }
+                rtvi.turn_id = None;
+                self.deliver_rtvi(&session, &brain, rtvi);
+            }
+            Frame::Error(e) => {
+                let fut = context::scope(session.clone(), None, brain.on_error(&session, e));
+                if let Err(e) = guarded(fut).await {
+                    tracing::error!("brain: on_error failed: {e}");
+                }
+            }
+            other => tracing::debug!("ignoring inbound {}", other.name()),
+        }
+    }
+
+    async fn start(&mut self, start: SessionStart) {
+        if self.control.session.get().is_some() || self.dead() {
+            tracing::warn!("ignoring a second SessionStart on a live session");
+            self.out.push(Frame::Error(ErrorFrame {
+                code: ErrorCode::Protocol,
+                message: "a second SessionStart on a live session is ignored".to_owned(),
+                fatal: false,
+            }));
+            return;
+        }
+        let sid = start.session_id.clone();
+        let factory = self.factory.clone();
+        let brain = match std::panic::catch_unwind(AssertUnwindSafe(|| factory.make())) {
+            Ok(brain) => Arc::new(brain),
+            Err(panic) => {
+                let why = panic_text(&*panic);
+                tracing::error!("brain: the brain factory failed for session {sid}: {why}");
+                self.refuse(
+                    ErrorCode::Internal,
+                    format!("brain factory failed: {why}"),
+                    "factory_failed",
+                );
+                return;
+            }
+        };
+        let session = Session::new(
+            start.session_id,
+            start.init,
+            start.capabilities,
+            self.out.clone(),
+            self.limits.request_timeout,
+        );
+        session.turn_began(start.turn_id);
+        let _ = self.control.session.set(session.clone());
+        self.brain = Some(brain.clone());
+        self.spawn_pump(&session, &brain);
+
+        if start.wire_version != WIRE_VERSION {
+            let v = start.wire_version;
+            tracing::error!(
+                "brain: refusing session {sid} — Voqalize speaks wire {v}, this SDK speaks {WIRE_VERSION}"
+            );
+            self.refuse(
+                ErrorCode::WireVersion,
+                format!(
+                    "wire version mismatch: Voqalize speaks {v}, this SDK speaks {WIRE_VERSION}"
+                ),
+                "wire_version_mismatch",
+            );
+            return;
+        }
+        let fut = context::scope(session.clone(), None, brain.on_session_start(&session));
+        if let Err(e) = guarded(fut).await {
+            tracing::error!("brain: on_session_start failed for session {sid}: {e}");
+            self.refuse(
+                ErrorCode::Internal,
+                format!("on_session_start failed: {e}"),
+                "on_session_start_failed",
+            );
+            return;
+        }
+        let fut = context::scope(session.clone(), None, brain.greet(&session));
+        match guarded(fut).await {
+            Err(e) => {
+                tracing::error!("brain: greet failed for session {sid}: {e}");
+                self.refuse(
+                    ErrorCode::Internal,
+                    format!("greet failed: {e}"),
+                    "greet_failed",
+                );
+            }
+            Ok(Some(text)) if !text.is_empty() => {
+                self.spawn_turn(start.turn_id, Stimulus::Greeting(text));
+            }
+            Ok(_) => {}
+        }
+    }
+
+    /// Hands an app message to the session's RTVI task, which runs `on_rtvi` for each message in
+    /// arrival order, beside the feeder and the turns and untouched by barge-in. When `queue_maxsize`
+    /// messages already wait, the new one is shed (one `OVERLOAD` per episode).
+    fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
+        let tx = self.rtvi_tx.get_or_insert_with(|| {
+            let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.limits.queue_maxsize.max(1));
+            let (s, b) = (session.clone(), brain.clone());
+            let worker = async move {
+                while let Some(message) = rx.recv().await {
+                    let kind = message.kind;
+                    if let Err(e) = guarded(b.on_rtvi(&s, message)).await {
+                        tracing::error!("brain: on_rtvi failed for {kind}: {e}");
+                    }
+                }
+            };
+            let handle = tokio::spawn(context::scope(session.clone(), None, worker).in_current_span());
+            lock(&self.control.ambient).push(handle);
+            tx
+        });
+        match tx.try_send(rtvi) {
+            Ok(()) => self.rtvi_congested = false,
+            Err(e) => {
+                tracing::debug!("on_rtvi is behind; dropping an app message: {e}");
+                if !std::mem::replace(&mut self.rtvi_congested, true) {
+                    self.lanes.signal_congestion();
+                }
+            }
+        }
+    }
+
+    fn spawn_pump(&mut self, session: &Session, brain: &Arc<M::Brain>) {
+        let Some(mut rx) = self.err_rx.take() else {
+            return;
+        };
+        let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
+        let pump = async move {
+            while let Some(e) = rx.recv().await {
+                if control.dead.load(Ordering::Acquire) {
+                    continue;
+                }
+                if let Err(e) = guarded(b.on_error(&s, e)).await {
+                    tracing::error!("session: delivering congestion Error failed: {e}");
+                }
+            }
+        };
+        self.pump = Some(tokio::spawn(
+            context::scope(session.clone(), None, pump).in_current_span(),
+        ));
+    }
+
+    fn spawn_turn(&self, turn_id: u64, stimulus: Stimulus) {
+        let Some((session, brain)) = self.session() else {
+            return;
+        };
+        let mut turns = lock(&self.control.turns);
+        if turn_id <= turns.watermark {
+            tracing::debug!("turn {turn_id} is at or below the watermark; not starting it");
+            return;
+        }
+        if !matches!(stimulus, Stimulus::Greeting(_)) {
+            session.turn_began(turn_id);
+        }
+        let cancelled = Arc::new(AtomicBool::new(false));
+        turns.next_key += 1;
+        let key = turns.next_key;
+        let control = self.control.clone();
+        let (s, flag) = (session.clone(), cancelled.clone());
+        let task = async move {
+            let sid = s.id().to_owned();
+            let mut turn = Turn::new(s, turn_id, flag);
+            let result = match stimulus {
+                Stimulus::Greeting(text) => {
+                    turn.say(&text);
+                    Ok(())
+                }
+                Stimulus::Message(m) => guarded(brain.on_user_message(&mut turn, m)).await,
+                Stimulus::Idle(i) => guarded(brain.on_user_idle(&mut turn, i)).await,
+            };
+            drop(turn);
+            if let Err(e) = result {
+                tracing::error!("brain: turn failed (session {sid}, turn {turn_id}): {e}");
+            }
+            lock(&control.turns).running.remove(&key);
+        };
+        let handle = tokio::spawn(context::scope(session, Some(turn_id), task).in_current_span());
+        turns.running.insert(
+            key,
+            RunningTurn {
+                turn_id,
+                cancelled,
+                handle,
+            },
+        );
+    }
+
+    async fn teardown(&mut self) {
+        let running: Vec<RunningTurn> = lock(&self.control.turns)
+            .running
+            .drain()
+            .map(|(_, t)| t)
+            .collect();
+        for t in &running {
+            t.cancelled.store(true, Ordering::Release);
+            t.handle.abort();
+        }
+        self.rtvi_tx = None;
+        let ambient: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.control.ambient));
+        for h in &ambient {
+            h.abort();
+        }
+        for t in running {
+            let _ = t.handle.await;
+        }
+        for h in ambient {
+            let _ = h.await;
+        }
+        if let Some(pump) = self.pump.take() {
+            pump.abort();
+            let _ = pump.await;
+        }
+        if let Some((session, brain)) = self.session() {
+            session.abandon_waiters();
+            let fut = context::scope(session.clone(), None, async {
+                brain.on_session_end(&session).await;
+                Ok(())
+            });
+            if let Err(e) = guarded(fut).await {
+                tracing::error!("brain: on_session_end failed: {e}");
+            }
+        }
+    }
+}
+
