@@ -1,1 +1,10 @@
+//! The integration tests of voqalize, in one test binary (one link, one process per run).
+//!
+//! Every test uses real parts: frames through the real codec, sessions over WebSockets on
+//! 127.0.0.1 or the in-memory channel of `voqalize::testing`, real RS256 tokens.
 
+mod auth;
+mod codec;
+mod hosting;
+mod session;
+mod support;
