@@ -97,7 +97,22 @@ impl Verifier {
                 continue;
             };
             let claims = data.claims;
-            if claims.get("iat").and_then(Value::as_f64).is_some_and(|iat| iat > now() as f64) {
+            // jsonwebtoken accepts `exp == now` (it rejects only `exp < now - leeway`); §3.2 wants
+            // `exp` strictly in the future, as PyJWT checks (`int(exp) <= now` is expired).
+            let now = now() as f64;
+            if claims
+                .get("exp")
+                .and_then(Value::as_f64)
+                .is_none_or(|exp| exp.trunc() <= now)
+            {
+                continue;
+            }
+            // `iat`, when present, must be a number not in the future (PyJWT rejects a non-numeric
+            // `iat` too).
+            if claims
+                .get("iat")
+                .is_some_and(|iat| iat.as_f64().is_none_or(|iat| iat.trunc() > now))
+            {
                 continue;
             }
             if claims.get("sub").and_then(Value::as_str) != Some(session_id) {

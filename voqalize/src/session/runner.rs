@@ -61,9 +61,10 @@ struct Turns {
 struct Control {
     session: OnceLock<Session>,
     turns: Mutex<Turns>,
-    ambient: Mutex<Vec<JoinHandle<()>>>,
     /// Set after a refusal or a fatal start failure: no further callbacks (Decisions T-U1).
     dead: AtomicBool,
+    /// Set by the reader at the first SessionStart; frames read before it are dropped (§2.2).
+    started: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,6 +113,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
         err_rx: Some(err_rx),
         pump: None,
         rtvi_tx: None,
+        rtvi_worker: None,
         rtvi_congested: false,
     };
     let mut feeder = tokio::spawn(feeder.run().in_current_span());
@@ -187,6 +189,7 @@ async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: 
             Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
             Err(wire::WireError::BadInit { session_id, why }) => {
                 tracing::error!("session: {why}");
+                control.started.store(true, Ordering::Release);
                 lanes.push_priority(Inbound::BadStart(session_id));
             }
             Err(e) => tracing::error!("session: malformed payload; skipping: {e}"),
@@ -196,6 +199,12 @@ async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: 
 }
 
 fn route(frame: Frame, lanes: &Lanes, control: &Control) {
+    if let Frame::SessionStart(_) = frame {
+        control.started.store(true, Ordering::Release);
+    } else if !control.started.load(Ordering::Acquire) {
+        tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
+        return;
+    }
     match frame {
         Frame::Response(r) => match control.session.get() {
             Some(s) => s.settle_response(r),
@@ -237,6 +246,7 @@ struct Feeder<M: MakeBrain> {
     err_rx: Option<mpsc::UnboundedReceiver<ErrorFrame>>,
     pump: Option<JoinHandle<()>>,
     rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
+    rtvi_worker: Option<JoinHandle<()>>,
     rtvi_congested: bool,
 }
 
@@ -257,7 +267,7 @@ impl<M: MakeBrain> Feeder<M> {
                 }
             }
         };
-        self.teardown().await;
+        self.teardown(&stop).await;
         stop
     }
 
@@ -437,8 +447,9 @@ impl<M: MakeBrain> Feeder<M> {
                     }
                 }
             };
-            let handle = tokio::spawn(context::scope(session.clone(), None, worker).in_current_span());
-            lock(&self.control.ambient).push(handle);
+            self.rtvi_worker = Some(tokio::spawn(
+                context::scope(session.clone(), None, worker).in_current_span(),
+            ));
             tx
         });
         match tx.try_send(rtvi) {
@@ -517,7 +528,18 @@ impl<M: MakeBrain> Feeder<M> {
         );
     }
 
-    async fn teardown(&mut self) {
+    async fn teardown(&mut self, stop: &Stop) {
+        // After End, app messages queued before it still reach on_rtvi (briefly); otherwise they
+        // are dropped with the rest.
+        if let (Stop::End, Some(tx)) = (stop, self.rtvi_tx.take()) {
+            drop(tx);
+            if let Some(worker) = self.rtvi_worker.take() {
+                let drained = tokio::time::timeout(Duration::from_secs(1), worker).await;
+                if drained.is_err() {
+                    tracing::warn!("on_rtvi did not finish within 1s after End; stopping it");
+                }
+            }
+        }
         let running: Vec<RunningTurn> = lock(&self.control.turns)
             .running
             .drain()
@@ -528,14 +550,14 @@ impl<M: MakeBrain> Feeder<M> {
             t.handle.abort();
         }
         self.rtvi_tx = None;
-        let ambient: Vec<JoinHandle<()>> = std::mem::take(&mut *lock(&self.control.ambient));
-        for h in &ambient {
+        let rtvi_worker = self.rtvi_worker.take();
+        if let Some(h) = &rtvi_worker {
             h.abort();
         }
         for t in running {
             let _ = t.handle.await;
         }
-        for h in ambient {
+        if let Some(h) = rtvi_worker {
             let _ = h.await;
         }
         if let Some(pump) = self.pump.take() {

@@ -158,6 +158,9 @@ pub struct Start {
     pub capabilities: Capabilities,
     /// `init` data (default `{}`).
     pub init: Map<String, Value>,
+    /// Wait for a greeting (default true). False returns as soon as the SessionStart is sent, for
+    /// brains that do not greet.
+    pub expect_greeting: bool,
 }
 
 impl Default for Start {
@@ -173,6 +176,7 @@ impl Default for Start {
             .into_iter()
             .collect(),
             init: Map::new(),
+            expect_greeting: true,
         }
     }
 }
@@ -319,6 +323,9 @@ pub struct Voqalize {
     pub linger: Duration,
     /// What is reported heard when the brain cancels a unit.
     pub cancel_heard: CancelHeard,
+    /// Answer `configure` requests (with acceptance) and `SpeechCancel`s (with a Finalize) as the
+    /// reference runtime does (default true). Off, the test answers them itself.
+    pub auto_answer: bool,
     seen: Observed,
     brain: Option<JoinHandle<Result<(), HostError>>>,
 }
@@ -412,6 +419,7 @@ impl Voqalize {
             quiet: Duration::from_millis(250),
             linger: Duration::from_millis(600),
             cancel_heard: CancelHeard::All,
+            auto_answer: true,
             seen: Observed::default(),
             brain,
         }
@@ -427,7 +435,22 @@ impl Voqalize {
         self.start_with(Start::default()).await
     }
 
-    /// Sends a `SessionStart` built from `start`, then plays out the greeting as [`start`](Self::start).
+    /// Sends the default `SessionStart` without waiting for a greeting (for brains that do not
+    /// greet; waiting would take the whole 3 s greeting window).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn start_silent(&mut self) -> Result<(), DriverError> {
+        self.start_with(Start {
+            expect_greeting: false,
+            ..Start::default()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Sends a `SessionStart` built from `start`, then plays out the greeting as [`start`](Self::start)
+    /// (the wait also ends when the brain sends `End`, as it does when it refuses the session).
     ///
     /// # Errors
     /// As [`start`](Self::start).
@@ -442,9 +465,14 @@ impl Voqalize {
             capabilities: start.capabilities,
         }))
         .await?;
+        if !start.expect_greeting {
+            return Ok(self.turn(1));
+        }
         let greeting = Duration::from_secs(3);
         let ended = self
-            .wait_until(greeting, |s| s.units.values().any(|u| u.turn_id == 1 && u.ended))
+            .wait_until(greeting, |s| {
+                s.end || s.units.values().any(|u| u.turn_id == 1 && u.ended)
+            })
             .await?;
         if ended {
             self.quiesce(self.quiet, self.timeout).await?;
@@ -667,6 +695,37 @@ impl Voqalize {
             }
             if !self.pump_once(deadline).await? {
                 return Ok(predicate(self));
+            }
+        }
+    }
+
+    /// Keeps handling the brain's frames (recording them, answering requests and cancels) while
+    /// awaiting `event`, for at most `within`. `None` when the time ran out first.
+    ///
+    /// Use it to wait for something the brain does outside the wire, such as a callback's side
+    /// effect signalled through a channel.
+    ///
+    /// # Errors
+    /// The brain sent an undecodable frame.
+    pub async fn run_until<T>(
+        &mut self,
+        within: Duration,
+        event: impl std::future::Future<Output = T>,
+    ) -> Result<Option<T>, DriverError> {
+        let deadline = Instant::now() + within;
+        tokio::pin!(event);
+        loop {
+            if self.seen.closed.is_some() {
+                return Ok(timeout_at(deadline, &mut event).await.ok());
+            }
+            tokio::select! {
+                biased;
+                out = &mut event => return Ok(Some(out)),
+                more = self.pump_once(deadline) => {
+                    if !more? && self.seen.closed.is_none() {
+                        return Ok(None);
+                    }
+                }
             }
         }
     }
@@ -997,13 +1056,18 @@ impl Voqalize {
             },
             Frame::SpeechCancel { speech_id } => {
                 seen.speech_cancels.push(speech_id);
-                self.answer_cancel(speech_id).await?;
+                if self.auto_answer {
+                    self.answer_cancel(speech_id).await?;
+                }
             }
             Frame::Request {
                 request_id,
                 configure,
             } => {
                 seen.requests.push((request_id, configure));
+                if !self.auto_answer {
+                    return Ok(());
+                }
                 self.send(Frame::Response(Response {
                     request_id,
                     accepted: true,

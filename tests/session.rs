@@ -1,0 +1,1639 @@
+//! The session runtime against wire.md §6 (cases 11–64) and the Decisions table, driven in-process
+//! by `voqalize::testing::Voqalize` through the real codec and session loop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use voqalize::prelude::*;
+use voqalize::testing::{BargeAt, BargeIn, Start, Voqalize};
+use voqalize::wire::{Capabilities, ErrorFrame, Frame, Response, SessionStart};
+
+use crate::support::{Log, driver};
+
+/// How a scripted hook fails.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fail {
+    Err,
+    Panic,
+}
+
+/// Knobs for [`Scripted`].
+#[derive(Clone, Default)]
+struct Cfg {
+    greeting: Option<String>,
+    start_fails: Option<Fail>,
+    greet_fails: Option<Fail>,
+    /// on_session_start waits for this before returning.
+    start_gate: Option<Arc<Notify>>,
+    configure_on_start: Option<Config>,
+    /// on_finalize waits for this before returning.
+    finalize_gate: Option<Arc<Notify>>,
+    /// on_rtvi waits for this before returning.
+    rtvi_gate: Option<Arc<Notify>>,
+}
+
+/// A brain whose turns follow a small command language, logging every callback.
+struct Scripted {
+    log: Arc<Log>,
+    cfg: Cfg,
+}
+
+fn fail(how: Fail, what: &str) -> BrainResult {
+    match how {
+        Fail::Err => Err(what.into()),
+        Fail::Panic => panic!("{what}"),
+    }
+}
+
+/// Logs when the turn future is dropped before it finished (a barge-in or teardown).
+struct CutGuard(Arc<Log>, u64, bool);
+impl Drop for CutGuard {
+    fn drop(&mut self) {
+        if !self.2 {
+            self.0.push(format!("cut {}", self.1));
+        }
+    }
+}
+
+impl Brain for Scripted {
+    async fn on_session_start(&self, session: &Session) -> BrainResult {
+        self.log.push("start");
+        if let Some(gate) = &self.cfg.start_gate {
+            gate.notified().await;
+        }
+        if let Some(config) = self.cfg.configure_on_start.clone() {
+            session.configure(config).await?;
+            self.log.push("configured");
+        }
+        match self.cfg.start_fails {
+            Some(how) => fail(how, "boom"),
+            None => Ok(()),
+        }
+    }
+
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        self.log.push("greet");
+        if let Some(how) = self.cfg.greet_fails {
+            fail(how, "nope")?;
+        }
+        Ok(self.cfg.greeting.clone())
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        let text = message.text.clone();
+        self.log.push(format!("message {} {text}", message.turn_id));
+        let mut guard = CutGuard(self.log.clone(), turn.id(), false);
+        let words: Vec<&str> = text.splitn(2, ' ').collect();
+        let rest = words.get(1).copied().unwrap_or("");
+        match words[0] {
+            "say" => {
+                turn.say(rest);
+            }
+            "chunks" => {
+                let mut unit = turn.open_unit();
+                for c in rest.split(',') {
+                    unit.write(c);
+                }
+            }
+            "two" => {
+                turn.say("first");
+                turn.say("second");
+            }
+            "slow" => {
+                let ms: u64 = rest.parse()?;
+                let mut unit = turn.open_unit();
+                unit.write("s");
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                unit.write("late");
+            }
+            "fail" | "panic" => {
+                let mut unit = turn.open_unit();
+                unit.write(rest);
+                let how = if words[0] == "fail" {
+                    Fail::Err
+                } else {
+                    Fail::Panic
+                };
+                guard.2 = true;
+                return fail(how, "turn broke");
+            }
+            "dispatch" => {
+                turn.session().dispatch(&OpenPanel {
+                    foo: "bar".into(),
+                    note: None,
+                })?;
+            }
+            "rtvi" => {
+                turn.say("before");
+                turn.session()
+                    .send_rtvi(RtviType::ServerMessage, Some(&json!({"x": 1})), None)?;
+                turn.say("after");
+            }
+            "goodbye" => {
+                turn.say("bye");
+                turn.session().end("done");
+                turn.session().end("again");
+                turn.say("after end");
+            }
+            "cancel" => {
+                let fin = {
+                    let mut unit = turn.open_unit();
+                    unit.write("one ");
+                    let id = unit.id();
+                    let fin = unit.session().cancel_speech(id).await?;
+                    let again = unit.session().cancel_speech(id).await?;
+                    assert_eq!(fin, again);
+                    unit.write("dropped");
+                    fin
+                };
+                self.log.push(format!(
+                    "cancelled {} heard={:?} generated={:?}",
+                    fin.speech_id, fin.heard, fin.generated
+                ));
+                turn.say("fix");
+            }
+            "configure" => {
+                let config = Config::builder().language(rest).build()?;
+                match turn.session().configure(config).await {
+                    Ok(()) => self.log.push("configure ok"),
+                    Err(e) => self.log.push(format!("configure error: {e}")),
+                }
+            }
+            "step" => {
+                turn.session().report_step(
+                    Step::new("model", "g")
+                        .duration_ms(20)
+                        .count("output_tokens", 3),
+                    None,
+                )?;
+            }
+            _ => {
+                turn.say(&format!("you said {text}"));
+            }
+        }
+        guard.2 = true;
+        Ok(())
+    }
+
+    async fn on_user_idle(&self, turn: &mut Turn, idle: UserIdle) -> BrainResult {
+        self.log.push(format!("idle {}", idle.level));
+        if idle.level >= 2 {
+            turn.session().end("idle");
+        }
+        Ok(())
+    }
+
+    async fn on_finalize(&self, _session: &Session, f: Finalized) -> BrainResult {
+        if let Some(gate) = &self.cfg.finalize_gate {
+            gate.notified().await;
+        }
+        self.log.push(format!(
+            "finalize {} heard={:?} generated={:?} interrupted={}",
+            f.speech_id,
+            f.heard,
+            f.generated,
+            f.interrupted()
+        ));
+        Ok(())
+    }
+
+    async fn on_rtvi(&self, _session: &Session, message: Rtvi) -> BrainResult {
+        if let Some(gate) = &self.cfg.rtvi_gate {
+            gate.notified().await;
+        }
+        self.log.push(format!(
+            "rtvi {} {}",
+            message.kind,
+            message.data.unwrap_or(Value::Null)
+        ));
+        Ok(())
+    }
+
+    async fn on_error(&self, _session: &Session, error: ErrorFrame) -> BrainResult {
+        self.log.push(format!(
+            "error {} {} fatal={}",
+            error.code, error.message, error.fatal
+        ));
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.log.end();
+    }
+}
+
+#[derive(serde::Serialize)]
+struct OpenPanel {
+    foo: String,
+    note: Option<String>,
+}
+
+impl Action for OpenPanel {
+    const NAME: &'static str = "open_panel";
+}
+
+fn scripted(cfg: Cfg) -> (Voqalize, Arc<Log>) {
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    (
+        driver(move || Scripted {
+            log: l.clone(),
+            cfg: cfg.clone(),
+        }),
+        log,
+    )
+}
+
+fn greeting(text: &str) -> Cfg {
+    Cfg {
+        greeting: Some(text.into()),
+        ..Cfg::default()
+    }
+}
+
+fn speech(frames: &[Frame]) -> Vec<Frame> {
+    frames
+        .iter()
+        .filter(|f| {
+            matches!(
+                f,
+                Frame::SpeechStart { .. } | Frame::SpeechChunk { .. } | Frame::SpeechEnd { .. }
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+fn start(id: u64, turn: u64) -> Frame {
+    Frame::SpeechStart {
+        speech_id: id,
+        turn_id: turn,
+    }
+}
+fn chunk(id: u64, text: &str) -> Frame {
+    Frame::SpeechChunk {
+        speech_id: id,
+        text: text.into(),
+    }
+}
+fn end(id: u64) -> Frame {
+    Frame::SpeechEnd { speech_id: id }
+}
+
+/// Waits until the log holds an event starting with `prefix`.
+async fn logged(v: &mut Voqalize, log: &Log, prefix: &str) -> bool {
+    log.wait(v, |l| l.events().iter().any(|e| e.starts_with(prefix)))
+        .await
+}
+
+// ---- Start and greeting (§6 11–19) ----
+
+#[tokio::test]
+async fn greeting_is_one_unit_on_the_start_turn() {
+    let (mut v, _) = scripted(greeting("Hi"));
+    let turn = v.start().await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Hi"]);
+    assert_eq!(
+        v.received(),
+        &[start(1, 1), chunk(1, "Hi"), end(1)],
+        "case 11"
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn no_greeting_sends_nothing() {
+    for g in [None, Some(String::new())] {
+        let (mut v, log) = scripted(Cfg {
+            greeting: g,
+            ..Cfg::default()
+        });
+        v.start_silent().await.unwrap();
+        assert!(logged(&mut v, &log, "greet").await);
+        v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(v.received().is_empty(), "case 12: {:?}", v.received());
+    }
+}
+
+#[tokio::test]
+async fn wrong_wire_version_is_refused_and_the_session_stays_quiet() {
+    for version in [2, 0] {
+        let (mut v, log) = scripted(greeting("Hi"));
+        v.start_with(Start {
+            wire_version: version,
+            ..Start::default()
+        })
+        .await
+        .unwrap();
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap();
+        let message =
+            format!("wire version mismatch: Voqalize speaks {version}, this SDK speaks 3");
+        assert_eq!(
+            v.received(),
+            &[
+                Frame::Error(ErrorFrame {
+                    code: ErrorCode::WireVersion,
+                    message,
+                    fatal: true
+                }),
+                Frame::End
+            ],
+            "cases 13/14"
+        );
+        assert!(!log.events().iter().any(|e| e == "start" || e == "greet"));
+        // T-U1: no further callbacks after the refusal.
+        v.send(Frame::UserMessage(UserMessage {
+            turn_id: 2,
+            text: "say x".into(),
+        }))
+        .await
+        .unwrap();
+        v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(v.received().len(), 2);
+        assert!(!log.events().iter().any(|e| e.starts_with("message")));
+        v.hang_up().await;
+        v.brain_result().await.unwrap().unwrap();
+        assert_eq!(log.ended(), 1, "on_session_end still runs once");
+    }
+}
+
+#[tokio::test]
+async fn failing_start_hooks_end_the_call_with_a_fatal_error() {
+    let cases = [
+        (Some(Fail::Err), None, "on_session_start failed: boom"),
+        (
+            Some(Fail::Panic),
+            None,
+            "on_session_start failed: panicked: boom",
+        ),
+        (None, Some(Fail::Err), "greet failed: nope"),
+        (None, Some(Fail::Panic), "greet failed: panicked: nope"),
+    ];
+    for (start_fails, greet_fails, message) in cases {
+        let (mut v, log) = scripted(Cfg {
+            greeting: Some("Hi".into()),
+            start_fails,
+            greet_fails,
+            ..Cfg::default()
+        });
+        v.start_silent().await.unwrap();
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap();
+        assert_eq!(
+            v.received(),
+            &[
+                Frame::Error(ErrorFrame {
+                    code: ErrorCode::Internal,
+                    message: message.into(),
+                    fatal: true
+                }),
+                Frame::End
+            ],
+            "cases 15/16"
+        );
+        if start_fails.is_some() {
+            assert!(!log.events().contains(&"greet".to_owned()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn configure_inside_on_session_start_goes_out_before_the_greeting() {
+    let config = Config::builder().patience(5).build().unwrap();
+    let (mut v, log) = scripted(Cfg {
+        greeting: Some("Hi".into()),
+        configure_on_start: Some(config),
+        ..Cfg::default()
+    });
+    v.start().await.unwrap();
+    assert!(
+        matches!(v.received()[0], Frame::Request { request_id: 1, .. }),
+        "case 17"
+    );
+    assert_eq!(v.received()[1], start(1, 1));
+    let events = log.events();
+    let configured = events.iter().position(|e| e == "configured").unwrap();
+    let greeted = events.iter().position(|e| e == "greet").unwrap();
+    assert!(configured < greeted);
+}
+
+#[tokio::test]
+async fn a_user_message_waits_for_the_start_hooks() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        greeting: Some("Hi".into()),
+        start_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }))
+    .await
+    .unwrap();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "say q".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "start").await);
+    assert!(
+        !log.events().iter().any(|e| e.starts_with("message")),
+        "case 18"
+    );
+    gate.notify_one();
+    assert!(logged(&mut v, &log, "message 2").await);
+    let events = log.events();
+    let greet = events.iter().position(|e| e == "greet").unwrap();
+    let message = events
+        .iter()
+        .position(|e| e.starts_with("message"))
+        .unwrap();
+    assert!(greet < message);
+}
+
+#[tokio::test]
+async fn an_interruption_right_behind_session_start_cancels_the_greeting() {
+    for slow in [false, true] {
+        let gate = Arc::new(Notify::new());
+        let (mut v, log) = scripted(Cfg {
+            greeting: Some("Hello".into()),
+            start_gate: slow.then(|| gate.clone()),
+            ..Cfg::default()
+        });
+        v.send(Frame::SessionStart(SessionStart {
+            session_id: "s".into(),
+            turn_id: 1,
+            init: Default::default(),
+            wire_version: 3,
+            capabilities: Capabilities::new(),
+        }))
+        .await
+        .unwrap();
+        v.send(Frame::Interruption { through_turn: 1 })
+            .await
+            .unwrap();
+        if slow {
+            assert!(logged(&mut v, &log, "start").await);
+            gate.notify_one();
+        }
+        assert!(logged(&mut v, &log, "greet").await);
+        v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert!(v.received().is_empty(), "case 19: {:?}", v.received());
+    }
+}
+
+// ---- Turns and speech (§6 20–31) ----
+
+#[tokio::test]
+async fn empty_chunks_are_never_sent() {
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("chunks a,,b").await.unwrap();
+    assert_eq!(turn.units[0].chunks, ["a", "b"], "case 20");
+    assert_eq!(
+        speech(v.received()),
+        [start(1, 2), chunk(1, "a"), chunk(1, "b"), end(1)]
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn speech_ids_are_session_monotonic_across_turns() {
+    let (mut v, _) = scripted(greeting("Hi"));
+    v.start().await.unwrap();
+    let t2 = v.user_says("two").await.unwrap();
+    let ids: Vec<u64> = t2.units.iter().map(|u| u.speech_id).collect();
+    assert_eq!(ids, [2, 3], "case 21");
+    let t3 = v.user_says("say x").await.unwrap();
+    assert_eq!(t3.units[0].speech_id, 4);
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_failing_turn_closes_its_unit_and_the_session_goes_on() {
+    for verb in ["fail", "panic"] {
+        let (mut v, log) = scripted(Cfg::default());
+        v.start_silent().await.unwrap();
+        let t = v.user_says(&format!("{verb} x")).await.unwrap();
+        assert_eq!(
+            speech(v.received()),
+            [start(1, 2), chunk(1, "x"), end(1)],
+            "case 24 ({verb})"
+        );
+        assert!(t.completed());
+        let next = v.user_says("say ok").await.unwrap();
+        assert_eq!(next.text(), "ok");
+        assert!(!log.events().iter().any(|e| e.starts_with("cut")));
+        v.assert_clean();
+    }
+}
+
+#[tokio::test]
+async fn a_turn_may_only_dispatch() {
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "dispatch".into(),
+    }))
+    .await
+    .unwrap();
+    let commands = v.collect_ui_commands(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        commands,
+        [json!({"command": "open_panel", "payload": {"foo": "bar", "note": null}})],
+        "cases 26 and 55: every field, null included"
+    );
+    assert!(speech(v.received()).is_empty());
+    let rtvi = v.rtvi()[0].clone();
+    assert_eq!(rtvi.turn_id, Some(2));
+}
+
+#[tokio::test]
+async fn turns_run_concurrently_and_only_interruption_cancels() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    for (turn_id, text) in [(2, "slow 400"), (3, "slow 50")] {
+        v.send(Frame::UserMessage(UserMessage {
+            turn_id,
+            text: text.into(),
+        }))
+        .await
+        .unwrap();
+    }
+    v.next_turn_id();
+    v.next_turn_id();
+    // Turn 3 completes while turn 2 is still sleeping: they run concurrently (case 27).
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(3).completed())
+            .await
+            .unwrap()
+    );
+    assert!(!v.turn(2).completed());
+    // Case 28: Interruption{2} stops turn 2 without a SpeechEnd for its open unit.
+    v.send(Frame::Interruption { through_turn: 2 })
+        .await
+        .unwrap();
+    assert!(logged(&mut v, &log, "cut 2").await);
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let t2 = v.turn(2);
+    assert_eq!(t2.units[0].chunks, ["s"]);
+    assert!(!t2.units[0].ended);
+    assert!(v.turn(3).completed());
+    assert!(!log.events().contains(&"cut 3".to_owned()));
+}
+
+#[tokio::test]
+async fn stimuli_at_or_below_the_watermark_never_start() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.send(Frame::Interruption { through_turn: 5 })
+        .await
+        .unwrap();
+    v.send(Frame::Interruption { through_turn: 3 })
+        .await
+        .unwrap();
+    for turn_id in [4, 5] {
+        v.send(Frame::UserMessage(UserMessage {
+            turn_id,
+            text: "say no".into(),
+        }))
+        .await
+        .unwrap();
+    }
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 6,
+        text: "say yes".into(),
+    }))
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        v.next_turn_id();
+    }
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(6).completed())
+            .await
+            .unwrap()
+    );
+    assert!(
+        v.turn(4).units.is_empty() && v.turn(5).units.is_empty(),
+        "cases 29/30"
+    );
+    assert!(!log.events().iter().any(|e| e.contains("say no")));
+}
+
+#[tokio::test]
+async fn user_idle_default_is_silent_and_a_level_two_nudge_may_end() {
+    struct Quiet;
+    impl Brain for Quiet {
+        async fn on_user_message(&self, _t: &mut Turn, _m: UserMessage) -> BrainResult {
+            Ok(())
+        }
+    }
+    let mut v = driver(|| Quiet);
+    v.start_silent().await.unwrap();
+    v.send(Frame::UserIdle(UserIdle {
+        turn_id: 2,
+        level: 1,
+        idle_ms: 5,
+    }))
+    .await
+    .unwrap();
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(v.received().is_empty(), "case 31");
+
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.send(Frame::UserIdle(UserIdle {
+        turn_id: 2,
+        level: 2,
+        idle_ms: 30_000,
+    }))
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap()
+    );
+    assert_eq!(v.received(), &[Frame::End]);
+}
+
+// ---- Finalize (§6 32–34) ----
+
+#[tokio::test]
+async fn finalize_reports_heard_and_generated() {
+    let (mut v, log) = scripted(greeting("Hi"));
+    v.send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }))
+    .await
+    .unwrap();
+    v.next_turn_id();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    v.finalize(1, "H").await.unwrap();
+    v.finalize(99, "zz").await.unwrap();
+    assert!(logged(&mut v, &log, "finalize 99").await);
+    let events = log.events();
+    assert!(
+        events.contains(&r#"finalize 1 heard="H" generated="Hi" interrupted=true"#.to_owned()),
+        "case 32: {events:?}"
+    );
+    assert!(
+        events.contains(&r#"finalize 99 heard="zz" generated="" interrupted=true"#.to_owned()),
+        "case 33"
+    );
+}
+
+#[tokio::test]
+async fn a_finalize_mid_stream_closes_the_unit() {
+    struct Streamer(Arc<Notify>);
+    impl Brain for Streamer {
+        async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+            {
+                let mut unit = turn.open_unit();
+                unit.write("a");
+                self.0.notified().await;
+                unit.write("b");
+            }
+            turn.say("c");
+            Ok(())
+        }
+    }
+    let gate = Arc::new(Notify::new());
+    let g = gate.clone();
+    let mut v = driver(move || Streamer(g.clone()));
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "go".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| !u.chunks.is_empty()))
+            .await
+            .unwrap()
+    );
+    v.finalize(1, "a").await.unwrap();
+    // The Finalize is handled before the next frame: a later frame proves it was applied.
+    v.send(Frame::Error(ErrorFrame {
+        code: ErrorCode::Protocol,
+        message: "sync".into(),
+        fatal: false,
+    }))
+    .await
+    .unwrap();
+    v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+        .await
+        .unwrap();
+    gate.notify_one();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .turn(turn_id)
+            .units
+            .get(1)
+            .is_some_and(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        speech(v.received()),
+        [
+            start(1, 2),
+            chunk(1, "a"),
+            start(2, 2),
+            chunk(2, "c"),
+            end(2)
+        ],
+        "case 34: no chunk b and no End for unit 1"
+    );
+}
+
+// ---- SpeechCancel (§6 35–41) ----
+
+#[tokio::test]
+async fn cancel_speech_returns_what_was_heard_and_closes_the_unit() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("cancel").await.unwrap();
+    assert_eq!(v.speech_cancels(), [1], "cases 35/36: one SpeechCancel");
+    assert_eq!(turn.unit_texts(), ["one ", "fix"]);
+    assert!(
+        log.events()
+            .contains(&r#"cancelled 1 heard="one " generated="one ""#.to_owned())
+    );
+    assert_eq!(
+        speech(v.received()),
+        [
+            start(1, 2),
+            chunk(1, "one "),
+            start(2, 2),
+            chunk(2, "fix"),
+            end(2)
+        ]
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn cancel_speech_errors() {
+    struct Canceller(Arc<Log>);
+    impl Brain for Canceller {
+        async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+            let s = turn.session().clone();
+            match s.cancel_speech(999).await {
+                Err(e) => self.0.push(format!("999: {e}")),
+                Ok(_) => self.0.push("999: ok"),
+            }
+            let id = turn.say(&m.text);
+            match s.cancel_speech(id).await {
+                Err(e) => self.0.push(format!("own: {e}")),
+                Ok(f) => self.0.push(format!("own: heard {:?}", f.heard)),
+            }
+            Ok(())
+        }
+    }
+    // Without the capability: Unsupported, nothing sent (case 38).
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Canceller(l.clone()));
+    v.start_with(Start {
+        capabilities: Capabilities::new(),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+    v.user_says("x").await.unwrap();
+    assert!(v.speech_cancels().is_empty());
+    assert!(
+        log.events()
+            .iter()
+            .all(|e| e.ends_with("this session does not have")),
+        "{:?}",
+        log.events()
+    );
+
+    // With it: an unknown id is refused (case 37); a unit whose End went out is still cancelled (39).
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Canceller(l.clone()));
+    v.start_silent().await.unwrap();
+    v.user_says("x").await.unwrap();
+    let events = log.events();
+    assert_eq!(
+        events[0],
+        "999: speech 999 was never opened by this session"
+    );
+    assert_eq!(events[1], r#"own: heard "x""#);
+    assert_eq!(v.speech_cancels(), [1]);
+}
+
+#[tokio::test]
+async fn an_unanswered_cancel_times_out_and_releases_the_withheld_end() {
+    struct Withheld(Arc<Log>);
+    impl Brain for Withheld {
+        async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+            let s = turn.session().clone();
+            let mut unit = turn.open_unit();
+            unit.write("x");
+            let id = unit.id();
+            let (a, b) = tokio::join!(s.cancel_speech(id), async {
+                // The brain ends the unit after cancelling it: its End is held back.
+                tokio::task::yield_now().await;
+                s.cancel_speech(id).await
+            });
+            self.0
+                .push(format!("a: {:?}", a.map(|_| ()).map_err(|e| e.to_string())));
+            self.0
+                .push(format!("b: {:?}", b.map(|_| ()).map_err(|e| e.to_string())));
+            unit.close();
+            Ok(())
+        }
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = Voqalize::in_process_with(
+        move || Withheld(l.clone()),
+        HostOptions::allow_unverified().request_timeout(Duration::from_millis(300)),
+        Upgrade::default(),
+    );
+    v.quiet = Duration::from_millis(60);
+    v.start_silent().await.unwrap();
+    // A runtime that never answers SpeechCancel.
+    v.auto_answer = false;
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "go".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "b:").await);
+    let events = log.events();
+    assert!(events[0].contains("did not answer"), "case 40: {events:?}");
+    assert!(events[1].contains("did not answer"));
+    assert_eq!(
+        v.speech_cancels(),
+        [1],
+        "case 41: one SpeechCancel for two callers"
+    );
+}
+
+// ---- Configure (§6 42–48) ----
+
+#[tokio::test]
+async fn configure_round_trip_and_errors() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "configure ta".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "configure ok").await, "case 42");
+    let (id, config) = v.requests()[0].clone();
+    assert_eq!(id, 1);
+    assert_eq!(config, Config::builder().language("ta").build().unwrap());
+
+    // Without string_config: Unsupported before sending (case 44).
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_with(Start {
+        capabilities: Capabilities::new(),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "configure ta".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "configure error").await);
+    assert!(v.requests().is_empty());
+    assert!(log.events().iter().any(|e| e.contains("string_config")));
+}
+
+#[tokio::test]
+async fn configure_rejected_carries_detail_and_code() {
+    struct Configurer(Arc<Log>);
+    impl Brain for Configurer {
+        async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+            let config = Config::builder()
+                .language(Language::Ta)
+                .voice(Voice::OmnivoiceGauri)
+                .build()?;
+            match turn.session().configure(config).await {
+                Err(SessionError::Rejected { detail, code, .. }) => {
+                    self.0.push(format!("rejected {detail} {code:?}"))
+                }
+                other => self.0.push(format!("{other:?}")),
+            }
+            Ok(())
+        }
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Configurer(l.clone()));
+    // Catalog members need no string_config (case 45).
+    v.start_with(Start {
+        capabilities: Capabilities::new(),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+    v.auto_answer = false;
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "go".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| !v.requests().is_empty())
+            .await
+            .unwrap()
+    );
+    let (request_id, _) = v.requests()[0].clone();
+    // A Response nobody waits for is logged and changes nothing (case 48).
+    v.send(Frame::Response(Response {
+        request_id: 7,
+        accepted: true,
+        detail: String::new(),
+        code: None,
+    }))
+    .await
+    .unwrap();
+    v.send(Frame::Response(Response {
+        request_id,
+        accepted: false,
+        detail: "no tamil".into(),
+        code: Some(ErrorCode::UnsupportedLanguage),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "rejected").await, "{:?}", log.events());
+    assert_eq!(
+        log.events(),
+        ["rejected no tamil Some(UnsupportedLanguage)"],
+        "case 43"
+    );
+}
+
+#[tokio::test]
+async fn config_validation() {
+    assert!(matches!(
+        Config::builder().tts_language("ta").build(),
+        Err(ConfigError::OneLanguageLeg { .. })
+    ));
+    assert!(matches!(
+        Config::builder().patience(11).build(),
+        Err(ConfigError::Patience(11))
+    ));
+    assert!(matches!(
+        Config::builder().voice("  ").build(),
+        Err(ConfigError::EmptyString { .. })
+    ));
+}
+
+use voqalize::wire::ConfigError;
+
+// ---- TurnStep, RTVI (§6 49–57) ----
+
+#[tokio::test]
+async fn report_step_inside_a_turn() {
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "step".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| !v.turn_steps().is_empty())
+            .await
+            .unwrap()
+    );
+    let step = &v.turn_steps()[0];
+    assert_eq!(step.turn_id, 2, "case 49");
+    assert_eq!(step.duration_ms, 20);
+    assert_eq!(step.first_output_ms, None);
+    assert_eq!(step.counts.get("output_tokens"), Some(&3));
+    assert_eq!(step.counts.len(), 1);
+}
+
+#[tokio::test]
+async fn report_step_needs_a_turn_and_the_capability() {
+    struct Stepper(Arc<Log>);
+    impl Brain for Stepper {
+        async fn on_user_message(&self, _t: &mut Turn, _m: UserMessage) -> BrainResult {
+            Ok(())
+        }
+        async fn on_rtvi(&self, session: &Session, _m: Rtvi) -> BrainResult {
+            let step = || Step::new("tool", "t").duration_ms(1);
+            let r1 = session.report_step(step(), None);
+            let r2 = session.report_step(step(), Some(1));
+            let r3 = session.report_step(step(), Some(77));
+            let r4 = session.report_step(step().start_ms(0), Some(77));
+            for r in [r1, r2, r3, r4] {
+                self.0.push(format!("{:?}", r.map_err(|e| e.to_string())));
+            }
+            Ok(())
+        }
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Stepper(l.clone()));
+    v.start_silent().await.unwrap();
+    v.send_ui_event("x", json!({})).await.unwrap();
+    assert!(log.wait(&mut v, |l| l.events().len() == 4).await);
+    let e = log.events();
+    assert!(e[0].contains("outside a turn"), "case 50: {e:?}");
+    assert_eq!(e[1], "Ok(())");
+    assert!(e[2].contains("too long ago"));
+    assert_eq!(e[3], "Ok(())");
+
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Stepper(l.clone()));
+    v.start_with(Start {
+        capabilities: Capabilities::new(),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+    v.send_ui_event("x", json!({})).await.unwrap();
+    assert!(log.wait(&mut v, |l| l.events().len() == 4).await);
+    assert!(
+        log.events().iter().all(|e| e.contains("turn_steps")),
+        "case 51"
+    );
+}
+
+#[tokio::test]
+async fn send_rtvi_lands_between_speech_and_carries_the_turn() {
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.user_says("rtvi").await.unwrap();
+    let frames = v.received();
+    assert!(matches!(frames[2], Frame::SpeechEnd { .. }));
+    match &frames[3] {
+        Frame::Rtvi(r) => {
+            assert_eq!(r.kind, RtviType::ServerMessage);
+            assert_eq!(r.data, Some(json!({"x": 1})));
+            assert_eq!(r.turn_id, Some(2), "case 52");
+        }
+        other => panic!("expected RTVI, got {other:?}"),
+    }
+    assert!(matches!(frames[4], Frame::SpeechStart { .. }));
+}
+
+#[tokio::test]
+async fn app_only_rtvi_types_cannot_be_sent() {
+    struct Sender(Arc<Log>);
+    impl Brain for Sender {
+        async fn on_user_message(&self, _t: &mut Turn, _m: UserMessage) -> BrainResult {
+            Ok(())
+        }
+        async fn on_rtvi(&self, session: &Session, _m: Rtvi) -> BrainResult {
+            let bad = session.send_rtvi(RtviType::ClientMessage, Some(&json!({})), None);
+            self.0.push(format!("{:?}", bad.map_err(|e| e.to_string())));
+            session.send_rtvi(
+                RtviType::ServerResponse,
+                Some(&json!({"ok": true})),
+                Some("r1".into()),
+            )?;
+            Ok(())
+        }
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Sender(l.clone()));
+    v.start_silent().await.unwrap();
+    v.send_ui_event("x", json!({})).await.unwrap();
+    v.wait_for(Duration::from_secs(5), |v| !v.rtvi().is_empty())
+        .await
+        .unwrap();
+    assert!(
+        log.events()[0].contains("may not send RTVI client-message"),
+        "case 54"
+    );
+    let r = &v.rtvi()[0];
+    assert_eq!(r.id.as_deref(), Some("r1"), "case 53");
+    assert_eq!(r.turn_id, None);
+    assert_eq!(v.rtvi().len(), 1);
+}
+
+#[tokio::test]
+async fn on_rtvi_is_not_cancelled_by_a_barge_in_and_sees_messages_in_order() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        rtvi_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.start_silent().await.unwrap();
+    v.send_client_message("cart_opened", json!({"page": "checkout"}))
+        .await
+        .unwrap();
+    v.send_ui_event("quantity_set", json!({"quantity": 5}))
+        .await
+        .unwrap();
+    v.send(Frame::Interruption { through_turn: 9 })
+        .await
+        .unwrap();
+    gate.notify_one();
+    assert!(logged(&mut v, &log, "rtvi client-message").await, "case 56");
+    gate.notify_one();
+    assert!(logged(&mut v, &log, "rtvi ui-event").await);
+    let events = log.events();
+    let a = events
+        .iter()
+        .position(|e| e.starts_with("rtvi client"))
+        .unwrap();
+    let b = events
+        .iter()
+        .position(|e| e.starts_with("rtvi ui-event"))
+        .unwrap();
+    assert!(a < b);
+}
+
+#[tokio::test]
+async fn brain_only_rtvi_types_inbound_are_dropped() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.send_rtvi(RtviType::UiCommand, json!({"command": "x"}))
+        .await
+        .unwrap();
+    v.send_ui_event("after", json!({})).await.unwrap();
+    assert!(logged(&mut v, &log, "rtvi ui-event").await);
+    assert!(
+        !log.events()
+            .iter()
+            .any(|e| e.starts_with("rtvi ui-command")),
+        "T-U13"
+    );
+}
+
+// App events (case 57).
+#[derive(Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QuantitySet {
+    item_id: String,
+    quantity: u32,
+}
+
+impl AppEvent for QuantitySet {
+    const NAMES: &'static [&'static str] = &["quantity_set"];
+    fn from_payload(_name: &str, payload: Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(payload)
+    }
+}
+
+#[test]
+fn app_events_parse_and_never_fail() {
+    let rtvi = |kind, data: Value| Rtvi {
+        kind,
+        data: Some(data),
+        id: None,
+        turn_id: None,
+    };
+    let good = rtvi(
+        RtviType::UiEvent,
+        json!({"event": "quantity_set", "payload": {"item_id": "li3", "quantity": 5}}),
+    );
+    assert_eq!(
+        parse_app_event::<QuantitySet>(&good),
+        Some(QuantitySet {
+            item_id: "li3".into(),
+            quantity: 5
+        })
+    );
+    let extra = rtvi(
+        RtviType::UiEvent,
+        json!({"event": "quantity_set", "payload": {"item_id": "li3", "quantity": 5, "x": 1}}),
+    );
+    assert_eq!(parse_app_event::<QuantitySet>(&extra), None);
+    let legacy = rtvi(
+        RtviType::ClientMessage,
+        json!({"t": "quantity_set", "d": {"item_id": "a", "quantity": 1}}),
+    );
+    assert!(parse_app_event::<QuantitySet>(&legacy).is_some());
+    for bad in [
+        rtvi(
+            RtviType::SendText,
+            json!({"event": "quantity_set", "payload": {}}),
+        ),
+        rtvi(RtviType::UiEvent, json!([1])),
+        rtvi(RtviType::UiEvent, json!({"event": 5})),
+        rtvi(RtviType::UiEvent, json!({"event": "unknown"})),
+        rtvi(
+            RtviType::UiEvent,
+            json!({"event": "quantity_set", "payload": "x"}),
+        ),
+    ] {
+        assert_eq!(parse_app_event::<QuantitySet>(&bad), None);
+    }
+}
+
+// ---- Errors, congestion, lifecycle (§6 58–64) ----
+
+#[tokio::test]
+async fn a_fatal_error_from_voqalize_is_not_terminal() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    v.send(Frame::Error(ErrorFrame {
+        code: ErrorCode::Protocol,
+        message: "m".into(),
+        fatal: true,
+    }))
+    .await
+    .unwrap();
+    let t = v.user_says("say still here").await.unwrap();
+    assert_eq!(t.text(), "still here", "case 58");
+    assert!(
+        log.events()
+            .contains(&"error protocol m fatal=true".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn inbound_congestion_sheds_rtvi_and_signals_once() {
+    let gate = Arc::new(Notify::new());
+    let log = Arc::new(Log::default());
+    let (l, g) = (log.clone(), gate.clone());
+    let cfg = Cfg {
+        start_gate: Some(g),
+        ..Cfg::default()
+    };
+    let mut v = Voqalize::in_process_with(
+        move || Scripted {
+            log: l.clone(),
+            cfg: cfg.clone(),
+        },
+        HostOptions::allow_unverified().queue_maxsize(4),
+        Upgrade::default(),
+    );
+    v.quiet = Duration::from_millis(60);
+    v.send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "start").await);
+    for i in 0..10 {
+        v.send_ui_event("n", json!({"i": i})).await.unwrap();
+    }
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "say after".into(),
+    }))
+    .await
+    .unwrap();
+    v.next_turn_id();
+    assert!(logged(&mut v, &log, "error overload").await, "case 59");
+    gate.notify_one();
+    assert!(logged(&mut v, &log, "message 2").await);
+    assert!(
+        logged(
+            &mut v,
+            &log,
+            r#"rtvi ui-event {"event":"n","payload":{"i":3}}"#
+        )
+        .await
+    );
+    let events = log.events();
+    let rtvi: Vec<&String> = events.iter().filter(|e| e.starts_with("rtvi")).collect();
+    assert_eq!(rtvi.len(), 4, "{events:?}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.starts_with("error overload"))
+            .count(),
+        1
+    );
+    assert!(
+        events[1].starts_with("error overload"),
+        "beside the blocked feeder"
+    );
+}
+
+#[tokio::test]
+async fn end_is_the_last_frame_and_sent_once() {
+    let (mut v, _) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let _ = v.user_says("goodbye").await;
+    v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+        .await
+        .unwrap();
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        v.received(),
+        &[start(1, 2), chunk(1, "bye"), end(1), Frame::End],
+        "case 60 and T-U2"
+    );
+}
+
+#[tokio::test]
+async fn end_from_voqalize_delivers_queued_frames_then_ends_once() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        rtvi_gate: None,
+        finalize_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.start_silent().await.unwrap();
+    v.finalize(50, "").await.unwrap();
+    v.send_ui_event("queued", json!({})).await.unwrap();
+    v.send(Frame::End).await.unwrap();
+    gate.notify_one();
+    v.wait_closed().await.unwrap();
+    v.brain_result().await.unwrap().unwrap();
+    assert_eq!(log.ended(), 1, "case 61");
+    assert!(log.events().iter().any(|e| e.contains("queued")));
+}
+
+#[tokio::test]
+async fn cancel_drops_queued_frames_and_ends_once() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        finalize_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.start_silent().await.unwrap();
+    v.finalize(50, "").await.unwrap();
+    v.send_ui_event("queued", json!({})).await.unwrap();
+    v.send(Frame::Cancel { reason: None }).await.unwrap();
+    assert!(log.wait(&mut v, |l| l.ended() == 1).await);
+    gate.notify_one();
+    v.brain_result().await.unwrap().unwrap();
+    assert_eq!(log.ended(), 1, "case 62");
+    assert!(!log.events().iter().any(|e| e.contains("queued")));
+}
+
+#[tokio::test]
+async fn frames_before_session_start_are_ignored() {
+    let (mut v, log) = scripted(greeting("Hi"));
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "say early".into(),
+    }))
+    .await
+    .unwrap();
+    v.start().await.unwrap();
+    assert!(
+        !log.events().iter().any(|e| e.starts_with("message")),
+        "case 64"
+    );
+    assert_eq!(v.received(), &[start(1, 1), chunk(1, "Hi"), end(1)]);
+}
+
+// ---- Decisions rows ----
+
+#[tokio::test]
+async fn init_that_is_not_an_object_is_refused() {
+    for init in ["[1]", "null", "5", "x"] {
+        let (mut v, log) = scripted(greeting("Hi"));
+        let mut bytes = voqalize::wire::encode(&Frame::SessionStart(SessionStart {
+            session_id: "s".into(),
+            turn_id: 1,
+            init: Default::default(),
+            wire_version: 3,
+            capabilities: Capabilities::new(),
+        }));
+        // Swap the `{}` init for the bad text, fixing up the two length prefixes.
+        let pos = bytes.windows(3).position(|w| w == b"\x1a\x02{").unwrap();
+        let mut inner = bytes[2..pos].to_vec();
+        inner.push(0x1a);
+        inner.push(init.len() as u8);
+        inner.extend_from_slice(init.as_bytes());
+        inner.extend_from_slice(&bytes[pos + 4..]);
+        bytes = vec![0x0a, inner.len() as u8];
+        bytes.extend(inner);
+        v.send_bytes(bytes).await.unwrap();
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap();
+        assert_eq!(
+            v.received(),
+            &[
+                Frame::Error(ErrorFrame {
+                    code: ErrorCode::Protocol,
+                    message: "SessionStart.init must be a JSON object".into(),
+                    fatal: true
+                }),
+                Frame::End
+            ],
+            "T-U3 for {init}"
+        );
+        v.hang_up().await;
+        v.brain_result().await.unwrap().unwrap();
+        assert!(log.events().is_empty(), "no brain built, no callbacks");
+        assert_eq!(log.ended(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_second_session_start_is_answered_with_a_protocol_error() {
+    let (mut v, _) = scripted(greeting("Hi"));
+    v.start().await.unwrap();
+    v.send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }))
+    .await
+    .unwrap();
+    v.wait_for(Duration::from_secs(5), |v| !v.errors().is_empty())
+        .await
+        .unwrap();
+    assert_eq!(v.errors()[0].code, ErrorCode::Protocol, "T-U4");
+    assert!(!v.errors()[0].fatal);
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(v.units().count(), 1, "no second greeting");
+}
+
+#[tokio::test]
+async fn a_thousand_interruptions_during_a_blocked_start_are_survived() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        greeting: Some("Hi".into()),
+        start_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "start").await);
+    for t in 1..=1000 {
+        v.send(Frame::Interruption { through_turn: t })
+            .await
+            .unwrap();
+    }
+    gate.notify_one();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id: 1001,
+        text: "say alive".into(),
+    }))
+    .await
+    .unwrap();
+    for _ in 0..1000 {
+        v.next_turn_id();
+    }
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(1001).completed())
+            .await
+            .unwrap(),
+        "T-U8"
+    );
+    assert_eq!(v.turn(1001).text(), "alive");
+    assert!(v.turn(1).units.is_empty(), "the greeting turn was cut");
+}
+
+#[tokio::test]
+async fn interruption_applies_while_on_finalize_blocks() {
+    let gate = Arc::new(Notify::new());
+    let (mut v, log) = scripted(Cfg {
+        finalize_gate: Some(gate.clone()),
+        ..Cfg::default()
+    });
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "slow 2000".into(),
+    }))
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| !v
+            .turn(turn_id)
+            .units
+            .is_empty())
+            .await
+            .unwrap()
+    );
+    v.finalize(77, "").await.unwrap(); // on_finalize now blocks the feeder
+    v.send(Frame::Interruption {
+        through_turn: turn_id,
+    })
+    .await
+    .unwrap();
+    assert!(
+        logged(&mut v, &log, &format!("cut {turn_id}")).await,
+        "T-U14"
+    );
+    gate.notify_one();
+}
+
+#[tokio::test]
+async fn barge_in_with_a_heard_prefix_and_nothing_after_it() {
+    let (mut v, log) = scripted(Cfg::default());
+    v.start_silent().await.unwrap();
+    let turn = v
+        .barge_in(
+            "slow 5000",
+            BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: Some(String::new()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(turn.interrupted);
+    assert_eq!(turn.heard.as_deref(), Some(""));
+    assert!(log.events().iter().any(|e| e.starts_with("cut 2")));
+    assert!(
+        log.events()
+            .iter()
+            .any(|e| e == r#"finalize 1 heard="" generated="s" interrupted=true"#)
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_panicking_factory_fails_its_session_only() {
+    let armed = Arc::new(AtomicBool::new(true));
+    let a = armed.clone();
+    let factory = move || {
+        if a.swap(false, Ordering::SeqCst) {
+            panic!("constructor broke");
+        }
+        Scripted {
+            log: Arc::new(Log::default()),
+            cfg: greeting("Hi"),
+        }
+    };
+    let factory = Arc::new(factory);
+    let f1 = factory.clone();
+    let mut first = driver(move || f1());
+    first.start().await.unwrap();
+    first
+        .wait_for(Duration::from_secs(5), |v| v.brain_ended())
+        .await
+        .unwrap();
+    assert_eq!(first.errors()[0].code, ErrorCode::Internal);
+    assert!(first.errors()[0].fatal);
+    let f2 = factory.clone();
+    let mut second = driver(move || f2());
+    let greeting = second.start().await.unwrap();
+    assert_eq!(greeting.text(), "Hi");
+}
