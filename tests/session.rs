@@ -1637,3 +1637,138 @@ async fn a_panicking_factory_fails_its_session_only() {
     let greeting = second.start().await.unwrap();
     assert_eq!(greeting.text(), "Hi");
 }
+
+/// A transport whose sends wait for permits, to back the outbound lane up.
+struct Gated {
+    to_brain: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    from_brain: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+struct GatedSender(
+    tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    Arc<tokio::sync::Semaphore>,
+);
+struct GatedReceiver(tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>);
+
+#[derive(Debug, thiserror::Error)]
+#[error("gone")]
+struct Gone;
+
+impl voqalize::host::Channel for Gated {
+    type Sender = GatedSender;
+    type Receiver = GatedReceiver;
+    fn split(self) -> (GatedSender, GatedReceiver) {
+        (
+            GatedSender(self.from_brain, self.permits),
+            GatedReceiver(self.to_brain),
+        )
+    }
+}
+
+impl voqalize::host::ChannelSender for GatedSender {
+    async fn send(&mut self, frame: Vec<u8>) -> Result<(), voqalize::host::ChannelError> {
+        let permit = self
+            .1
+            .acquire()
+            .await
+            .map_err(voqalize::host::ChannelError::new)?;
+        permit.forget();
+        self.0
+            .send(frame)
+            .map_err(|_| voqalize::host::ChannelError::new(Gone))
+    }
+    async fn close(&mut self, _code: u16, _reason: &str) {}
+}
+
+impl voqalize::host::ChannelReceiver for GatedReceiver {
+    async fn recv(
+        &mut self,
+    ) -> Option<Result<voqalize::host::Incoming, voqalize::host::ChannelError>> {
+        self.0
+            .recv()
+            .await
+            .map(|b| Ok(voqalize::host::Incoming::Binary(b.into())))
+    }
+}
+
+#[tokio::test]
+async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
+    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
+    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+    let channel = Gated {
+        to_brain,
+        from_brain,
+        permits: permits.clone(),
+    };
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let factory = Arc::new(move || Scripted {
+        log: l.clone(),
+        cfg: Cfg::default(),
+    });
+    let options = HostOptions::allow_unverified().queue_maxsize(4);
+    let host = tokio::spawn(async move {
+        voqalize::run_session(
+            channel,
+            factory,
+            Upgrade {
+                session_id: Some("s".into()),
+                authorization: None,
+            },
+            &options,
+        )
+        .await
+    });
+    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
+    send(Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    }));
+    send(Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "chunks a,b,c,d,e,f,g,h".into(),
+    }));
+    assert!(log.until(|l| l.events().iter().any(|e| e.starts_with("error overload"))).await);
+    // Let everything through and read what was sent.
+    permits.add_permits(1000);
+    let mut sent = Vec::new();
+    while let Ok(Some(bytes)) =
+        tokio::time::timeout(Duration::from_millis(300), from_brain_rx.recv()).await
+    {
+        sent.push(voqalize::wire::decode(&bytes).unwrap().unwrap());
+        if sent.last() == Some(&end(1)) {
+            break;
+        }
+    }
+    let chunks: String = sent
+        .iter()
+        .filter_map(|f| match f {
+            Frame::SpeechChunk { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(chunks.len() < 8, "some chunks were shed: {sent:?}");
+    assert_eq!(sent.last(), Some(&end(1)), "SpeechEnd is never shed");
+    send(Frame::Finalize {
+        speech_id: 1,
+        heard_text: chunks.clone(),
+    });
+    assert!(log.until(|l| l.events().iter().any(|e| e.starts_with("finalize 1"))).await);
+    let expected =
+        format!("finalize 1 heard={chunks:?} generated={chunks:?} interrupted=false");
+    assert!(log.events().contains(&expected), "T-U9: {:?}", log.events());
+    assert_eq!(
+        log.events()
+            .iter()
+            .filter(|e| e.starts_with("error overload"))
+            .count(),
+        1,
+        "one signal per episode"
+    );
+    drop(to_brain_tx);
+    host.await.unwrap().unwrap();
+}

@@ -46,6 +46,20 @@ impl Log {
         self.changed.send_modify(|n| *n += 1);
     }
 
+    /// Waits until `check` holds over this log (5 s at most), without a driver; true if it held.
+    pub async fn until(&self, check: impl Fn(&Log) -> bool) -> bool {
+        let mut rx = self.changed.subscribe();
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            while !check(self) {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        waited.is_ok() && check(self)
+    }
+
     /// Drives `v` until `check` holds over this log (5 s at most); true if it held.
     pub async fn wait(&self, v: &mut Voqalize, check: impl Fn(&Log) -> bool) -> bool {
         let mut rx = self.changed.subscribe();
