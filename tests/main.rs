@@ -7,4 +7,5 @@ mod auth;
 mod codec;
 mod hosting;
 mod session;
+mod kit;
 mod support;

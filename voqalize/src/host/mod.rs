@@ -198,6 +198,12 @@ pub struct Upgrade {
 impl Upgrade {
     /// Reads `session_id` from a request target or URI query such as `/voice?a=1&session_id=x`.
     pub fn from_query(query: Option<&str>, authorization: Option<String>) -> Self {
+        // A request target (origin form, `/path?query`) carries the query after its first `?`; a
+        // bare query (what `Uri::query` gives) is used whole, `?` included.
+        let query = query.map(|q| match q.strip_prefix('/') {
+            Some(target) => target.split_once('?').map_or("", |(_, query)| query),
+            None => q,
+        });
         let session_id = query.and_then(|q| {
             form_urlencoded::parse(q.as_bytes())
                 .find(|(k, v)| k == "session_id" && !v.is_empty())
@@ -232,13 +238,6 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
         sender.close(CLOSE_POLICY, "expected ?session_id=").await;
         return Err(HostError::MissingSessionId);
     };
-    let claims = match options.verify(upgrade.authorization.as_deref(), &session_id) {
-        Ok(c) => c,
-        Err(e) => {
-            sender.close(CLOSE_UNAUTHORIZED, "unauthorized").await;
-            return Err(e);
-        }
-    };
     let span = tracing::info_span!(
         "session",
         service = "brain",
@@ -246,6 +245,15 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
         tenant_id = tracing::field::Empty,
         agent_id = tracing::field::Empty,
     );
+    let verified = span.in_scope(|| options.verify(upgrade.authorization.as_deref(), &session_id));
+    let claims = match verified {
+        Ok(c) => c,
+        Err(e) => {
+            sender.close(CLOSE_UNAUTHORIZED, "unauthorized").await;
+            return Err(e);
+        }
+    };
+    // Identity in logs comes only from verified claims.
     if let Some(t) = claims.tenant_id() {
         span.record("tenant_id", t.as_str());
     }

@@ -201,7 +201,9 @@ async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: 
 fn route(frame: Frame, lanes: &Lanes, control: &Control) {
     if let Frame::SessionStart(_) = frame {
         control.started.store(true, Ordering::Release);
-    } else if !control.started.load(Ordering::Acquire) {
+    } else if !control.started.load(Ordering::Acquire)
+        && !matches!(frame, Frame::End | Frame::Cancel { .. })
+    {
         tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
         return;
     }

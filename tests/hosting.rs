@@ -1,0 +1,766 @@
+//! Hosting a brain on the direct leg (wire.md §1.7, §2.13, §3.1–3.2, §4, §6 61–63 and 67–71, and the
+//! Decisions T-U5, T-U10, "a factory that fails" and "a panic in any brain callback"): real
+//! WebSockets on 127.0.0.1, real RS256 tokens from `tests/fixtures/`, the public `Channel` trait.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use voqalize::host::tungstenite::AcceptError;
+use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+use voqalize::prelude::*;
+use voqalize::testing::{DriverError, Start, TokenSigner, Voqalize};
+use voqalize::wire::{Frame, SessionStart, WIRE_VERSION};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const SIGNER_PUB: &str = include_str!("fixtures/test_signer_pub.pem");
+const SIGNER_PRIV: &str = include_str!("fixtures/test_signer_priv.pem");
+const OTHER_PRIV: &str = include_str!("fixtures/other_priv.pem");
+
+/// Cap on waits for things that must happen (a hang fails the test instead of blocking it).
+const HANG: Duration = Duration::from_secs(10);
+
+/// A session id no other test in this process uses.
+fn unique_id(tag: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    format!(
+        "hosting-{tag}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn signer() -> TokenSigner {
+    TokenSigner::from_pem(SIGNER_PRIV).expect("the fixture signing key parses")
+}
+
+fn trusted() -> HostOptions {
+    HostOptions::with_public_keys([SIGNER_PUB]).expect("the fixture public key parses")
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Claims like Voqalize mints, for `session_id`, with these tenant/agent ids and lifetime.
+fn claims(session_id: &str, tenant: &str, agent: &str, iat: u64, exp: u64) -> Map<String, Value> {
+    let claims = json!({
+        "iss": "pygato",
+        "aud": "brain",
+        "sub": session_id,
+        "kind": "pygato",
+        "agent_id": agent,
+        "tenant_id": tenant,
+        "iat": iat,
+        "exp": exp,
+    });
+    claims.as_object().cloned().unwrap_or_default()
+}
+
+/// Greets, then says back what it heard.
+struct Echo;
+
+impl Brain for Echo {
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("hello".to_owned()))
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        turn.say(&message.text);
+        Ok(())
+    }
+}
+
+/// Socket drivers with a short quiet window (127.0.0.1 has little jitter).
+async fn dial(url: &str, session_id: &str, token: Option<&str>) -> Result<Voqalize, DriverError> {
+    let mut v = Voqalize::connect(url, session_id, token).await?;
+    v.quiet = Duration::from_millis(60);
+    Ok(v)
+}
+
+async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// `tungstenite::serve` on 127.0.0.1:0 in the background; returns its address.
+async fn serve_tungstenite(
+    factory: impl MakeBrain,
+    options: HostOptions,
+) -> std::io::Result<SocketAddr> {
+    let (listener, addr) = bind().await?;
+    tokio::spawn(voqalize::host::tungstenite::serve(
+        listener, factory, options,
+    ));
+    Ok(addr)
+}
+
+/// Accepts exactly one connection with `tungstenite::accept` and reports when (and how) it returned.
+async fn serve_once(
+    factory: impl MakeBrain,
+    options: HostOptions,
+) -> std::io::Result<(SocketAddr, oneshot::Receiver<Result<(), AcceptError>>)> {
+    let (listener, addr) = bind().await?;
+    let (done_tx, done_rx) = oneshot::channel();
+    tokio::spawn(async move {
+        if let Ok((stream, _)) = listener.accept().await {
+            let result =
+                voqalize::host::tungstenite::accept(stream, Arc::new(factory), &options).await;
+            let _ = done_tx.send(result);
+        }
+    });
+    Ok((addr, done_rx))
+}
+
+/// Dials `ws://{addr}{target}` with plain tokio-tungstenite (no `session_id` added) and returns the
+/// close code of the first close frame the server sends.
+async fn raw_close_code(
+    addr: SocketAddr,
+    target: &str,
+    token: Option<&str>,
+) -> Result<Option<u16>, Box<dyn std::error::Error>> {
+    let mut request = format!("ws://{addr}{target}").into_client_request()?;
+    if let Some(token) = token {
+        request.headers_mut().insert(
+            "authorization",
+            HeaderValue::from_str(&format!("Bearer {token}"))?,
+        );
+    }
+    let stream = TcpStream::connect(addr).await?;
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream).await?;
+    let code = tokio::time::timeout(HANG, async {
+        while let Some(message) = ws.next().await {
+            match message? {
+                Message::Close(frame) => return Ok(frame.map(|f| u16::from(f.code))),
+                _ => continue,
+            }
+        }
+        Ok::<_, tokio_tungstenite::tungstenite::Error>(None)
+    })
+    .await??;
+    Ok(code)
+}
+
+fn session_start(session_id: &str) -> Frame {
+    Frame::SessionStart(SessionStart {
+        session_id: session_id.to_owned(),
+        turn_id: 1,
+        init: Map::new(),
+        wire_version: WIRE_VERSION,
+        capabilities: Start::default().capabilities,
+    })
+}
+
+/// A full echo call over a socket: greeting, one answered turn, `End`, close 1000.
+async fn echo_call(url: &str, session_id: &str, token: Option<&str>) -> TestResult {
+    let mut v = dial(url, session_id, token).await?;
+    let greeting = v.start().await?;
+    assert_eq!(greeting.text(), "hello");
+    let turn = v.user_says("hi").await?;
+    assert!(turn.completed(), "{turn:?}");
+    assert_eq!(turn.text(), "hi");
+    assert_eq!(v.end().await?, Some(1000));
+    v.assert_clean();
+    Ok(())
+}
+
+// 1. axum: brain_route, upgrade-time refusals (§3.1, §6 67; F15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, HostOptions::with_public_keys([SIGNER_PUB])?),
+    );
+    let (listener, addr) = bind().await?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("ws://{addr}/voice");
+
+    let sid = unique_id("axum-ok");
+    echo_call(&url, &sid, Some(&signer().mint(&sid))).await?;
+
+    // A token signed by a key the brain does not trust: the upgrade completes, then 4000.
+    let sid = unique_id("axum-wrong-key");
+    let wrong = TokenSigner::from_pem(OTHER_PRIV)?.mint(&sid);
+    let mut v = dial(&url, &sid, Some(&wrong)).await?;
+    assert_eq!(v.wait_closed().await?, Some(4000));
+    assert!(v.received().is_empty(), "{:?}", v.received());
+
+    // An expired token (zero leeway): 4000.
+    let sid = unique_id("axum-expired");
+    let expired = signer().sign(claims(&sid, "t", "a", now() - 120, now() - 60));
+    let mut v = dial(&url, &sid, Some(&expired)).await?;
+    assert_eq!(v.wait_closed().await?, Some(4000));
+
+    // No session_id on the upgrade (valid token otherwise): 1008; an empty one too.
+    let sid = unique_id("axum-no-sid");
+    let token = signer().mint(&sid);
+    assert_eq!(
+        raw_close_code(addr, "/voice", Some(&token)).await?,
+        Some(1008)
+    );
+    assert_eq!(
+        raw_close_code(addr, "/voice?a=1&session_id=", Some(&token)).await?,
+        Some(1008)
+    );
+    Ok(())
+}
+
+// 2. tokio-tungstenite: serve with a path and extra query; End closes 1000 without waiting (T-U10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tungstenite_serve_echoes_refuses_and_closes_on_end() -> TestResult {
+    let addr = serve_tungstenite(|| Echo, trusted()).await?;
+    let url = format!("ws://{addr}/voice?a=1");
+
+    let sid = unique_id("tung-ok");
+    echo_call(&url, &sid, Some(&signer().mint(&sid))).await?;
+
+    // A token whose sub names another session: 4000.
+    let sid = unique_id("tung-bad");
+    let mut v = dial(&url, &sid, Some(&signer().mint("someone-else"))).await?;
+    assert_eq!(v.wait_closed().await?, Some(4000));
+    // No token at all: 4000.
+    let mut v = dial(&url, &unique_id("tung-none"), None).await?;
+    assert_eq!(v.wait_closed().await?, Some(4000));
+
+    // T-U10: after End, run_session returns (and closes 1000) while the peer reads nothing and
+    // closes nothing. The driver sends End and does not pump until `accept` has returned.
+    let ends = Arc::new(AtomicUsize::new(0));
+    let (addr, returned) = serve_once(CountingEcho::factory(&ends), trusted()).await?;
+    let sid = unique_id("tung-end");
+    let mut v = dial(
+        &format!("ws://{addr}/voice?a=1"),
+        &sid,
+        Some(&signer().mint(&sid)),
+    )
+    .await?;
+    v.start().await?;
+    assert_eq!(v.user_says("bye").await?.text(), "bye");
+    v.send(Frame::End).await?;
+    let result = tokio::time::timeout(HANG, returned)
+        .await
+        .map_err(|_| "run_session still blocked after End, waiting for the peer")??;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(ends.load(Ordering::SeqCst), 1);
+    assert_eq!(v.wait_closed().await?, Some(1000));
+    v.assert_clean();
+    Ok(())
+}
+
+/// Echo that counts `on_session_end` calls.
+struct CountingEcho {
+    ends: Arc<AtomicUsize>,
+}
+
+impl CountingEcho {
+    fn factory(ends: &Arc<AtomicUsize>) -> impl MakeBrain {
+        let ends = ends.clone();
+        move || CountingEcho { ends: ends.clone() }
+    }
+}
+
+impl Brain for CountingEcho {
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("hello".to_owned()))
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        turn.say(&message.text);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.ends.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// 3. A factory that panics fails that connection only (Decisions: "a factory that fails").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn factory_panic_fails_only_that_connection() -> TestResult {
+    let made = Arc::new(AtomicUsize::new(0));
+    let factory = {
+        let made = made.clone();
+        move || {
+            if made.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the factory exploded");
+            }
+            Echo
+        }
+    };
+    let addr = serve_tungstenite(factory, trusted()).await?;
+    let url = format!("ws://{addr}/voice");
+
+    let sid = unique_id("factory-1");
+    let mut v = dial(&url, &sid, Some(&signer().mint(&sid))).await?;
+    v.send(session_start(&sid)).await?;
+    let timeout = v.timeout;
+    assert!(
+        v.wait_for(timeout, Voqalize::brain_ended).await?,
+        "no End after a factory panic"
+    );
+    match v.received() {
+        [Frame::Error(e), Frame::End] => {
+            assert_eq!(e.code, ErrorCode::Internal, "{e:?}");
+            assert!(e.fatal, "{e:?}");
+        }
+        other => panic!("expected Error{{INTERNAL, fatal}} then End, got {other:?}"),
+    }
+    assert_eq!(v.end().await?, Some(1000));
+
+    // The server survived: the next connection gets a working brain.
+    let sid = unique_id("factory-2");
+    echo_call(&url, &sid, Some(&signer().mint(&sid))).await?;
+    assert_eq!(made.load(Ordering::SeqCst), 2);
+    Ok(())
+}
+
+/// Opens a unit, writes, and panics mid-unit on "boom".
+struct Fragile;
+
+impl Brain for Fragile {
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("hello".to_owned()))
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        unit.write("heard ");
+        tokio::task::yield_now().await;
+        if message.text == "boom" {
+            panic!("boom in on_user_message");
+        }
+        unit.write(&message.text);
+        unit.close();
+        Ok(())
+    }
+}
+
+// 4. A panic in on_user_message is a failed turn: SpeechEnd for its open unit, the session and the
+// server's other sessions go on (Decisions: "a panic in any brain callback").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callback_panic_is_isolated() -> TestResult {
+    let addr = serve_tungstenite(|| Fragile, trusted()).await?;
+    let url = format!("ws://{addr}/voice");
+    let (sid_a, sid_b) = (unique_id("panic-a"), unique_id("panic-b"));
+    let mut a = dial(&url, &sid_a, Some(&signer().mint(&sid_a))).await?;
+    let mut b = dial(&url, &sid_b, Some(&signer().mint(&sid_b))).await?;
+    let (ga, gb) = tokio::join!(a.start(), b.start());
+    assert_eq!(
+        (ga?.text(), gb?.text()),
+        ("hello".to_owned(), "hello".to_owned())
+    );
+
+    // Session A panics while session B is answering a turn at the same time.
+    let (boom, steady) = tokio::join!(a.user_says("boom"), b.user_says("steady"));
+    let boom = boom?;
+    assert!(
+        boom.completed(),
+        "the panicked turn's unit got no SpeechEnd: {boom:?}"
+    );
+    assert_eq!(boom.unit_texts(), vec!["heard ".to_owned()]);
+    assert_eq!(steady?.text(), "heard steady");
+
+    // Both sessions go on.
+    let (next_a, next_b) = tokio::join!(a.user_says("again"), b.user_says("more"));
+    assert_eq!(next_a?.text(), "heard again");
+    assert_eq!(next_b?.text(), "heard more");
+    assert_eq!(a.end().await?, Some(1000));
+    assert_eq!(b.end().await?, Some(1000));
+    a.assert_clean();
+    b.assert_clean();
+    assert!(a.errors().is_empty() && b.errors().is_empty());
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("link down")]
+struct LinkDown;
+
+/// A `Channel` whose sender fails once `sends_left` sends succeeded; inbound comes from a test queue.
+struct FlakyChannel {
+    sends_left: usize,
+    attempts: Arc<AtomicUsize>,
+    inbound: mpsc::UnboundedReceiver<Incoming>,
+}
+
+struct FlakySender {
+    sends_left: usize,
+    attempts: Arc<AtomicUsize>,
+}
+
+struct QueueReceiver(mpsc::UnboundedReceiver<Incoming>);
+
+impl Channel for FlakyChannel {
+    type Sender = FlakySender;
+    type Receiver = QueueReceiver;
+    fn split(self) -> (FlakySender, QueueReceiver) {
+        (
+            FlakySender {
+                sends_left: self.sends_left,
+                attempts: self.attempts,
+            },
+            QueueReceiver(self.inbound),
+        )
+    }
+}
+
+impl ChannelSender for FlakySender {
+    async fn send(&mut self, _frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        if self.sends_left == 0 {
+            return Err(ChannelError::new(LinkDown));
+        }
+        self.sends_left -= 1;
+        Ok(())
+    }
+
+    async fn close(&mut self, _code: u16, _reason: &str) {}
+}
+
+impl ChannelReceiver for QueueReceiver {
+    async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
+        self.0.recv().await.map(Ok)
+    }
+}
+
+/// Greets, then streams slowly; counts session ends and turns that ran to their end.
+struct SlowTalker {
+    ends: Arc<AtomicUsize>,
+    finished_turns: Arc<AtomicUsize>,
+}
+
+impl Brain for SlowTalker {
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("hello".to_owned()))
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, _message: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        for word in ["one ", "two ", "three"] {
+            unit.write(word);
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+        unit.close();
+        self.finished_turns.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.ends.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct SlowCounts {
+    ends: Arc<AtomicUsize>,
+    finished_turns: Arc<AtomicUsize>,
+}
+
+impl SlowCounts {
+    fn new() -> Self {
+        SlowCounts {
+            ends: Arc::new(AtomicUsize::new(0)),
+            finished_turns: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn factory(&self) -> impl MakeBrain {
+        let (ends, finished_turns) = (self.ends.clone(), self.finished_turns.clone());
+        move || SlowTalker {
+            ends: ends.clone(),
+            finished_turns: finished_turns.clone(),
+        }
+    }
+}
+
+// 5. T-U5: a failed send ends the session: turns cancelled, on_session_end once, run_session errs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_send_ends_the_session() -> TestResult {
+    let counts = SlowCounts::new();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (to_brain, inbound) = mpsc::unbounded_channel();
+    // The greeting's SpeechStart, SpeechChunk and SpeechEnd go out; the turn's SpeechStart fails.
+    let channel = FlakyChannel {
+        sends_left: 3,
+        attempts: attempts.clone(),
+        inbound,
+    };
+    let sid = unique_id("flaky");
+    to_brain.send(Incoming::Binary(
+        voqalize::wire::encode(&session_start(&sid)).into(),
+    ))?;
+    let message = Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "talk".to_owned(),
+    });
+    to_brain.send(Incoming::Binary(voqalize::wire::encode(&message).into()))?;
+    let upgrade = Upgrade {
+        session_id: Some(sid),
+        authorization: None,
+    };
+    let result = tokio::time::timeout(
+        HANG,
+        run_session(
+            channel,
+            Arc::new(counts.factory()),
+            upgrade,
+            &HostOptions::allow_unverified(),
+        ),
+    )
+    .await
+    .map_err(|_| "run_session did not return after a failed send")?;
+    match result {
+        Err(HostError::SendFailed(cause)) => assert!(cause.contains("link down"), "{cause}"),
+        other => panic!("expected Err(SendFailed), got {other:?}"),
+    }
+    assert_eq!(counts.ends.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.finished_turns.load(Ordering::SeqCst), 0);
+    // Nothing is sent after the failure.
+    assert_eq!(attempts.load(Ordering::SeqCst), 4);
+    drop(to_brain);
+    Ok(())
+}
+
+// 6. §6 63: the runtime hangs up mid-turn: the turn is cancelled (no SpeechEnd), on_session_end
+// runs once and run_session returns; in process and over a socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_up_mid_turn_ends_the_session() -> TestResult {
+    // In process.
+    let counts = SlowCounts::new();
+    let mut v = Voqalize::in_process(counts.factory());
+    v.quiet = Duration::from_millis(60);
+    v.start().await?;
+    let turn = streaming_turn(&mut v).await?;
+    v.hang_up().await;
+    let result = v.brain_result().await?;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(counts.ends.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.finished_turns.load(Ordering::SeqCst), 0);
+    assert_eq!(v.wait_closed().await?, Some(1000));
+    assert_unit_not_ended(&v, turn);
+
+    // Over a socket (tokio-tungstenite accept).
+    let counts = SlowCounts::new();
+    let (addr, returned) = serve_once(counts.factory(), trusted()).await?;
+    let sid = unique_id("hangup");
+    let mut v = dial(
+        &format!("ws://{addr}/voice"),
+        &sid,
+        Some(&signer().mint(&sid)),
+    )
+    .await?;
+    v.start().await?;
+    let turn = streaming_turn(&mut v).await?;
+    v.hang_up().await;
+    let result = tokio::time::timeout(HANG, returned)
+        .await
+        .map_err(|_| "run_session did not return after the hang-up")??;
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(counts.ends.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.finished_turns.load(Ordering::SeqCst), 0);
+    // Read whatever the brain still sent until the close handshake completes.
+    v.wait_closed().await?;
+    assert_unit_not_ended(&v, turn);
+    Ok(())
+}
+
+/// Starts a `SlowTalker` turn and waits until its first chunk arrived; returns the turn id.
+async fn streaming_turn(v: &mut Voqalize) -> Result<u64, DriverError> {
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "talk".to_owned(),
+    }))
+    .await?;
+    let timeout = v.timeout;
+    let streaming = v
+        .wait_for(timeout, move |v| {
+            v.units()
+                .any(|u| u.turn_id == turn_id && !u.chunks.is_empty())
+        })
+        .await?;
+    assert!(streaming, "the turn never started streaming");
+    Ok(turn_id)
+}
+
+fn assert_unit_not_ended(v: &Voqalize, turn_id: u64) {
+    let turn = v.turn(turn_id);
+    assert_eq!(turn.unit_texts(), vec!["one ".to_owned()], "{turn:?}");
+    assert!(
+        !turn.units[0].ended,
+        "a cancelled turn's unit got a SpeechEnd"
+    );
+    v.assert_clean();
+}
+
+/// The process-wide log capture: every formatted line, in memory.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl tracing_subscriber::fmt::MakeWriter<'_> for Capture {
+    type Writer = Capture;
+    fn make_writer(&self) -> Capture {
+        self.clone()
+    }
+}
+
+impl Capture {
+    fn lines_with(&self, needle: &str) -> Vec<String> {
+        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Installs the capture as the global subscriber, once per process (tests share the process).
+fn logs() -> &'static Capture {
+    static LOGS: OnceLock<Capture> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(capture.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other test installs a global tracing subscriber");
+        capture
+    })
+}
+
+/// The value of `name=` in a formatted line's span fields (quotes removed).
+fn field(line: &str, name: &str) -> Option<String> {
+    line.split([' ', '{', '}'])
+        .find_map(|token| token.strip_prefix(name)?.strip_prefix('='))
+        .map(|v| v.trim_end_matches(':').trim_matches('"').to_owned())
+}
+
+/// Logs one line from inside a turn, naming what it heard.
+struct Chatty;
+
+impl Brain for Chatty {
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("hello".to_owned()))
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        tracing::info!("hosting-log-probe {}", message.text);
+        turn.say("noted");
+        Ok(())
+    }
+}
+
+/// Runs one call whose brain logs `hosting-log-probe <probe>`; returns the captured probe lines.
+async fn logged_call(
+    url: &str,
+    sid: &str,
+    token: Option<&str>,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let capture = logs();
+    let probe = format!("probe-{sid}");
+    let mut v = dial(url, sid, token).await?;
+    v.start().await?;
+    assert_eq!(v.user_says(&probe).await?.text(), "noted");
+    assert_eq!(v.end().await?, Some(1000));
+    Ok(capture.lines_with(&format!("hosting-log-probe {probe}")))
+}
+
+// 7. §6 71 and 70: log lines inside a verified session carry service, session_id, tenant_id and
+// agent_id from the token; an unverified session's lines carry no tenant or agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_carry_the_session_context() -> TestResult {
+    logs();
+    let addr = serve_tungstenite(|| Chatty, trusted()).await?;
+    let sid = unique_id("log-verified");
+    let (tenant, agent) = (format!("tenant-{sid}"), format!("agent-{sid}"));
+    let token = signer().sign(claims(&sid, &tenant, &agent, now(), now() + 60));
+    let lines = logged_call(&format!("ws://{addr}/voice"), &sid, Some(&token)).await?;
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let line = &lines[0];
+    assert_eq!(field(line, "service").as_deref(), Some("brain"), "{line}");
+    assert_eq!(
+        field(line, "session_id").as_deref(),
+        Some(sid.as_str()),
+        "{line}"
+    );
+    assert_eq!(
+        field(line, "tenant_id").as_deref(),
+        Some(tenant.as_str()),
+        "{line}"
+    );
+    assert_eq!(
+        field(line, "agent_id").as_deref(),
+        Some(agent.as_str()),
+        "{line}"
+    );
+
+    let addr = serve_tungstenite(|| Chatty, HostOptions::allow_unverified()).await?;
+    let sid = unique_id("log-unverified");
+    let lines = logged_call(&format!("ws://{addr}/voice"), &sid, None).await?;
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let line = &lines[0];
+    assert_eq!(field(line, "service").as_deref(), Some("brain"), "{line}");
+    assert_eq!(
+        field(line, "session_id").as_deref(),
+        Some(sid.as_str()),
+        "{line}"
+    );
+    assert_eq!(field(line, "tenant_id"), None, "{line}");
+    assert_eq!(field(line, "agent_id"), None, "{line}");
+    Ok(())
+}
+
+// 8. Upgrade::from_query: request targets and bare queries.
+#[test]
+fn upgrade_from_query_reads_the_session_id() {
+    let auth = Some("Bearer t".to_owned());
+    let upgrade = Upgrade::from_query(Some("/?session_id=conf-1"), auth.clone());
+    assert_eq!(upgrade.session_id.as_deref(), Some("conf-1"));
+    assert_eq!(upgrade.authorization, auth);
+
+    let sid = |q: Option<&str>| Upgrade::from_query(q, None).session_id;
+    assert_eq!(
+        sid(Some("/voice?a=1&session_id=x%2Fy")).as_deref(),
+        Some("x/y")
+    );
+    assert_eq!(sid(Some("session_id=conf-1")).as_deref(), Some("conf-1"));
+    assert_eq!(sid(Some("a=1&session_id=x%2Fy")).as_deref(), Some("x/y"));
+    assert_eq!(sid(Some("session_id=a+b")).as_deref(), Some("a b"));
+    // A bare query may hold `?` in a value; only a request target is cut at its first `?`.
+    assert_eq!(sid(Some("session_id=x?y")).as_deref(), Some("x?y"));
+    assert_eq!(sid(Some("/v?session_id=x?y")).as_deref(), Some("x?y"));
+    assert_eq!(sid(None), None);
+    assert_eq!(sid(Some("")), None);
+    assert_eq!(sid(Some("/voice")), None);
+    assert_eq!(sid(Some("/voice?a=1")), None);
+    assert_eq!(sid(Some("/?session_id=")), None);
+    assert_eq!(sid(Some("session_id=")), None);
+    assert_eq!(sid(Some("/voice?a=1&session_id=")), None);
+}

@@ -1,0 +1,168 @@
+//! The testing kit's own checks must be able to fail: a raw brain on a real socket that breaks the
+//! protocol in each way the driver watches for.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+use voqalize::testing::{BargeAt, BargeIn, DriverError, Voqalize};
+use voqalize::wire::{self, Frame, Rtvi, RtviType};
+
+/// What the raw brain does after the SessionStart and the first UserMessage.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Reuses speech id 1 for the turn's unit (the greeting had it).
+    ReusedSpeechId,
+    /// Sends a chunk after the unit's SpeechEnd.
+    ChunkAfterEnd,
+    /// Keeps speaking for the turn after the Interruption.
+    SpeaksAfterBarge,
+    /// Sends an RTVI frame with type 0, which no driver can decode.
+    UndecodableRtvi,
+    /// Names a turn the runtime never opened.
+    UnknownTurn,
+    /// Sends speech after End.
+    SpeechAfterEnd,
+}
+
+/// Serves one connection with a hand-written (wrong) brain and returns the URL.
+async fn raw_brain(fault: Fault) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let send = |f: Frame| Message::Binary(wire::encode(&f).into());
+        while let Some(Ok(Message::Binary(bytes))) = ws.next().await {
+            let frame = match wire::decode(&bytes) {
+                Ok(Some(f)) => f,
+                _ => continue,
+            };
+            let out: Vec<Frame> = match (frame, fault) {
+                (Frame::SessionStart(_), _) => vec![
+                    Frame::SpeechStart { speech_id: 1, turn_id: 1 },
+                    Frame::SpeechChunk { speech_id: 1, text: "hello".into() },
+                    Frame::SpeechEnd { speech_id: 1 },
+                ],
+                (Frame::UserMessage(m), Fault::ReusedSpeechId) => vec![
+                    Frame::SpeechStart { speech_id: 1, turn_id: m.turn_id },
+                    Frame::SpeechChunk { speech_id: 1, text: "again".into() },
+                    Frame::SpeechEnd { speech_id: 1 },
+                ],
+                (Frame::UserMessage(m), Fault::ChunkAfterEnd) => vec![
+                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
+                    Frame::SpeechEnd { speech_id: 2 },
+                    Frame::SpeechChunk { speech_id: 2, text: "late".into() },
+                ],
+                (Frame::UserMessage(m), Fault::SpeaksAfterBarge) => vec![
+                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
+                    Frame::SpeechChunk { speech_id: 2, text: "one ".into() },
+                ],
+                (Frame::Interruption { through_turn }, Fault::SpeaksAfterBarge) => {
+                    // Ignores the barge-in after the driver's quiet window has passed.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    vec![
+                        Frame::SpeechChunk { speech_id: 2, text: "NEVER_HEARD".into() },
+                        Frame::SpeechEnd { speech_id: 2 },
+                        Frame::SpeechStart { speech_id: 3, turn_id: through_turn },
+                    ]
+                }
+                (Frame::UserMessage(_), Fault::UndecodableRtvi) => {
+                    let mut bytes = wire::encode(&Frame::Rtvi(Rtvi {
+                        kind: RtviType::ServerMessage,
+                        data: None,
+                        id: None,
+                        turn_id: None,
+                    }));
+                    // Envelope{rtvi{type 1, ...}}: field 1 of the RTVI body is its type; zero it.
+                    let pos = bytes.iter().position(|b| *b == 0x08).unwrap();
+                    bytes[pos + 1] = 0;
+                    ws.send(Message::Binary(bytes.into())).await.unwrap();
+                    vec![]
+                }
+                (Frame::UserMessage(_), Fault::UnknownTurn) => vec![
+                    Frame::SpeechStart { speech_id: 2, turn_id: 99 },
+                    Frame::SpeechEnd { speech_id: 2 },
+                ],
+                (Frame::UserMessage(m), Fault::SpeechAfterEnd) => vec![
+                    Frame::End,
+                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
+                    Frame::SpeechEnd { speech_id: 2 },
+                ],
+                _ => vec![],
+            };
+            for f in out {
+                if ws.send(send(f)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    url
+}
+
+async fn connect(fault: Fault) -> Voqalize {
+    let url = raw_brain(fault).await;
+    let mut v = Voqalize::connect(&url, "kit-session", None).await.unwrap();
+    v.quiet = Duration::from_millis(60);
+    v.linger = Duration::from_millis(500);
+    v.timeout = Duration::from_secs(2);
+    let greeting = v.start().await.unwrap();
+    assert_eq!(greeting.text(), "hello");
+    v
+}
+
+fn violated(v: &Voqalize, needle: &str) -> bool {
+    v.violations().iter().any(|x| x.contains(needle))
+}
+
+#[tokio::test]
+async fn a_reused_speech_id_is_a_violation() {
+    let mut v = connect(Fault::ReusedSpeechId).await;
+    let _ = v.user_says("x").await;
+    assert!(violated(&v, "not above the last one"), "{:?}", v.violations());
+}
+
+#[tokio::test]
+async fn a_chunk_after_the_end_is_a_violation() {
+    let mut v = connect(Fault::ChunkAfterEnd).await;
+    let _ = v.user_says("x").await;
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(violated(&v, "after its SpeechEnd"), "{:?}", v.violations());
+}
+
+#[tokio::test]
+async fn speech_after_a_barge_in_is_a_violation() {
+    let mut v = connect(Fault::SpeaksAfterBarge).await;
+    let turn = v
+        .barge_in("x", BargeIn { at: BargeAt::FirstText, heard_prefix: None })
+        .await
+        .unwrap();
+    assert_eq!(turn.heard.as_deref(), Some("one "));
+    assert!(violated(&v, "kept streaming after the barge-in"), "{:?}", v.violations());
+    assert!(violated(&v, "opened for turn 2 after the barge-in"), "{:?}", v.violations());
+}
+
+#[tokio::test]
+async fn an_undecodable_frame_is_a_reported_error_not_a_crash() {
+    let mut v = connect(Fault::UndecodableRtvi).await;
+    let err = v.user_says("x").await.unwrap_err();
+    assert!(matches!(err, DriverError::Undecodable(_)), "{err}");
+}
+
+#[tokio::test]
+async fn speech_for_an_unopened_turn_is_a_violation() {
+    let mut v = connect(Fault::UnknownTurn).await;
+    let _ = v.user_says("x").await;
+    assert!(violated(&v, "names turn 99, never opened"), "{:?}", v.violations());
+}
+
+#[tokio::test]
+async fn frames_after_end_are_a_violation() {
+    let mut v = connect(Fault::SpeechAfterEnd).await;
+    let _ = v.user_says("x").await;
+    assert!(violated(&v, "sent after End"), "{:?}", v.violations());
+}
