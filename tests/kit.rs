@@ -41,31 +41,61 @@ async fn raw_brain(fault: Fault) -> String {
             };
             let out: Vec<Frame> = match (frame, fault) {
                 (Frame::SessionStart(_), _) => vec![
-                    Frame::SpeechStart { speech_id: 1, turn_id: 1 },
-                    Frame::SpeechChunk { speech_id: 1, text: "hello".into() },
+                    Frame::SpeechStart {
+                        speech_id: 1,
+                        turn_id: 1,
+                    },
+                    Frame::SpeechChunk {
+                        speech_id: 1,
+                        text: "hello".into(),
+                    },
                     Frame::SpeechEnd { speech_id: 1 },
                 ],
                 (Frame::UserMessage(m), Fault::ReusedSpeechId) => vec![
-                    Frame::SpeechStart { speech_id: 1, turn_id: m.turn_id },
-                    Frame::SpeechChunk { speech_id: 1, text: "again".into() },
+                    Frame::SpeechStart {
+                        speech_id: 1,
+                        turn_id: m.turn_id,
+                    },
+                    Frame::SpeechChunk {
+                        speech_id: 1,
+                        text: "again".into(),
+                    },
                     Frame::SpeechEnd { speech_id: 1 },
                 ],
                 (Frame::UserMessage(m), Fault::ChunkAfterEnd) => vec![
-                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
+                    Frame::SpeechStart {
+                        speech_id: 2,
+                        turn_id: m.turn_id,
+                    },
                     Frame::SpeechEnd { speech_id: 2 },
-                    Frame::SpeechChunk { speech_id: 2, text: "late".into() },
+                    Frame::SpeechChunk {
+                        speech_id: 2,
+                        text: "late".into(),
+                    },
                 ],
                 (Frame::UserMessage(m), Fault::SpeaksAfterBarge) => vec![
-                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
-                    Frame::SpeechChunk { speech_id: 2, text: "one ".into() },
+                    Frame::SpeechStart {
+                        speech_id: 2,
+                        turn_id: m.turn_id,
+                    },
+                    Frame::SpeechChunk {
+                        speech_id: 2,
+                        text: "one ".into(),
+                    },
                 ],
                 (Frame::Interruption { through_turn }, Fault::SpeaksAfterBarge) => {
                     // Ignores the barge-in after the driver's quiet window has passed.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     vec![
-                        Frame::SpeechChunk { speech_id: 2, text: "NEVER_HEARD".into() },
+                        Frame::SpeechChunk {
+                            speech_id: 2,
+                            text: "NEVER_HEARD".into(),
+                        },
                         Frame::SpeechEnd { speech_id: 2 },
-                        Frame::SpeechStart { speech_id: 3, turn_id: through_turn },
+                        Frame::SpeechStart {
+                            speech_id: 3,
+                            turn_id: through_turn,
+                        },
                     ]
                 }
                 (Frame::UserMessage(_), Fault::UndecodableRtvi) => {
@@ -82,12 +112,18 @@ async fn raw_brain(fault: Fault) -> String {
                     vec![]
                 }
                 (Frame::UserMessage(_), Fault::UnknownTurn) => vec![
-                    Frame::SpeechStart { speech_id: 2, turn_id: 99 },
+                    Frame::SpeechStart {
+                        speech_id: 2,
+                        turn_id: 99,
+                    },
                     Frame::SpeechEnd { speech_id: 2 },
                 ],
                 (Frame::UserMessage(m), Fault::SpeechAfterEnd) => vec![
                     Frame::End,
-                    Frame::SpeechStart { speech_id: 2, turn_id: m.turn_id },
+                    Frame::SpeechStart {
+                        speech_id: 2,
+                        turn_id: m.turn_id,
+                    },
                     Frame::SpeechEnd { speech_id: 2 },
                 ],
                 _ => vec![],
@@ -121,7 +157,11 @@ fn violated(v: &Voqalize, needle: &str) -> bool {
 async fn a_reused_speech_id_is_a_violation() {
     let mut v = connect(Fault::ReusedSpeechId).await;
     let _ = v.user_says("x").await;
-    assert!(violated(&v, "not above the last one"), "{:?}", v.violations());
+    assert!(
+        violated(&v, "not above the last one"),
+        "{:?}",
+        v.violations()
+    );
 }
 
 #[tokio::test]
@@ -138,12 +178,26 @@ async fn a_chunk_after_the_end_is_a_violation() {
 async fn speech_after_a_barge_in_is_a_violation() {
     let mut v = connect(Fault::SpeaksAfterBarge).await;
     let turn = v
-        .barge_in("x", BargeIn { at: BargeAt::FirstText, heard_prefix: None })
+        .barge_in(
+            "x",
+            BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: None,
+            },
+        )
         .await
         .unwrap();
     assert_eq!(turn.heard.as_deref(), Some("one "));
-    assert!(violated(&v, "kept streaming after the barge-in"), "{:?}", v.violations());
-    assert!(violated(&v, "opened for turn 2 after the barge-in"), "{:?}", v.violations());
+    assert!(
+        violated(&v, "kept streaming after the barge-in"),
+        "{:?}",
+        v.violations()
+    );
+    assert!(
+        violated(&v, "opened for turn 2 after the barge-in"),
+        "{:?}",
+        v.violations()
+    );
 }
 
 #[tokio::test]
@@ -157,7 +211,11 @@ async fn an_undecodable_frame_is_a_reported_error_not_a_crash() {
 async fn speech_for_an_unopened_turn_is_a_violation() {
     let mut v = connect(Fault::UnknownTurn).await;
     let _ = v.user_says("x").await;
-    assert!(violated(&v, "names turn 99, never opened"), "{:?}", v.violations());
+    assert!(
+        violated(&v, "names turn 99, never opened"),
+        "{:?}",
+        v.violations()
+    );
 }
 
 #[tokio::test]

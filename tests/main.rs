@@ -6,6 +6,6 @@
 mod auth;
 mod codec;
 mod hosting;
-mod session;
 mod kit;
+mod session;
 mod support;

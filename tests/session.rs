@@ -1732,7 +1732,10 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         turn_id: 2,
         text: "chunks a,b,c,d,e,f,g,h".into(),
     }));
-    assert!(log.until(|l| l.events().iter().any(|e| e.starts_with("error overload"))).await);
+    assert!(
+        log.until(|l| l.events().iter().any(|e| e.starts_with("error overload")))
+            .await
+    );
     // Let everything through and read what was sent.
     permits.add_permits(1000);
     let mut sent = Vec::new();
@@ -1757,9 +1760,11 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         speech_id: 1,
         heard_text: chunks.clone(),
     });
-    assert!(log.until(|l| l.events().iter().any(|e| e.starts_with("finalize 1"))).await);
-    let expected =
-        format!("finalize 1 heard={chunks:?} generated={chunks:?} interrupted=false");
+    assert!(
+        log.until(|l| l.events().iter().any(|e| e.starts_with("finalize 1")))
+            .await
+    );
+    let expected = format!("finalize 1 heard={chunks:?} generated={chunks:?} interrupted=false");
     assert!(log.events().contains(&expected), "T-U9: {:?}", log.events());
     assert_eq!(
         log.events()

@@ -88,30 +88,51 @@ fn catalog(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>> 
             "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]\n#[non_exhaustive]\npub enum {type_name} {{"
         )?;
         for (variant, number, label, name) in &rows {
-            writeln!(code, "    /// `{name}` = {number}: `{label}`.\n    {variant},")?;
+            writeln!(
+                code,
+                "    /// `{name}` = {number}: `{label}`.\n    {variant},"
+            )?;
         }
         writeln!(code, "}}\n\nimpl {type_name} {{")?;
-        writeln!(code, "    /// Every member, in wire-number order.\n    pub const ALL: &'static [{type_name}] = &[")?;
+        writeln!(
+            code,
+            "    /// Every member, in wire-number order.\n    pub const ALL: &'static [{type_name}] = &["
+        )?;
         for (variant, ..) in &rows {
             writeln!(code, "        {type_name}::{variant},")?;
         }
         writeln!(code, "    ];\n")?;
-        writeln!(code, "    /// The wire number (never 0).\n    pub const fn number(self) -> i32 {{\n        match self {{")?;
+        writeln!(
+            code,
+            "    /// The wire number (never 0).\n    pub const fn number(self) -> i32 {{\n        match self {{"
+        )?;
         for (variant, number, ..) in &rows {
             writeln!(code, "            {type_name}::{variant} => {number},")?;
         }
         writeln!(code, "        }}\n    }}\n")?;
-        writeln!(code, "    /// The member with this wire number; `None` for 0 or a number this build does not know.\n    pub const fn from_number(number: i32) -> Option<Self> {{\n        match number {{")?;
+        writeln!(
+            code,
+            "    /// The member with this wire number; `None` for 0 or a number this build does not know.\n    pub const fn from_number(number: i32) -> Option<Self> {{\n        match number {{"
+        )?;
         for (variant, number, ..) in &rows {
-            writeln!(code, "            {number} => Some({type_name}::{variant}),")?;
+            writeln!(
+                code,
+                "            {number} => Some({type_name}::{variant}),"
+            )?;
         }
         writeln!(code, "            _ => None,\n        }}\n    }}\n")?;
-        writeln!(code, "    /// The `{method}` option of this member in frames.proto.\n    pub const fn {method}(self) -> &'static str {{\n        match self {{")?;
+        writeln!(
+            code,
+            "    /// The `{method}` option of this member in frames.proto.\n    pub const fn {method}(self) -> &'static str {{\n        match self {{"
+        )?;
         for (variant, _, label, _) in &rows {
             writeln!(code, "            {type_name}::{variant} => {label:?},")?;
         }
         writeln!(code, "        }}\n    }}\n")?;
-        writeln!(code, "    /// The member whose `{method}` is `s`, if any.\n    pub fn from_{method}(s: &str) -> Option<Self> {{\n        Self::ALL.iter().copied().find(|m| m.{method}() == s)\n    }}\n}}\n")?;
+        writeln!(
+            code,
+            "    /// The member whose `{method}` is `s`, if any.\n    pub fn from_{method}(s: &str) -> Option<Self> {{\n        Self::ALL.iter().copied().find(|m| m.{method}() == s)\n    }}\n}}\n"
+        )?;
     }
     Ok(code)
 }

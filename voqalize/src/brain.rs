@@ -99,7 +99,11 @@ pub trait Brain: Send + Sync + 'static {
     /// one message at a time in arrival order, so app events apply in the order the app sent them;
     /// a slow handler delays the next app message, never a turn. Cannot speak. Read typed
     /// app events with [`parse_app_event`](crate::actions::parse_app_event).
-    fn on_rtvi(&self, session: &Session, message: Rtvi) -> impl Future<Output = BrainResult> + Send {
+    fn on_rtvi(
+        &self,
+        session: &Session,
+        message: Rtvi,
+    ) -> impl Future<Output = BrainResult> + Send {
         let _ = (session, message);
         async { Ok(()) }
     }

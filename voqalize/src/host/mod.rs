@@ -181,7 +181,11 @@ impl HostOptions {
     ///
     /// # Errors
     /// [`HostError::Rejected`] when the token fails.
-    pub fn verify(&self, authorization: Option<&str>, session_id: &str) -> Result<Claims, HostError> {
+    pub fn verify(
+        &self,
+        authorization: Option<&str>,
+        session_id: &str,
+    ) -> Result<Claims, HostError> {
         self.verifier.verify(authorization, session_id)
     }
 }

@@ -123,7 +123,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelSender for Tungs
     }
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelReceiver for TungsteniteReceiver<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelReceiver
+    for TungsteniteReceiver<S>
+{
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
         loop {
             return match self.0.next().await? {

@@ -340,7 +340,10 @@ impl<M: MakeBrain> Feeder<M> {
             }
             Frame::Rtvi(mut rtvi) => {
                 if rtvi.kind.brain_may_send() {
-                    tracing::warn!("dropping inbound RTVI {}: only the brain sends it", rtvi.kind);
+                    tracing::warn!(
+                        "dropping inbound RTVI {}: only the brain sends it",
+                        rtvi.kind
+                    );
                     return;
                 }
                 rtvi.turn_id = None;
@@ -578,4 +581,3 @@ impl<M: MakeBrain> Feeder<M> {
         }
     }
 }
-

@@ -19,8 +19,8 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri};
 use super::memory::{Msg, pipe};
 use crate::host::{HostError, HostOptions, MakeBrain, Upgrade, run_session};
 use crate::wire::{
-    self, Capabilities, Capability, Config, ErrorCode, ErrorFrame, Frame, Response, Rtvi,
-    RtviType, SessionStart, TurnStep, UserIdle, UserMessage, WIRE_VERSION,
+    self, Capabilities, Capability, Config, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType,
+    SessionStart, TurnStep, UserIdle, UserMessage, WIRE_VERSION,
 };
 
 /// Why the driver could not go on.
@@ -373,7 +373,9 @@ impl Voqalize {
     ) -> Result<Self, DriverError> {
         let connect = |e: String| DriverError::Connect(e);
         let uri: Uri = url.parse().map_err(|e| connect(format!("{url}: {e}")))?;
-        let host = uri.host().ok_or_else(|| connect(format!("{url}: no host")))?;
+        let host = uri
+            .host()
+            .ok_or_else(|| connect(format!("{url}: no host")))?;
         let port = uri.port_u16().unwrap_or(80);
         let mut query: Vec<(String, String)> = uri
             .query()
@@ -520,7 +522,8 @@ impl Voqalize {
             text: text.to_owned(),
         }))
         .await?;
-        self.wait_until(within, move |s| turn_completed(s, turn_id)).await?;
+        self.wait_until(within, move |s| turn_completed(s, turn_id))
+            .await?;
         self.quiesce(self.quiet, self.timeout).await?;
         self.finalize_turn(turn_id).await?;
         Ok(self.turn(turn_id))
@@ -563,7 +566,11 @@ impl Voqalize {
     ///
     /// # Errors
     /// The link failed or the brain sent an undecodable frame.
-    pub async fn barge_in(&mut self, text: &str, barge: BargeIn) -> Result<TurnRecord, DriverError> {
+    pub async fn barge_in(
+        &mut self,
+        text: &str,
+        barge: BargeIn,
+    ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.next_turn_id();
         self.send(Frame::UserMessage(UserMessage {
             turn_id,
@@ -600,7 +607,11 @@ impl Voqalize {
         let mut heard = None;
         if let Some(id) = cut {
             let text = barge.heard_prefix.clone().unwrap_or_else(|| {
-                self.seen.units.get(&id).map(UnitRecord::text).unwrap_or_default()
+                self.seen
+                    .units
+                    .get(&id)
+                    .map(UnitRecord::text)
+                    .unwrap_or_default()
             });
             self.finalize(id, &text).await?;
             heard = Some(text);
@@ -644,7 +655,11 @@ impl Voqalize {
     ///
     /// # Errors
     /// The link failed.
-    pub async fn send_client_message(&mut self, name: &str, data: Value) -> Result<(), DriverError> {
+    pub async fn send_client_message(
+        &mut self,
+        name: &str,
+        data: Value,
+    ) -> Result<(), DriverError> {
         self.send_rtvi(RtviType::ClientMessage, json!({ "t": name, "d": data }))
             .await
     }
@@ -668,7 +683,10 @@ impl Voqalize {
     ///
     /// # Errors
     /// The link failed or the brain sent an undecodable frame.
-    pub async fn collect_ui_commands(&mut self, within: Duration) -> Result<Vec<Value>, DriverError> {
+    pub async fn collect_ui_commands(
+        &mut self,
+        within: Duration,
+    ) -> Result<Vec<Value>, DriverError> {
         let before = self.seen.ui_commands.len();
         if self
             .wait_until(within, move |s| s.ui_commands.len() > before)
@@ -851,7 +869,9 @@ impl Voqalize {
         };
         match tokio::time::timeout(timeout, handle).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(DriverError::Connect(format!("run_session task failed: {e}"))),
+            Ok(Err(e)) => Err(DriverError::Connect(format!(
+                "run_session task failed: {e}"
+            ))),
             Err(_) => Err(DriverError::Timeout {
                 what: "run_session to return".into(),
                 after: timeout,
@@ -875,7 +895,10 @@ impl Voqalize {
     }
 
     fn units_of(&self, turn_id: u64) -> impl Iterator<Item = &UnitRecord> {
-        self.seen.units.values().filter(move |u| u.turn_id == turn_id)
+        self.seen
+            .units
+            .values()
+            .filter(move |u| u.turn_id == turn_id)
     }
 
     /// Every unit seen, by speech id.
@@ -1009,8 +1032,9 @@ impl Voqalize {
                 }
                 seen.last_speech_id = seen.last_speech_id.max(speech_id);
                 if !seen.opened_turns.contains(&turn_id) {
-                    seen.violations
-                        .push(format!("SpeechStart {speech_id} names turn {turn_id}, never opened"));
+                    seen.violations.push(format!(
+                        "SpeechStart {speech_id} names turn {turn_id}, never opened"
+                    ));
                 }
                 seen.units.insert(
                     speech_id,
@@ -1028,12 +1052,12 @@ impl Voqalize {
                 None => seen
                     .violations
                     .push(format!("SpeechChunk for unknown speech {speech_id}")),
-                Some(u) if u.cancelled => seen
-                    .violations
-                    .push(format!("SpeechChunk for speech {speech_id} after its SpeechCancel")),
-                Some(u) if u.ended => seen
-                    .violations
-                    .push(format!("SpeechChunk for speech {speech_id} after its SpeechEnd")),
+                Some(u) if u.cancelled => seen.violations.push(format!(
+                    "SpeechChunk for speech {speech_id} after its SpeechCancel"
+                )),
+                Some(u) if u.ended => seen.violations.push(format!(
+                    "SpeechChunk for speech {speech_id} after its SpeechEnd"
+                )),
                 Some(u) => {
                     if text.is_empty() {
                         seen.violations
@@ -1046,9 +1070,9 @@ impl Voqalize {
                 None => seen
                     .violations
                     .push(format!("SpeechEnd for unknown speech {speech_id}")),
-                Some(u) if u.cancelled => seen
-                    .violations
-                    .push(format!("SpeechEnd for speech {speech_id} after its SpeechCancel")),
+                Some(u) if u.cancelled => seen.violations.push(format!(
+                    "SpeechEnd for speech {speech_id} after its SpeechCancel"
+                )),
                 Some(u) if u.ended => seen
                     .violations
                     .push(format!("second SpeechEnd for speech {speech_id}")),
@@ -1091,9 +1115,10 @@ impl Voqalize {
             Frame::TurnStep(t) => seen.steps.push(t),
             Frame::Error(e) => seen.errors.push(e),
             Frame::End => seen.end = true,
-            other => seen
-                .violations
-                .push(format!("the brain sent {}, which only Voqalize sends", other.name())),
+            other => seen.violations.push(format!(
+                "the brain sent {}, which only Voqalize sends",
+                other.name()
+            )),
         }
         Ok(())
     }
@@ -1150,7 +1175,10 @@ impl Voqalize {
 }
 
 fn turn_completed(seen: &Observed, turn_id: u64) -> bool {
-    let mut units = seen.units.values().filter(|u| u.turn_id == turn_id).peekable();
+    let mut units = seen
+        .units
+        .values()
+        .filter(|u| u.turn_id == turn_id)
+        .peekable();
     units.peek().is_some() && units.all(|u| u.ended)
 }
-

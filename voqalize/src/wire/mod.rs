@@ -16,8 +16,8 @@ pub use config::{
     VoiceChoice,
 };
 pub use frames::{
-    Capabilities, Capability, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType,
-    SessionStart, TurnStep, UserIdle, UserMessage,
+    Capabilities, Capability, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType, SessionStart,
+    TurnStep, UserIdle, UserMessage,
 };
 
 /// The wire version this SDK speaks; a `SessionStart` with any other is refused.
