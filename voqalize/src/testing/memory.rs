@@ -13,8 +13,8 @@ pub(crate) enum Msg {
     Close(u16, String),
 }
 
-/// The brain's end of an in-memory pipe (see [`pipe`]).
-pub struct MemoryChannel {
+/// The brain's end of an in-memory pipe (see `pipe`).
+pub(crate) struct MemoryChannel {
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
 }
@@ -46,9 +46,9 @@ pub(crate) fn pipe() -> (MemoryChannel, MemoryPeer) {
 struct Gone;
 
 /// The sending half of a [`MemoryChannel`].
-pub struct MemorySender(mpsc::UnboundedSender<Msg>);
+pub(crate) struct MemorySender(mpsc::UnboundedSender<Msg>);
 /// The receiving half of a [`MemoryChannel`].
-pub struct MemoryReceiver(mpsc::UnboundedReceiver<Msg>);
+pub(crate) struct MemoryReceiver(mpsc::UnboundedReceiver<Msg>);
 
 impl Channel for MemoryChannel {
     type Sender = MemorySender;

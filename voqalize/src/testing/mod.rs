@@ -9,5 +9,4 @@ mod token;
 pub use driver::{
     BargeAt, BargeIn, CancelHeard, DriverError, Start, TurnRecord, UnitRecord, Voqalize,
 };
-pub use memory::{MemoryChannel, MemoryReceiver, MemorySender};
 pub use token::TokenSigner;
