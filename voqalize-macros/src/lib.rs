@@ -1,1 +1,137 @@
-//! Macros for voqalize. Use them through `voqalize::prelude::*`.
+//! Macros for voqalize. Use them through `voqalize::prelude::*`; the generated code names only
+//! `::voqalize::...` paths, so a crate needs no other dependency for them.
+//!
+//! Set `VOQALIZE_MACROS_DEBUG=1` while building to print what `#[brain]` generates.
+
+mod brain;
+mod derive;
+mod util;
+
+use proc_macro::TokenStream;
+use quote::quote;
+
+/// Generates the tool table of a brain from one impl block.
+///
+/// **Grammar**: `#[brain]` or `#[brain(visible = method)]` on an inherent impl block. Inside it,
+/// methods marked `#[tool]` (or `#[tool(name = "...")]`), optionally `#[needs_result_now]`, are
+/// the tools; every other item passes through.
+///
+/// **Typing**: a tool is `async fn name(&self) -> R` or `async fn name(&self, args: A) -> R`,
+/// with a doc comment. `A` is one owned struct implementing `Deserialize` and `JsonSchema`
+/// (`#[json_type]` gives both); `R` implements `Serialize`, or is `Result<T, E>` with
+/// `T: Serialize` and `E: Display`. The type is `Send + Sync + 'static` and each tool's future is
+/// `Send`. `visible` names a method `fn(&self, &ToolDecl) -> bool`.
+///
+/// **Semantics**: the impl block is emitted unchanged (minus these attributes), followed by
+/// `impl voqalize::tools::Toolbox for Type` (declarations in source order, the dispatcher) and a
+/// `fn session(&self) -> voqalize::Session` on the type (unless the block defines `session`).
+/// Every mistake in the block is reported at once, on the offending tokens, and the block is still
+/// emitted. What it generates, by hand:
+///
+/// ```ignore
+/// impl Toolbox for Coach {
+///     fn tools(&self) -> &'static [ToolDecl] {
+///         voqalize::__private::tool_table::<Self>(|| vec![
+///             voqalize::__private::declare::<Section>(ToolInfo { name: "show", .. }),
+///             voqalize::__private::declare_without_args(ToolInfo { name: "log_meal", .. }),
+///         ])
+///     }
+///     fn __run_tool(&self, index: usize, arguments: Value) -> ToolRun<'_> {
+///         match index {
+///             0 => Box::pin(async move {
+///                 let args = voqalize::__private::parse_args::<Section>(arguments)?;
+///                 let out = Self::show(self, args).await;
+///                 /* Ok(JSON of out), or Err(its text) for a Result's Err */
+///             }),
+///             /* ... */
+///         }
+///     }
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn brain(attr: TokenStream, item: TokenStream) -> TokenStream {
+    brain::expand(attr.into(), item.into()).into()
+}
+
+fn outside_brain(attr: &str, item: TokenStream) -> TokenStream {
+    let message = format!(
+        "`#[{attr}]` only works inside an impl block marked `#[brain]`: put `#[brain]` on the \
+         `impl` that holds this method"
+    );
+    let item = proc_macro2::TokenStream::from(item);
+    quote!(::core::compile_error!(#message); #item).into()
+}
+
+/// Marks a method of a `#[brain]` impl block as a tool. `#[tool(name = "...")]` names it (the
+/// default is the method's name); the name must match `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`.
+///
+/// An inert marker that `#[brain]` reads and removes: used anywhere else it is an error.
+#[proc_macro_attribute]
+pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let _ = attr;
+    outside_brain("tool", item)
+}
+
+/// Marks a tool whose result the model must read before it goes on: after a response that called
+/// it, the model is asked again with the result. Goes above or below `#[tool]`.
+///
+/// An inert marker that `#[brain]` reads and removes: used anywhere else it is an error.
+#[proc_macro_attribute]
+pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let _ = attr;
+    outside_brain("needs_result_now", item)
+}
+
+/// Derives `Serialize`, `Deserialize` and `JsonSchema` through voqalize's own serde and schemars,
+/// so the crate needs neither as a dependency. `#[json_type(Deserialize, JsonSchema)]` derives a
+/// subset. `#[serde(...)]`/`#[schemars(...)]` attributes work as usual. Put it above any
+/// `#[derive]`.
+///
+/// By hand:
+///
+/// ```ignore
+/// #[derive(voqalize::__private::serde::Serialize, voqalize::__private::serde::Deserialize,
+///          voqalize::__private::schemars::JsonSchema)]
+/// #[serde(crate = "::voqalize::__private::serde")]
+/// #[schemars(crate = "::voqalize::__private::schemars")]
+/// struct Section { name: SectionName }
+/// ```
+#[proc_macro_attribute]
+pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
+    derive::json_type(attr.into(), item.into()).into()
+}
+
+/// Implements `voqalize::actions::Action` (a typed UI command) and `voqalize::typescript::Payloads`
+/// (its payload shape for `voqalize types`).
+///
+/// **Grammar**: on a non-generic struct or enum; `#[action(name = "...")]` overrides the wire
+/// name, which is otherwise the snake_case of the type's name (`OpenURL` → `open_url`,
+/// `HTTPServer` → `http_server`, `Row2Added` → `row2_added`).
+///
+/// **Typing**: the type implements `Serialize` and `JsonSchema` (`#[json_type]` gives both).
+///
+/// By hand: `impl Action for OpenUrl { const NAME: &'static str = "open_url"; }`.
+#[proc_macro_derive(Action, attributes(action))]
+pub fn derive_action(input: TokenStream) -> TokenStream {
+    derive::action(input.into()).into()
+}
+
+/// Implements `voqalize::actions::AppEvent` (an event the app sends the brain) and
+/// `voqalize::typescript::Payloads`.
+///
+/// **Grammar**: on a non-generic struct (one event) or enum (one event per variant), with named
+/// fields or none. The event name is the snake_case of the struct's or the variant's name,
+/// overridable with `#[app_event(name = "...")]` on the struct or the variant. Field attributes
+/// `#[serde(...)]`, `#[schemars(...)]` and doc comments are honoured, as are `rename_all` on a
+/// struct or variant and `rename_all_fields` on an enum.
+///
+/// **Typing**: every field type implements `Deserialize` and `JsonSchema`; the event type itself
+/// needs neither (a payload struct is generated per event).
+///
+/// **Semantics**: a payload field the event does not declare makes the event unreadable
+/// (`deny_unknown_fields`), as does a missing required field; two events with one name are a
+/// compile error.
+#[proc_macro_derive(AppEvent, attributes(app_event, serde, schemars))]
+pub fn derive_app_event(input: TokenStream) -> TokenStream {
+    derive::app_event(input.into()).into()
+}

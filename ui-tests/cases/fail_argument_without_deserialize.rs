@@ -1,0 +1,19 @@
+use voqalize::prelude::*;
+
+#[json_type(JsonSchema)]
+struct Section {
+    name: String,
+}
+
+struct Coach;
+
+#[brain]
+impl Coach {
+    /// Show a section.
+    #[tool]
+    async fn show(&self, args: Section) -> String {
+        args.name
+    }
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use voqalize::prelude::*;
+
+#[brain]
+struct Coach;
+
+fn main() {}

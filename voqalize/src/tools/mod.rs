@@ -1,0 +1,486 @@
+//! Tools: what a brain lets the model do, declared once on an impl block.
+//!
+//! ```
+//! use voqalize::prelude::*;
+//!
+//! /// Which part of the screen to show.
+//! #[json_type]
+//! struct Section {
+//!     /// The section's name, as the app spells it.
+//!     name: String,
+//! }
+//!
+//! struct Coach;
+//!
+//! #[brain]
+//! impl Coach {
+//!     /// Put a section of the screen in front of the user.
+//!     #[tool]
+//!     async fn show(&self, args: Section) -> String {
+//!         format!("showing {}", args.name)
+//!     }
+//!
+//!     /// The user's average glucose this week, in mmol/L.
+//!     #[tool]
+//!     #[needs_result_now]
+//!     async fn weekly_average(&self) -> f64 {
+//!         5.4
+//!     }
+//! }
+//!
+//! let names: Vec<_> = Coach.tools().iter().map(|t| t.name()).collect();
+//! assert_eq!(names, ["show", "weekly_average"]);
+//! ```
+//!
+//! # `#[brain]`
+//!
+//! *Grammar*: `#[brain]` or `#[brain(visible = method)]` on an inherent `impl` block (generics
+//! allowed). Inside it, `#[tool]` / `#[tool(name = "...")]` and `#[needs_result_now]` mark methods;
+//! other items pass through untouched.
+//!
+//! *Typing*: each tool is `async fn name(&self) -> R` or `async fn name(&self, args: A) -> R` with
+//! `A: Deserialize + JsonSchema` (one struct, owned) and `R: Serialize` or `R = Result<T, E>` with
+//! `T: Serialize, E: Display`. The brain type is `Send + Sync + 'static` and each tool's future is
+//! `Send`. `visible` names a method `fn(&self, &ToolDecl) -> bool`.
+//!
+//! *Semantics*: the impl block is emitted as written (attributes removed), plus
+//! * `impl Toolbox for Type`: the tool table in declaration order ([`Toolbox::tools`]) and the
+//!   dispatcher ([`Toolbox::call_tool`]);
+//! * `fn session(&self) -> Session` on the type (unless the block defines its own `session`): the
+//!   session serving the running tool, read from the task-local context the runtime sets around
+//!   every turn and callback. It panics when called elsewhere, e.g. in a task the brain spawned
+//!   (clone the session into such tasks first).
+//!
+//! One `#[brain]` block per type. The macro only generates the tool table: it works on its own,
+//! beside (not instead of) `impl Brain for Type`.
+//!
+//! # `#[tool]`
+//!
+//! The method is the declaration: its name is the function name (or `#[tool(name = "...")]`,
+//! matching `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`), its doc comment the description, its argument
+//! struct the parameter object (field docs become property descriptions, in declaration order). No
+//! argument declares `{"type":"object","properties":{}}`. A missing doc comment, a second
+//! argument, a scalar or collection argument, a session parameter, a receiver other than `&self`, a
+//! generic or non-`async` tool are compile errors.
+//!
+//! # `#[needs_result_now]`
+//!
+//! Marks a tool whose result the model must read before it goes on speaking: after a response
+//! that called it, the model is asked again ([`ToolDecl::needs_result_now`]). Above or below
+//! `#[tool]`, never without it.
+//!
+//! # Argument types: `#[json_type]`
+//!
+//! An argument struct needs `serde::Deserialize` and `schemars::JsonSchema` (schemars 1.x).
+//! `#[json_type]` derives `Serialize`, `Deserialize` and `JsonSchema` through voqalize's own copies,
+//! so a crate needs no direct serde or schemars dependency; `#[json_type(Deserialize, JsonSchema)]`
+//! picks a subset. `#[serde(...)]` and `#[schemars(...)]` attributes work as usual. A crate that
+//! depends on serde and schemars 1.x itself can derive them directly instead.
+//!
+//! # Calls
+//!
+//! [`Toolbox::tools_for_turn`] reads the visible set once per turn (default: every tool;
+//! `#[brain(visible = method)]` decides per tool from the brain's state). [`Toolbox::call_tool`]
+//! runs a call against that set: the arguments are deserialised into the struct (integral floats,
+//! as Gemini sends them, count as integers; `null` for an optional property that does not accept
+//! it counts as absent), the method runs, and the result becomes JSON. An unknown or hidden tool,
+//! arguments that do not fit (the message names the field's path), an `Err` from the tool and a
+//! panic in it all come back as an error the model reads; none ends the turn. Each call is timed:
+//! over [`TOOL_BUDGET_MS`] it logs one warning naming `Type::method` and the time, and nothing is
+//! cancelled.
+//!
+//! # Declarations per provider
+//!
+//! [`ToolDecl::schema`] is the neutral schema; [`ToolDecl::gemini`], [`ToolDecl::openai`] and
+//! [`ToolDecl::chat`] give each provider's declaration with the rewrites of [`Dialect`].
+
+mod dispatch;
+pub(crate) mod private;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Once, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+pub use schema::Dialect;
+
+/// How long a tool call may take before it logs a warning, in ms. Nothing is cancelled: the user
+/// waited for the tool, and the warning says so.
+pub const TOOL_BUDGET_MS: u64 = 20;
+
+/// Everything a brain file needs from this module (re-exported by `voqalize::prelude`).
+pub mod prelude {
+    pub use super::{ToolDecl, Toolbox};
+    pub use crate::actions::{Action, AppEvent};
+    pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};
+}
+
+/// One tool's provider-neutral declaration: name, description, parameter schema and whether the
+/// model must read its result before going on.
+pub struct ToolDecl {
+    name: &'static str,
+    description: &'static str,
+    needs_result_now: bool,
+    method: &'static str,
+    index: usize,
+    has_arguments: bool,
+    schema: Value,
+    problem: Option<String>,
+    rewritten: [OnceLock<(Value, Vec<String>)>; 3],
+    strict_warning: Once,
+}
+
+impl fmt::Debug for ToolDecl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolDecl")
+            .field("name", &self.name)
+            .field("method", &self.method)
+            .field("needs_result_now", &self.needs_result_now)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolDecl {
+    pub(crate) fn new(
+        info: private::ToolInfo,
+        schema: Option<Value>,
+        problem: Option<String>,
+    ) -> Self {
+        ToolDecl {
+            name: info.name,
+            description: info.description,
+            needs_result_now: info.needs_result_now,
+            method: info.method,
+            index: info.index,
+            has_arguments: schema.is_some(),
+            schema: schema.unwrap_or_else(schema::empty_parameters),
+            problem,
+            rewritten: Default::default(),
+            strict_warning: Once::new(),
+        }
+    }
+
+    /// The function name the model calls.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// What the model reads about the tool: the method's doc comment.
+    pub fn description(&self) -> &'static str {
+        self.description
+    }
+
+    /// Whether the model is asked again, with the result, after a response that called this tool.
+    pub fn needs_result_now(&self) -> bool {
+        self.needs_result_now
+    }
+
+    /// The Rust method behind the tool, as `Type::method` (what logs name).
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// Whether the tool takes an argument struct.
+    pub fn has_arguments(&self) -> bool {
+        self.has_arguments
+    }
+
+    /// The neutral parameter schema (schemars, draft 2020-12; `{"type":"object","properties":{}}`
+    /// for a tool without an argument).
+    pub fn schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn rewritten(&self, dialect: Dialect) -> &(Value, Vec<String>) {
+        self.rewritten[dialect.index()].get_or_init(|| {
+            let r = schema::rewrite(&self.schema, dialect);
+            (r.schema, r.strict_problems)
+        })
+    }
+
+    /// The parameter schema rewritten for `dialect`.
+    pub fn parameters(&self, dialect: Dialect) -> &Value {
+        &self.rewritten(dialect).0
+    }
+
+    /// Why this tool cannot be declared with `strict: true` (a map field, a field of any JSON
+    /// value...). Empty when it can. A tool that cannot be strict is declared `strict: false`.
+    pub fn strict_problems(&self) -> &[String] {
+        &self.rewritten(Dialect::OpenAiStrict).1
+    }
+
+    /// The strict flag actually sent, and the matching schema.
+    fn openai_parameters(&self, strict: bool) -> (bool, &Value) {
+        if !strict {
+            return (false, self.parameters(Dialect::OpenAi));
+        }
+        let problems = self.strict_problems();
+        if problems.is_empty() {
+            return (true, self.parameters(Dialect::OpenAiStrict));
+        }
+        self.strict_warning.call_once(|| {
+            tracing::warn!(
+                "tool {} is declared with strict: false: {}",
+                self.name,
+                problems.join("; ")
+            );
+        });
+        (false, self.parameters(Dialect::OpenAi))
+    }
+
+    /// A Gemini `FunctionDeclaration`: `{"name", "description", "parameters"}`, without
+    /// `parameters` for a tool that takes no argument.
+    pub fn gemini(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), json!(self.name));
+        m.insert("description".into(), json!(self.description));
+        let parameters = self.parameters(Dialect::Gemini);
+        let empty = match parameters.get("properties") {
+            Some(Value::Object(p)) => p.is_empty(),
+            _ => true,
+        };
+        if !empty {
+            m.insert("parameters".into(), parameters.clone());
+        }
+        Value::Object(m)
+    }
+
+    /// An OpenAI Responses function tool: `{"type":"function","name","description","parameters",
+    /// "strict"}`. `strict: true` is honoured when the schema can meet strict mode's rules (see
+    /// [`strict_problems`](Self::strict_problems)); otherwise the tool goes out `strict: false`.
+    pub fn openai(&self, strict: bool) -> Value {
+        let (strict, parameters) = self.openai_parameters(strict);
+        json!({
+            "type": "function",
+            "name": self.name,
+            "description": self.description,
+            "parameters": parameters,
+            "strict": strict,
+        })
+    }
+
+    /// A chat-completions tool: `{"type":"function","function":{"name","description",
+    /// "parameters"}}`, with `"strict": true` inside `function` only when strict is asked for and
+    /// possible.
+    pub fn chat(&self, strict: bool) -> Value {
+        let (strict, parameters) = self.openai_parameters(strict);
+        let mut function = Map::new();
+        function.insert("name".into(), json!(self.name));
+        function.insert("description".into(), json!(self.description));
+        function.insert("parameters".into(), parameters.clone());
+        if strict {
+            function.insert("strict".into(), Value::Bool(true));
+        }
+        json!({"type": "function", "function": function})
+    }
+}
+
+/// The tools the model may see and call in one turn (from [`Toolbox::tools_for_turn`]).
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    table: &'static [ToolDecl],
+    visible: Vec<usize>,
+}
+
+impl fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter().map(|t| t.name)).finish()
+    }
+}
+
+impl ToolSet {
+    /// No tools.
+    pub fn empty() -> Self {
+        ToolSet::default()
+    }
+
+    /// The tools of `table` that `visible` keeps, in table order. A tool whose argument is not a
+    /// struct (logged when the table was built) is never in a set.
+    pub fn from_table(
+        table: &'static [ToolDecl],
+        mut visible: impl FnMut(&ToolDecl) -> bool,
+    ) -> Self {
+        let visible = (0..table.len())
+            .filter(|&i| table[i].problem.is_none() && visible(&table[i]))
+            .collect();
+        ToolSet { table, visible }
+    }
+
+    /// The declarations, in declaration order.
+    pub fn iter(&self) -> impl Iterator<Item = &'static ToolDecl> + '_ {
+        let table = self.table;
+        self.visible.iter().map(move |&i| &table[i])
+    }
+
+    /// The tool called `name`, if it is in the set.
+    pub fn get(&self, name: &str) -> Option<&'static ToolDecl> {
+        self.iter().find(|t| t.name == name)
+    }
+
+    /// Whether the tool called `name` is in the set.
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// How many tools the set holds.
+    pub fn len(&self) -> usize {
+        self.visible.len()
+    }
+
+    /// Whether the set holds no tool (then a request declares no tools at all).
+    pub fn is_empty(&self) -> bool {
+        self.visible.is_empty()
+    }
+
+    /// The Gemini `functionDeclarations` of the set.
+    pub fn gemini(&self) -> Vec<Value> {
+        self.iter().map(ToolDecl::gemini).collect()
+    }
+
+    /// The OpenAI Responses `tools` of the set.
+    pub fn openai(&self, strict: bool) -> Vec<Value> {
+        self.iter().map(|t| t.openai(strict)).collect()
+    }
+
+    /// The chat-completions `tools` of the set.
+    pub fn chat(&self, strict: bool) -> Vec<Value> {
+        self.iter().map(|t| t.chat(strict)).collect()
+    }
+
+    fn holds(&self, decl: &ToolDecl) -> bool {
+        self.visible
+            .iter()
+            .any(|&i| std::ptr::eq(&self.table[i], decl))
+    }
+}
+
+/// A tool call's arguments as the provider sent them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arguments {
+    /// Already a JSON value (Gemini's `args`).
+    Json(Value),
+    /// JSON text (OpenAI's and chat completions' `arguments`); empty text reads as `{}`.
+    Raw(String),
+}
+
+impl From<Value> for Arguments {
+    fn from(v: Value) -> Self {
+        Arguments::Json(v)
+    }
+}
+
+impl From<String> for Arguments {
+    fn from(s: String) -> Self {
+        Arguments::Raw(s)
+    }
+}
+
+impl From<&str> for Arguments {
+    fn from(s: &str) -> Self {
+        Arguments::Raw(s.to_owned())
+    }
+}
+
+/// Why a call produced no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolErrorKind {
+    /// The brain has no tool of that name.
+    Unknown,
+    /// The tool exists but is not in this turn's set.
+    Hidden,
+    /// The arguments are not JSON, not an object, or do not fit the argument struct.
+    InvalidArguments,
+    /// The tool returned `Err`, or its result could not be serialised.
+    Failed,
+    /// The tool panicked.
+    Panicked,
+}
+
+/// A call that produced no result; `message` is what the model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    /// What went wrong.
+    pub kind: ToolErrorKind,
+    /// The text the model reads.
+    pub message: String,
+}
+
+impl ToolError {
+    pub(crate) fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        ToolError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// What a call produced, and how long it took (argument parsing included).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// The tool's result as JSON, or the error the model reads instead.
+    pub result: Result<Value, ToolError>,
+    /// Time spent on the call.
+    pub elapsed: Duration,
+}
+
+impl ToolOutcome {
+    /// The function response the model reads: `{"result": ...}` or `{"error": "..."}`.
+    pub fn response(&self) -> Value {
+        match &self.result {
+            Ok(v) => json!({ "result": v }),
+            Err(e) => json!({ "error": e.message }),
+        }
+    }
+
+    /// Whether the call produced an error instead of a result.
+    pub fn is_error(&self) -> bool {
+        self.result.is_err()
+    }
+}
+
+/// The future of one tool call.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
+
+/// A brain's tool table and dispatcher. `#[brain]` implements it; write it by hand only for a
+/// brain without tools (`#[brain] impl MyBrain {}` does that too).
+pub trait Toolbox: Send + Sync + 'static {
+    /// Every tool, in declaration order.
+    fn tools(&self) -> &'static [ToolDecl];
+
+    /// Whether the model may see, and so call, `tool` this turn. Default: every tool. Set with
+    /// `#[brain(visible = method)]`.
+    fn tool_visible(&self, tool: &ToolDecl) -> bool {
+        let _ = tool;
+        true
+    }
+
+    /// This turn's tools: read once when the turn starts.
+    fn tools_for_turn(&self) -> ToolSet {
+        ToolSet::from_table(self.tools(), |t| self.tool_visible(t))
+    }
+
+    /// Runs a call to `name` from a turn whose tools are `turn`. Never fails: every problem becomes
+    /// an error result the model reads (see [`ToolErrorKind`]). A tool outside `turn` is not run.
+    fn call_tool<'a>(&'a self, turn: &ToolSet, name: &str, arguments: Arguments) -> ToolFuture<'a> {
+        dispatch::call(self, turn, name, arguments)
+    }
+
+    #[doc(hidden)]
+    fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> private::ToolRun<'a>;
+}

@@ -1,0 +1,920 @@
+//! The neutral parameter schema of a tool and its per-provider rewrites (voice-core.md §3 and the
+//! Decisions table).
+//!
+//! Every rewrite starts from the same neutral schema (schemars, draft 2020-12, deserialize contract,
+//! doc comments kept, properties in declaration order) and goes through the same first steps:
+//!
+//! 1. **Inline** every `$ref` (`#`, `#/$defs/..`, `#/definitions/..`); the reference's siblings
+//!    (`description`, `default`) override the target's. A reference back into a type that is being
+//!    inlined (a recursive type) is the only one left: Gemini gets `{"type":"object"}` there, OpenAI
+//!    keeps a `$ref` into a `$defs` that holds just the recursive types.
+//! 2. **Simplify**: `oneOf` → `anyOf` (serde's enums have disjoint branches), `allOf` merged,
+//!    `const` → a one-value `enum`, an `anyOf` of string constants → one string `enum` (documented
+//!    variants are listed in the description), `title`/`$schema`/`$id`/`$comment`/`examples` dropped,
+//!    schemars' non-standard number formats (`uint8`, `int64`, `double`...) dropped.
+//! 3. The dialect's own pass: [`Dialect::Gemini`], [`Dialect::OpenAi`], [`Dialect::OpenAiStrict`].
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+/// Which provider a parameter schema is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// Gemini function declarations (`parameters`, the OpenAPI-3.0 subset): no `$ref`/`$defs`,
+    /// `additionalProperties`, `const`, `title`, `default`, type arrays or non-string enums; an
+    /// optional value is `"nullable": true`; only the `date-time` and `enum` formats survive.
+    Gemini,
+    /// OpenAI Responses and chat completions with `strict: false` (the default): plain JSON
+    /// Schema with references inlined.
+    OpenAi,
+    /// OpenAI Responses and chat completions with `strict: true` (opt-in): every object has
+    /// `additionalProperties: false` and lists every property in `required`; an optional property
+    /// accepts `null` instead (the dispatcher reads that `null` as "absent").
+    OpenAiStrict,
+}
+
+impl Dialect {
+    #[cfg(test)]
+    pub(crate) const ALL: [Dialect; 3] = [Dialect::Gemini, Dialect::OpenAi, Dialect::OpenAiStrict];
+
+    pub(crate) fn index(self) -> usize {
+        match self {
+            Dialect::Gemini => 0,
+            Dialect::OpenAi => 1,
+            Dialect::OpenAiStrict => 2,
+        }
+    }
+}
+
+/// The schema of a tool without an argument: an empty parameter object.
+pub(crate) fn empty_parameters() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+/// The neutral schema of an argument struct.
+pub(crate) fn neutral_schema<T: JsonSchema + ?Sized>() -> Value {
+    let mut settings = SchemaSettings::draft2020_12().for_deserialize();
+    settings.meta_schema = None;
+    let mut value = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Value::Object(root) = &mut value
+        && root.get("type") == Some(&json!("object"))
+        && !root.contains_key("properties")
+    {
+        root.insert("properties".into(), Value::Object(Map::new()));
+    }
+    value
+}
+
+/// Why a neutral schema cannot be a tool's parameter object (the root is not an object).
+pub(crate) fn root_problem(neutral: &Value) -> Option<String> {
+    match neutral.get("type") {
+        Some(Value::String(t)) if t == "object" => None,
+        Some(t) => Some(format!("its schema is of type {t}, not an object")),
+        None => Some("its schema is not an object (an enum or an untagged union?)".into()),
+    }
+}
+
+/// A rewritten schema, and for [`Dialect::OpenAiStrict`] the reasons it cannot be strict.
+pub(crate) struct Rewritten {
+    pub(crate) schema: Value,
+    pub(crate) strict_problems: Vec<String>,
+}
+
+/// Rewrites a neutral schema for `dialect`.
+pub(crate) fn rewrite(neutral: &Value, dialect: Dialect) -> Rewritten {
+    let mut inliner = Inliner::new(neutral, dialect);
+    let mut root = inliner.inline_root();
+    let mut kept = Map::new();
+    let mut i = 0;
+    while i < inliner.kept.len() {
+        let key = inliner.kept[i].clone();
+        i += 1;
+        if let RefKey::Def(name) = &key
+            && let Some(target) = inliner.defs.get(name).cloned()
+        {
+            let mut stack = vec![key.clone()];
+            let def = inliner.inline(&target, &mut stack);
+            kept.insert(name.clone(), def);
+        }
+    }
+    let bounds = dialect == Dialect::Gemini;
+    root = simplify(root, bounds);
+    let kept: Map<String, Value> = kept
+        .into_iter()
+        .map(|(k, v)| (k, simplify(v, bounds)))
+        .collect();
+    let mut problems = Vec::new();
+    let mut schema = match dialect {
+        Dialect::Gemini => gemini(root),
+        Dialect::OpenAi => openai(root, false, "", &mut problems),
+        Dialect::OpenAiStrict => openai(root, true, "", &mut problems),
+    };
+    if dialect != Dialect::Gemini && !kept.is_empty() {
+        let strict = dialect == Dialect::OpenAiStrict;
+        let defs: Map<String, Value> = kept
+            .into_iter()
+            .map(|(k, v)| {
+                let at = format!("{k} (recursive)");
+                (k, openai(v, strict, &at, &mut problems))
+            })
+            .collect();
+        if let Value::Object(m) = &mut schema {
+            m.insert("$defs".into(), Value::Object(defs));
+        }
+    }
+    if dialect == Dialect::OpenAiStrict && schema.get("type") != Some(&json!("object")) {
+        problems.push("the parameter schema is not an object".into());
+    }
+    Rewritten {
+        schema,
+        strict_problems: problems,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 1: inlining.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RefKey {
+    Root,
+    Def(String),
+}
+
+impl RefKey {
+    fn parse(reference: &str) -> Option<RefKey> {
+        if reference == "#" {
+            return Some(RefKey::Root);
+        }
+        let name = reference
+            .strip_prefix("#/$defs/")
+            .or_else(|| reference.strip_prefix("#/definitions/"))?;
+        Some(RefKey::Def(name.replace("~1", "/").replace("~0", "~")))
+    }
+
+    fn canonical(&self) -> String {
+        match self {
+            RefKey::Root => "#".into(),
+            RefKey::Def(name) => format!("#/$defs/{}", name.replace('~', "~0").replace('/', "~1")),
+        }
+    }
+}
+
+struct Inliner<'a> {
+    root: &'a Value,
+    defs: Map<String, Value>,
+    dialect: Dialect,
+    /// Recursive definitions that stay as `$defs` (OpenAI only), in discovery order.
+    kept: Vec<RefKey>,
+}
+
+/// Keywords whose value is one schema.
+const ONE_SCHEMA: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "propertyNames",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "additionalItems",
+];
+/// Keywords whose value is an array of schemas.
+const SCHEMA_LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
+/// Keywords whose value maps names to schemas.
+const SCHEMA_MAPS: &[&str] = &["properties", "patternProperties", "dependentSchemas"];
+
+impl<'a> Inliner<'a> {
+    fn new(root: &'a Value, dialect: Dialect) -> Self {
+        let mut defs = Map::new();
+        for key in ["definitions", "$defs"] {
+            if let Some(Value::Object(d)) = root.get(key) {
+                for (k, v) in d {
+                    defs.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        Inliner {
+            root,
+            defs,
+            dialect,
+            kept: Vec::new(),
+        }
+    }
+
+    fn inline_root(&mut self) -> Value {
+        let mut stack = vec![RefKey::Root];
+        let root = self.root;
+        self.inline(root, &mut stack)
+    }
+
+    /// A schema in a position where `true` means "anything".
+    fn inline_schema(&mut self, node: &Value, stack: &mut Vec<RefKey>) -> Value {
+        match node {
+            Value::Bool(true) => json!({}),
+            other => self.inline(other, stack),
+        }
+    }
+
+    fn inline(&mut self, node: &Value, stack: &mut Vec<RefKey>) -> Value {
+        let Value::Object(m) = node else {
+            return node.clone();
+        };
+        if let Some(Value::String(reference)) = m.get("$ref") {
+            let siblings: Map<String, Value> = m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "$ref")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let siblings = match self.inline(&Value::Object(siblings), stack) {
+                Value::Object(s) => s,
+                _ => Map::new(),
+            };
+            let Some(key) = RefKey::parse(reference) else {
+                return Value::Object(siblings);
+            };
+            let target = match &key {
+                RefKey::Root => Some(self.root.clone()),
+                RefKey::Def(name) => self.defs.get(name).cloned(),
+            };
+            let Some(target) = target else {
+                return Value::Object(siblings);
+            };
+            if stack.contains(&key) {
+                return self.recursive_ref(key, siblings);
+            }
+            stack.push(key);
+            let inlined = self.inline_schema(&target, stack);
+            stack.pop();
+            let mut out = match inlined {
+                Value::Object(o) => o,
+                _ => Map::new(),
+            };
+            for (k, v) in siblings {
+                out.insert(k, v);
+            }
+            return Value::Object(out);
+        }
+        let mut out = Map::new();
+        for (k, v) in m {
+            let v = match k.as_str() {
+                "$defs" | "definitions" | "$schema" => continue,
+                key if SCHEMA_MAPS.contains(&key) => match v {
+                    Value::Object(props) => Value::Object(
+                        props
+                            .iter()
+                            .map(|(name, s)| (name.clone(), self.inline_schema(s, stack)))
+                            .collect(),
+                    ),
+                    other => other.clone(),
+                },
+                key if SCHEMA_LISTS.contains(&key) => match v {
+                    Value::Array(list) => {
+                        Value::Array(list.iter().map(|s| self.inline_schema(s, stack)).collect())
+                    }
+                    other => other.clone(),
+                },
+                key if ONE_SCHEMA.contains(&key) => match v {
+                    Value::Object(_) => self.inline(v, stack),
+                    other => other.clone(),
+                },
+                _ => v.clone(),
+            };
+            out.insert(k.clone(), v);
+        }
+        Value::Object(out)
+    }
+
+    fn recursive_ref(&mut self, key: RefKey, siblings: Map<String, Value>) -> Value {
+        let description = siblings.get("description").cloned();
+        match self.dialect {
+            Dialect::Gemini => {
+                let mut out = Map::new();
+                out.insert("type".into(), json!("object"));
+                if let Some(d) = description {
+                    out.insert("description".into(), d);
+                }
+                Value::Object(out)
+            }
+            Dialect::OpenAi | Dialect::OpenAiStrict => {
+                if !self.kept.contains(&key) {
+                    self.kept.push(key.clone());
+                }
+                let mut out = Map::new();
+                out.insert("$ref".into(), json!(key.canonical()));
+                // Strict mode allows no sibling beside `$ref`.
+                if self.dialect == Dialect::OpenAi
+                    && let Some(d) = description
+                {
+                    out.insert("description".into(), d);
+                }
+                Value::Object(out)
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 2: dialect-independent simplification.
+
+/// schemars' format names that are not JSON Schema formats.
+fn nonstandard_number_format(format: &str) -> bool {
+    matches!(
+        format,
+        "int" | "uint" | "float" | "double" | "int8" | "int16" | "int32" | "int64" | "int128"
+    ) || format.starts_with("uint") && format[4..].chars().all(|c| c.is_ascii_digit())
+}
+
+fn map_children(m: &mut Map<String, Value>, f: &mut impl FnMut(Value) -> Value) {
+    for key in SCHEMA_MAPS {
+        if let Some(Value::Object(props)) = m.get_mut(*key) {
+            for v in props.values_mut() {
+                *v = f(std::mem::take(v));
+            }
+        }
+    }
+    for key in SCHEMA_LISTS {
+        if let Some(Value::Array(list)) = m.get_mut(*key) {
+            for v in list.iter_mut() {
+                *v = f(std::mem::take(v));
+            }
+        }
+    }
+    for key in ONE_SCHEMA {
+        if let Some(v @ Value::Object(_)) = m.get_mut(*key) {
+            *v = f(std::mem::take(v));
+        }
+    }
+    if let Some(Value::Object(defs)) = m.get_mut("$defs") {
+        for v in defs.values_mut() {
+            *v = f(std::mem::take(v));
+        }
+    }
+}
+
+fn type_of_value(v: &Value) -> Option<&'static str> {
+    match v {
+        Value::String(_) => Some("string"),
+        Value::Bool(_) => Some("boolean"),
+        Value::Number(n) if n.is_f64() => Some("number"),
+        Value::Number(_) => Some("integer"),
+        Value::Null => Some("null"),
+        Value::Array(_) => Some("array"),
+        Value::Object(_) => Some("object"),
+    }
+}
+
+fn append_description(m: &mut Map<String, Value>, text: &str) {
+    let joined = match m.get("description") {
+        Some(Value::String(d)) if !d.is_empty() => format!("{d}\n{text}"),
+        _ => text.to_owned(),
+    };
+    m.insert("description".into(), Value::String(joined));
+}
+
+/// The range schemars states for a Rust integer type beside its format (`uint8` → 0..=255).
+fn implied_range(format: &str) -> (Option<i128>, Option<i128>) {
+    match format {
+        "uint8" => (Some(0), Some(u8::MAX.into())),
+        "uint16" => (Some(0), Some(u16::MAX.into())),
+        "uint32" => (Some(0), Some(u32::MAX.into())),
+        "uint64" => (Some(0), Some(u64::MAX.into())),
+        "uint" | "uint128" => (Some(0), None),
+        "int8" => (Some(i8::MIN.into()), Some(i8::MAX.into())),
+        "int16" => (Some(i16::MIN.into()), Some(i16::MAX.into())),
+        "int32" => (Some(i32::MIN.into()), Some(i32::MAX.into())),
+        "int64" => (Some(i64::MIN.into()), Some(i64::MAX.into())),
+        _ => (None, None),
+    }
+}
+
+/// `bounds`: also drop the `minimum`/`maximum` that only restate the integer type's range
+/// (Gemini: F02 wants `{"type":"integer","nullable":true}` for an `Option<u8>`).
+fn simplify(v: Value, bounds: bool) -> Value {
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    tuple_to_items(&mut m);
+    map_children(&mut m, &mut |c| simplify(c, bounds));
+    if let Some(one_of) = m.remove("oneOf") {
+        if m.contains_key("anyOf") {
+            m.insert("oneOf".into(), one_of);
+        } else {
+            m.insert("anyOf".into(), one_of);
+        }
+    }
+    if let Some(Value::Array(all)) = m.remove("allOf") {
+        for branch in all {
+            let Value::Object(b) = branch else { continue };
+            for (k, v) in b {
+                match (k.as_str(), m.get_mut(&k), v) {
+                    ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                        for (pk, pv) in theirs {
+                            mine.entry(pk).or_insert(pv);
+                        }
+                    }
+                    ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                        for r in theirs {
+                            if !mine.contains(&r) {
+                                mine.push(r);
+                            }
+                        }
+                    }
+                    (_, Some(_), _) => {}
+                    (_, None, v) => {
+                        m.insert(k, v);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(c) = m.remove("const") {
+        if !m.contains_key("type")
+            && let Some(t) = type_of_value(&c)
+        {
+            m.insert("type".into(), json!(t));
+        }
+        m.entry("enum").or_insert_with(|| Value::Array(vec![c]));
+    }
+    collapse_string_choices(&mut m);
+    for key in [
+        "$schema",
+        "title",
+        "$id",
+        "$comment",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+    ] {
+        m.remove(key);
+    }
+    if let Some(Value::String(f)) = m.get("format").cloned()
+        && nonstandard_number_format(&f)
+    {
+        m.remove("format");
+        if bounds {
+            let (min, max) = implied_range(&f);
+            for (key, implied) in [("minimum", min), ("maximum", max)] {
+                let stated = m.get(key).and_then(|v| {
+                    v.as_i64()
+                        .map(i128::from)
+                        .or_else(|| v.as_u64().map(i128::from))
+                });
+                if implied.is_some() && stated == implied {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// `anyOf` whose branches are all string constants (a unit enum with documented variants)
+/// becomes one string enum; the variants' docs go to the description.
+fn collapse_string_choices(m: &mut Map<String, Value>) {
+    let Some(Value::Array(branches)) = m.get("anyOf") else {
+        return;
+    };
+    if branches.is_empty() {
+        return;
+    }
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for b in branches {
+        let Value::Object(b) = b else { return };
+        if b.keys()
+            .any(|k| !matches!(k.as_str(), "type" | "enum" | "description"))
+        {
+            return;
+        }
+        if b.get("type") != Some(&json!("string")) {
+            return;
+        }
+        let Some(Value::Array(vals)) = b.get("enum") else {
+            return;
+        };
+        if vals.is_empty() || !vals.iter().all(Value::is_string) {
+            return;
+        }
+        if let (Some(Value::String(d)), [Value::String(v)]) = (b.get("description"), &vals[..]) {
+            notes.push(format!("`{v}`: {d}"));
+        }
+        values.extend(vals.iter().cloned());
+    }
+    m.remove("anyOf");
+    m.insert("type".into(), json!("string"));
+    m.insert("enum".into(), Value::Array(values));
+    if !notes.is_empty() {
+        append_description(m, &notes.join("\n"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 3a: Gemini.
+
+/// The keys Gemini's schema subset keeps (minus `title`, `default` and `example`, which the
+/// Decisions table drops).
+const GEMINI_KEYS: &[&str] = &[
+    "type",
+    "format",
+    "description",
+    "nullable",
+    "enum",
+    "maxItems",
+    "minItems",
+    "properties",
+    "required",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "anyOf",
+    "items",
+    "minimum",
+    "maximum",
+];
+
+fn is_null_schema(v: &Value) -> bool {
+    match v.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(ts)) => ts.iter().all(|t| t == "null"),
+        _ => false,
+    }
+}
+
+/// Replaces `prefixItems` (a tuple) by one `items` schema: the common one, or an `anyOf`.
+fn tuple_to_items(m: &mut Map<String, Value>) {
+    if let Some(Value::Array(prefix)) = m.remove("prefixItems")
+        && (!m.contains_key("items") || m.get("items") == Some(&Value::Bool(false)))
+    {
+        let mut distinct: Vec<Value> = Vec::new();
+        for p in prefix {
+            if !distinct.contains(&p) {
+                distinct.push(p);
+            }
+        }
+        let items = match distinct.len() {
+            0 => json!({}),
+            1 => distinct.pop().unwrap_or_default(),
+            _ => json!({ "anyOf": distinct }),
+        };
+        m.insert("items".into(), items);
+    }
+}
+
+fn gemini(v: Value) -> Value {
+    let mut m = match v {
+        Value::Object(m) => m,
+        // `true` or a stray scalar: anything goes; Gemini needs a type.
+        _ => return json!({"type": "object"}),
+    };
+    // `anyOf` with a null branch (an `Option`) collapses before the branches are rewritten, while
+    // the null branch is still recognisable.
+    let mut nullable = m.remove("nullable") == Some(Value::Bool(true));
+    while let Some(Value::Array(any)) = m.remove("anyOf") {
+        let (nulls, mut rest): (Vec<Value>, Vec<Value>) = any.into_iter().partition(is_null_schema);
+        nullable |= !nulls.is_empty();
+        match rest.pop() {
+            Some(Value::Object(branch)) if rest.is_empty() => {
+                for (k, v) in branch {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            Some(last) => {
+                rest.push(last);
+                m.insert("anyOf".into(), Value::Array(rest));
+                break;
+            }
+            None => break,
+        }
+    }
+    map_children(&mut m, &mut gemini);
+    if let Some(Value::Array(branches)) = m.get_mut("anyOf") {
+        for b in branches.iter_mut() {
+            if let Value::Object(b) = b
+                && b.remove("nullable") == Some(Value::Bool(true))
+            {
+                nullable = true;
+            }
+        }
+    }
+
+    if let Some(Value::Array(types)) = m.get("type").cloned() {
+        let mut real: Vec<String> = Vec::new();
+        for t in types {
+            match t.as_str() {
+                Some("null") => nullable = true,
+                Some(t) => real.push(t.to_owned()),
+                None => {}
+            }
+        }
+        match real.len() {
+            0 => {
+                m.remove("type");
+            }
+            1 => {
+                m.insert("type".into(), json!(real[0]));
+            }
+            _ => {
+                m.remove("type");
+                let branches: Vec<Value> = real.iter().map(|t| json!({ "type": t })).collect();
+                m.insert("anyOf".into(), Value::Array(branches));
+            }
+        }
+    }
+    if m.get("type") == Some(&json!("null")) {
+        m.remove("type");
+        nullable = true;
+    }
+
+    if let Some(Value::Array(values)) = m.remove("enum") {
+        nullable |= values.iter().any(Value::is_null);
+        let present: Vec<Value> = values.into_iter().filter(|v| !v.is_null()).collect();
+        if !present.is_empty() && present.iter().all(Value::is_string) {
+            m.insert("type".into(), json!("string"));
+            m.insert("enum".into(), Value::Array(present));
+        } else if !present.is_empty() {
+            if !m.contains_key("type")
+                && let Some(t) = present.first().and_then(type_of_value)
+            {
+                m.insert("type".into(), json!(t));
+            }
+            let listed: Vec<String> = present.iter().map(Value::to_string).collect();
+            append_description(&mut m, &format!("One of: {}.", listed.join(", ")));
+        }
+    }
+
+    if !m.contains_key("type") && !m.contains_key("anyOf") {
+        let t = if m.contains_key("items") {
+            "array"
+        } else if m.contains_key("enum") || m.contains_key("pattern") {
+            "string"
+        } else {
+            "object"
+        };
+        m.insert("type".into(), json!(t));
+    }
+    let ty = m.get("type").and_then(Value::as_str).map(str::to_owned);
+
+    if let Some(Value::String(f)) = m.get("format") {
+        let keep = ty.as_deref() == Some("string") && (f == "date-time" || f == "enum");
+        if !keep {
+            m.remove("format");
+        }
+    }
+    if ty.as_deref() == Some("array") {
+        match m.get("items") {
+            Some(Value::Object(_)) => {}
+            _ => {
+                m.insert("items".into(), json!({"type": "string"}));
+            }
+        }
+    } else {
+        m.remove("items");
+        m.remove("minItems");
+        m.remove("maxItems");
+    }
+    if ty.as_deref() == Some("object") {
+        let names: Vec<String> = match m.get("properties") {
+            Some(Value::Object(p)) => p.keys().cloned().collect(),
+            _ => {
+                m.remove("properties");
+                Vec::new()
+            }
+        };
+        if let Some(Value::Array(req)) = m.get_mut("required") {
+            req.retain(|r| r.as_str().is_some_and(|r| names.iter().any(|n| n == r)));
+            if req.is_empty() {
+                m.remove("required");
+            }
+        }
+    } else {
+        m.remove("properties");
+        m.remove("required");
+        m.remove("minProperties");
+        m.remove("maxProperties");
+    }
+    m.retain(|k, _| GEMINI_KEYS.contains(&k.as_str()));
+    if nullable {
+        if let Some(Value::Array(branches)) = m.get_mut("anyOf") {
+            for b in branches {
+                if let Value::Object(b) = b {
+                    b.insert("nullable".into(), Value::Bool(true));
+                }
+            }
+        } else {
+            m.insert("nullable".into(), Value::Bool(true));
+        }
+    }
+    Value::Object(m)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 3b: OpenAI (Responses and chat completions).
+
+/// Keywords OpenAI's strict mode accepts.
+const STRICT_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+];
+/// String formats OpenAI's strict mode accepts.
+const STRICT_FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+];
+
+fn has_type(m: &Map<String, Value>, name: &str) -> bool {
+    match m.get("type") {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
+        _ => false,
+    }
+}
+
+/// Whether a schema already accepts `null`.
+pub(crate) fn accepts_null(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Object(m) => {
+            if m.is_empty() || has_type(m, "null") {
+                return true;
+            }
+            if let Some(Value::Array(vals)) = m.get("enum")
+                && vals.iter().any(Value::is_null)
+            {
+                return true;
+            }
+            ["anyOf", "oneOf"].iter().any(|k| match m.get(*k) {
+                Some(Value::Array(bs)) => bs.iter().any(accepts_null),
+                _ => false,
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Lets an optional property be `null` (strict mode lists every property as required).
+fn make_nullable(v: Value) -> Value {
+    if accepts_null(&v) {
+        return v;
+    }
+    let Value::Object(mut m) = v else {
+        return v;
+    };
+    if m.contains_key("$ref") || !m.contains_key("type") && !m.contains_key("anyOf") {
+        return json!({ "anyOf": [Value::Object(m), {"type": "null"}] });
+    }
+    if let Some(Value::Array(branches)) = m.get_mut("anyOf") {
+        branches.push(json!({"type": "null"}));
+        return Value::Object(m);
+    }
+    match m.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            m.insert("type".into(), json!([t, "null"]));
+        }
+        Some(Value::Array(ts)) => ts.push(json!("null")),
+        _ => {}
+    }
+    if let Some(Value::Array(vals)) = m.get_mut("enum") {
+        vals.push(Value::Null);
+    }
+    Value::Object(m)
+}
+
+fn child_path(at: &str, name: &str) -> String {
+    if at.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{at}.{name}")
+    }
+}
+
+fn openai(v: Value, strict: bool, at: &str, problems: &mut Vec<String>) -> Value {
+    let shown = if at.is_empty() { "the argument" } else { at };
+    let mut m = match v {
+        Value::Object(m) => m,
+        Value::Bool(true) => {
+            if strict {
+                problems.push(format!("`{shown}` accepts any JSON value"));
+            }
+            return json!({});
+        }
+        other => return other,
+    };
+    if let Some(Value::Object(props)) = m.get_mut("properties") {
+        for (name, p) in props.iter_mut() {
+            *p = openai(std::mem::take(p), strict, &child_path(at, name), problems);
+        }
+    }
+    for key in SCHEMA_LISTS {
+        if let Some(Value::Array(list)) = m.get_mut(*key) {
+            for p in list.iter_mut() {
+                *p = openai(std::mem::take(p), strict, at, problems);
+            }
+        }
+    }
+    for key in ONE_SCHEMA {
+        if let Some(p @ Value::Object(_)) = m.get_mut(*key) {
+            let sub = if *key == "items" {
+                format!("{at}[]")
+            } else {
+                at.to_owned()
+            };
+            *p = openai(std::mem::take(p), strict, &sub, problems);
+        }
+    }
+    if !strict {
+        return Value::Object(m);
+    }
+
+    if let Some(Value::String(f)) = m.get("format")
+        && !STRICT_FORMATS.contains(&f.as_str())
+    {
+        m.remove("format");
+    }
+    let is_object = has_type(&m, "object") || m.contains_key("properties");
+    if is_object {
+        match m.get("additionalProperties") {
+            None | Some(Value::Bool(false)) => {}
+            Some(_) => problems.push(format!(
+                "`{shown}` is a map (an object with open keys); strict mode allows no open objects"
+            )),
+        }
+        m.insert("additionalProperties".into(), Value::Bool(false));
+        let required: Vec<Value> = match m.get("required") {
+            Some(Value::Array(r)) => r.clone(),
+            _ => Vec::new(),
+        };
+        if !matches!(m.get("properties"), Some(Value::Object(_))) {
+            m.insert("properties".into(), Value::Object(Map::new()));
+        }
+        let mut all = Vec::new();
+        if let Some(Value::Object(props)) = m.get_mut("properties") {
+            for (name, p) in props.iter_mut() {
+                if !required.iter().any(|r| r == name.as_str()) {
+                    *p = make_nullable(std::mem::take(p));
+                }
+                all.push(json!(name));
+            }
+        }
+        m.insert("required".into(), Value::Array(all));
+    }
+    m.retain(|k, _| STRICT_KEYS.contains(&k.as_str()));
+    if !m.contains_key("type") && !m.contains_key("anyOf") && !m.contains_key("$ref") {
+        if m.contains_key("enum") {
+            let t = match m.get("enum") {
+                Some(Value::Array(vals)) => {
+                    let mut types: Vec<Value> = Vec::new();
+                    for t in vals.iter().filter_map(type_of_value) {
+                        if !types.contains(&json!(t)) {
+                            types.push(json!(t));
+                        }
+                    }
+                    if types.len() == 1 {
+                        types.remove(0)
+                    } else {
+                        Value::Array(types)
+                    }
+                }
+                _ => Value::Null,
+            };
+            m.insert("type".into(), t);
+        } else {
+            problems.push(format!("`{shown}` accepts any JSON value"));
+        }
+    }
+    Value::Object(m)
+}
