@@ -28,7 +28,7 @@ use quote::quote;
 /// Every mistake in the block is reported at once, on the offending tokens, and the block is still
 /// emitted. What it generates, by hand:
 ///
-/// ```ignore
+/// ```text
 /// impl Toolbox for Coach {
 ///     fn tools(&self) -> &'static [ToolDecl] {
 ///         voqalize::__private::tool_table::<Self>(|| vec![
@@ -89,7 +89,7 @@ pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// By hand:
 ///
-/// ```ignore
+/// ```text
 /// #[derive(voqalize::__private::serde::Serialize, voqalize::__private::serde::Deserialize,
 ///          voqalize::__private::schemars::JsonSchema)]
 /// #[serde(crate = "::voqalize::__private::serde")]
