@@ -267,6 +267,24 @@ fn speech(frames: &[Frame]) -> Vec<Frame> {
         .collect()
 }
 
+/// A SessionStart (wire 3, turn 1) advertising no capabilities.
+fn bare_start() -> Frame {
+    Frame::SessionStart(SessionStart {
+        session_id: "s".into(),
+        turn_id: 1,
+        init: Default::default(),
+        wire_version: 3,
+        capabilities: Capabilities::new(),
+    })
+}
+
+fn message(turn_id: u64, text: &str) -> Frame {
+    Frame::UserMessage(UserMessage {
+        turn_id,
+        text: text.into(),
+    })
+}
+
 fn start(id: u64, turn: u64) -> Frame {
     Frame::SpeechStart {
         speech_id: id,
@@ -333,14 +351,14 @@ async fn wrong_wire_version_is_refused_and_the_session_stays_quiet() {
         v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
             .await
             .unwrap();
-        let message =
+        let refusal =
             format!("wire version mismatch: Voqalize speaks {version}, this SDK speaks 3");
         assert_eq!(
             v.received(),
             &[
                 Frame::Error(ErrorFrame {
                     code: ErrorCode::WireVersion,
-                    message,
+                    message: refusal,
                     fatal: true
                 }),
                 Frame::End
@@ -349,12 +367,7 @@ async fn wrong_wire_version_is_refused_and_the_session_stays_quiet() {
         );
         assert!(!log.events().iter().any(|e| e == "start" || e == "greet"));
         // T-U1: no further callbacks after the refusal.
-        v.send(Frame::UserMessage(UserMessage {
-            turn_id: 2,
-            text: "say x".into(),
-        }))
-        .await
-        .unwrap();
+        v.send(message(2, "say x")).await.unwrap();
         v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
             .await
             .unwrap();
@@ -435,21 +448,8 @@ async fn a_user_message_waits_for_the_start_hooks() {
         start_gate: Some(gate.clone()),
         ..Cfg::default()
     });
-    v.send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }))
-    .await
-    .unwrap();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "say q".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(bare_start()).await.unwrap();
+    v.send(message(2, "say q")).await.unwrap();
     assert!(logged(&mut v, &log, "start").await);
     assert!(
         !log.events().iter().any(|e| e.starts_with("message")),
@@ -475,15 +475,7 @@ async fn an_interruption_right_behind_session_start_cancels_the_greeting() {
             start_gate: slow.then(|| gate.clone()),
             ..Cfg::default()
         });
-        v.send(Frame::SessionStart(SessionStart {
-            session_id: "s".into(),
-            turn_id: 1,
-            init: Default::default(),
-            wire_version: 3,
-            capabilities: Capabilities::new(),
-        }))
-        .await
-        .unwrap();
+        v.send(bare_start()).await.unwrap();
         v.send(Frame::Interruption { through_turn: 1 })
             .await
             .unwrap();
@@ -549,12 +541,7 @@ async fn a_failing_turn_closes_its_unit_and_the_session_goes_on() {
 async fn a_turn_may_only_dispatch() {
     let (mut v, _) = scripted(Cfg::default());
     v.start_silent().await.unwrap();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "dispatch".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(2, "dispatch")).await.unwrap();
     let commands = v.collect_ui_commands(Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         commands,
@@ -613,19 +600,9 @@ async fn stimuli_at_or_below_the_watermark_never_start() {
         .await
         .unwrap();
     for turn_id in [4, 5] {
-        v.send(Frame::UserMessage(UserMessage {
-            turn_id,
-            text: "say no".into(),
-        }))
-        .await
-        .unwrap();
+        v.send(message(turn_id, "say no")).await.unwrap();
     }
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 6,
-        text: "say yes".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(6, "say yes")).await.unwrap();
     for _ in 0..5 {
         v.next_turn_id();
     }
@@ -685,15 +662,7 @@ async fn user_idle_default_is_silent_and_a_level_two_nudge_may_end() {
 #[tokio::test]
 async fn finalize_reports_heard_and_generated() {
     let (mut v, log) = scripted(greeting("Hi"));
-    v.send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }))
-    .await
-    .unwrap();
+    v.send(bare_start()).await.unwrap();
     v.next_turn_id();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
@@ -734,12 +703,7 @@ async fn a_finalize_mid_stream_closes_the_unit() {
     let mut v = driver(move || Streamer(g.clone()));
     v.start_silent().await.unwrap();
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "go".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "go")).await.unwrap();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| v
             .units()
@@ -896,12 +860,7 @@ async fn an_unanswered_cancel_times_out_and_releases_the_withheld_end() {
     // A runtime that never answers SpeechCancel.
     v.auto_answer = false;
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "go".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "go")).await.unwrap();
     assert!(logged(&mut v, &log, "b:").await);
     let events = log.events();
     assert!(events[0].contains("did not answer"), "case 40: {events:?}");
@@ -920,12 +879,7 @@ async fn configure_round_trip_and_errors() {
     let (mut v, log) = scripted(Cfg::default());
     v.start_silent().await.unwrap();
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "configure ta".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "configure ta")).await.unwrap();
     assert!(logged(&mut v, &log, "configure ok").await, "case 42");
     let (id, config) = v.requests()[0].clone();
     assert_eq!(id, 1);
@@ -941,12 +895,7 @@ async fn configure_round_trip_and_errors() {
     .await
     .unwrap();
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "configure ta".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "configure ta")).await.unwrap();
     assert!(logged(&mut v, &log, "configure error").await);
     assert!(v.requests().is_empty());
     assert!(log.events().iter().any(|e| e.contains("string_config")));
@@ -983,12 +932,7 @@ async fn configure_rejected_carries_detail_and_code() {
     .unwrap();
     v.auto_answer = false;
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "go".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "go")).await.unwrap();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| !v.requests().is_empty())
             .await
@@ -1045,12 +989,7 @@ async fn report_step_inside_a_turn() {
     let (mut v, _) = scripted(Cfg::default());
     v.start_silent().await.unwrap();
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "step".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "step")).await.unwrap();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| !v.turn_steps().is_empty())
             .await
@@ -1317,25 +1256,12 @@ async fn inbound_congestion_sheds_rtvi_and_signals_once() {
         Upgrade::default(),
     );
     v.quiet = Duration::from_millis(60);
-    v.send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }))
-    .await
-    .unwrap();
+    v.send(bare_start()).await.unwrap();
     assert!(logged(&mut v, &log, "start").await);
     for i in 0..10 {
         v.send_ui_event("n", json!({"i": i})).await.unwrap();
     }
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "say after".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(2, "say after")).await.unwrap();
     v.next_turn_id();
     assert!(logged(&mut v, &log, "error overload").await, "case 59");
     gate.notify_one();
@@ -1422,12 +1348,7 @@ async fn cancel_drops_queued_frames_and_ends_once() {
 #[tokio::test]
 async fn frames_before_session_start_are_ignored() {
     let (mut v, log) = scripted(greeting("Hi"));
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "say early".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(2, "say early")).await.unwrap();
     v.start().await.unwrap();
     assert!(
         !log.events().iter().any(|e| e.starts_with("message")),
@@ -1442,13 +1363,7 @@ async fn frames_before_session_start_are_ignored() {
 async fn init_that_is_not_an_object_is_refused() {
     for init in ["[1]", "null", "5", "x"] {
         let (mut v, log) = scripted(greeting("Hi"));
-        let mut bytes = voqalize::wire::encode(&Frame::SessionStart(SessionStart {
-            session_id: "s".into(),
-            turn_id: 1,
-            init: Default::default(),
-            wire_version: 3,
-            capabilities: Capabilities::new(),
-        }));
+        let mut bytes = voqalize::wire::encode(&bare_start());
         // Swap the `{}` init for the bad text, fixing up the two length prefixes.
         let pos = bytes.windows(3).position(|w| w == b"\x1a\x02{").unwrap();
         let mut inner = bytes[2..pos].to_vec();
@@ -1485,15 +1400,7 @@ async fn init_that_is_not_an_object_is_refused() {
 async fn a_second_session_start_is_answered_with_a_protocol_error() {
     let (mut v, _) = scripted(greeting("Hi"));
     v.start().await.unwrap();
-    v.send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }))
-    .await
-    .unwrap();
+    v.send(bare_start()).await.unwrap();
     v.wait_for(Duration::from_secs(5), |v| !v.errors().is_empty())
         .await
         .unwrap();
@@ -1513,15 +1420,7 @@ async fn a_thousand_interruptions_during_a_blocked_start_are_survived() {
         start_gate: Some(gate.clone()),
         ..Cfg::default()
     });
-    v.send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }))
-    .await
-    .unwrap();
+    v.send(bare_start()).await.unwrap();
     assert!(logged(&mut v, &log, "start").await);
     for t in 1..=1000 {
         v.send(Frame::Interruption { through_turn: t })
@@ -1529,12 +1428,7 @@ async fn a_thousand_interruptions_during_a_blocked_start_are_survived() {
             .unwrap();
     }
     gate.notify_one();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id: 1001,
-        text: "say alive".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(1001, "say alive")).await.unwrap();
     for _ in 0..1000 {
         v.next_turn_id();
     }
@@ -1557,12 +1451,7 @@ async fn interruption_applies_while_on_finalize_blocks() {
     });
     v.start_silent().await.unwrap();
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "slow 2000".into(),
-    }))
-    .await
-    .unwrap();
+    v.send(message(turn_id, "slow 2000")).await.unwrap();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| !v
             .turn(turn_id)
@@ -1721,17 +1610,8 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         .await
     });
     let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
-    send(Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    }));
-    send(Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "chunks a,b,c,d,e,f,g,h".into(),
-    }));
+    send(bare_start());
+    send(message(2, "chunks a,b,c,d,e,f,g,h"));
     assert!(
         log.until(|l| l.events().iter().any(|e| e.starts_with("error overload")))
             .await

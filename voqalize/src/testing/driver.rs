@@ -491,18 +491,28 @@ impl Voqalize {
         t
     }
 
-    /// The user says `text` (a `UserMessage` on the next turn); plays the turn out and finalizes
-    /// each ended unit with all of its text.
+    /// Sends a `UserMessage` with `text` on the next turn id and returns that id, without waiting
+    /// for an answer (for tests that watch the brain themselves).
     ///
     /// # Errors
-    /// [`DriverError::Timeout`] when the turn does not complete within [`timeout`](Self::timeout).
-    pub async fn user_says(&mut self, text: &str) -> Result<TurnRecord, DriverError> {
+    /// The link failed.
+    pub async fn send_user_message(&mut self, text: &str) -> Result<u64, DriverError> {
         let turn_id = self.next_turn_id();
         self.send(Frame::UserMessage(UserMessage {
             turn_id,
             text: text.to_owned(),
         }))
         .await?;
+        Ok(turn_id)
+    }
+
+    /// The user says `text` (a `UserMessage` on the next turn); plays the turn out and finalizes
+    /// each ended unit with all of its text.
+    ///
+    /// # Errors
+    /// [`DriverError::Timeout`] when the turn does not complete within [`timeout`](Self::timeout).
+    pub async fn user_says(&mut self, text: &str) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.send_user_message(text).await?;
         self.play_out(turn_id).await
     }
 
@@ -516,12 +526,7 @@ impl Voqalize {
         text: &str,
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
-        let turn_id = self.next_turn_id();
-        self.send(Frame::UserMessage(UserMessage {
-            turn_id,
-            text: text.to_owned(),
-        }))
-        .await?;
+        let turn_id = self.send_user_message(text).await?;
         self.wait_until(within, move |s| turn_completed(s, turn_id))
             .await?;
         self.quiesce(self.quiet, self.timeout).await?;
@@ -571,12 +576,7 @@ impl Voqalize {
         text: &str,
         barge: BargeIn,
     ) -> Result<TurnRecord, DriverError> {
-        let turn_id = self.next_turn_id();
-        self.send(Frame::UserMessage(UserMessage {
-            turn_id,
-            text: text.to_owned(),
-        }))
-        .await?;
+        let turn_id = self.send_user_message(text).await?;
         match barge.at {
             BargeAt::FirstText => {
                 self.wait_until(self.timeout, move |s| {
