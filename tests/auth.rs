@@ -1,8 +1,7 @@
 //! Token verification on the direct leg (wire.md §3.2, §6 cases 67–70, field fault F15) with real
 //! RS256 tokens signed by the test-only keys in `tests/fixtures/`.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Map, Value, json};
@@ -107,33 +106,12 @@ fn b64url(bytes: &[u8]) -> String {
     out
 }
 
-/// Collects what `tracing` writes on this thread while `f` runs.
-fn logs_of<T>(f: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
-    let text =
-        String::from_utf8_lossy(&capture.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
-    (out, text)
+/// Runs `f` and returns the captured log lines that name `session_id` (the capture is global to
+/// the test process, so each case uses its own session id).
+fn logs_of<T>(session_id: &str, f: impl FnOnce() -> T) -> (T, String) {
+    let capture = crate::support::logs();
+    let out = f();
+    (out, capture.lines_with(session_id).join("\n"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,21 +434,24 @@ fn case_69_keys_are_tried_in_order() {
 fn case_69_subject_mismatch_is_rejected_with_a_warning_by_the_first_validating_key() {
     let token = sign(&with(claims(), "sub", json!("someone-else")));
     let options = HostOptions::with_public_keys([SIGNER_PUB, SIGNER_PUB]).expect("keys");
-    let (result, logs) = logs_of(|| options.verify(Some(&bearer(&token)), SID));
+    const SID_A: &str = "conf-case69-mismatch";
+    let (result, logs) = logs_of(SID_A, || options.verify(Some(&bearer(&token)), SID_A));
     assert!(
-        matches!(&result, Err(HostError::Rejected { session_id }) if session_id == SID),
+        matches!(&result, Err(HostError::Rejected { session_id }) if session_id == SID_A),
         "{result:?}"
     );
     assert_eq!(
-        logs.matches(&format!("session: token sub != session id for {SID}"))
+        logs.matches(&format!("session: token sub != session id for {SID_A}"))
             .count(),
         1,
         "the first key that validates decides; logs:\n{logs}"
     );
     assert!(logs.contains("WARN"), "{logs}");
     // A signature failure is a different warning, and no sub warning.
-    let (result, logs) =
-        logs_of(|| trusting_signer().verify(Some(&bearer(&sign_with(other(), &claims()))), SID));
+    const SID_B: &str = "conf-case69-wrong-key";
+    let (result, logs) = logs_of(SID_B, || {
+        trusting_signer().verify(Some(&bearer(&sign_with(other(), &claims()))), SID_B)
+    });
     assert!(result.is_err());
     assert!(!logs.contains("sub != session id"), "{logs}");
     assert!(logs.contains("did not verify"), "{logs}");

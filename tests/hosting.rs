@@ -3,8 +3,8 @@
 //! WebSockets on 127.0.0.1, real RS256 tokens from `tests/fixtures/`, the public `Channel` trait.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -19,6 +19,8 @@ use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Inco
 use voqalize::prelude::*;
 use voqalize::testing::{DriverError, Start, TokenSigner, Voqalize};
 use voqalize::wire::{Frame, SessionStart, WIRE_VERSION};
+
+use crate::support::logs;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -601,58 +603,6 @@ fn assert_unit_not_ended(v: &Voqalize, turn_id: u64) {
         "a cancelled turn's unit got a SpeechEnd"
     );
     v.assert_clean();
-}
-
-/// The process-wide log capture: every formatted line, in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl tracing_subscriber::fmt::MakeWriter<'_> for Capture {
-    type Writer = Capture;
-    fn make_writer(&self) -> Capture {
-        self.clone()
-    }
-}
-
-impl Capture {
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-/// Installs the capture as the global subscriber, once per process (tests share the process).
-fn logs() -> &'static Capture {
-    static LOGS: OnceLock<Capture> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let capture = Capture::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(capture.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::set_global_default(subscriber)
-            .expect("no other test installs a global tracing subscriber");
-        capture
-    })
 }
 
 /// The value of `name=` in a formatted line's span fields (quotes removed).

@@ -2,18 +2,27 @@
 
 #![allow(dead_code)]
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use voqalize::MakeBrain;
+use voqalize::host::HostOptions;
 use voqalize::testing::Voqalize;
 
-/// An in-process driver with a short quiet window (the in-memory channel has no network jitter).
-pub fn driver(factory: impl MakeBrain) -> Voqalize {
-    let mut v = Voqalize::in_process(factory);
+/// A driver dialing the brain over a real WebSocket on 127.0.0.1 (no token checked), with a short
+/// quiet window (loopback has little jitter).
+pub async fn driver(factory: impl MakeBrain) -> Voqalize {
+    driver_with(factory, HostOptions::allow_unverified()).await
+}
+
+/// [`driver`] with host options.
+pub async fn driver_with(factory: impl MakeBrain, options: HostOptions) -> Voqalize {
+    let mut v = Voqalize::over_socket(factory, options, None)
+        .await
+        .expect("a loopback socket");
     v.quiet = Duration::from_millis(60);
     v.linger = Duration::from_millis(300);
     v
@@ -89,4 +98,56 @@ impl Log {
         self.session_ends.fetch_add(1, Ordering::SeqCst);
         self.changed.send_modify(|n| *n += 1);
     }
+}
+
+/// The process-wide log capture: every formatted line, in memory.
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl tracing_subscriber::fmt::MakeWriter<'_> for Capture {
+    type Writer = Capture;
+    fn make_writer(&self) -> Capture {
+        self.clone()
+    }
+}
+
+impl Capture {
+    pub fn lines_with(&self, needle: &str) -> Vec<String> {
+        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Installs the capture as the global subscriber, once per process (tests share the process).
+pub fn logs() -> &'static Capture {
+    static LOGS: OnceLock<Capture> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(capture.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other test installs a global tracing subscriber");
+        capture
+    })
 }

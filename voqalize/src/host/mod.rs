@@ -70,6 +70,9 @@ pub enum HostError {
         /// The session id the upgrade named.
         session_id: String,
     },
+    /// The WebSocket connection could not be accepted (TCP or handshake failure).
+    #[error("could not accept the connection: {0}")]
+    Handshake(String),
     /// The upgrade had no `session_id` query parameter; the channel was closed with 1008.
     #[error("expected ?session_id= on the upgrade URL")]
     MissingSessionId,

@@ -53,7 +53,7 @@ pub async fn serve<M: MakeBrain>(
 pub enum AcceptError {
     /// The WebSocket handshake failed.
     #[error("websocket handshake failed: {0}")]
-    Handshake(#[from] tokio_tungstenite::tungstenite::Error),
+    Handshake(#[from] Box<tokio_tungstenite::tungstenite::Error>),
     /// The call could not be hosted.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -82,7 +82,9 @@ pub async fn accept<M: MakeBrain>(
             Upgrade::from_query(req.uri().query(), authorization);
         Ok(resp)
     };
-    let ws = tokio_tungstenite::accept_hdr_async(stream, callback).await?;
+    let ws = tokio_tungstenite::accept_hdr_async(stream, callback)
+        .await
+        .map_err(Box::new)?;
     let upgrade = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
     run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
     Ok(())

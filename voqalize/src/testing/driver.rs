@@ -361,6 +361,40 @@ impl Voqalize {
         )
     }
 
+    /// Serves a brain from `factory` on a fresh 127.0.0.1 port (the tokio-tungstenite adapter,
+    /// [`crate::host::tungstenite::accept`]) for exactly one call, and dials it with `token` as
+    /// Voqalize would: the whole path of a real call, socket and handshake included.
+    /// [`brain_result`](Self::brain_result) then gives what hosting returned.
+    ///
+    /// # Errors
+    /// [`DriverError::Connect`] when binding or connecting fails.
+    pub async fn over_socket<M: MakeBrain>(
+        factory: M,
+        options: HostOptions,
+        token: Option<&str>,
+    ) -> Result<Self, DriverError> {
+        let connect = |e: std::io::Error| DriverError::Connect(e.to_string());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(connect)?;
+        let url = format!("ws://{}", listener.local_addr().map_err(connect)?);
+        let brain = tokio::spawn(async move {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| HostError::Handshake(e.to_string()))?;
+            crate::host::tungstenite::accept(stream, Arc::new(factory), &options)
+                .await
+                .map_err(|e| match e {
+                    crate::host::tungstenite::AcceptError::Host(e) => e,
+                    other => HostError::Handshake(other.to_string()),
+                })
+        });
+        let mut driver = Self::connect(&url, "test-session", token).await?;
+        driver.brain = Some(brain);
+        Ok(driver)
+    }
+
     /// Dials a brain at `url` (`ws://host:port[/path][?query]`) as Voqalize does: adds
     /// `session_id=<id>` to the query and sends `Authorization: Bearer <token>` when given.
     ///
