@@ -24,6 +24,8 @@ enum Fault {
     UnknownTurn,
     /// Sends speech after End.
     SpeechAfterEnd,
+    /// Sends a UI command and a TurnStep for the turn after the Interruption.
+    RtviAfterBarge,
 }
 
 /// Serves one connection with a hand-written (wrong) brain and returns the URL.
@@ -96,6 +98,32 @@ async fn raw_brain(fault: Fault) -> String {
                             speech_id: 3,
                             turn_id: through_turn,
                         },
+                    ]
+                }
+                (Frame::UserMessage(m), Fault::RtviAfterBarge) => vec![
+                    Frame::SpeechStart {
+                        speech_id: 2,
+                        turn_id: m.turn_id,
+                    },
+                    Frame::SpeechChunk {
+                        speech_id: 2,
+                        text: "one ".into(),
+                    },
+                ],
+                (Frame::Interruption { through_turn }, Fault::RtviAfterBarge) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    vec![
+                        Frame::Rtvi(Rtvi {
+                            kind: RtviType::UiCommand,
+                            data: Some(serde_json::json!({"command": "late", "payload": {}})),
+                            id: None,
+                            turn_id: Some(through_turn),
+                        }),
+                        Frame::TurnStep(voqalize::wire::TurnStep {
+                            turn_id: through_turn,
+                            kind: "model".into(),
+                            ..Default::default()
+                        }),
                     ]
                 }
                 (Frame::UserMessage(_), Fault::UndecodableRtvi) => {
@@ -223,4 +251,20 @@ async fn frames_after_end_are_a_violation() {
     let mut v = connect(Fault::SpeechAfterEnd).await;
     let _ = v.user_says("x").await;
     assert!(violated(&v, "sent after End"), "{:?}", v.violations());
+}
+
+#[tokio::test]
+async fn ui_commands_and_steps_after_a_barge_in_are_violations() {
+    let mut v = connect(Fault::RtviAfterBarge).await;
+    v.barge_in("x", BargeIn::default()).await.unwrap();
+    assert!(
+        violated(&v, "RTVIFrame from turn 2 after the barge-in"),
+        "{:?}",
+        v.violations()
+    );
+    assert!(
+        violated(&v, "TurnStep from turn 2 after the barge-in"),
+        "{:?}",
+        v.violations()
+    );
 }

@@ -1674,3 +1674,160 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
     drop(to_brain_tx);
     host.await.unwrap().unwrap();
 }
+
+// ---- Findings of the break-it pass, kept as regressions ----
+
+/// A brain whose chosen hook never returns.
+struct Hung {
+    at: &'static str,
+    log: Arc<Log>,
+}
+
+impl Brain for Hung {
+    async fn on_session_start(&self, _s: &Session) -> BrainResult {
+        if self.at == "start" {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+    async fn greet(&self, _s: &Session) -> BrainResult<Option<String>> {
+        if self.at == "greet" {
+            std::future::pending::<()>().await;
+        }
+        Ok(None)
+    }
+    async fn on_user_message(&self, _t: &mut Turn, _m: UserMessage) -> BrainResult {
+        Ok(())
+    }
+    async fn on_finalize(&self, _s: &Session, _f: Finalized) -> BrainResult {
+        self.log.push("finalize");
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+    async fn on_session_end(&self, _s: &Session) {
+        self.log.end();
+    }
+}
+
+#[tokio::test]
+async fn a_callback_that_never_returns_does_not_keep_the_session_alive() {
+    for (at, ending) in [
+        ("start", "hang up"),
+        ("greet", "cancel"),
+        ("finalize", "hang up"),
+        ("start", "end"),
+    ] {
+        let log = Arc::new(Log::default());
+        let l = log.clone();
+        let mut v = driver_with(
+            move || Hung { at, log: l.clone() },
+            // An End behind a stuck callback ends the session after the request timeout.
+            HostOptions::allow_unverified().request_timeout(Duration::from_millis(200)),
+        )
+        .await;
+        v.start_silent().await.unwrap();
+        if at == "finalize" {
+            v.finalize(5, "").await.unwrap();
+            assert!(logged(&mut v, &log, "finalize").await);
+        }
+        match ending {
+            "hang up" => v.hang_up().await,
+            "cancel" => v.send(Frame::Cancel { reason: None }).await.unwrap(),
+            _ => v.send(Frame::End).await.unwrap(),
+        }
+        let result = v.brain_result().await;
+        assert!(
+            matches!(result, Ok(Ok(()))),
+            "{at}/{ending}: run_session must return: {result:?}"
+        );
+        assert_eq!(log.ended(), 1, "{at}/{ending}: on_session_end runs once");
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Ping;
+impl Action for Ping {
+    const NAME: &'static str = "ping";
+}
+
+/// Keeps computing (without an await) past the barge-in, then tries to send everything.
+struct Busy;
+impl Brain for Busy {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        unit.write("thinking ");
+        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(600)));
+        unit.write("after the barge-in");
+        drop(unit);
+        turn.session().dispatch(&Ping)?;
+        turn.session()
+            .report_step(Step::new("model", "m").duration_ms(1), None)?;
+        turn.session().end("done");
+        tokio::task::yield_now().await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_barged_turn_sends_nothing_at_all_after_the_barge_in() {
+    let mut v = driver(|| Busy).await;
+    v.start_silent().await.unwrap();
+    v.barge_in("go", BargeIn::default()).await.unwrap();
+    let names: Vec<&str> = v.received().iter().map(Frame::name).collect();
+    assert_eq!(
+        names,
+        ["SpeechStart", "SpeechChunk"],
+        "no UI command, TurnStep or End from a cancelled turn"
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn requests_after_end_fail_at_once() {
+    struct Late(Arc<Log>);
+    impl Brain for Late {
+        async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+            let s = turn.session().clone();
+            let id = turn.say("bye");
+            s.end("done");
+            let c = s.configure(Config::builder().patience(3).build()?).await;
+            self.0
+                .push(format!("configure: {:?}", c.map_err(|e| e.to_string())));
+            let x = s.cancel_speech(id).await;
+            self.0
+                .push(format!("cancel: {:?}", x.map_err(|e| e.to_string())));
+            Ok(())
+        }
+    }
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Late(l.clone())).await;
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(message(turn_id, "go")).await.unwrap();
+    assert!(log.wait(&mut v, |l| l.events().len() == 2).await);
+    for e in log.events() {
+        assert!(e.contains("was not sent"), "{e}");
+    }
+    assert!(v.requests().is_empty() && v.speech_cancels().is_empty());
+}
+
+#[tokio::test]
+async fn a_fallible_factory_that_fails_refuses_that_call() {
+    let mut v = driver(fallible(|| -> Result<Scripted, std::io::Error> {
+        Err(std::io::Error::other("database unreachable"))
+    }))
+    .await;
+    v.start().await.unwrap();
+    assert_eq!(
+        v.received(),
+        &[
+            Frame::Error(ErrorFrame {
+                code: ErrorCode::Internal,
+                message: "brain factory failed: database unreachable".into(),
+                fatal: true
+            }),
+            Frame::End
+        ]
+    );
+}

@@ -20,8 +20,8 @@ use tracing::Instrument;
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 pub use channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 
-use crate::Brain;
 use crate::session::runner::{self, Limits, Outcome};
+use crate::{Brain, BrainError};
 
 /// Close code for a token that failed verification; Voqalize treats it as permanent.
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
@@ -31,13 +31,16 @@ pub const CLOSE_POLICY: u16 = 1008;
 pub const CLOSE_NORMAL: u16 = 1000;
 
 /// Makes one brain per call. Implemented for every `Fn() -> B` where `B: Brain`, so `|| Echo` or a
-/// constructor function works. A factory that panics fails that call only (`Error{INTERNAL,
-/// fatal}` then `End`).
+/// constructor function works; wrap a constructor that can fail in [`fallible`]. A factory that
+/// fails or panics fails that call only (`Error{INTERNAL, fatal}` then `End`), never the server.
 pub trait MakeBrain: Send + Sync + 'static {
     /// The brain it makes.
     type Brain: Brain;
     /// Makes a fresh brain for a new call.
-    fn make(&self) -> Self::Brain;
+    ///
+    /// # Errors
+    /// Whatever the constructor reports; the call is refused with a fatal `Error`.
+    fn make(&self) -> Result<Self::Brain, BrainError>;
 }
 
 impl<F, B> MakeBrain for F
@@ -46,8 +49,34 @@ where
     B: Brain,
 {
     type Brain = B;
-    fn make(&self) -> B {
-        self()
+    fn make(&self) -> Result<B, BrainError> {
+        Ok(self())
+    }
+}
+
+/// A factory whose constructor can fail: `fallible(|| OrderBot::connect(&pool))`.
+pub fn fallible<F, B, E>(constructor: F) -> Fallible<F>
+where
+    F: Fn() -> Result<B, E> + Send + Sync + 'static,
+    B: Brain,
+    E: Into<BrainError>,
+{
+    Fallible(constructor)
+}
+
+/// See [`fallible`].
+#[derive(Debug, Clone, Copy)]
+pub struct Fallible<F>(F);
+
+impl<F, B, E> MakeBrain for Fallible<F>
+where
+    F: Fn() -> Result<B, E> + Send + Sync + 'static,
+    B: Brain,
+    E: Into<BrainError>,
+{
+    type Brain = B;
+    fn make(&self) -> Result<B, BrainError> {
+        (self.0)().map_err(Into::into)
     }
 }
 

@@ -2,6 +2,7 @@
 //! ([`accept`]), and [`Channel`] for any tokio-tungstenite `WebSocketStream`.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
@@ -20,10 +21,12 @@ use super::{
 };
 
 /// Accepts connections on `listener` forever, hosting one call per connection in its own task.
-/// A failed handshake or a rejected token affects that connection only.
+/// A failed handshake or a rejected token affects that connection only; a failed `accept` (for
+/// example too many open files) is logged and retried after a short pause, so the server stays up.
 ///
 /// # Errors
-/// An error from `listener.accept()`.
+/// None in practice: it only returns if the runtime shuts down. The `Result` leaves room for
+/// listener errors that are permanent.
 pub async fn serve<M: MakeBrain>(
     listener: TcpListener,
     factory: M,
@@ -31,7 +34,14 @@ pub async fn serve<M: MakeBrain>(
 ) -> std::io::Result<()> {
     let factory = Arc::new(factory);
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!("brain: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
         let (factory, options) = (factory.clone(), options.clone());
         tokio::spawn(
             async move {
@@ -47,6 +57,13 @@ pub async fn serve<M: MakeBrain>(
     }
 }
 
+/// Pause after a failed `accept` (file descriptors or memory exhausted) before trying again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// How long a connection may take to complete the WebSocket handshake (the websockets library's
+/// open timeout, which Voqalize's client uses too).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why [`accept`] failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -54,12 +71,16 @@ pub enum AcceptError {
     /// The WebSocket handshake failed.
     #[error("websocket handshake failed: {0}")]
     Handshake(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    /// The peer did not complete the handshake within [`HANDSHAKE_TIMEOUT`].
+    #[error("websocket handshake did not complete within {HANDSHAKE_TIMEOUT:?}")]
+    HandshakeTimeout,
     /// The call could not be hosted.
     #[error(transparent)]
     Host(#[from] HostError),
 }
 
-/// Completes the WebSocket handshake on `stream`, reading `?session_id=` and the `Authorization`
+/// Completes the WebSocket handshake on `stream` (within [`HANDSHAKE_TIMEOUT`], with `TCP_NODELAY`
+/// set), reading `?session_id=` and the `Authorization`
 /// header, then hosts the call with [`run_session`].
 ///
 /// # Errors
@@ -82,9 +103,17 @@ pub async fn accept<M: MakeBrain>(
             Upgrade::from_query(req.uri().query(), authorization);
         Ok(resp)
     };
-    let ws = tokio_tungstenite::accept_hdr_async(stream, callback)
-        .await
-        .map_err(Box::new)?;
+    // Speech chunks are small and latency-bound: never let Nagle hold one back.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("brain: could not set TCP_NODELAY: {e}");
+    }
+    let ws = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_tungstenite::accept_hdr_async(stream, callback),
+    )
+    .await
+    .map_err(|_| AcceptError::HandshakeTimeout)?
+    .map_err(Box::new)?;
     let upgrade = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
     run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
     Ok(())

@@ -5,6 +5,8 @@
 //! spawns itself do not inherit it (tokio task-locals do not propagate); pass the `Session` along.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::handle::Session;
 
@@ -12,6 +14,18 @@ use super::handle::Session;
 pub(crate) struct CallContext {
     pub(crate) session: Session,
     pub(crate) turn: Option<u64>,
+    /// The running turn's cancellation flag, set by a barge-in or teardown.
+    cancelled: Option<Arc<AtomicBool>>,
+}
+
+impl CallContext {
+    /// True when this code runs for a turn that a barge-in or teardown has cancelled: whatever it
+    /// still tries to send is dropped.
+    pub(crate) fn turn_cancelled(&self) -> bool {
+        self.cancelled
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Acquire))
+    }
 }
 
 tokio::task_local! {
@@ -23,7 +37,31 @@ pub(crate) fn scope<F: Future>(
     turn: Option<u64>,
     fut: F,
 ) -> impl Future<Output = F::Output> {
-    CURRENT.scope(CallContext { session, turn }, fut)
+    CURRENT.scope(
+        CallContext {
+            session,
+            turn,
+            cancelled: None,
+        },
+        fut,
+    )
+}
+
+/// Like [`scope`] for a turn's task, carrying the turn's cancellation flag.
+pub(crate) fn scope_turn<F: Future>(
+    session: Session,
+    turn: u64,
+    cancelled: Arc<AtomicBool>,
+    fut: F,
+) -> impl Future<Output = F::Output> {
+    CURRENT.scope(
+        CallContext {
+            session,
+            turn: Some(turn),
+            cancelled: Some(cancelled),
+        },
+        fut,
+    )
 }
 
 pub(crate) fn current() -> Option<CallContext> {

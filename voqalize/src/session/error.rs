@@ -42,6 +42,13 @@ pub enum SessionError {
         /// The call.
         op: &'static str,
     },
+    /// Nothing was sent: the brain already sent `End`, or the call came from a turn that a barge-in
+    /// cancelled.
+    #[error("{op} was not sent: the session already sent End, or this turn was cancelled")]
+    NotSent {
+        /// The call: `configure` or `cancel_speech`.
+        op: &'static str,
+    },
     /// `cancel_speech` named a unit this session never opened.
     #[error("speech {0} was never opened by this session")]
     NeverOpened(u64),

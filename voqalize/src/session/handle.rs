@@ -215,7 +215,13 @@ impl Session {
         }
     }
 
+    /// Queues a frame on the outbound lane, unless the code emitting it runs for a turn that was
+    /// cancelled (a barge-in stops everything the turn sends, not only its speech).
     pub(crate) fn emit(&self, frame: Frame) -> Pushed {
+        if context::current().is_some_and(|c| c.turn_cancelled()) {
+            tracing::debug!("dropping {} from a cancelled turn", frame.name());
+            return Pushed::TurnCancelled;
+        }
         self.shared.out.push(frame)
     }
 
@@ -301,10 +307,14 @@ impl Session {
             r.waiting.insert(id, tx);
             id
         };
-        self.emit(Frame::Request {
+        let pushed = self.emit(Frame::Request {
             request_id,
             configure: config,
         });
+        if pushed != Pushed::Queued {
+            lock(&self.shared.requests).waiting.remove(&request_id);
+            return Err(SessionError::NotSent { op: OP });
+        }
         let after = self.shared.request_timeout;
         let answer = tokio::time::timeout(after, rx).await;
         lock(&self.shared.requests).waiting.remove(&request_id);
@@ -370,7 +380,11 @@ impl Session {
             book.cancel_waiters.entry(speech_id).or_default().push(tx);
             if book.cancelled.insert(speech_id) {
                 // Sent under the lock so that a concurrent cancel cannot send a second frame.
-                self.emit(Frame::SpeechCancel { speech_id });
+                if self.emit(Frame::SpeechCancel { speech_id }) != Pushed::Queued {
+                    book.cancelled.remove(&speech_id);
+                    book.cancel_waiters.remove(&speech_id);
+                    return Err(SessionError::NotSent { op: OP });
+                }
             }
             rx
         };

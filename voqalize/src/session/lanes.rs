@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::wire::{ErrorCode, ErrorFrame, Frame};
 
@@ -56,6 +56,9 @@ struct State {
 pub(crate) struct Lanes {
     state: Mutex<State>,
     notify: Notify,
+    /// Flips to true when a stop reason is recorded, so a callback the feeder is stuck in can be
+    /// abandoned.
+    halt: watch::Sender<bool>,
     maxsize: usize,
     local_errors: mpsc::UnboundedSender<ErrorFrame>,
 }
@@ -70,6 +73,7 @@ impl Lanes {
                 stop: None,
             }),
             notify: Notify::new(),
+            halt: watch::channel(false).0,
             maxsize: maxsize.max(1),
             local_errors,
         }
@@ -118,14 +122,23 @@ impl Lanes {
         });
     }
 
-    /// Records why the session must stop; the first reason wins.
+    /// Records why the session must stop; the first reason wins. The feeder stops before its next
+    /// frame and abandons a callback it is waiting on ([`Lanes::halted`]).
     pub(crate) fn stop(&self, why: Stop) {
         let mut s = self.state();
         if s.stop.is_none() {
             s.stop = Some(why);
         }
         drop(s);
+        self.halt.send_replace(true);
         self.notify.notify_one();
+    }
+
+    /// Completes once a stop reason has been recorded.
+    pub(crate) async fn halted(&self) {
+        let mut rx = self.halt.subscribe();
+        // The sender lives as long as `self`, so `wait_for` only returns once the flag is true.
+        let _ = rx.wait_for(|halted| *halted).await;
     }
 
     /// The next item for the feeder: SessionStarts first, then bulk frames in order. `Cancel`, a

@@ -21,6 +21,8 @@ pub(crate) enum Pushed {
     Queued,
     Shed,
     AfterEnd,
+    /// Emitted by a turn that a barge-in or teardown has cancelled.
+    TurnCancelled,
 }
 
 struct Lane {

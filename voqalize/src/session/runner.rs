@@ -65,6 +65,8 @@ struct Control {
     dead: AtomicBool,
     /// Set by the reader at the first SessionStart; frames read before it are dropped (§2.2).
     started: AtomicBool,
+    /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
+    end_timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -121,23 +123,30 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     let stop = tokio::select! {
         biased;
         stop = &mut feeder => stop,
-        () = read_loop(&mut receiver, &lanes, &control) => feeder.await,
+        () = read_loop(&mut receiver, &lanes, &control, limits) => feeder.await,
     };
     let stop = stop.unwrap_or_else(|e| {
         tracing::error!("session: feeder task failed: {e}");
         Stop::Closed
     });
 
+    if let Some(timer) = lock(&control.end_timer).take() {
+        timer.abort();
+    }
     // Let the writer drain what the brain emitted before teardown, briefly.
     out.close();
-    let sender = match tokio::time::timeout(Duration::from_secs(1), writer).await {
+    let mut writer = writer;
+    let sender = match tokio::time::timeout(Duration::from_secs(1), &mut writer).await {
         Ok(Ok(sender)) => sender,
         Ok(Err(e)) => {
             tracing::error!("session: writer task failed: {e}");
             None
         }
         Err(_) => {
-            tracing::debug!("session: writer did not drain within 1s; unsent frames are lost");
+            writer.abort();
+            tracing::warn!(
+                "session: the peer did not take the last frames within 1s; dropping them"
+            );
             None
         }
     };
@@ -167,7 +176,12 @@ async fn write_loop<S: ChannelSender>(
     Some(sender)
 }
 
-async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: &Control) {
+async fn read_loop(
+    receiver: &mut impl ChannelReceiver,
+    lanes: &Arc<Lanes>,
+    control: &Control,
+    limits: Limits,
+) {
     loop {
         let bytes = match receiver.recv().await {
             None => break,
@@ -185,7 +199,7 @@ async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: 
             continue;
         }
         match wire::decode(&bytes) {
-            Ok(Some(frame)) => route(frame, lanes, control),
+            Ok(Some(frame)) => route(frame, lanes, control, limits),
             Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
             Err(wire::WireError::BadInit { session_id, why }) => {
                 tracing::error!("session: {why}");
@@ -198,7 +212,7 @@ async fn read_loop(receiver: &mut impl ChannelReceiver, lanes: &Lanes, control: 
     lanes.stop(Stop::Closed);
 }
 
-fn route(frame: Frame, lanes: &Lanes, control: &Control) {
+fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
     if let Frame::SessionStart(_) = frame {
         control.started.store(true, Ordering::Release);
     } else if !control.started.load(Ordering::Acquire)
@@ -214,6 +228,19 @@ fn route(frame: Frame, lanes: &Lanes, control: &Control) {
         },
         Frame::Interruption { through_turn } => control.interrupt(through_turn),
         Frame::Cancel { .. } => lanes.stop(Stop::Cancel),
+        Frame::End => {
+            // End waits behind the frames queued before it; if the feeder is stuck in a callback,
+            // it ends the session anyway after the request timeout.
+            lanes.push_bulk(Frame::End);
+            let lanes_ = lanes.clone();
+            let timer = tokio::spawn(async move {
+                tokio::time::sleep(limits.request_timeout).await;
+                lanes_.stop(Stop::End);
+            });
+            if let Some(old) = lock(&control.end_timer).replace(timer) {
+                old.abort();
+            }
+        }
         Frame::SessionStart(_) => lanes.push_priority(Inbound::Frame(frame)),
         other => lanes.push_bulk(other),
     }
@@ -264,7 +291,16 @@ impl<M: MakeBrain> Feeder<M> {
             match self.lanes.next().await {
                 Next::Stop(stop) => break stop,
                 Next::Item(item) => {
-                    self.handle(item).await;
+                    // Cancel, a closed channel, a failed send, or an End that waited too long
+                    // abandon a callback that does not return, so teardown still runs.
+                    let lanes = self.lanes.clone();
+                    tokio::select! {
+                        biased;
+                        () = self.handle(item) => {}
+                        () = lanes.halted() => {
+                            tracing::warn!("session: abandoning a callback that had not returned");
+                        }
+                    }
                     self.lanes.handled();
                 }
             }
@@ -371,10 +407,11 @@ impl<M: MakeBrain> Feeder<M> {
         }
         let sid = start.session_id.clone();
         let factory = self.factory.clone();
-        let brain = match std::panic::catch_unwind(AssertUnwindSafe(|| factory.make())) {
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| factory.make()))
+            .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
+        let brain = match made {
             Ok(brain) => Arc::new(brain),
-            Err(panic) => {
-                let why = panic_text(&*panic);
+            Err(why) => {
                 tracing::error!("brain: the brain factory failed for session {sid}: {why}");
                 self.refuse(
                     ErrorCode::Internal,
@@ -522,7 +559,9 @@ impl<M: MakeBrain> Feeder<M> {
             }
             lock(&control.turns).running.remove(&key);
         };
-        let handle = tokio::spawn(context::scope(session, Some(turn_id), task).in_current_span());
+        let handle = tokio::spawn(
+            context::scope_turn(session, turn_id, cancelled.clone(), task).in_current_span(),
+        );
         turns.running.insert(
             key,
             RunningTurn {
@@ -575,8 +614,13 @@ impl<M: MakeBrain> Feeder<M> {
                 brain.on_session_end(&session).await;
                 Ok(())
             });
-            if let Err(e) = guarded(fut).await {
-                tracing::error!("brain: on_session_end failed: {e}");
+            match tokio::time::timeout(self.limits.request_timeout, guarded(fut)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!("brain: on_session_end failed: {e}"),
+                Err(_) => tracing::error!(
+                    "brain: on_session_end did not return within {:?}; abandoning it",
+                    self.limits.request_timeout
+                ),
             }
         }
     }

@@ -432,6 +432,9 @@ impl Voqalize {
         let stream = TcpStream::connect((host, port))
             .await
             .map_err(|e| connect(e.to_string()))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| connect(e.to_string()))?;
         let (ws, _) = tokio_tungstenite::client_async(request, stream)
             .await
             .map_err(|e| connect(e.to_string()))?;
@@ -654,7 +657,18 @@ impl Voqalize {
             .units_of(turn_id)
             .map(|u| (u.speech_id, u.chunks.len(), u.ended))
             .collect();
+        let frames_before = self.seen.received.len();
         self.wait_until(self.linger, |_| false).await?;
+        let late: Vec<String> = self.seen.received[frames_before..]
+            .iter()
+            .filter(|f| match f {
+                Frame::Rtvi(r) => r.turn_id == Some(turn_id),
+                Frame::TurnStep(t) => t.turn_id == turn_id,
+                _ => false,
+            })
+            .map(|f| format!("{} from turn {turn_id} after the barge-in", f.name()))
+            .collect();
+        self.seen.violations.extend(late);
         for u in self.units_of(turn_id).cloned().collect::<Vec<_>>() {
             match watched.iter().find(|(id, ..)| *id == u.speech_id) {
                 None => self.seen.violations.push(format!(
@@ -787,7 +801,7 @@ impl Voqalize {
     /// # Errors
     /// The link failed.
     pub async fn send(&mut self, frame: Frame) -> Result<(), DriverError> {
-        self.link.send(wire::encode(&frame)).await
+        self.send_bytes(wire::encode(&frame)).await
     }
 
     /// Sends raw bytes as one binary message (malformed input tests).
@@ -795,7 +809,13 @@ impl Voqalize {
     /// # Errors
     /// The link failed.
     pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), DriverError> {
-        self.link.send(bytes).await
+        let after = self.timeout;
+        tokio::time::timeout(after, self.link.send(bytes))
+            .await
+            .map_err(|_| DriverError::Timeout {
+                what: "the brain to take a frame".into(),
+                after,
+            })?
     }
 
     /// Sends a WebSocket text message (which a brain must ignore).
@@ -803,7 +823,13 @@ impl Voqalize {
     /// # Errors
     /// The link failed.
     pub async fn send_text(&mut self, text: &str) -> Result<(), DriverError> {
-        self.link.send_text(text).await
+        let after = self.timeout;
+        tokio::time::timeout(after, self.link.send_text(text))
+            .await
+            .map_err(|_| DriverError::Timeout {
+                what: "the brain to take a text message".into(),
+                after,
+            })?
     }
 
     /// Finalizes a unit with `heard` (a `Finalize` frame) and records it.
