@@ -268,6 +268,17 @@ fn speech(frames: &[Frame]) -> Vec<Frame> {
         .collect()
 }
 
+/// Starts a session whose runtime advertises no capability, without waiting for a greeting.
+async fn start_without_capabilities(v: &mut Voqalize) {
+    v.start_with(Start {
+        capabilities: Capabilities::new(),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+}
+
 /// A SessionStart (wire 3, turn 1) advertising no capabilities.
 fn bare_start() -> Frame {
     Frame::SessionStart(SessionStart {
@@ -804,13 +815,7 @@ async fn cancel_speech_errors() {
     let log = Arc::new(Log::default());
     let l = log.clone();
     let mut v = driver(move || Canceller(l.clone())).await;
-    v.start_with(Start {
-        capabilities: Capabilities::new(),
-        expect_greeting: false,
-        ..Start::default()
-    })
-    .await
-    .unwrap();
+    start_without_capabilities(&mut v).await;
     v.user_says("x").await.unwrap();
     assert!(v.speech_cancels().is_empty());
     assert!(
@@ -896,13 +901,7 @@ async fn configure_round_trip_and_errors() {
 
     // Without string_config: Unsupported before sending (case 44).
     let (mut v, log) = scripted(Cfg::default()).await;
-    v.start_with(Start {
-        capabilities: Capabilities::new(),
-        expect_greeting: false,
-        ..Start::default()
-    })
-    .await
-    .unwrap();
+    start_without_capabilities(&mut v).await;
     let turn_id = v.next_turn_id();
     v.send(message(turn_id, "configure ta")).await.unwrap();
     assert!(logged(&mut v, &log, "configure error").await);
@@ -932,13 +931,7 @@ async fn configure_rejected_carries_detail_and_code() {
     let l = log.clone();
     let mut v = driver(move || Configurer(l.clone())).await;
     // Catalog members need no string_config (case 45).
-    v.start_with(Start {
-        capabilities: Capabilities::new(),
-        expect_greeting: false,
-        ..Start::default()
-    })
-    .await
-    .unwrap();
+    start_without_capabilities(&mut v).await;
     v.auto_answer = false;
     let turn_id = v.next_turn_id();
     v.send(message(turn_id, "go")).await.unwrap();
@@ -1046,13 +1039,7 @@ async fn report_step_needs_a_turn_and_the_capability() {
     let log = Arc::new(Log::default());
     let l = log.clone();
     let mut v = driver(move || Stepper(l.clone())).await;
-    v.start_with(Start {
-        capabilities: Capabilities::new(),
-        expect_greeting: false,
-        ..Start::default()
-    })
-    .await
-    .unwrap();
+    start_without_capabilities(&mut v).await;
     v.send_ui_event("x", json!({})).await.unwrap();
     assert!(log.wait(&mut v, |l| l.events().len() == 4).await);
     assert!(
