@@ -252,7 +252,7 @@ impl Link {
                 let _ = tx.send(Msg::Close(1000, String::new()));
             }
             Link::Socket(ws) => {
-                let _ = ws.close(None).await;
+                let _ = WebSocketStream::close(ws, None).await;
             }
         }
     }
