@@ -1,0 +1,144 @@
+//! A load tool: many calls at once against a brain on a socket, reporting time to first speech.
+//!
+//! ```text
+//! cargo run --release --example echo -- --listen 127.0.0.1:8787 --allow-unverified &
+//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --calls 500 --concurrency 100
+//! ```
+//! Each call: connect, SessionStart, `--turns` user messages (each waits for the brain's first
+//! SpeechChunk, then plays the turn out with a short quiet window), then End. Prints percentiles of
+//! the time from UserMessage to first chunk, and how many calls failed. Bounded in count and time:
+//! it stops after `--calls` calls or `--deadline-s` seconds. Loopback only is the intended use.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tokio::sync::Semaphore;
+use voqalize::testing::{TokenSigner, Voqalize};
+
+/// Load a brain with concurrent calls and measure time to first speech.
+#[derive(Parser, Debug)]
+struct Args {
+    /// The brain's WebSocket URL.
+    #[arg(long)]
+    url: String,
+    /// How many calls in all.
+    #[arg(long, default_value_t = 200)]
+    calls: usize,
+    /// How many calls at once.
+    #[arg(long, default_value_t = 50)]
+    concurrency: usize,
+    /// User turns per call.
+    #[arg(long, default_value_t = 3)]
+    turns: usize,
+    /// Sign tokens with this RSA private key (PEM) when the brain verifies them.
+    #[arg(long)]
+    private_key: Option<std::path::PathBuf>,
+    /// Stop starting calls after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    deadline_s: u64,
+}
+
+async fn one_call(
+    url: &str,
+    id: usize,
+    turns: usize,
+    signer: Option<&TokenSigner>,
+) -> Result<Vec<Duration>, String> {
+    let session_id = format!("load-{id}");
+    let token = signer.map(|s| s.mint(&session_id));
+    let mut v = Voqalize::connect(url, &session_id, token.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    v.quiet = Duration::from_millis(20);
+    v.start_silent().await.map_err(|e| e.to_string())?;
+    let mut firsts = Vec::with_capacity(turns);
+    for t in 0..turns {
+        let sent = Instant::now();
+        let turn_id = v
+            .send_user_message(&format!("turn {t} of call {id}"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let spoke = v
+            .wait_for(Duration::from_secs(10), |v| {
+                v.turn(turn_id).units.iter().any(|u| !u.chunks.is_empty())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if !spoke {
+            return Err(format!("turn {turn_id} did not speak within 10 s"));
+        }
+        firsts.push(sent.elapsed());
+        v.wait_for(Duration::from_secs(10), |v| v.turn(turn_id).completed())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    v.assert_clean();
+    let _ = v.end().await;
+    Ok(firsts)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let signer = match &args.private_key {
+        Some(path) => Some(TokenSigner::from_pem(&std::fs::read_to_string(path)?)?),
+        None => None,
+    };
+    let signer = std::sync::Arc::new(signer);
+    let gate = std::sync::Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let deadline = Instant::now() + Duration::from_secs(args.deadline_s);
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(args.calls);
+    for id in 0..args.calls {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let permit = gate.clone().acquire_owned().await?;
+        let (url, signer, turns) = (args.url.clone(), signer.clone(), args.turns);
+        tasks.push(tokio::spawn(async move {
+            let out = one_call(&url, id, turns, signer.as_ref().as_ref()).await;
+            drop(permit);
+            out
+        }));
+    }
+    let mut firsts = Vec::new();
+    let mut failures = Vec::new();
+    for t in tasks {
+        match t.await? {
+            Ok(f) => firsts.extend(f),
+            Err(e) => failures.push(e),
+        }
+    }
+    firsts.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "calls: {} ok, {} failed in {:.1} s; turns: {}",
+        args.calls - failures.len(),
+        failures.len(),
+        started.elapsed().as_secs_f64(),
+        firsts.len()
+    );
+    println!(
+        "time to first chunk (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+        ms(percentile(&firsts, 50.0)),
+        ms(percentile(&firsts, 90.0)),
+        ms(percentile(&firsts, 99.0)),
+        ms(percentile(&firsts, 100.0))
+    );
+    if let Some(first) = failures.first() {
+        println!("first failure: {first}");
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} calls failed", failures.len()).into())
+    }
+}
