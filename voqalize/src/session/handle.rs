@@ -274,15 +274,17 @@ impl Session {
     }
 
     /// Ends the call: sends `End` after everything already emitted, so a goodbye spoken first is
-    /// heard. Idempotent; `reason` is logged, never sent. `End` is the last frame this brain sends:
+    /// heard. Idempotent; `reason` is logged, never sent. Called from a turn that a barge-in
+    /// cancelled, it does nothing. `End` is the last frame this brain sends:
     /// anything emitted after it is dropped. The session keeps handling inbound frames until
     /// Voqalize ends or closes it.
     pub fn end(&self, reason: &str) {
         if self.shared.out.ended() {
             return;
         }
-        tracing::info!("session {}: ending (reason={reason})", self.shared.id);
-        self.emit(Frame::End);
+        if self.emit(Frame::End) == Pushed::Queued {
+            tracing::info!("session {}: ending (reason={reason})", self.shared.id);
+        }
     }
 
     /// Asks Voqalize to change voice, languages, patience or idle detection, and waits for its
