@@ -24,6 +24,18 @@ struct Tool {
     needs_result_now: bool,
     arg: Option<Type>,
     ret: Option<Type>,
+    /// The method's `#[cfg(...)]` attributes, copied onto everything generated for it.
+    cfgs: Vec<Attribute>,
+}
+
+/// The predicates of `#[cfg(...)]` attributes.
+fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
+    cfgs.iter()
+        .filter_map(|a| match &a.meta {
+            Meta::List(l) => Some(l.tokens.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -77,6 +89,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     };
 
     let mut tools: Vec<Tool> = Vec::new();
+    let mut cfg_clashes: Vec<TokenStream> = Vec::new();
     let mut has_session = false;
     for item in &mut imp.items {
         match item {
@@ -86,7 +99,39 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 }
                 if let Some(tool) = read_fn(f, &mut errors) {
                     let clash = tools.iter().find(|t| t.name == tool.name);
-                    if let Some(first) = clash {
+                    let cfg_text = |t: &Tool| {
+                        t.cfgs
+                            .iter()
+                            .map(|a| a.to_token_stream().to_string())
+                            .collect::<Vec<_>>()
+                    };
+                    if let Some(first) = clash
+                        && (!first.cfgs.is_empty() || !tool.cfgs.is_empty())
+                        && cfg_text(first) != cfg_text(&tool)
+                    {
+                        // Two tools of one name under different `#[cfg]`s: allowed, unless
+                        // both are compiled in at once.
+                        let mut both = cfg_predicates(&first.cfgs);
+                        both.extend(cfg_predicates(&tool.cfgs));
+                        let message = format!(
+                            "two tools are named `{}` (`{}` and `{}`) and their `#[cfg]`s are \
+                             both true in this build: the model could not tell them apart. Make \
+                             the cfgs exclusive, or give one another name with \
+                             `#[tool(name = \"...\")]`",
+                            tool.name, first.ident, tool.ident
+                        );
+                        let at = tool
+                            .name_at
+                            .clone()
+                            .into_iter()
+                            .next()
+                            .map_or_else(Span::call_site, |t| t.span());
+                        cfg_clashes.push(quote_spanned! {at=>
+                            #[cfg(all(#(#both),*))]
+                            ::core::compile_error! { #message }
+                        });
+                        tools.push(tool);
+                    } else if let Some(first) = clash {
                         errors.spanned(
                             &tool.name_at,
                             format!(
@@ -110,7 +155,16 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
     let (impl_generics, _, where_clause) = imp.generics.split_for_impl();
     let self_ty = &imp.self_ty;
-    let generic_impl = !imp.generics.params.is_empty();
+    let generic_names: Vec<String> = imp
+        .generics
+        .params
+        .iter()
+        .map(|p| match p {
+            syn::GenericParam::Type(t) => t.ident.to_string(),
+            syn::GenericParam::Const(c) => c.ident.to_string(),
+            syn::GenericParam::Lifetime(l) => l.lifetime.ident.to_string(),
+        })
+        .collect();
 
     let mut decls = Vec::new();
     let mut arms = Vec::new();
@@ -124,6 +178,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             needs_result_now,
             arg,
             ret,
+            cfgs,
         } = tool;
         let method = format!("{type_name}::{}", ident.unraw());
         let info = quote! {
@@ -138,10 +193,14 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let call = match arg {
             Some(ty) => {
                 let declare = quote_spanned!(ty.span()=> ::voqalize::__private::declare::<#ty>);
-                decls.push(quote!(#declare(#info)));
+                decls.push(quote!(#(#cfgs)* __voqalize_table.push(#declare(#info));));
                 let parse = quote_spanned!(ty.span()=> ::voqalize::__private::parse_args::<#ty>);
-                if !generic_impl && !mentions_self(ty) {
-                    checks.push(arg_kind_check(ident, ty));
+                // The check is a free constant: it cannot name the impl's generics, and `Self`
+                // is spelled out as the self type.
+                let concrete = substitute_self(ty, self_ty);
+                if !mentions_any(&concrete, &generic_names) {
+                    let check = arg_kind_check(ident, &concrete);
+                    checks.push(quote!(#(#cfgs)* #check));
                 }
                 quote! {
                     let __voqalize_args = #parse(__voqalize_arguments)?;
@@ -149,7 +208,10 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 }
             }
             None => {
-                decls.push(quote!(::voqalize::__private::declare_without_args(#info)));
+                decls.push(quote!(
+                    #(#cfgs)*
+                    __voqalize_table.push(::voqalize::__private::declare_without_args(#info));
+                ));
                 quote! {
                     let _ = __voqalize_arguments;
                     let __voqalize_out = Self::#ident(self).await;
@@ -173,7 +235,7 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 #finish
             })
         };
-        arms.push(quote!(#index => #future,));
+        arms.push(quote!(#(#cfgs)* #index => #future,));
     }
 
     let visible = options.visible.map(|path| {
@@ -215,7 +277,12 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
 
         impl #impl_generics ::voqalize::tools::Toolbox for #self_ty #where_clause {
             fn tools(&self) -> &'static [::voqalize::tools::ToolDecl] {
-                ::voqalize::__private::tool_table::<Self>(|| ::std::vec![#(#decls),*])
+                ::voqalize::__private::tool_table::<Self>(|| {
+                    #[allow(unused_mut)]
+                    let mut __voqalize_table = ::std::vec::Vec::new();
+                    #(#decls)*
+                    __voqalize_table
+                })
             }
 
             #visible
@@ -233,6 +300,8 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
 
         #(#checks)*
+
+        #(#cfg_clashes)*
 
         #errors
     };
@@ -398,7 +467,22 @@ fn read_fn(f: &mut ImplItemFn, errors: &mut Errors) -> Option<Tool> {
         "tool `{ident}` cannot be generic: the model calls it with one JSON shape, fixed when the \
          tool is declared. Use concrete types"
     );
-    if !sig.generics.params.is_empty() {
+    let lifetimes_only = sig
+        .generics
+        .params
+        .iter()
+        .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
+    if !sig.generics.params.is_empty() && lifetimes_only {
+        errors.spanned(
+            &sig.generics,
+            format!(
+                "tool `{ident}` declares lifetime parameters, but a tool needs none: it takes \
+                 `&self` and an owned argument (the model's JSON is parsed into it). Remove `{}` \
+                 and write `&self`",
+                type_text(&sig.generics)
+            ),
+        );
+    } else if !sig.generics.params.is_empty() {
         errors.spanned(&sig.generics, &generic_message);
     } else if let Some(w) = &sig.generics.where_clause {
         errors.spanned(w, &generic_message);
@@ -563,6 +647,14 @@ fn read_fn(f: &mut ImplItemFn, errors: &mut Errors) -> Option<Tool> {
         }
     };
 
+    if ident.unraw() == "session" {
+        errors.spanned(
+            &ident,
+            "a tool cannot be the method `session`: `#[brain]` gives the type \
+             `self.session()` (the session serving a tool), and this method would hide it. \
+             Rename the method and keep the tool's name with `#[tool(name = \"session\")]`",
+        );
+    }
     if errors.len() > before {
         return None;
     }
@@ -571,7 +663,14 @@ fn read_fn(f: &mut ImplItemFn, errors: &mut Errors) -> Option<Tool> {
         ReturnType::Type(_, ty) => Some((**ty).clone()),
     };
     let name_at = name_lit.map_or_else(|| ident.to_token_stream(), |l| l.to_token_stream());
+    let cfgs = f
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .cloned()
+        .collect();
     Some(Tool {
+        cfgs,
         ident,
         name,
         name_at,
@@ -616,15 +715,41 @@ fn looks_like_session(ty: &Type) -> bool {
     }
 }
 
-fn mentions_self(ty: &Type) -> bool {
-    fn walk(tokens: TokenStream) -> bool {
+/// Whether `ty` names any of `names` (the impl's generics; `Self` always counts).
+fn mentions_any<T: ToTokens>(ty: &T, names: &[String]) -> bool {
+    fn walk(tokens: TokenStream, names: &[String]) -> bool {
         tokens.into_iter().any(|t| match t {
-            proc_macro2::TokenTree::Ident(i) => i == "Self",
-            proc_macro2::TokenTree::Group(g) => walk(g.stream()),
+            proc_macro2::TokenTree::Ident(i) => i == "Self" || names.iter().any(|n| i == n),
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), names),
             _ => false,
         })
     }
-    walk(ty.to_token_stream())
+    walk(ty.to_token_stream(), names)
+}
+
+/// `ty` with `Self` spelled out as the impl's self type.
+fn substitute_self(ty: &Type, self_ty: &Type) -> Type {
+    fn walk(tokens: TokenStream, self_ty: &TokenStream) -> TokenStream {
+        tokens
+            .into_iter()
+            .map(|t| match t {
+                proc_macro2::TokenTree::Ident(i) if i == "Self" => {
+                    let mut group =
+                        proc_macro2::Group::new(proc_macro2::Delimiter::None, self_ty.clone());
+                    group.set_span(i.span());
+                    TokenStream::from(proc_macro2::TokenTree::Group(group))
+                }
+                proc_macro2::TokenTree::Group(g) => {
+                    let mut out = proc_macro2::Group::new(g.delimiter(), walk(g.stream(), self_ty));
+                    out.set_span(g.span());
+                    TokenStream::from(proc_macro2::TokenTree::Group(out))
+                }
+                other => TokenStream::from(other),
+            })
+            .collect()
+    }
+    let tokens = walk(ty.to_token_stream(), &self_ty.to_token_stream());
+    syn::parse2(tokens).unwrap_or_else(|_| ty.clone())
 }
 
 /// A compile-time check, on the argument's type (aliases included), that it is not a scalar, a
@@ -654,16 +779,38 @@ fn arg_kind_check(tool: &Ident, ty: &Type) -> TokenStream {
         "tool `{tool}` takes the session as a parameter, but tools never do: remove the \
          parameter and call `self.session()` inside the tool"
     );
+    let not_struct = |what: &str| {
+        format!(
+            "tool `{tool}` takes `{shown}`, {what}, but a tool's argument is one struct whose \
+             fields the model fills by name (a schema that is not an object would be left out \
+             of every turn). Give it named fields, or wrap it: `#[json_type] struct \
+             {args_struct} {{ value: {shown} }}`"
+        )
+    };
+    let enumeration = not_struct("an enum (serde reads it as a string or a choice of shapes)");
+    let unit = not_struct("a unit struct (serde reads it as `null`)");
+    let tuple = not_struct("a tuple struct (serde reads it as an array)");
+    let newtype = not_struct(
+        "a struct around one value that is not a struct (serde reads a newtype or \
+         `#[serde(transparent)]` struct as its field)",
+    );
     quote_spanned! {ty.span()=>
         const _: () = {
             #[allow(unused_imports)]
-            use ::voqalize::__private::ArgProbeFallback as _;
-            match ::voqalize::__private::ArgProbe::<#ty>::KIND {
+            use ::voqalize::__private::{ArgProbeFallback as _, ArgShapeFallback as _};
+            match ::voqalize::__private::ArgKind::either(
+                ::voqalize::__private::ArgProbe::<#ty>::KIND,
+                <#ty>::__VOQALIZE_ARG_KIND,
+            ) {
                 ::voqalize::__private::ArgKind::Scalar => ::core::panic!("{}", #scalar),
                 ::voqalize::__private::ArgKind::Collection => ::core::panic!("{}", #collection),
                 ::voqalize::__private::ArgKind::Optional => ::core::panic!("{}", #optional),
                 ::voqalize::__private::ArgKind::AnyJson => ::core::panic!("{}", #any_json),
                 ::voqalize::__private::ArgKind::Session => ::core::panic!("{}", #session),
+                ::voqalize::__private::ArgKind::Enum => ::core::panic!("{}", #enumeration),
+                ::voqalize::__private::ArgKind::UnitStruct => ::core::panic!("{}", #unit),
+                ::voqalize::__private::ArgKind::TupleStruct => ::core::panic!("{}", #tuple),
+                ::voqalize::__private::ArgKind::Newtype => ::core::panic!("{}", #newtype),
                 ::voqalize::__private::ArgKind::Struct => {}
             }
         };
@@ -707,8 +854,63 @@ mod tests {
         assert!(out.contains("\"a.b-c\""), "{out}");
         assert!(!out.contains("# [tool"), "{out}");
         assert!(!out.contains("needs_result_now ]"), "{out}");
-        // Generic impl: no const argument check (it could not name `T`).
+        // Generic impl: the argument `Section` names no generic, so it is still checked (this
+        // assertion used to say the opposite: generic impls skipped the check entirely).
+        assert!(out.contains("ArgProbe :: < Section >"), "{out}");
+    }
+
+    #[test]
+    fn a_tool_method_named_session_and_lifetime_generics_get_accurate_errors() {
+        let out = expand_str("", "impl S { /// d\n #[tool] async fn session(&self) {} }");
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(out.contains("would hide it"), "{out}");
+        let out = expand_str(
+            "",
+            "impl S { /// d\n #[tool(name = \"session\")] async fn s(&self) {} }",
+        );
+        assert_eq!(errors(&out), 0, "{out}");
+        let out = expand_str("", "impl S { /// d\n #[tool] async fn f<'a>(&'a self) {} }");
+        assert!(out.contains("lifetime parameters"), "{out}");
+        assert!(!out.contains("cannot be generic"), "{out}");
+    }
+
+    #[test]
+    fn cfg_on_a_tool_goes_onto_its_entry_arm_and_check() {
+        let out = expand_str(
+            "",
+            "impl S { /// d\n #[tool] #[cfg(feature = \"x\")] async fn f(&self, a: A) {} \
+             /// e\n #[cfg(not(feature = \"x\"))] #[tool(name = \"f\")] async fn g(&self) {} }",
+        );
+        // No plain duplicate-name error: a cfg'd one, true only when both cfgs are.
+        assert_eq!(errors(&out), 1, "{out}");
+        assert!(
+            out.contains("# [cfg (all (feature = \"x\" , not (feature = \"x\")))]"),
+            "{out}"
+        );
+        assert_eq!(out.matches("# [cfg (feature = \"x\")]").count(), 4, "{out}");
+    }
+
+    #[test]
+    fn arguments_naming_the_impl_generics_are_checked_at_run_time_only() {
+        let out = expand_str(
+            "",
+            r#"impl<T: Send + Sync + 'static> Coach<T> {
+                /// Generic argument.
+                #[tool]
+                async fn a(&self, args: Wrap<T>) {}
+                /// Self is generic here.
+                #[tool]
+                async fn b(&self, args: Vec<Self>) {}
+            }"#,
+        );
+        assert_eq!(errors(&out), 0, "{out}");
         assert!(!out.contains("ArgProbe"), "{out}");
+        // In a plain impl, `Self` is spelled out so the check can run.
+        let out = expand_str(
+            "",
+            "impl Coach { /// d\n #[tool] async fn a(&self, args: Vec<Self>) {} }",
+        );
+        assert!(out.contains("ArgProbe :: < Vec < Coach > >"), "{out}");
     }
 
     #[test]

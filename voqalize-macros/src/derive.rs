@@ -389,12 +389,16 @@ pub(crate) fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
             Err(e) => errors.push(e),
         }
     }
-    if let Err(e) = syn::parse2::<DeriveInput>(item.clone()) {
-        errors.push(syn::Error::new(
-            e.span(),
-            "`#[json_type]` goes on a struct or an enum",
-        ));
-    }
+    let shape = match syn::parse2::<DeriveInput>(item.clone()) {
+        Ok(input) => arg_shape(&input),
+        Err(e) => {
+            errors.push(syn::Error::new(
+                e.span(),
+                "`#[json_type]` goes on a struct or an enum",
+            ));
+            None
+        }
+    };
     let mut derives = Vec::new();
     if serialize {
         derives.push(quote!(::voqalize::__private::serde::Serialize));
@@ -415,8 +419,106 @@ pub(crate) fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
         #serde_crate
         #schemars_crate
         #item
+        #shape
         #errors
     }
+}
+
+/// What serde reads a type as, for `#[brain]`'s compile-time argument check: an inherent
+/// `__VOQALIZE_ARG_KIND` constant (it shadows the `ArgShapeFallback` one). Nothing for a generic
+/// type or one whose serde or schemars shape comes from elsewhere (`from`, `into`, `with`,
+/// `remote`...): those are checked at run time.
+fn arg_shape(input: &DeriveInput) -> Option<TokenStream> {
+    if !input.generics.params.is_empty() {
+        return None;
+    }
+    let mut transparent = false;
+    for attr in &input.attrs {
+        if !(is_attr(attr, "serde") || is_attr(attr, "schemars")) {
+            continue;
+        }
+        let mut elsewhere = false;
+        let _ = attr.parse_nested_meta(|meta| {
+            let key = meta.path.get_ident().map(ToString::to_string);
+            match key.as_deref() {
+                Some("transparent") => transparent = true,
+                Some("from" | "try_from" | "into" | "remote" | "with" | "schema_with") => {
+                    elsewhere = true;
+                }
+                _ => {}
+            }
+            if meta.input.peek(Token![=]) {
+                let _: syn::Expr = meta.value()?.parse()?;
+            } else if meta.input.peek(syn::token::Paren) {
+                let _ = meta.parse_nested_meta(|inner| {
+                    if inner.input.peek(Token![=]) {
+                        let _: syn::Expr = inner.value()?.parse()?;
+                    }
+                    Ok(())
+                });
+            }
+            Ok(())
+        });
+        if elsewhere {
+            return None;
+        }
+    }
+    let kind_of = |ty: &syn::Type| {
+        quote! {{
+            #[allow(unused_imports)]
+            use ::voqalize::__private::{ArgProbeFallback as _, ArgShapeFallback as _};
+            ::voqalize::__private::ArgKind::wrapping(::voqalize::__private::ArgKind::either(
+                ::voqalize::__private::ArgProbe::<#ty>::KIND,
+                <#ty>::__VOQALIZE_ARG_KIND,
+            ))
+        }}
+    };
+    let kind = match &input.data {
+        Data::Enum(_) => quote!(::voqalize::__private::ArgKind::Enum),
+        Data::Union(_) => return None,
+        Data::Struct(s) => {
+            let kept: Vec<&syn::Field> = s
+                .fields
+                .iter()
+                .filter(|f| !f.attrs.iter().any(skipped))
+                .collect();
+            match (&s.fields, &kept[..]) {
+                (Fields::Unit, _) => quote!(::voqalize::__private::ArgKind::UnitStruct),
+                (Fields::Named(_), [only]) if transparent => kind_of(&only.ty),
+                (Fields::Named(_), _) => return None,
+                (Fields::Unnamed(u), [only]) if u.unnamed.len() == 1 || transparent => {
+                    kind_of(&only.ty)
+                }
+                (Fields::Unnamed(_), _) => quote!(::voqalize::__private::ArgKind::TupleStruct),
+            }
+        }
+    };
+    let ident = &input.ident;
+    Some(quote! {
+        impl #ident {
+            #[doc(hidden)]
+            #[allow(dead_code, non_upper_case_globals)]
+            pub const __VOQALIZE_ARG_KIND: ::voqalize::__private::ArgKind = #kind;
+        }
+    })
+}
+
+/// `#[serde(skip)]` or `#[serde(skip_deserializing)]` on a field.
+fn skipped(attr: &Attribute) -> bool {
+    if !is_attr(attr, "serde") {
+        return false;
+    }
+    let mut skip = false;
+    let _ = attr.parse_nested_meta(|meta| {
+        if meta.path.is_ident("skip") || meta.path.is_ident("skip_deserializing") {
+            skip = true;
+        }
+        if meta.input.peek(Token![=]) {
+            let _: syn::Expr = meta.value()?.parse()?;
+        }
+        Ok(())
+    });
+    skip
 }
 
 #[cfg(test)]

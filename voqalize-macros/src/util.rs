@@ -52,7 +52,7 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> syn::Result<Option<String>> {
         match &nv.value {
             Expr::Lit(ExprLit {
                 lit: Lit::Str(s), ..
-            }) => lines.extend(s.value().lines().map(str::to_owned)),
+            }) => lines.extend(without_gutter(&s.value())),
             other => {
                 return Err(syn::Error::new_spanned(
                     other,
@@ -83,6 +83,35 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> syn::Result<Option<String>> {
     } else {
         Some(text)
     })
+}
+
+/// The lines of one doc attribute. A block comment (`/** ... */`, the only kind whose text spans
+/// lines) loses its `*` gutter when every non-blank line after the first has one, as rustdoc
+/// does.
+fn without_gutter(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let gutter = text.contains('\n')
+        && lines.iter().skip(1).any(|l| !l.trim().is_empty())
+        && lines
+            .iter()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| l.trim_start().starts_with('*'));
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let stripped = l.trim_start();
+            if gutter
+                && i > 0
+                && let Some(rest) = stripped.strip_prefix('*')
+            {
+                rest.strip_prefix(' ').unwrap_or(rest).to_owned()
+            } else {
+                (*l).to_owned()
+            }
+        })
+        .collect()
 }
 
 /// snake_case of a Rust type or variant name: a word starts at each capital that follows a
@@ -261,6 +290,25 @@ mod tests {
             fn f() {}
         };
         assert_eq!(doc_text(&blank.attrs).unwrap(), None);
+        let block: syn::ItemFn = syn::parse_quote! {
+            /**
+             * Put a section
+             *   in front of the user.
+             */
+            fn f() {}
+        };
+        assert_eq!(
+            doc_text(&block.attrs).unwrap().as_deref(),
+            Some("Put a section\n  in front of the user.")
+        );
+        let bullet: syn::ItemFn = syn::parse_quote! {
+            /// * a bullet
+            fn f() {}
+        };
+        assert_eq!(
+            doc_text(&bullet.attrs).unwrap().as_deref(),
+            Some("* a bullet")
+        );
         let computed: syn::ItemFn = syn::parse_quote! {
             #[doc = concat!("a", "b")]
             fn f() {}

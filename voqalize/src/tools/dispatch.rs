@@ -6,7 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use futures_util::FutureExt;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::schema::accepts_null;
 use super::{
@@ -110,13 +110,28 @@ pub(crate) fn prepare(decl: &ToolDecl, arguments: Arguments) -> Result<Value, To
     }
     if !value.is_object() {
         return Err(invalid(format!(
-            "the arguments must be a JSON object, got {value}"
+            "the arguments must be a JSON object, got {}",
+            shortened(&value.to_string())
         )));
     }
     integral_floats_to_integers(&mut value);
     let root = &decl.schema;
     drop_nulls_for_absent(&mut value, root, root, 0);
     Ok(value)
+}
+
+/// At most about 200 characters of `text` (cut on a character boundary), with the full length
+/// in bytes when it was cut: error text the model reads stays short.
+pub(crate) fn shortened(text: &str) -> String {
+    const KEEP: usize = 200;
+    if text.len() <= KEEP {
+        return text.to_owned();
+    }
+    let mut end = KEEP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes)", &text[..end], text.len())
 }
 
 /// Gemini sends every number as a float: `5.0` for an integer field. Integral values become
@@ -167,20 +182,54 @@ fn resolve<'s>(schema: &'s Value, root: &'s Value, depth: usize) -> Option<&'s V
 
 /// Strict mode makes every property required and lets the optional ones be `null`. For a property
 /// that is optional in the argument struct but does not accept `null` itself (a `#[serde(default)]`
-/// field), `null` means "absent": the key is removed so serde applies the default.
+/// field), `null` means "absent": the key is removed so serde applies the default. This holds at
+/// any depth: in properties, array items, map values, and inside enums (`anyOf`/`oneOf`: the
+/// branch the value fits, see [`best_branch`]; `allOf`: every part; a `$ref` and its siblings).
 pub(crate) fn drop_nulls_for_absent(value: &mut Value, schema: &Value, root: &Value, depth: usize) {
     if depth > 64 {
         return;
     }
-    let Some(schema) = resolve(schema, root, 0) else {
+    let Value::Object(node) = schema else {
         return;
     };
+    if let Some(Value::String(_)) = node.get("$ref") {
+        if let Some(target) = resolve(schema, root, 0)
+            && !std::ptr::eq(target, schema)
+        {
+            drop_nulls_for_absent(value, target, root, depth + 1);
+        }
+        // The reference's siblings (an internally tagged variant's tag) constrain too.
+        if node.len() > 1 {
+            let siblings: Map<String, Value> = node
+                .iter()
+                .filter(|(k, _)| k.as_str() != "$ref")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            drop_nulls_for_absent(value, &Value::Object(siblings), root, depth + 1);
+        }
+        return;
+    }
+    if let Some(Value::Array(parts)) = node.get("allOf") {
+        for part in parts {
+            drop_nulls_for_absent(value, part, root, depth + 1);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = node.get(key)
+            && !value.is_null()
+            && let Some(branch) = best_branch(value, branches, root)
+        {
+            drop_nulls_for_absent(value, branch, root, depth + 1);
+        }
+    }
     match value {
         Value::Object(obj) => {
-            let Some(Value::Object(props)) = schema.get("properties") else {
-                return;
+            let empty = Map::new();
+            let props = match node.get("properties") {
+                Some(Value::Object(p)) => p,
+                _ => &empty,
             };
-            let required: Vec<&str> = match schema.get("required") {
+            let required: Vec<&str> = match node.get("required") {
                 Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
                 _ => Vec::new(),
             };
@@ -190,16 +239,24 @@ pub(crate) fn drop_nulls_for_absent(value: &mut Value, schema: &Value, root: &Va
                     && !required.contains(&k.as_str())
                     && !resolve(p, root, 0).is_some_and(accepts_null))
             });
+            let others = node.get("additionalProperties").filter(|a| a.is_object());
             for (k, v) in obj.iter_mut() {
                 if let Some(p) = props.get(k) {
-                    drop_nulls_for_absent(v, non_null_branch(p, root), root, depth + 1);
+                    drop_nulls_for_absent(v, p, root, depth + 1);
+                } else if let Some(a) = others {
+                    drop_nulls_for_absent(v, a, root, depth + 1);
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(item) = schema.get("items") {
-                for v in items {
-                    drop_nulls_for_absent(v, non_null_branch(item, root), root, depth + 1);
+            let prefix = match node.get("prefixItems") {
+                Some(Value::Array(p)) => &p[..],
+                _ => &[],
+            };
+            let rest = node.get("items").filter(|i| i.is_object());
+            for (i, v) in items.iter_mut().enumerate() {
+                if let Some(s) = prefix.get(i).or(rest) {
+                    drop_nulls_for_absent(v, s, root, depth + 1);
                 }
             }
         }
@@ -207,19 +264,106 @@ pub(crate) fn drop_nulls_for_absent(value: &mut Value, schema: &Value, root: &Va
     }
 }
 
-/// For `anyOf: [T, null]` (an `Option` of a named type), the `T` branch.
-fn non_null_branch<'s>(schema: &'s Value, root: &'s Value) -> &'s Value {
-    let Some(resolved) = resolve(schema, root, 0) else {
-        return schema;
-    };
-    if let Some(Value::Array(branches)) = resolved.get("anyOf") {
-        let rest: Vec<&Value> = branches
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
-            .collect();
-        if let [only] = rest[..] {
-            return only;
+/// What an object schema says about an object's keys, `$ref`s, `allOf` parts and siblings
+/// included: the properties and the required names.
+fn object_view<'s>(
+    schema: &'s Value,
+    root: &'s Value,
+    depth: usize,
+    props: &mut Vec<(&'s str, &'s Value)>,
+    required: &mut Vec<&'s str>,
+) {
+    if depth > 16 {
+        return;
+    }
+    let Value::Object(node) = schema else { return };
+    if node.contains_key("$ref")
+        && let Some(target) = resolve(schema, root, 0)
+        && !std::ptr::eq(target, schema)
+    {
+        object_view(target, root, depth + 1, props, required);
+    }
+    if let Some(Value::Object(p)) = node.get("properties") {
+        props.extend(p.iter().map(|(k, v)| (k.as_str(), v)));
+    }
+    if let Some(Value::Array(r)) = node.get("required") {
+        required.extend(r.iter().filter_map(Value::as_str));
+    }
+    if let Some(Value::Array(parts)) = node.get("allOf") {
+        for part in parts {
+            object_view(part, root, depth + 1, props, required);
         }
     }
-    resolved
+}
+
+/// The one value a schema allows, if it allows one (`const`, a one-value `enum`).
+fn only_value<'s>(schema: &'s Value, root: &'s Value) -> Option<&'s Value> {
+    let s = resolve(schema, root, 0)?;
+    if let Some(c) = s.get("const") {
+        return Some(c);
+    }
+    match s.get("enum") {
+        Some(Value::Array(vals)) if vals.len() == 1 => vals.first(),
+        _ => None,
+    }
+}
+
+/// The branch of an `anyOf`/`oneOf` that `value` fits best: among the branches whose tags (one-value
+/// properties) match and whose required keys are present, the one that knows most of the value's
+/// keys. Branches of another JSON type never fit.
+fn best_branch<'s>(value: &Value, branches: &'s [Value], root: &'s Value) -> Option<&'s Value> {
+    let mut best: Option<(usize, &'s Value)> = None;
+    for b in branches {
+        let Some(resolved) = resolve(b, root, 0) else {
+            continue;
+        };
+        let score = match value {
+            Value::Object(obj) => {
+                let mut props = Vec::new();
+                let mut required = Vec::new();
+                object_view(b, root, 0, &mut props, &mut required);
+                let is_object = props.len() + required.len() > 0
+                    || resolved.get("type") == Some(&json!("object"))
+                    || resolved.get("anyOf").is_some()
+                    || resolved.get("oneOf").is_some();
+                if !is_object || required.iter().any(|r| !obj.contains_key(*r)) {
+                    continue;
+                }
+                let tags_match =
+                    props
+                        .iter()
+                        .all(|(k, p)| match (only_value(p, root), obj.get(*k)) {
+                            (Some(want), Some(got)) => want == got,
+                            _ => true,
+                        });
+                if !tags_match {
+                    continue;
+                }
+                1 + obj
+                    .keys()
+                    .filter(|k| props.iter().any(|(name, _)| name == k))
+                    .count()
+            }
+            Value::Array(_) => {
+                if !type_allows(resolved, "array") {
+                    continue;
+                }
+                1
+            }
+            _ => 1,
+        };
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, b));
+        }
+    }
+    best.map(|(_, b)| b)
+}
+
+fn type_allows(schema: &Value, name: &str) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
+        None => true,
+        _ => false,
+    }
 }

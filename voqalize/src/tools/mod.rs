@@ -471,6 +471,13 @@ pub trait Toolbox: Send + Sync + 'static {
     }
 
     /// This turn's tools: read once when the turn starts.
+    ///
+    /// A tool whose argument's schema turns out not to be an object is never in the set. Most
+    /// such arguments are compile errors (scalars, collections, `Option`, JSON values, and for
+    /// `#[json_type]` types enums, unit, tuple and newtype-around-a-scalar structs); what only
+    /// the schema reveals at run time (a type deriving `JsonSchema` by hand or through
+    /// `#[serde(from/into)]`, an argument naming the impl's generics) is refused when the tool
+    /// table is built, with one `error`-level log naming the tool and why.
     fn tools_for_turn(&self) -> ToolSet {
         ToolSet::from_table(self.tools(), |t| self.tool_visible(t))
     }

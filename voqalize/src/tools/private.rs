@@ -211,7 +211,46 @@ pub enum ArgKind {
     AnyJson,
     /// The session handle.
     Session,
+    /// An enum (`#[json_type]` saw it): serde reads it as a string or a choice of shapes.
+    Enum,
+    /// A unit struct (`#[json_type]` saw it): serde reads it as `null`.
+    UnitStruct,
+    /// A tuple struct of several fields (`#[json_type]` saw it): serde reads it as an array.
+    TupleStruct,
+    /// A newtype or `#[serde(transparent)]` struct (`#[json_type]` saw it) around a value that is
+    /// not a struct: serde reads it as that value.
+    Newtype,
 }
+
+impl ArgKind {
+    /// The kind of a type that serde reads as its one field of kind `inner` (a newtype or a
+    /// transparent struct).
+    pub const fn wrapping(inner: ArgKind) -> ArgKind {
+        match inner {
+            ArgKind::Struct => ArgKind::Struct,
+            _ => ArgKind::Newtype,
+        }
+    }
+
+    /// The kind found by type (`probe`, for the std types voqalize lists) or, when that says
+    /// nothing, by the type's own `#[json_type]` shape (`own`).
+    pub const fn either(probe: ArgKind, own: ArgKind) -> ArgKind {
+        match probe {
+            ArgKind::Struct => own,
+            other => other,
+        }
+    }
+}
+
+/// The fallback of the `__VOQALIZE_ARG_KIND` constant that `#[json_type]` defines on a type: a
+/// type without it (derived by hand, or generic) counts as a struct, checked again at run time
+/// on its schema.
+pub trait ArgShapeFallback {
+    /// Every type `#[json_type]` did not describe is a struct.
+    const __VOQALIZE_ARG_KIND: ArgKind = ArgKind::Struct;
+}
+
+impl<T: ?Sized> ArgShapeFallback for T {}
 
 /// `ArgProbe::<T>::KIND`: an inherent constant for the rejected types, the fallback trait's
 /// constant (`Struct`) for every other type.
@@ -261,6 +300,39 @@ arg_kind_generic!(Collection:
     <A, B, C, D> (A, B, C, D),
 );
 arg_kind_generic!(Optional: <T> Option<T>);
+
+arg_kind!(Scalar:
+    Box<str>,
+    std::rc::Rc<str>,
+    std::sync::Arc<str>,
+    std::borrow::Cow<'static, str>,
+    std::path::PathBuf,
+    std::path::Path,
+    std::ffi::OsString,
+    std::ffi::OsStr,
+    std::net::IpAddr,
+    std::net::Ipv4Addr,
+    std::net::Ipv6Addr,
+    std::net::SocketAddr,
+    std::num::NonZeroU8,
+    std::num::NonZeroU16,
+    std::num::NonZeroU32,
+    std::num::NonZeroU64,
+    std::num::NonZeroU128,
+    std::num::NonZeroUsize,
+    std::num::NonZeroI8,
+    std::num::NonZeroI16,
+    std::num::NonZeroI32,
+    std::num::NonZeroI64,
+    std::num::NonZeroI128,
+    std::num::NonZeroIsize,
+);
+arg_kind_generic!(Collection:
+    <T> Box<[T]>,
+    <T> std::rc::Rc<[T]>,
+    <T> std::sync::Arc<[T]>,
+    <T> std::collections::BinaryHeap<T>,
+);
 
 impl<T> ArgProbe<[T]> {
     /// Rejected as a tool argument.

@@ -5,13 +5,22 @@
 //! doc comments kept, properties in declaration order) and goes through the same first steps:
 //!
 //! 1. **Inline** every `$ref` (`#`, `#/$defs/..`, `#/definitions/..`); the reference's siblings
-//!    (`description`, `default`) override the target's. A reference back into a type that is being
+//!    are merged with the target ([`merge_schema`]: `properties` and `required` united, so an
+//!    internally tagged newtype variant keeps the wrapped struct's fields beside its tag;
+//!    annotations such as `description` and `default` from the siblings). A boolean subschema
+//!    `true` becomes `{}`. A reference back into a type that is being
 //!    inlined (a recursive type) is the only one left: Gemini gets `{"type":"object"}` there, OpenAI
 //!    keeps a `$ref` into a `$defs` that holds just the recursive types.
 //! 2. **Simplify**: `oneOf` → `anyOf` (serde's enums have disjoint branches), `allOf` merged,
 //!    `const` → a one-value `enum`, an `anyOf` of string constants → one string `enum` (documented
 //!    variants are listed in the description), `title`/`$schema`/`$id`/`$comment`/`examples` dropped,
-//!    schemars' non-standard number formats (`uint8`, `int64`, `double`...) dropped.
+//!    schemars' non-standard number formats (`uint8`, `int64`, `double`...) dropped. Fixed fields
+//!    beside a choice of shapes (a struct with a `#[serde(flatten)]` enum: `properties` beside
+//!    `anyOf`) are copied into every branch, so each branch is a complete object and the choice
+//!    stands alone ([`distribute_fields`]). At the root, where no provider takes a choice (OpenAI
+//!    forbids a root `anyOf`; Gemini's OpenAPI subset wants an object), the branches are united
+//!    into one object holding every field, with the fields every branch needs required
+//!    ([`unite_root_choices`]); strict mode cannot express that and falls back to `strict: false`.
 //! 3. The dialect's own pass: [`Dialect::Gemini`], [`Dialect::OpenAi`], [`Dialect::OpenAiStrict`].
 
 use schemars::JsonSchema;
@@ -69,9 +78,26 @@ pub(crate) fn neutral_schema<T: JsonSchema + ?Sized>() -> Value {
     value
 }
 
-/// Why a neutral schema cannot be a tool's parameter object (the root is not an object).
+/// Why a neutral schema cannot be a tool's parameter object (the root is not an object). A root
+/// that is only a `$ref` (a newtype around a struct) is judged by its target.
 pub(crate) fn root_problem(neutral: &Value) -> Option<String> {
-    match neutral.get("type") {
+    let mut root = neutral;
+    for _ in 0..8 {
+        let Some(Value::String(reference)) = root.get("$ref") else {
+            break;
+        };
+        let target = match RefKey::parse(reference) {
+            Some(RefKey::Def(name)) => ["$defs", "definitions"]
+                .iter()
+                .find_map(|k| neutral.get(*k).and_then(|d| d.get(&name))),
+            _ => None,
+        };
+        match target {
+            Some(t) => root = t,
+            None => break,
+        }
+    }
+    match root.get("type") {
         Some(Value::String(t)) if t == "object" => None,
         Some(t) => Some(format!("its schema is of type {t}, not an object")),
         None => Some("its schema is not an object (an enum or an untagged union?)".into()),
@@ -108,6 +134,16 @@ pub(crate) fn rewrite(neutral: &Value, dialect: Dialect) -> Rewritten {
         .map(|(k, v)| (k, simplify(v, bounds)))
         .collect();
     let mut problems = Vec::new();
+    // One shape united is exact; several are not (strict would accept mixed shapes).
+    if let Some(n) = unite_root_choices(&mut root)
+        && n > 1
+        && dialect == Dialect::OpenAiStrict
+    {
+        problems.push(format!(
+            "the argument is a choice between {n} shapes of object (a `#[serde(flatten)]` enum); \
+             strict mode needs one object at the root"
+        ));
+    }
     let mut schema = match dialect {
         Dialect::Gemini => gemini(root),
         Dialect::OpenAi => openai(root, false, "", &mut problems),
@@ -256,9 +292,7 @@ impl<'a> Inliner<'a> {
                 Value::Object(o) => o,
                 _ => Map::new(),
             };
-            for (k, v) in siblings {
-                out.insert(k, v);
-            }
+            merge_schema(&mut out, siblings);
             return Value::Object(out);
         }
         let mut out = Map::new();
@@ -280,10 +314,9 @@ impl<'a> Inliner<'a> {
                     }
                     other => other.clone(),
                 },
-                key if ONE_SCHEMA.contains(&key) => match v {
-                    Value::Object(_) => self.inline(v, stack),
-                    other => other.clone(),
-                },
+                // `true` ("anything") becomes `{}`, so the later passes see a schema object
+                // (and strict mode reports it); `false` stays (a closed object or tuple).
+                key if ONE_SCHEMA.contains(&key) => self.inline_schema(v, stack),
                 _ => v.clone(),
             };
             out.insert(k.clone(), v);
@@ -443,6 +476,7 @@ fn simplify(v: Value, bounds: bool) -> Value {
         m.entry("enum").or_insert_with(|| Value::Array(vec![c]));
     }
     collapse_string_choices(&mut m);
+    distribute_fields(&mut m);
     for key in [
         "$schema",
         "title",
@@ -516,6 +550,265 @@ fn collapse_string_choices(m: &mut Map<String, Value>) {
     }
 }
 
+/// Keys that describe a schema without constraining it: the referring side's win.
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "default",
+    "title",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+];
+
+/// Merges `over` (a `$ref`'s siblings, or the schema around a one-branch `anyOf`) into `target`:
+/// `properties` united in order (the target's first; a name in both keeps the target's schema),
+/// `required` united, annotations from `over`, and any other key from the target unless the
+/// target lacks it or only says "anything" (`true`, `{}`).
+pub(crate) fn merge_schema(target: &mut Map<String, Value>, over: Map<String, Value>) {
+    for (k, v) in over {
+        let annotation = ANNOTATIONS.contains(&k.as_str());
+        match (k.as_str(), target.get_mut(&k), v) {
+            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                for (pk, pv) in theirs {
+                    mine.entry(pk).or_insert(pv);
+                }
+            }
+            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                for r in theirs {
+                    if !mine.contains(&r) {
+                        mine.push(r);
+                    }
+                }
+            }
+            (_, Some(mine), v) => {
+                let vague = *mine == Value::Bool(true) || *mine == json!({});
+                if annotation || vague {
+                    *mine = v;
+                }
+            }
+            (_, None, v) => {
+                target.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Whether `v` is one plain object shape (no choice of its own, no reference).
+fn is_object_shape(v: &Value) -> bool {
+    let Value::Object(m) = v else { return false };
+    let object = match m.get("type") {
+        Some(Value::String(t)) => t == "object",
+        None => m.contains_key("properties"),
+        _ => false,
+    };
+    object
+        && !m.contains_key("anyOf")
+        && !m.contains_key("$ref")
+        && !matches!(m.get("additionalProperties"), Some(Value::Object(_)))
+}
+
+/// Fixed fields beside a choice of object shapes (`properties`/`required` beside `anyOf`, what
+/// schemars writes for a `#[serde(flatten)]` enum): the fixed fields go into every branch (the
+/// schema's own first), and the schema keeps only the choice. Left as it is when a branch is not
+/// a plain object (then strict mode reports it).
+fn distribute_fields(m: &mut Map<String, Value>) {
+    let Some(Value::Array(branches)) = m.get("anyOf") else {
+        return;
+    };
+    if !(m.contains_key("properties") || m.contains_key("required"))
+        || branches.is_empty()
+        || !branches.iter().all(is_object_shape)
+        || matches!(m.get("type"), Some(t) if t != "object")
+        || matches!(m.get("additionalProperties"), Some(Value::Object(_)))
+    {
+        return;
+    }
+    let props = match m.remove("properties") {
+        Some(Value::Object(p)) => p,
+        _ => Map::new(),
+    };
+    let required = match m.remove("required") {
+        Some(Value::Array(r)) => r,
+        _ => Vec::new(),
+    };
+    m.remove("type");
+    m.remove("additionalProperties");
+    m.remove("minProperties");
+    m.remove("maxProperties");
+    if let Some(Value::Array(branches)) = m.get_mut("anyOf") {
+        for b in branches.iter_mut() {
+            let Value::Object(branch) = std::mem::take(b) else {
+                continue;
+            };
+            let mut complete = Map::new();
+            complete.insert("type".into(), json!("object"));
+            complete.insert("properties".into(), Value::Object(props.clone()));
+            complete.insert("required".into(), Value::Array(required.clone()));
+            for (k, v) in branch {
+                match (k.as_str(), complete.get_mut(&k), v) {
+                    ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                        for (pk, pv) in theirs {
+                            mine.entry(pk).or_insert(pv);
+                        }
+                    }
+                    ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+                        for r in theirs {
+                            if !mine.contains(&r) {
+                                mine.push(r);
+                            }
+                        }
+                    }
+                    (_, _, v) => {
+                        complete.insert(k, v);
+                    }
+                }
+            }
+            if matches!(complete.get("required"), Some(Value::Array(r)) if r.is_empty()) {
+                complete.remove("required");
+            }
+            *b = Value::Object(complete);
+        }
+    }
+}
+
+/// Two schemas for one field name in different shapes: one string enum when both are, one schema
+/// when they are equal, else a choice.
+fn unite_field(a: Value, b: Value) -> Value {
+    if a == b {
+        return a;
+    }
+    let string_enum = |v: &Value| {
+        v.get("type") == Some(&json!("string")) && matches!(v.get("enum"), Some(Value::Array(_)))
+    };
+    if string_enum(&a) && string_enum(&b) {
+        let mut a = a;
+        if let (Some(Value::Array(mine)), Some(Value::Array(theirs))) =
+            (a.get("enum").cloned(), b.get("enum"))
+        {
+            let mut all = mine;
+            for v in theirs {
+                if !all.contains(v) {
+                    all.push(v.clone());
+                }
+            }
+            a["enum"] = Value::Array(all);
+        }
+        return a;
+    }
+    let mut branches = match a {
+        Value::Object(mut m) if m.len() == 1 && matches!(m.get("anyOf"), Some(Value::Array(_))) => {
+            match m.remove("anyOf") {
+                Some(Value::Array(bs)) => bs,
+                _ => Vec::new(),
+            }
+        }
+        other => vec![other],
+    };
+    if !branches.contains(&b) {
+        branches.push(b);
+    }
+    json!({ "anyOf": branches })
+}
+
+/// A root that is a choice of object shapes (after [`distribute_fields`]) becomes one object with
+/// every field of every shape; the fields every shape requires stay required. The safe form for
+/// every provider: Gemini's schema subset and OpenAI both want an object at the root, and OpenAI
+/// forbids a root `anyOf`. The dispatcher still checks the exact shape when it deserialises.
+/// Returns how many shapes were united.
+fn unite_root_choices(root: &mut Value) -> Option<usize> {
+    let Value::Object(m) = root else { return None };
+    let Some(Value::Array(branches)) = m.get("anyOf") else {
+        return None;
+    };
+    if m.contains_key("properties") || !branches.iter().all(is_object_shape) {
+        return None;
+    }
+    let Some(Value::Array(branches)) = m.remove("anyOf") else {
+        return None;
+    };
+    let count = branches.len();
+    let mut props = Map::new();
+    let mut required: Option<Vec<Value>> = None;
+    let mut notes = Vec::new();
+    let mut needs: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut untagged: Vec<String> = Vec::new();
+    for b in branches {
+        let Value::Object(mut b) = b else { continue };
+        let mine: Vec<Value> = match b.remove("required") {
+            Some(Value::Array(r)) => r,
+            _ => Vec::new(),
+        };
+        // The shape's tag (its one-value fields), to say which fields it needs.
+        let tags: Vec<String> = match b.get("properties") {
+            Some(Value::Object(p)) => p
+                .iter()
+                .filter_map(|(k, v)| match v.get("enum") {
+                    Some(Value::Array(vals)) if vals.len() == 1 => {
+                        Some(format!("`{k}` = {}", vals[0]))
+                    }
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        if tags.is_empty() {
+            let names: Vec<String> = mine
+                .iter()
+                .filter_map(|r| r.as_str().map(|r| format!("`{r}`")))
+                .collect();
+            if !names.is_empty() {
+                untagged.push(names.join(" + "));
+            }
+        } else {
+            needs.push((tags.join(", "), mine.clone()));
+        }
+        required = Some(match required {
+            None => mine,
+            Some(all) => all.into_iter().filter(|r| mine.contains(r)).collect(),
+        });
+        if let Some(Value::Object(p)) = b.remove("properties") {
+            for (k, v) in p {
+                let united = match props.remove(&k) {
+                    Some(old) => unite_field(old, v),
+                    None => v,
+                };
+                props.insert(k, united);
+            }
+        }
+        if let Some(Value::String(d)) = b.get("description") {
+            notes.push(d.clone());
+        }
+    }
+    let common = required.unwrap_or_default();
+    if untagged.len() > 1 {
+        notes.push(format!(
+            "Send the fields of exactly one of these shapes: {}.",
+            untagged.join(" | ")
+        ));
+    }
+    for (tag, mine) in needs {
+        let extra: Vec<String> = mine
+            .iter()
+            .filter(|r| !common.contains(r))
+            .filter_map(|r| r.as_str().map(|r| format!("`{r}`")))
+            .collect();
+        if !extra.is_empty() {
+            notes.push(format!("With {tag}: {} required.", extra.join(", ")));
+        }
+    }
+    m.insert("type".into(), json!("object"));
+    m.insert("properties".into(), Value::Object(props));
+    if !common.is_empty() {
+        m.insert("required".into(), Value::Array(common));
+    }
+    if !notes.is_empty() {
+        append_description(m, &notes.join("\n"));
+    }
+    Some(count)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Step 3a: Gemini.
 
@@ -584,9 +877,10 @@ fn gemini(v: Value) -> Value {
         nullable |= !nulls.is_empty();
         match rest.pop() {
             Some(Value::Object(branch)) if rest.is_empty() => {
-                for (k, v) in branch {
-                    m.entry(k).or_insert(v);
-                }
+                // The branch is the target, the schema around it the siblings: its fields merge
+                // with the branch's instead of being dropped.
+                let outer = std::mem::replace(&mut m, branch);
+                merge_schema(&mut m, outer);
             }
             Some(last) => {
                 rest.push(last);
@@ -866,6 +1160,16 @@ fn openai(v: Value, strict: bool, at: &str, problems: &mut Vec<String>) -> Value
         m.remove("format");
     }
     let is_object = has_type(&m, "object") || m.contains_key("properties");
+    if is_object && matches!(m.get("anyOf"), Some(Value::Array(b)) if !b.is_empty()) {
+        problems.push(format!(
+            "`{shown}` has fixed fields beside a choice of shapes; strict mode cannot express it"
+        ));
+    }
+    if matches!(m.get("patternProperties"), Some(Value::Object(p)) if !p.is_empty()) {
+        problems.push(format!(
+            "`{shown}` is a map (an object with open keys); strict mode allows no open objects"
+        ));
+    }
     if is_object {
         match m.get("additionalProperties") {
             None | Some(Value::Bool(false)) => {}

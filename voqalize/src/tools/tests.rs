@@ -1403,7 +1403,11 @@ fn a_ref_keeps_the_target_fields_beside_its_siblings() {
             .find(|b| b["properties"]["kind"]["enum"] == json!(["guest"]))
             .unwrap_or_else(|| panic!("{dialect:?}: no guest branch in {s}"));
         let props: Vec<&String> = guest["properties"].as_object().unwrap().keys().collect();
-        assert_eq!(props, ["name", "party_size", "kind"], "{dialect:?}: {guest}");
+        assert_eq!(
+            props,
+            ["name", "party_size", "kind"],
+            "{dialect:?}: {guest}"
+        );
         let mut required: Vec<&str> = guest["required"]
             .as_array()
             .unwrap()
@@ -1428,7 +1432,10 @@ fn a_flattened_enum_keeps_every_field_and_strict_falls_back() {
             let s = schema::rewrite(&n, dialect).schema;
             let props = s["properties"].as_object().unwrap();
             for field in ["kind", "r", "label", "side"] {
-                assert!(props.contains_key(field), "{name} {dialect:?}: {field} in {s}");
+                assert!(
+                    props.contains_key(field),
+                    "{name} {dialect:?}: {field} in {s}"
+                );
             }
             assert!(s["required"].as_array().unwrap().contains(&json!("kind")));
             let mut kinds: Vec<&str> = s["properties"]["kind"]["enum"]
@@ -1468,7 +1475,9 @@ fn maps_with_other_keys_and_any_values_are_not_strict() {
     );
     let batch = schema::rewrite(&neutral::<Batch>(), Dialect::OpenAiStrict).strict_problems;
     assert!(
-        batch.iter().any(|p| p.contains("`rows[]` accepts any JSON")),
+        batch
+            .iter()
+            .any(|p| p.contains("`rows[]` accepts any JSON")),
         "{batch:?}"
     );
     let loose = schema::rewrite(&neutral::<Batch>(), Dialect::OpenAi).schema;
@@ -1525,7 +1534,12 @@ fn sample(s: &Value, root: &Value, branch: usize, nulls: bool, depth: usize) -> 
                 .and_then(Value::as_array)
                 .map(|r| r.iter().collect())
                 .unwrap_or_default();
-            for (k, p) in s.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            for (k, p) in s
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
                 let needed = required.contains(&&json!(k));
                 if nulls && !needed {
                     continue;
@@ -1537,7 +1551,12 @@ fn sample(s: &Value, root: &Value, branch: usize, nulls: bool, depth: usize) -> 
     }
 }
 
-fn round_trip<T: serde::de::DeserializeOwned + JsonSchema + std::fmt::Debug>(name: &str) {
+/// `united_root`: the root is a united choice of shapes (a flattened enum), whose non-strict
+/// schema cannot say which fields each shape needs: only complete samples are sent.
+fn round_trip<T: serde::de::DeserializeOwned + JsonSchema + std::fmt::Debug>(
+    name: &str,
+    united_root: bool,
+) {
     let n = neutral::<T>();
     let decl = ToolDecl::new(info("t", 0), Some(n.clone()), None);
     for dialect in Dialect::ALL {
@@ -1546,6 +1565,9 @@ fn round_trip<T: serde::de::DeserializeOwned + JsonSchema + std::fmt::Debug>(nam
             continue;
         }
         for nulls in [false, true] {
+            if nulls && united_root {
+                continue;
+            }
             for branch in 0..3 {
                 let v = sample(&out.schema, &out.schema, branch, nulls, 0);
                 let prepared = dispatch::prepare(&decl, Arguments::Json(v.clone()))
@@ -1560,15 +1582,15 @@ fn round_trip<T: serde::de::DeserializeOwned + JsonSchema + std::fmt::Debug>(nam
 
 #[test]
 fn schema_shaped_arguments_round_trip_through_the_dispatcher() {
-    round_trip::<Transfer>("Transfer");
-    round_trip::<Reserve>("Reserve");
-    round_trip::<Query>("Query");
-    round_trip::<Settings>("Settings");
-    round_trip::<Book>("Book");
-    round_trip::<Draw>("Draw");
-    round_trip::<Filter>("Filter");
-    round_trip::<OnlyFigure>("OnlyFigure");
-    round_trip::<Filters>("Filters");
+    round_trip::<Transfer>("Transfer", false);
+    round_trip::<Reserve>("Reserve", false);
+    round_trip::<Query>("Query", false);
+    round_trip::<Settings>("Settings", false);
+    round_trip::<Book>("Book", false);
+    round_trip::<Draw>("Draw", false);
+    round_trip::<Filter>("Filter", true);
+    round_trip::<OnlyFigure>("OnlyFigure", true);
+    round_trip::<Filters>("Filters", false);
 }
 
 #[test]
@@ -1592,4 +1614,20 @@ fn strict_null_inside_an_enum_variant_means_absent() {
         json!({"query": "q", "kind": "Circle", "r": 1.0, "label": null}),
     );
     assert!(matches!(f.figure, Figure::Circle { ref label, .. } if label.is_empty()));
+}
+
+#[test]
+fn a_long_non_object_argument_is_cut_in_the_error() {
+    let decl = ToolDecl::new(info("t", 0), Some(neutral::<Transfer>()), None);
+    let long = Value::Array(vec![json!("é-long-value"); 100]);
+    let e = dispatch::prepare(&decl, Arguments::Json(long.clone())).unwrap_err();
+    assert!(e.message.len() < 300, "{}", e.message);
+    assert!(
+        e.message
+            .ends_with(&format!("... ({} bytes)", long.to_string().len())),
+        "{}",
+        e.message
+    );
+    let e = dispatch::prepare(&decl, Arguments::Json(json!([1]))).unwrap_err();
+    assert_eq!(e.message, "the arguments must be a JSON object, got [1]");
 }
