@@ -446,23 +446,10 @@ fn simplify(v: Value, bounds: bool) -> Value {
         for branch in all {
             let Value::Object(b) = branch else { continue };
             for (k, v) in b {
-                match (k.as_str(), m.get_mut(&k), v) {
-                    ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
-                        for (pk, pv) in theirs {
-                            mine.entry(pk).or_insert(pv);
-                        }
-                    }
-                    ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
-                        for r in theirs {
-                            if !mine.contains(&r) {
-                                mine.push(r);
-                            }
-                        }
-                    }
-                    (_, Some(_), _) => {}
-                    (_, None, v) => {
-                        m.insert(k, v);
-                    }
+                if let Some((k, v)) = unite_object_keys(&mut m, k, v)
+                    && !m.contains_key(&k)
+                {
+                    m.insert(k, v);
                 }
             }
         }
@@ -562,33 +549,50 @@ const ANNOTATIONS: &[&str] = &[
     "$comment",
 ];
 
+/// Unites `properties` (the first schema of a name wins) and `required` (no repeats) of another
+/// schema into `target` when both have them; any other key comes back for the caller to place.
+fn unite_object_keys(
+    target: &mut Map<String, Value>,
+    k: String,
+    v: Value,
+) -> Option<(String, Value)> {
+    match (k.as_str(), target.get_mut(&k), v) {
+        ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+            for (pk, pv) in theirs {
+                mine.entry(pk).or_insert(pv);
+            }
+            None
+        }
+        ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
+            for r in theirs {
+                if !mine.contains(&r) {
+                    mine.push(r);
+                }
+            }
+            None
+        }
+        (_, _, v) => Some((k, v)),
+    }
+}
+
 /// Merges `over` (a `$ref`'s siblings, or the schema around a one-branch `anyOf`) into `target`:
 /// `properties` united in order (the target's first; a name in both keeps the target's schema),
 /// `required` united, annotations from `over`, and any other key from the target unless the
 /// target lacks it or only says "anything" (`true`, `{}`).
 pub(crate) fn merge_schema(target: &mut Map<String, Value>, over: Map<String, Value>) {
     for (k, v) in over {
+        let Some((k, v)) = unite_object_keys(target, k, v) else {
+            continue;
+        };
         let annotation = ANNOTATIONS.contains(&k.as_str());
-        match (k.as_str(), target.get_mut(&k), v) {
-            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
-                for (pk, pv) in theirs {
-                    mine.entry(pk).or_insert(pv);
-                }
-            }
-            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
-                for r in theirs {
-                    if !mine.contains(&r) {
-                        mine.push(r);
-                    }
-                }
-            }
-            (_, Some(mine), v) => {
+        match target.get_mut(&k) {
+            Some(mine) => {
                 let vague = *mine == Value::Bool(true) || *mine == json!({});
                 if annotation || vague {
                     *mine = v;
                 }
             }
-            (_, None, v) => {
+            None => {
                 target.insert(k, v);
             }
         }
@@ -647,22 +651,8 @@ fn distribute_fields(m: &mut Map<String, Value>) {
             complete.insert("properties".into(), Value::Object(props.clone()));
             complete.insert("required".into(), Value::Array(required.clone()));
             for (k, v) in branch {
-                match (k.as_str(), complete.get_mut(&k), v) {
-                    ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
-                        for (pk, pv) in theirs {
-                            mine.entry(pk).or_insert(pv);
-                        }
-                    }
-                    ("required", Some(Value::Array(mine)), Value::Array(theirs)) => {
-                        for r in theirs {
-                            if !mine.contains(&r) {
-                                mine.push(r);
-                            }
-                        }
-                    }
-                    (_, _, v) => {
-                        complete.insert(k, v);
-                    }
+                if let Some((k, v)) = unite_object_keys(&mut complete, k, v) {
+                    complete.insert(k, v);
                 }
             }
             if matches!(complete.get("required"), Some(Value::Array(r)) if r.is_empty()) {
