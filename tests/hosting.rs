@@ -201,7 +201,9 @@ async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
 
     // An expired token (zero leeway): 4000.
     let sid = unique_id("axum-expired");
-    let expired = signer().sign(claims(&sid, "t", "a", now() - 120, now() - 60));
+    let expired = signer()
+        .sign(&claims(&sid, "t", "a", now() - 120, now() - 60))
+        .expect("signing");
     let mut v = dial(&url, &sid, Some(&expired)).await?;
     assert_eq!(v.wait_closed().await?, Some(4000));
 
@@ -522,7 +524,9 @@ async fn failed_send_ends_the_session() -> TestResult {
     .await
     .map_err(|_| "run_session did not return after a failed send")?;
     match result {
-        Err(HostError::SendFailed(cause)) => assert!(cause.contains("link down"), "{cause}"),
+        Err(HostError::SendFailed(cause)) => {
+            assert!(cause.to_string().contains("link down"), "{cause}")
+        }
         other => panic!("expected Err(SendFailed), got {other:?}"),
     }
     assert_eq!(counts.ends.load(Ordering::SeqCst), 1);
@@ -650,7 +654,9 @@ async fn log_lines_carry_the_session_context() -> TestResult {
     let addr = serve_tungstenite(|| Chatty, trusted()).await?;
     let sid = unique_id("log-verified");
     let (tenant, agent) = (format!("tenant-{sid}"), format!("agent-{sid}"));
-    let token = signer().sign(claims(&sid, &tenant, &agent, now(), now() + 60));
+    let token = signer()
+        .sign(&claims(&sid, &tenant, &agent, now(), now() + 60))
+        .expect("signing");
     let lines = logged_call(&format!("ws://{addr}/voice"), &sid, Some(&token)).await?;
     assert_eq!(lines.len(), 1, "{lines:#?}");
     let line = &lines[0];

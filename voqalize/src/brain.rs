@@ -1,4 +1,5 @@
-//! The [`Brain`] trait: what a brain does at each moment of a call.
+//! The [`Brain`] trait (what a brain does at each moment of a call) and [`MakeBrain`] (how a fresh
+//! brain is made for each call).
 
 use std::future::Future;
 
@@ -6,7 +7,7 @@ use crate::session::{Finalized, Session, Turn};
 use crate::wire::{ErrorFrame, Rtvi, UserIdle, UserMessage};
 
 /// An error a brain callback returns: any error type. It is logged with the callback's name and
-/// handled as wire.md §2 prescribes (a failed turn closes its open unit; a failed start ends the
+/// handled as docs/protocol.md §4 describes (a failed turn closes its open unit; a failed start ends the
 /// call with a fatal `Error`).
 pub type BrainError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -125,5 +126,55 @@ pub trait Brain: Send + Sync + 'static {
     fn on_session_end(&self, session: &Session) -> impl Future<Output = ()> + Send {
         let _ = session;
         async {}
+    }
+}
+
+/// Makes one brain per call. Implemented for every `Fn() -> B` where `B: Brain`, so `|| Echo` or a
+/// constructor function works; wrap a constructor that can fail in [`fallible`]. A factory that
+/// fails or panics fails that call only (`Error{INTERNAL, fatal}` then `End`), never the server.
+pub trait MakeBrain: Send + Sync + 'static {
+    /// The brain it makes.
+    type Brain: Brain;
+    /// Makes a fresh brain for a new call.
+    ///
+    /// # Errors
+    /// Whatever the constructor reports; the call is refused with a fatal `Error`.
+    fn make(&self) -> Result<Self::Brain, BrainError>;
+}
+
+impl<F, B> MakeBrain for F
+where
+    F: Fn() -> B + Send + Sync + 'static,
+    B: Brain,
+{
+    type Brain = B;
+    fn make(&self) -> Result<B, BrainError> {
+        Ok(self())
+    }
+}
+
+/// A factory whose constructor can fail: `fallible(|| OrderBot::connect(&pool))`.
+pub fn fallible<F, B, E>(constructor: F) -> Fallible<F>
+where
+    F: Fn() -> Result<B, E> + Send + Sync + 'static,
+    B: Brain,
+    E: Into<BrainError>,
+{
+    Fallible(constructor)
+}
+
+/// See [`fallible`].
+#[derive(Debug, Clone, Copy)]
+pub struct Fallible<F>(F);
+
+impl<F, B, E> MakeBrain for Fallible<F>
+where
+    F: Fn() -> Result<B, E> + Send + Sync + 'static,
+    B: Brain,
+    E: Into<BrainError>,
+{
+    type Brain = B;
+    fn make(&self) -> Result<B, BrainError> {
+        (self.0)().map_err(Into::into)
     }
 }

@@ -1,8 +1,8 @@
 //! Every name a brain file needs: `use voqalize::prelude::*;`.
 
 pub use crate::actions::{Action, AppEvent, parse_app_event};
-pub use crate::brain::{Brain, BrainError, BrainResult};
-pub use crate::host::{HostError, HostOptions, MakeBrain, Upgrade, fallible, run_session};
+pub use crate::brain::{Brain, BrainError, BrainResult, MakeBrain, fallible};
+pub use crate::host::{HostError, HostOptions, Upgrade, run_session};
 pub use crate::session::{Finalized, Session, SessionError, SpeechUnit, Step, Turn};
 pub use crate::tools::prelude::*;
 pub use crate::wire::{

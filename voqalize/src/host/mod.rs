@@ -9,7 +9,6 @@
 
 pub mod auth;
 pub mod axum;
-mod channel;
 pub mod tungstenite;
 
 use std::sync::Arc;
@@ -17,11 +16,11 @@ use std::time::Duration;
 
 use tracing::Instrument;
 
+pub use crate::brain::{Fallible, MakeBrain, fallible};
+pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
-pub use channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 
-use crate::session::runner::{self, Limits, Outcome};
-use crate::{Brain, BrainError};
+use crate::runtime::{self, Limits, Outcome};
 
 /// Close code for a token that failed verification; Voqalize treats it as permanent.
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
@@ -29,56 +28,6 @@ pub const CLOSE_UNAUTHORIZED: u16 = 4000;
 pub const CLOSE_POLICY: u16 = 1008;
 /// Close code after a call ended normally.
 pub const CLOSE_NORMAL: u16 = 1000;
-
-/// Makes one brain per call. Implemented for every `Fn() -> B` where `B: Brain`, so `|| Echo` or a
-/// constructor function works; wrap a constructor that can fail in [`fallible`]. A factory that
-/// fails or panics fails that call only (`Error{INTERNAL, fatal}` then `End`), never the server.
-pub trait MakeBrain: Send + Sync + 'static {
-    /// The brain it makes.
-    type Brain: Brain;
-    /// Makes a fresh brain for a new call.
-    ///
-    /// # Errors
-    /// Whatever the constructor reports; the call is refused with a fatal `Error`.
-    fn make(&self) -> Result<Self::Brain, BrainError>;
-}
-
-impl<F, B> MakeBrain for F
-where
-    F: Fn() -> B + Send + Sync + 'static,
-    B: Brain,
-{
-    type Brain = B;
-    fn make(&self) -> Result<B, BrainError> {
-        Ok(self())
-    }
-}
-
-/// A factory whose constructor can fail: `fallible(|| OrderBot::connect(&pool))`.
-pub fn fallible<F, B, E>(constructor: F) -> Fallible<F>
-where
-    F: Fn() -> Result<B, E> + Send + Sync + 'static,
-    B: Brain,
-    E: Into<BrainError>,
-{
-    Fallible(constructor)
-}
-
-/// See [`fallible`].
-#[derive(Debug, Clone, Copy)]
-pub struct Fallible<F>(F);
-
-impl<F, B, E> MakeBrain for Fallible<F>
-where
-    F: Fn() -> Result<B, E> + Send + Sync + 'static,
-    B: Brain,
-    E: Into<BrainError>,
-{
-    type Brain = B;
-    fn make(&self) -> Result<B, BrainError> {
-        (self.0)().map_err(Into::into)
-    }
-}
 
 /// Why a call could not be hosted.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +41,7 @@ pub enum HostError {
     NoKeys,
     /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
     #[error("unreadable public key: {0}")]
-    BadKey(String),
+    BadKey(#[source] jsonwebtoken::errors::Error),
     /// The token failed verification; the channel was closed with 4000.
     #[error("unauthorized session {session_id}")]
     Rejected {
@@ -101,13 +50,13 @@ pub enum HostError {
     },
     /// The WebSocket connection could not be accepted (TCP or handshake failure).
     #[error("could not accept the connection: {0}")]
-    Handshake(String),
+    Handshake(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The upgrade had no `session_id` query parameter; the channel was closed with 1008.
     #[error("expected ?session_id= on the upgrade URL")]
     MissingSessionId,
     /// Sending on the channel failed; the session was ended (turns cancelled, `on_session_end` ran).
     #[error("the session ended because sending failed: {0}")]
-    SendFailed(String),
+    SendFailed(#[source] ChannelError),
 }
 
 /// How calls are accepted: which keys are trusted and the session's queue bounds and timeouts.
@@ -141,7 +90,17 @@ impl HostOptions {
     /// Trusts only the embedded production key ([`PRODUCTION_PUBLIC_KEY`]): what a brain serving
     /// real Voqalize calls wants.
     pub fn production() -> Self {
-        let keys = auth::parse_key(PRODUCTION_PUBLIC_KEY).map_or_else(|_| Vec::new(), |k| vec![k]);
+        // The embedded key is a constant a unit test parses, so this cannot fail in a released
+        // build; if it ever did, every token is refused (fail closed) and the log says why.
+        let keys = match auth::parse_key(PRODUCTION_PUBLIC_KEY) {
+            Ok(key) => vec![key],
+            Err(e) => {
+                tracing::error!(
+                    "brain: the embedded production key does not parse ({e}); every token will be refused"
+                );
+                Vec::new()
+            }
+        };
         HostOptions {
             verifier: auth::Verifier::Keys(keys),
             limits: Limits {
@@ -296,7 +255,7 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     if let Some(a) = claims.agent_id() {
         span.record("agent_id", a.as_str());
     }
-    let (outcome, sender) = runner::run(sender, receiver, factory, options.limits)
+    let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits)
         .instrument(span)
         .await;
     if let Some(mut sender) = sender {

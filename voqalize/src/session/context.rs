@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::handle::Session;
+use super::Session;
 
 #[derive(Clone)]
 pub(crate) struct CallContext {

@@ -1,14 +1,369 @@
-//! The session: the brain's handle on a call ([`Session`]), speaking ([`Turn`], [`SpeechUnit`]),
-//! and the runtime that drives a [`Brain`](crate::Brain) from the frames of one call (wire.md §2).
+//! The session: the brain's handles on one call. [`Session`] reads the call and sends everything
+//! but speech; [`Turn`] and [`SpeechUnit`] speak. The state behind the handles (the unit book, the
+//! pending requests, the outbound lane) lives here too, so every path of a frame the brain emits
+//! starts in this module; the runtime that drives a brain sits above it in `crate::runtime`.
 
-mod context;
+pub(crate) mod context;
 mod error;
-mod handle;
-mod lanes;
-mod outbound;
-pub(crate) mod runner;
-mod speech;
+pub(crate) mod outbound;
+mod step;
+mod turn;
+mod units;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
 
 pub use error::SessionError;
-pub use handle::{Finalized, Session, Step};
-pub use speech::{SpeechUnit, Turn};
+pub use step::Step;
+pub use turn::{SpeechUnit, Turn};
+pub use units::Finalized;
+
+use crate::actions::{Action, ui_command_data};
+use crate::recover::lock;
+use crate::wire::{Capabilities, Capability, Config, Frame, Response, Rtvi, RtviType, TurnStep};
+use outbound::{Outbound, Pushed};
+use units::{CancelStart, UnitBook};
+
+/// How many turn start times a session remembers for `report_step` (docs/protocol.md §4.10).
+const TURNS_KEPT: usize = 32;
+
+#[derive(Default)]
+struct Requests {
+    seq: u64,
+    waiting: HashMap<u64, oneshot::Sender<Response>>,
+}
+
+struct Shared {
+    id: String,
+    init: Map<String, Value>,
+    capabilities: Capabilities,
+    out: Arc<Outbound>,
+    units: Mutex<UnitBook>,
+    requests: Mutex<Requests>,
+    turn_starts: Mutex<VecDeque<(u64, Instant)>>,
+    request_timeout: Duration,
+}
+
+/// The brain's handle on one call: a cheap `Clone` passed to every callback.
+///
+/// Created when `SessionStart` is handled; it reads the call's id, `init` data and capabilities,
+/// and sends everything the brain says besides speech: UI commands ([`dispatch`](Self::dispatch)),
+/// RTVI messages, configuration requests, speech cancels, turn steps and the end of the call.
+/// Speech itself goes through a [`Turn`](crate::Turn).
+#[derive(Clone)]
+pub struct Session {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.shared.id)
+            .field("capabilities", &self.shared.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        id: String,
+        init: Map<String, Value>,
+        capabilities: Capabilities,
+        out: Arc<Outbound>,
+        request_timeout: Duration,
+    ) -> Self {
+        Session {
+            shared: Arc::new(Shared {
+                id,
+                init,
+                capabilities,
+                out,
+                units: Mutex::new(UnitBook::default()),
+                requests: Mutex::new(Requests::default()),
+                turn_starts: Mutex::new(VecDeque::new()),
+                request_timeout,
+            }),
+        }
+    }
+
+    /// The session serving the running brain code, when called from inside a brain callback, a
+    /// turn, or a tool. `None` elsewhere (including tasks the brain spawned itself).
+    pub fn current() -> Option<Session> {
+        context::current().map(|c| c.session)
+    }
+
+    /// The runtime's session id (`SessionStart.session_id`).
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The customer data the call was started with (`SessionStart.init`, a JSON object).
+    pub fn init(&self) -> &Map<String, Value> {
+        &self.shared.init
+    }
+
+    /// What the runtime understands; fixed for the session's life.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.shared.capabilities
+    }
+
+    /// Whether the runtime advertised `capability`.
+    pub fn can(&self, capability: Capability) -> bool {
+        self.shared.capabilities.contains(&capability)
+    }
+
+    fn require(&self, op: &'static str, capability: Capability) -> Result<(), SessionError> {
+        if self.can(capability) {
+            Ok(())
+        } else {
+            Err(SessionError::Unsupported { op, capability })
+        }
+    }
+
+    /// Queues a frame on the outbound lane, unless the code emitting it runs for a turn that was
+    /// cancelled (a barge-in stops everything the turn sends, not only its speech).
+    pub(crate) fn emit(&self, frame: Frame) -> Pushed {
+        if context::current().is_some_and(|c| c.turn_cancelled()) {
+            tracing::debug!("dropping {} from a cancelled turn", frame.name());
+            return Pushed::TurnCancelled;
+        }
+        self.shared.out.push(frame)
+    }
+
+    /// Sends a UI command to the app: an RTVI `ui-command` with data
+    /// `{"command": A::NAME, "payload": <every field, null included>}`. Never blocks; it lands on
+    /// the wire exactly where it was called relative to speech.
+    ///
+    /// # Errors
+    /// [`SessionError::Json`] when the action cannot be serialised.
+    pub fn dispatch<A: Action + ?Sized>(&self, action: &A) -> Result<(), SessionError> {
+        let data = ui_command_data(action)?;
+        self.send_rtvi_value(RtviType::UiCommand, Some(data), None)
+    }
+
+    /// Sends an RTVI message to the app. `data` is serialised to JSON now (`None` is sent as
+    /// `null`); pass the `id` of the message you answer. Inside a turn the frame carries the turn id
+    /// as a trace annotation.
+    ///
+    /// # Errors
+    /// [`SessionError::RtviNotAllowed`] for a type only the app may send (client-message, send-text,
+    /// ui-event, ui-snapshot, ui-cancel-job-group); [`SessionError::Json`] when `data` cannot be
+    /// serialised. Nothing is sent in either case.
+    pub fn send_rtvi<T: Serialize + ?Sized>(
+        &self,
+        kind: RtviType,
+        data: Option<&T>,
+        id: Option<String>,
+    ) -> Result<(), SessionError> {
+        let data = data.map(serde_json::to_value).transpose()?;
+        self.send_rtvi_value(kind, data, id)
+    }
+
+    fn send_rtvi_value(
+        &self,
+        kind: RtviType,
+        data: Option<Value>,
+        id: Option<String>,
+    ) -> Result<(), SessionError> {
+        if !kind.brain_may_send() {
+            return Err(SessionError::RtviNotAllowed(kind));
+        }
+        let turn_id = context::current().and_then(|c| c.turn);
+        self.emit(Frame::Rtvi(Rtvi {
+            kind,
+            data: data.filter(|d| !d.is_null()),
+            id,
+            turn_id,
+        }));
+        Ok(())
+    }
+
+    /// Ends the call: sends `End` after everything already emitted, so a goodbye spoken first is
+    /// heard. Idempotent; `reason` is logged, never sent. Called from a turn that a barge-in
+    /// cancelled, it does nothing. `End` is the last frame this brain sends:
+    /// anything emitted after it is dropped. The session keeps handling inbound frames until
+    /// Voqalize ends or closes it.
+    pub fn end(&self, reason: &str) {
+        if self.shared.out.ended() {
+            return;
+        }
+        if self.emit(Frame::End) == Pushed::Queued {
+            tracing::info!("session {}: ending (reason={reason})", self.shared.id);
+        }
+    }
+
+    /// Asks Voqalize to change voice, languages, patience or idle detection, and waits for its
+    /// answer (10 s at most). The request lands on the wire where it was called.
+    ///
+    /// # Errors
+    /// * [`SessionError::Unsupported`] before sending, when the config names a voice or language as
+    ///   a string and the runtime did not advertise `string_config` (no request id is used up);
+    /// * [`SessionError::Rejected`] with Voqalize's detail and code;
+    /// * [`SessionError::Timeout`] after 10 s without an answer;
+    /// * [`SessionError::Closed`] when the session ended first.
+    pub async fn configure(&self, config: Config) -> Result<(), SessionError> {
+        const OP: &str = "configure";
+        if config.needs_string_config() {
+            self.require(OP, Capability::StringConfig)?;
+        }
+        let (tx, rx) = oneshot::channel();
+        let request_id = {
+            let mut r = lock(&self.shared.requests);
+            r.seq += 1;
+            let id = r.seq;
+            r.waiting.insert(id, tx);
+            id
+        };
+        let pushed = self.emit(Frame::Request {
+            request_id,
+            configure: config,
+        });
+        if pushed != Pushed::Queued {
+            lock(&self.shared.requests).waiting.remove(&request_id);
+            return Err(SessionError::NotSent { op: OP });
+        }
+        let after = self.shared.request_timeout;
+        let answer = tokio::time::timeout(after, rx).await;
+        lock(&self.shared.requests).waiting.remove(&request_id);
+        match answer {
+            Err(_) => Err(SessionError::Timeout { op: OP, after }),
+            Ok(Err(_)) => Err(SessionError::Closed { op: OP }),
+            Ok(Ok(r)) if r.accepted => Ok(()),
+            Ok(Ok(r)) => Err(SessionError::Rejected {
+                op: OP,
+                detail: r.detail,
+                code: r.code,
+            }),
+        }
+    }
+
+    /// Hands a `Response` to whoever waits for it (called by the reader, never through the lanes).
+    pub(crate) fn settle_response(&self, response: Response) {
+        let waiter = lock(&self.shared.requests)
+            .waiting
+            .remove(&response.request_id);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(response);
+            }
+            None => tracing::warn!(
+                "session {}: answer to request {} arrived with nobody waiting",
+                self.shared.id,
+                response.request_id
+            ),
+        }
+    }
+
+    /// Stops a speech unit mid-playout and returns what the user heard of it (wire `SpeechCancel`,
+    /// answered by a `Finalize`; 10 s at most). After it returns, the unit is closed: later writes
+    /// to it are dropped, and the turn may open a new unit. `on_finalize` also fires for the unit.
+    /// A unit already finalized (the newest 64 are remembered) answers at once and sends nothing;
+    /// concurrent cancels of one unit send one frame and all receive the Finalize.
+    ///
+    /// Do not await this from `on_finalize` or `on_error` for another unit: they run in order with
+    /// inbound frames, so the Finalize would queue behind the call.
+    ///
+    /// # Errors
+    /// [`SessionError::Unsupported`] without `speech_cancel`; [`SessionError::NeverOpened`] /
+    /// [`SessionError::Forgotten`] for ids this session cannot cancel; [`SessionError::Timeout`]
+    /// (the unit counts as open again, and a SpeechEnd held back for it is sent);
+    /// [`SessionError::Closed`] when the session ended first.
+    pub async fn cancel_speech(&self, speech_id: u64) -> Result<Finalized, SessionError> {
+        const OP: &str = "cancel_speech";
+        self.require(OP, Capability::SpeechCancel)?;
+        let rx = {
+            let mut book = lock(&self.shared.units);
+            match book.begin_cancel(speech_id)? {
+                CancelStart::Settled(f) => return Ok(f),
+                CancelStart::Wait { finalized, send } => {
+                    // Sent under the lock so that a concurrent cancel cannot send a second frame.
+                    if send && self.emit(Frame::SpeechCancel { speech_id }) != Pushed::Queued {
+                        book.cancel_not_sent(speech_id);
+                        return Err(SessionError::NotSent { op: OP });
+                    }
+                    finalized
+                }
+            }
+        };
+        let after = self.shared.request_timeout;
+        match tokio::time::timeout(after, rx).await {
+            Ok(Ok(f)) => Ok(f),
+            Ok(Err(_)) => Err(SessionError::Closed { op: OP }),
+            Err(_) => {
+                let mut book = lock(&self.shared.units);
+                if book.cancel_timed_out(speech_id) {
+                    self.emit(Frame::SpeechEnd { speech_id });
+                }
+                Err(SessionError::Timeout { op: OP, after })
+            }
+        }
+    }
+
+    /// Applies a `Finalize`: settles the unit before `on_finalize` runs (wire.md §2.7).
+    pub(crate) fn settle_unit(&self, speech_id: u64, heard: String) -> Finalized {
+        lock(&self.shared.units).settle(speech_id, heard)
+    }
+
+    /// Reports a step of a turn's work (wire `TurnStep`), sent at once and never answered.
+    /// `turn_id` defaults to the turn running this code.
+    ///
+    /// # Errors
+    /// [`SessionError::Unsupported`] without `turn_steps`; [`SessionError::NoTurn`] outside a turn
+    /// without `turn_id`; [`SessionError::TurnForgotten`] without `start_ms` for a turn older than
+    /// the newest 32.
+    pub fn report_step(&self, step: Step, turn_id: Option<u64>) -> Result<(), SessionError> {
+        self.require("report_step", Capability::TurnSteps)?;
+        let turn_id = turn_id
+            .or_else(|| context::current().and_then(|c| c.turn))
+            .ok_or(SessionError::NoTurn)?;
+        let start_ms = match step.start_ms {
+            Some(ms) => ms,
+            None => {
+                let began = lock(&self.shared.turn_starts)
+                    .iter()
+                    .rev()
+                    .find(|(t, _)| *t == turn_id)
+                    .map(|(_, at)| *at)
+                    .ok_or(SessionError::TurnForgotten(turn_id))?;
+                let elapsed = u32::try_from(began.elapsed().as_millis()).unwrap_or(u32::MAX);
+                elapsed.saturating_sub(step.duration_ms)
+            }
+        };
+        self.emit(Frame::TurnStep(TurnStep {
+            turn_id,
+            kind: step.kind,
+            name: step.name,
+            provider: step.provider,
+            start_ms,
+            duration_ms: step.duration_ms,
+            first_output_ms: step.first_output_ms,
+            counts: step.counts,
+        }));
+        Ok(())
+    }
+
+    pub(crate) fn turn_began(&self, turn_id: u64) {
+        let mut starts = lock(&self.shared.turn_starts);
+        if starts.len() == TURNS_KEPT {
+            starts.pop_front();
+        }
+        starts.push_back((turn_id, Instant::now()));
+    }
+
+    /// Drops every pending request and cancel waiter (teardown).
+    pub(crate) fn abandon_waiters(&self) {
+        lock(&self.shared.requests).waiting.clear();
+        lock(&self.shared.units).abandon_waiters();
+    }
+
+    /// The unit book, locked. Speaking holds it across the push of a frame and the bookkeeping
+    /// that depends on it.
+    fn units(&self) -> std::sync::MutexGuard<'_, UnitBook> {
+        lock(&self.shared.units)
+    }
+}

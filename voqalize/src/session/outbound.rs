@@ -1,16 +1,16 @@
-//! The outbound bulk lane of one session: every frame the brain emits, FIFO (wire.md §1.8).
+//! The outbound bulk lane of one session: every frame the brain emits, FIFO (docs/protocol.md §3).
 //!
-//! Pushing never blocks. When the lane holds `maxsize` frames or more, a newly pushed droppable
-//! frame (`SpeechChunk`, `RTVIFrame`) is shed and the brain hears one `OVERLOAD` error per
-//! congestion episode; other frames queue past the bound. `End` is the last frame: anything pushed
-//! after it is dropped (Decisions T-U2).
+//! Pushing never blocks. Past the bound a droppable frame is shed ([`Shedding`]) and the brain
+//! hears one `OVERLOAD` per congestion episode. `End` is the last frame: anything pushed after it
+//! is dropped.
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::wire::{ErrorCode, ErrorFrame, Frame};
+use crate::queue::{Admitted, Shedding, overload};
+use crate::recover::lock;
+use crate::wire::{ErrorFrame, Frame};
 
 pub(crate) const OUTBOUND_CONGESTED: &str =
     "voqalize: outbound queue full; dropping data frames until wire catches up";
@@ -26,8 +26,7 @@ pub(crate) enum Pushed {
 }
 
 struct Lane {
-    queue: VecDeque<Frame>,
-    congested: bool,
+    queue: Shedding<Frame>,
     ended: bool,
     closed: bool,
 }
@@ -35,7 +34,6 @@ struct Lane {
 pub(crate) struct Outbound {
     lane: Mutex<Lane>,
     notify: Notify,
-    maxsize: usize,
     local_errors: mpsc::UnboundedSender<ErrorFrame>,
 }
 
@@ -43,43 +41,35 @@ impl Outbound {
     pub(crate) fn new(maxsize: usize, local_errors: mpsc::UnboundedSender<ErrorFrame>) -> Self {
         Outbound {
             lane: Mutex::new(Lane {
-                queue: VecDeque::new(),
-                congested: false,
+                queue: Shedding::new(maxsize),
                 ended: false,
                 closed: false,
             }),
             notify: Notify::new(),
-            maxsize: maxsize.max(1),
             local_errors,
         }
     }
 
-    fn lane(&self) -> std::sync::MutexGuard<'_, Lane> {
-        // A panic while holding this lock cannot leave the queue inconsistent (plain VecDeque ops).
-        self.lane.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn push(&self, frame: Frame) -> Pushed {
-        let mut lane = self.lane();
+        let mut lane = lock(&self.lane);
         if lane.ended || lane.closed {
             tracing::debug!("dropping {} emitted after End", frame.name());
             return Pushed::AfterEnd;
         }
-        if frame.droppable() && lane.queue.len() >= self.maxsize {
-            if !lane.congested {
-                lane.congested = true;
-                let _ = self.local_errors.send(ErrorFrame {
-                    code: ErrorCode::Overload,
-                    message: OUTBOUND_CONGESTED.to_owned(),
-                    fatal: false,
-                });
+        let is_end = matches!(frame, Frame::End);
+        let droppable = frame.droppable();
+        match lane.queue.push(frame, droppable) {
+            Admitted::Shed { first } => {
+                if first {
+                    let _ = self.local_errors.send(overload(OUTBOUND_CONGESTED));
+                }
+                return Pushed::Shed;
             }
-            return Pushed::Shed;
+            Admitted::Queued => {}
         }
-        if matches!(frame, Frame::End) {
+        if is_end {
             lane.ended = true;
         }
-        lane.queue.push_back(frame);
         drop(lane);
         self.notify.notify_one();
         Pushed::Queued
@@ -90,11 +80,8 @@ impl Outbound {
         loop {
             let notified = self.notify.notified();
             {
-                let mut lane = self.lane();
-                if let Some(f) = lane.queue.pop_front() {
-                    if lane.congested && lane.queue.len() <= (self.maxsize / 2).max(1) {
-                        lane.congested = false;
-                    }
+                let mut lane = lock(&self.lane);
+                if let Some(f) = lane.queue.pop() {
                     return Some(f);
                 }
                 if lane.closed {
@@ -107,11 +94,11 @@ impl Outbound {
 
     /// No more frames will be accepted; `pop` drains what is queued, then returns `None`.
     pub(crate) fn close(&self) {
-        self.lane().closed = true;
+        lock(&self.lane).closed = true;
         self.notify.notify_one();
     }
 
     pub(crate) fn ended(&self) -> bool {
-        self.lane().ended
+        lock(&self.lane).ended
     }
 }

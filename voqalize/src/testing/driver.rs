@@ -17,7 +17,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri};
 
 use super::memory::{Msg, pipe};
-use crate::host::{HostError, HostOptions, MakeBrain, Upgrade, run_session};
+use crate::brain::MakeBrain;
+use crate::host::{HostError, HostOptions, Upgrade, run_session};
 use crate::wire::{
     self, Capabilities, Capability, Config, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType,
     SessionStart, TurnStep, UserIdle, UserMessage, WIRE_VERSION,
@@ -28,8 +29,20 @@ use crate::wire::{
 #[non_exhaustive]
 pub enum DriverError {
     /// Connecting or the WebSocket handshake failed.
-    #[error("could not connect: {0}")]
-    Connect(String),
+    #[error("could not connect to {target}: {source}")]
+    Connect {
+        /// The URL or address dialed.
+        target: String,
+        /// Why it failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// [`Voqalize::brain_result`] on a driver that dialed a brain it does not run.
+    #[error("this driver does not run the brain (it was made with Voqalize::connect)")]
+    NoBrainTask,
+    /// The task running the brain's `run_session` failed (it panicked or was cancelled).
+    #[error("the brain's run_session task failed: {0}")]
+    BrainTask(#[source] tokio::task::JoinError),
     /// The brain closed the connection (with the close code, when one was sent).
     #[error("the brain closed the connection (code {code:?}: {reason})")]
     Closed {
@@ -373,7 +386,10 @@ impl Voqalize {
         options: HostOptions,
         token: Option<&str>,
     ) -> Result<Self, DriverError> {
-        let connect = |e: std::io::Error| DriverError::Connect(e.to_string());
+        let connect = |e: std::io::Error| DriverError::Connect {
+            target: "127.0.0.1:0".to_owned(),
+            source: Box::new(e),
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(connect)?;
@@ -382,12 +398,12 @@ impl Voqalize {
             let (stream, _) = listener
                 .accept()
                 .await
-                .map_err(|e| HostError::Handshake(e.to_string()))?;
+                .map_err(|e| HostError::Handshake(Box::new(e)))?;
             crate::host::tungstenite::accept(stream, Arc::new(factory), &options)
                 .await
                 .map_err(|e| match e {
                     crate::host::tungstenite::AcceptError::Host(e) => e,
-                    other => HostError::Handshake(other.to_string()),
+                    other => HostError::Handshake(Box::new(other)),
                 })
         });
         let mut driver = Self::connect(&url, "test-session", token).await?;
@@ -405,11 +421,15 @@ impl Voqalize {
         session_id: &str,
         token: Option<&str>,
     ) -> Result<Self, DriverError> {
-        let connect = |e: String| DriverError::Connect(e);
-        let uri: Uri = url.parse().map_err(|e| connect(format!("{url}: {e}")))?;
+        let connect =
+            |e: Box<dyn std::error::Error + Send + Sync + 'static>| DriverError::Connect {
+                target: url.to_owned(),
+                source: e,
+            };
+        let uri: Uri = url.parse().map_err(|e| connect(Box::new(e)))?;
         let host = uri
             .host()
-            .ok_or_else(|| connect(format!("{url}: no host")))?;
+            .ok_or_else(|| connect("the URL has no host".into()))?;
         let port = uri.port_u16().unwrap_or(80);
         let mut query: Vec<(String, String)> = uri
             .query()
@@ -423,21 +443,19 @@ impl Voqalize {
         let target = format!("ws://{host}:{port}{}?{query}", uri.path());
         let mut request = target
             .into_client_request()
-            .map_err(|e| connect(e.to_string()))?;
+            .map_err(|e| connect(Box::new(e)))?;
         if let Some(token) = token {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|e| connect(e.to_string()))?;
+                .map_err(|e| connect(Box::new(e)))?;
             request.headers_mut().insert("authorization", value);
         }
         let stream = TcpStream::connect((host, port))
             .await
-            .map_err(|e| connect(e.to_string()))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| connect(e.to_string()))?;
+            .map_err(|e| connect(Box::new(e)))?;
+        stream.set_nodelay(true).map_err(|e| connect(Box::new(e)))?;
         let (ws, _) = tokio_tungstenite::client_async(request, stream)
             .await
-            .map_err(|e| connect(e.to_string()))?;
+            .map_err(|e| connect(Box::new(e)))?;
         Ok(Self::new(
             Link::Socket(Box::new(ws)),
             session_id.to_owned(),
@@ -925,13 +943,11 @@ impl Voqalize {
     pub async fn brain_result(&mut self) -> Result<Result<(), HostError>, DriverError> {
         let timeout = self.timeout;
         let Some(handle) = self.brain.as_mut() else {
-            return Err(DriverError::Connect("no in-process brain".into()));
+            return Err(DriverError::NoBrainTask);
         };
         match tokio::time::timeout(timeout, handle).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(DriverError::Connect(format!(
-                "run_session task failed: {e}"
-            ))),
+            Ok(Err(e)) => Err(DriverError::BrainTask(e)),
             Err(_) => Err(DriverError::Timeout {
                 what: "run_session to return".into(),
                 after: timeout,

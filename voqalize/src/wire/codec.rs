@@ -34,9 +34,6 @@ pub enum WireError {
     /// Strict decoding only: the envelope had no body this build knows (empty, or a newer peer's).
     #[error("envelope with no known body")]
     NoKnownBody,
-    /// A WebSocket text message where a binary frame was expected.
-    #[error("malformed frame: text message where a binary frame was expected")]
-    Text,
 }
 
 fn malformed(why: impl Into<String>) -> WireError {

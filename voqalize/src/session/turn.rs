@@ -1,12 +1,14 @@
-//! Speaking: a [`Turn`] opens [`SpeechUnit`]s, one at a time; a unit is written to and closed (or
-//! closed when dropped). The borrow of the turn makes "SpeechStart inside an open unit" and "a chunk
-//! outside a unit" impossible to write (the reference SDK raises these at run time, wire.md §2.5).
+//! Speaking: a [`Turn`] opens [`SpeechUnit`]s; a unit is written to and closed (or closed when
+//! dropped). Text can only be written through a unit, so a chunk outside a unit cannot be written
+//! (docs/protocol.md §4.5).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use super::handle::Session;
+use super::Session;
 use super::outbound::Pushed;
+use super::units::EndAction;
+use crate::recover::lock;
 use crate::wire::Frame;
 
 /// One turn of the call: the answer to a `UserMessage`, a `UserIdle`, or the greeting of
@@ -19,6 +21,8 @@ pub struct Turn {
     session: Session,
     id: u64,
     cancelled: Arc<AtomicBool>,
+    /// The unit this turn has open, if any: a turn speaks one unit at a time.
+    open: Mutex<Option<u64>>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -36,6 +40,7 @@ impl Turn {
             session,
             id,
             cancelled,
+            open: Mutex::new(None),
         }
     }
 
@@ -56,31 +61,44 @@ impl Turn {
 
     /// Opens a speech unit: mints the next session-wide speech id (1, 2, 3, ...) and sends
     /// `SpeechStart{speech_id, turn_id}`.
-    pub fn open_unit(&mut self) -> SpeechUnit<'_> {
-        let id = {
-            let mut book = self.session.units();
-            book.speech_seq += 1;
-            let id = book.speech_seq;
-            book.open.insert(id);
-            book.generated.insert(id, String::new());
-            id
-        };
-        if !self.is_cancelled() {
-            self.session.emit(Frame::SpeechStart {
-                speech_id: id,
-                turn_id: self.id,
+    ///
+    /// It takes `&self`, so a unit can be opened lazily inside a read loop
+    /// (`unit.get_or_insert_with(|| turn.open_unit())`). A turn speaks one unit at a time: opening
+    /// a unit while another unit of this turn is still open first closes that one (`SpeechEnd`,
+    /// with a warning), and writes to its handle are then dropped.
+    pub fn open_unit(&self) -> SpeechUnit<'_> {
+        let mut book = self.session.units();
+        let mut open = lock(&self.open);
+        if let Some(previous) = open.take()
+            && !book.is_closed(previous)
+            && book.end(previous) == EndAction::Send
+        {
+            tracing::warn!(
+                "turn {} opened a unit while unit {previous} was still open; closing {previous} first",
+                self.id
+            );
+            self.session.emit(Frame::SpeechEnd {
+                speech_id: previous,
             });
         }
+        let id = book.open();
+        *open = Some(id);
+        let started = !self.is_cancelled()
+            && self.session.emit(Frame::SpeechStart {
+                speech_id: id,
+                turn_id: self.id,
+            }) == Pushed::Queued;
         SpeechUnit {
             turn: self,
             id,
+            started,
             done: false,
         }
     }
 
     /// Speaks `text` as one whole unit (start, one chunk, end) and returns its speech id. An empty
     /// `text` still opens and closes a (silent) unit.
-    pub fn say(&mut self, text: &str) -> u64 {
+    pub fn say(&self, text: &str) -> u64 {
         let mut unit = self.open_unit();
         unit.write(text);
         let id = unit.id();
@@ -96,8 +114,9 @@ impl Turn {
 /// it sends nothing. Once Voqalize finalized the unit or the brain cancelled it
 /// ([`Session::cancel_speech`]), further writes and the end are dropped.
 pub struct SpeechUnit<'t> {
-    turn: &'t mut Turn,
+    turn: &'t Turn,
     id: u64,
+    started: bool,
     done: bool,
 }
 
@@ -126,7 +145,14 @@ impl SpeechUnit<'_> {
         self.turn.id
     }
 
-    /// True once Voqalize finalized the unit or this brain cancelled it; writes are then dropped.
+    /// True when this unit's `SpeechStart` reached the outbound lane (false when the turn was
+    /// already cancelled, or the session had ended): only such a unit will be finalized.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// True once Voqalize finalized the unit or this brain cancelled or closed it; writes are then
+    /// dropped.
     pub fn is_closed(&self) -> bool {
         self.turn.session.units().is_closed(self.id)
     }
@@ -142,15 +168,14 @@ impl SpeechUnit<'_> {
         if book.is_closed(self.id) {
             return;
         }
-        // Pushed under the unit lock so a Finalize cannot settle between the check and the append.
+        // Pushed under the book's lock so a Finalize cannot settle between the check and the
+        // bookkeeping.
         let pushed = session.emit(Frame::SpeechChunk {
             speech_id: self.id,
             text: text.to_owned(),
         });
-        if pushed == Pushed::Queued
-            && let Some(g) = book.generated.get_mut(&self.id)
-        {
-            g.push_str(text);
+        if pushed == Pushed::Queued {
+            book.generated(self.id, text);
         }
     }
 
@@ -165,15 +190,13 @@ impl SpeechUnit<'_> {
         }
         let session = &self.turn.session;
         let mut book = session.units();
-        if !book.open.contains(&self.id) {
-            return; // finalized already
+        let mut open = lock(&self.turn.open);
+        if *open == Some(self.id) {
+            *open = None;
         }
-        if book.cancelled.contains(&self.id) {
-            // Held back; sent if the cancel times out (wire.md §2.8 step 7).
-            book.withheld_end.insert(self.id);
-            return;
+        if book.end(self.id) == EndAction::Send {
+            session.emit(Frame::SpeechEnd { speech_id: self.id });
         }
-        session.emit(Frame::SpeechEnd { speech_id: self.id });
     }
 }
 

@@ -1,18 +1,20 @@
-//! The inbound lanes of one session (wire.md §1.8, with the Decisions of wire.md).
+//! The inbound lanes of one session (docs/protocol.md §3).
 //!
 //! The reader task puts frames here and the feeder takes them one at a time. `SessionStart` rides
-//! the priority lane; everything else queues FIFO on the bulk lane, where a droppable frame
-//! (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one `OVERLOAD` error per
-//! congestion episode. `Interruption` and `Response` never enter the lanes (the reader applies them
-//! at once), and `Cancel` is a flag: it stops the feeder with queued data undelivered, so no flood
-//! of priority frames can overflow anything (Decisions T-U8).
+//! the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
+//! droppable frame (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one
+//! `OVERLOAD` error per congestion episode. `Interruption` and `Response` never enter the lanes
+//! (the reader applies them at once), and `Cancel` is a flag: it stops the feeder with queued data
+//! undelivered, so no flood of priority frames can overflow anything.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::wire::{ErrorCode, ErrorFrame, Frame};
+use crate::queue::{Admitted, Shedding, overload};
+use crate::recover::lock;
+use crate::wire::{ErrorFrame, Frame};
 
 pub(crate) const INBOUND_CONGESTED: &str =
     "voqalize: inbound queue full; dropping data frames until consumer catches up";
@@ -37,8 +39,8 @@ pub(crate) enum Stop {
     Cancel,
     /// The channel closed or failed to receive.
     Closed,
-    /// Sending failed (Decisions T-U5).
-    SendFailed(String),
+    /// Sending failed; the writer keeps the cause.
+    SendFailed,
 }
 
 pub(crate) enum Next {
@@ -48,8 +50,7 @@ pub(crate) enum Next {
 
 struct State {
     priority: VecDeque<Inbound>,
-    bulk: VecDeque<Inbound>,
-    congested: bool,
+    bulk: Shedding<Inbound>,
     stop: Option<Stop>,
 }
 
@@ -59,7 +60,6 @@ pub(crate) struct Lanes {
     /// Flips to true when a stop reason is recorded, so a callback the feeder is stuck in can be
     /// abandoned.
     halt: watch::Sender<bool>,
-    maxsize: usize,
     local_errors: mpsc::UnboundedSender<ErrorFrame>,
 }
 
@@ -68,19 +68,17 @@ impl Lanes {
         Lanes {
             state: Mutex::new(State {
                 priority: VecDeque::new(),
-                bulk: VecDeque::new(),
-                congested: false,
+                bulk: Shedding::new(maxsize),
                 stop: None,
             }),
             notify: Notify::new(),
             halt: watch::channel(false).0,
-            maxsize: maxsize.max(1),
             local_errors,
         }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     pub(crate) fn push_priority(&self, item: Inbound) {
@@ -96,30 +94,21 @@ impl Lanes {
 
     pub(crate) fn push_bulk(&self, frame: Frame) {
         let mut s = self.state();
-        if frame.droppable() && s.bulk.len() >= self.maxsize {
-            if !s.congested {
-                s.congested = true;
-                let _ = self.local_errors.send(ErrorFrame {
-                    code: ErrorCode::Overload,
-                    message: INBOUND_CONGESTED.to_owned(),
-                    fatal: false,
-                });
+        let (name, droppable) = (frame.name(), frame.droppable());
+        if let Admitted::Shed { first } = s.bulk.push(Inbound::Frame(frame), droppable) {
+            if first {
+                let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
             }
-            tracing::debug!("inbound congested: dropping {}", frame.name());
+            tracing::debug!("inbound congested: dropping {name}");
             return;
         }
-        s.bulk.push_back(Inbound::Frame(frame));
         drop(s);
         self.notify.notify_one();
     }
 
     /// Reports inbound congestion past the lanes (the RTVI task is behind).
     pub(crate) fn signal_congestion(&self) {
-        let _ = self.local_errors.send(ErrorFrame {
-            code: ErrorCode::Overload,
-            message: INBOUND_CONGESTED.to_owned(),
-            fatal: false,
-        });
+        let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
     }
 
     /// Records why the session must stop; the first reason wins. The feeder stops before its next
@@ -154,7 +143,7 @@ impl Lanes {
                 if let Some(stop) = &s.stop {
                     return Next::Stop(stop.clone());
                 }
-                if let Some(item) = s.bulk.pop_front() {
+                if let Some(item) = s.bulk.pop() {
                     if let Inbound::Frame(Frame::End) = item {
                         return Next::Stop(Stop::End);
                     }
@@ -162,15 +151,6 @@ impl Lanes {
                 }
             }
             notified.await;
-        }
-    }
-
-    /// Called after each handled frame: a congestion episode ends once the bulk lane has drained to
-    /// half its bound.
-    pub(crate) fn handled(&self) {
-        let mut s = self.state();
-        if s.congested && s.bulk.len() <= (self.maxsize / 2).max(1) {
-            s.congested = false;
         }
     }
 }

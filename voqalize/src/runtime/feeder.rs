@@ -1,271 +1,26 @@
-//! One session's runtime: the reader, the feeder, the writer and the error pump (wire.md §2).
-//!
-//! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
-//!   `Interruption`s itself, at once, so neither waits behind a slow callback (Decisions T-U14), and
-//!   queues the rest on the [`Lanes`].
-//! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
-//!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
-//! * The **writer** task sends the outbound lane FIFO.
-//! * The **error pump** delivers local congestion errors to `on_error` beside a busy feeder.
+//! The feeder task: takes inbound frames one at a time and runs the brain's callbacks for them
+//! (docs/protocol.md §4): the start hooks, `on_finalize` and `on_error` in order; a task per turn;
+//! one RTVI task per session; the error pump for local congestion errors; teardown.
 
-use std::collections::HashMap;
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::context;
-use super::handle::Session;
-use super::lanes::{Inbound, Lanes, Next, Stop};
-use super::outbound::Outbound;
-use super::speech::Turn;
-use crate::brain::{Brain, BrainResult};
-use crate::host::{ChannelReceiver, ChannelSender, Incoming, MakeBrain};
+use super::inbound::{Inbound, Lanes, Next, Stop};
+use super::turns::{Control, RunningTurn};
+use super::{Limits, guarded};
+use crate::brain::{Brain, MakeBrain};
+use crate::recover::{lock, panic_text};
+use crate::session::outbound::Outbound;
+use crate::session::{Session, Turn, context};
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION};
 
-/// Tunables of one session.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) queue_maxsize: usize,
-    pub(crate) request_timeout: Duration,
-}
-
-/// How a session's run ended.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    Ended,
-    SendFailed(String),
-}
-
-struct RunningTurn {
-    turn_id: u64,
-    cancelled: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
-}
-
-#[derive(Default)]
-struct Turns {
-    watermark: u64,
-    next_key: u64,
-    running: HashMap<u64, RunningTurn>,
-}
-
-/// State the reader and the feeder share.
-#[derive(Default)]
-struct Control {
-    session: OnceLock<Session>,
-    turns: Mutex<Turns>,
-    /// Set after a refusal or a fatal start failure: no further callbacks (Decisions T-U1).
-    dead: AtomicBool,
-    /// Set by the reader at the first SessionStart; frames read before it are dropped (§2.2).
-    started: AtomicBool,
-    /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
-    end_timer: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Control {
-    /// Raises the watermark and cancels every running turn at or below it (wire.md §2.6).
-    fn interrupt(&self, through_turn: u64) {
-        let mut turns = lock(&self.turns);
-        turns.watermark = turns.watermark.max(through_turn);
-        let watermark = turns.watermark;
-        turns.running.retain(|_, t| {
-            if t.turn_id <= watermark {
-                t.cancelled.store(true, Ordering::Release);
-                t.handle.abort();
-                false
-            } else {
-                true
-            }
-        });
-    }
-}
-
-/// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
-/// Returns the sender back when the writer drained in time, so the host can close it.
-pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
-    sender: S,
-    mut receiver: impl ChannelReceiver,
-    factory: Arc<M>,
-    limits: Limits,
-) -> (Outcome, Option<S>) {
-    let (err_tx, err_rx) = mpsc::unbounded_channel();
-    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));
-    let out = Arc::new(Outbound::new(limits.queue_maxsize, err_tx));
-    let control = Arc::new(Control::default());
-
-    let writer = tokio::spawn(write_loop(sender, out.clone(), lanes.clone()).in_current_span());
-    let feeder = Feeder {
-        factory,
-        limits,
-        lanes: lanes.clone(),
-        out: out.clone(),
-        control: control.clone(),
-        brain: None,
-        err_rx: Some(err_rx),
-        pump: None,
-        rtvi_tx: None,
-        rtvi_worker: None,
-        rtvi_congested: false,
-    };
-    let mut feeder = tokio::spawn(feeder.run().in_current_span());
-
-    let stop = tokio::select! {
-        biased;
-        stop = &mut feeder => stop,
-        () = read_loop(&mut receiver, &lanes, &control, limits) => feeder.await,
-    };
-    let stop = stop.unwrap_or_else(|e| {
-        tracing::error!("session: feeder task failed: {e}");
-        Stop::Closed
-    });
-
-    if let Some(timer) = lock(&control.end_timer).take() {
-        timer.abort();
-    }
-    // Let the writer drain what the brain emitted before teardown, briefly.
-    out.close();
-    let mut writer = writer;
-    let sender = match tokio::time::timeout(Duration::from_secs(1), &mut writer).await {
-        Ok(Ok(sender)) => sender,
-        Ok(Err(e)) => {
-            tracing::error!("session: writer task failed: {e}");
-            None
-        }
-        Err(_) => {
-            writer.abort();
-            tracing::warn!(
-                "session: the peer did not take the last frames within 1s; dropping them"
-            );
-            None
-        }
-    };
-    let outcome = match stop {
-        Stop::SendFailed(cause) => Outcome::SendFailed(cause),
-        _ => Outcome::Ended,
-    };
-    (outcome, sender)
-}
-
-/// Sends the outbound lane FIFO; returns the sender once the lane is closed and drained, or `None`
-/// after a failed send (which stops the session, Decisions T-U5).
-async fn write_loop<S: ChannelSender>(
-    mut sender: S,
-    out: Arc<Outbound>,
-    lanes: Arc<Lanes>,
-) -> Option<S> {
-    while let Some(frame) = out.pop().await {
-        let bytes = wire::encode(&frame);
-        if let Err(e) = sender.send(bytes).await {
-            tracing::error!("session: send failed, ending the session: {e}");
-            lanes.stop(Stop::SendFailed(e.to_string()));
-            out.close();
-            return None;
-        }
-    }
-    Some(sender)
-}
-
-async fn read_loop(
-    receiver: &mut impl ChannelReceiver,
-    lanes: &Arc<Lanes>,
-    control: &Control,
-    limits: Limits,
-) {
-    loop {
-        let bytes = match receiver.recv().await {
-            None => break,
-            Some(Err(e)) => {
-                tracing::info!("session: channel closed: {e}");
-                break;
-            }
-            Some(Ok(Incoming::Text(_))) => {
-                tracing::warn!("session: received TEXT frame; ignoring");
-                continue;
-            }
-            Some(Ok(Incoming::Binary(b))) => b,
-        };
-        if bytes.is_empty() {
-            continue;
-        }
-        match wire::decode(&bytes) {
-            Ok(Some(frame)) => route(frame, lanes, control, limits),
-            Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
-            Err(wire::WireError::BadInit { session_id, why }) => {
-                tracing::error!("session: {why}");
-                control.started.store(true, Ordering::Release);
-                lanes.push_priority(Inbound::BadStart(session_id));
-            }
-            Err(e) => tracing::error!("session: malformed payload; skipping: {e}"),
-        }
-    }
-    lanes.stop(Stop::Closed);
-}
-
-fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
-    if let Frame::SessionStart(_) = frame {
-        control.started.store(true, Ordering::Release);
-    } else if !control.started.load(Ordering::Acquire)
-        && !matches!(frame, Frame::End | Frame::Cancel { .. })
-    {
-        tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
-        return;
-    }
-    match frame {
-        Frame::Response(r) => match control.session.get() {
-            Some(s) => s.settle_response(r),
-            None => tracing::debug!("dropping a Response that arrived before SessionStart"),
-        },
-        Frame::Interruption { through_turn } => control.interrupt(through_turn),
-        Frame::Cancel { .. } => lanes.stop(Stop::Cancel),
-        Frame::End => {
-            // End waits behind the frames queued before it; if the feeder is stuck in a callback,
-            // it ends the session anyway after the request timeout.
-            lanes.push_bulk(Frame::End);
-            let lanes_ = lanes.clone();
-            let timer = tokio::spawn(async move {
-                tokio::time::sleep(limits.request_timeout).await;
-                lanes_.stop(Stop::End);
-            });
-            if let Some(old) = lock(&control.end_timer).replace(timer) {
-                old.abort();
-            }
-        }
-        Frame::SessionStart(_) => lanes.push_priority(Inbound::Frame(frame)),
-        other => lanes.push_bulk(other),
-    }
-}
-
-/// Runs a brain callback, turning an error or a panic into the text to log.
-pub(crate) async fn guarded<T>(fut: impl Future<Output = BrainResult<T>>) -> Result<T, String> {
-    match AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(panic) => Err(panic_text(&*panic)),
-    }
-}
-
-pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        format!("panicked: {s}")
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        format!("panicked: {s}")
-    } else {
-        "panicked".to_owned()
-    }
-}
-
-struct Feeder<M: MakeBrain> {
+pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
     limits: Limits,
     lanes: Arc<Lanes>,
@@ -286,7 +41,30 @@ enum Stimulus {
 }
 
 impl<M: MakeBrain> Feeder<M> {
-    async fn run(mut self) -> Stop {
+    pub(super) fn new(
+        factory: Arc<M>,
+        limits: Limits,
+        lanes: Arc<Lanes>,
+        out: Arc<Outbound>,
+        control: Arc<Control>,
+        err_rx: mpsc::UnboundedReceiver<ErrorFrame>,
+    ) -> Self {
+        Feeder {
+            factory,
+            limits,
+            lanes,
+            out,
+            control,
+            brain: None,
+            err_rx: Some(err_rx),
+            pump: None,
+            rtvi_tx: None,
+            rtvi_worker: None,
+            rtvi_congested: false,
+        }
+    }
+
+    pub(super) async fn run(mut self) -> Stop {
         let stop = loop {
             match self.lanes.next().await {
                 Next::Stop(stop) => break stop,
@@ -301,7 +79,6 @@ impl<M: MakeBrain> Feeder<M> {
                             tracing::warn!("session: abandoning a callback that had not returned");
                         }
                     }
-                    self.lanes.handled();
                 }
             }
         };

@@ -1,0 +1,101 @@
+//! The bounded queue behind every bulk lane, inbound and outbound (docs/protocol.md §3).
+//!
+//! A lane holds frames FIFO. Once it holds `bound` items, a newly pushed *droppable* item
+//! (`SpeechChunk`, `RTVIFrame`) is shed and every other item still queues: losing a chunk of text
+//! or an app message degrades a call, losing a `SpeechEnd` or a `Finalize` would break it. The
+//! first shed item of a congestion episode is reported once (an `OVERLOAD` error to the brain);
+//! the episode ends when the lane has drained to half its bound.
+
+use std::collections::VecDeque;
+
+use crate::wire::{ErrorCode, ErrorFrame};
+
+/// What [`Shedding::push`] did with an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    /// It was queued.
+    Queued,
+    /// It was shed; `first` is true for the first shed item of a congestion episode, which the
+    /// owner reports once.
+    Shed { first: bool },
+}
+
+/// A FIFO with a soft bound for droppable items. It does no locking of its own: each lane keeps it
+/// under the lock that guards the lane's other state.
+#[derive(Debug)]
+pub(crate) struct Shedding<T> {
+    items: VecDeque<T>,
+    bound: usize,
+    congested: bool,
+}
+
+impl<T> Shedding<T> {
+    /// A lane that sheds droppable items once it holds `bound` (at least 1) items.
+    pub(crate) fn new(bound: usize) -> Self {
+        Shedding {
+            items: VecDeque::new(),
+            bound: bound.max(1),
+            congested: false,
+        }
+    }
+
+    /// Queues `item`, or sheds it when it is droppable and the lane is full.
+    pub(crate) fn push(&mut self, item: T, droppable: bool) -> Admitted {
+        if droppable && self.items.len() >= self.bound {
+            let first = !std::mem::replace(&mut self.congested, true);
+            return Admitted::Shed { first };
+        }
+        self.items.push_back(item);
+        Admitted::Queued
+    }
+
+    /// The oldest item. A congestion episode ends once the lane has drained to half its bound.
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        let item = self.items.pop_front()?;
+        if self.congested && self.items.len() <= (self.bound / 2).max(1) {
+            self.congested = false;
+        }
+        Some(item)
+    }
+
+    /// How many items wait.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+}
+
+/// The local congestion signal a brain's `on_error` receives: `OVERLOAD`, non-fatal, never sent on
+/// the wire.
+pub(crate) fn overload(message: &str) -> ErrorFrame {
+    ErrorFrame {
+        code: ErrorCode::Overload,
+        message: message.to_owned(),
+        fatal: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sheds_only_droppable_items_once_full_and_reports_once_per_episode() {
+        let mut q = Shedding::new(2);
+        assert_eq!(q.push(1, true), Admitted::Queued);
+        assert_eq!(q.push(2, true), Admitted::Queued);
+        assert_eq!(q.push(3, true), Admitted::Shed { first: true });
+        assert_eq!(q.push(4, true), Admitted::Shed { first: false });
+        assert_eq!(
+            q.push(5, false),
+            Admitted::Queued,
+            "non-droppable items queue past the bound"
+        );
+        assert_eq!(q.len(), 3);
+        assert_eq!(q.pop(), Some(1));
+        assert_eq!(q.pop(), Some(2));
+        // Drained to half the bound: the episode is over, the next shed is reported again.
+        assert_eq!(q.push(6, true), Admitted::Queued);
+        assert_eq!(q.push(7, true), Admitted::Shed { first: true });
+    }
+}

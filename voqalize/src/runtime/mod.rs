@@ -1,0 +1,118 @@
+//! One session's runtime: the reader, the feeder, the writer and the error pump (wire.md §2).
+//!
+//! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
+//!   `Interruption`s itself, at once, so neither waits behind a slow callback (Decisions T-U14), and
+//!   queues the rest on the [`Lanes`].
+//! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
+//!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
+//! * The **writer** task sends the outbound lane FIFO.
+//! * The **error pump** delivers local congestion errors to `on_error` beside a busy feeder.
+
+mod feeder;
+mod inbound;
+mod reader;
+mod turns;
+mod writer;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use crate::brain::{BrainResult, MakeBrain};
+use crate::channel::{ChannelError, ChannelReceiver, ChannelSender};
+use crate::recover::{lock, panic_text};
+use crate::session::outbound::Outbound;
+use feeder::Feeder;
+use inbound::{Lanes, Stop};
+use turns::Control;
+
+/// Tunables of one session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) queue_maxsize: usize,
+    pub(crate) request_timeout: Duration,
+}
+
+/// How a session's run ended.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    Ended,
+    /// Sending failed: the transport's error.
+    SendFailed(ChannelError),
+}
+
+/// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
+/// Returns the sender back when the writer drained in time, so the host can close it.
+pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
+    sender: S,
+    mut receiver: impl ChannelReceiver,
+    factory: Arc<M>,
+    limits: Limits,
+) -> (Outcome, Option<S>) {
+    let (err_tx, err_rx) = mpsc::unbounded_channel();
+    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));
+    let out = Arc::new(Outbound::new(limits.queue_maxsize, err_tx));
+    let control = Arc::new(Control::default());
+
+    let writer =
+        tokio::spawn(writer::write_loop(sender, out.clone(), lanes.clone()).in_current_span());
+    let feeder = Feeder::new(
+        factory,
+        limits,
+        lanes.clone(),
+        out.clone(),
+        control.clone(),
+        err_rx,
+    );
+    let mut feeder = tokio::spawn(feeder.run().in_current_span());
+
+    let stop = tokio::select! {
+        biased;
+        stop = &mut feeder => stop,
+        () = reader::read_loop(&mut receiver, &lanes, &control, limits) => feeder.await,
+    };
+    let stop = stop.unwrap_or_else(|e| {
+        tracing::error!("session: feeder task failed: {e}");
+        Stop::Closed
+    });
+
+    if let Some(timer) = lock(&control.end_timer).take() {
+        timer.abort();
+    }
+    // Let the writer drain what the brain emitted before teardown, briefly.
+    out.close();
+    let mut writer = writer;
+    match tokio::time::timeout(Duration::from_secs(1), &mut writer).await {
+        Ok(Ok(Ok(sender))) => (Outcome::Ended, Some(sender)),
+        Ok(Ok(Err(cause))) => (Outcome::SendFailed(cause), None),
+        Ok(Err(e)) => {
+            tracing::error!("session: writer task failed: {e}");
+            (Outcome::Ended, None)
+        }
+        Err(_) => {
+            writer.abort();
+            tracing::warn!(
+                "session: the peer did not take the last frames within 1s; dropping them"
+            );
+            debug_assert!(
+                !matches!(stop, Stop::SendFailed),
+                "a failed writer has returned"
+            );
+            (Outcome::Ended, None)
+        }
+    }
+}
+
+/// Runs a brain callback, turning an error or a panic into the text to log.
+pub(crate) async fn guarded<T>(fut: impl Future<Output = BrainResult<T>>) -> Result<T, String> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(panic_text(&*panic)),
+    }
+}

@@ -1,0 +1,82 @@
+//! The reader: decodes inbound frames, applies `Response`, `Interruption` and `Cancel` at once, and
+//! queues the rest on the inbound lanes (docs/protocol.md §3.1).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Limits;
+use super::inbound::{Inbound, Lanes, Stop};
+use super::turns::Control;
+use crate::channel::{ChannelReceiver, Incoming};
+use crate::recover::lock;
+use crate::wire::{self, Frame};
+
+pub(super) async fn read_loop(
+    receiver: &mut impl ChannelReceiver,
+    lanes: &Arc<Lanes>,
+    control: &Control,
+    limits: Limits,
+) {
+    loop {
+        let bytes = match receiver.recv().await {
+            None => break,
+            Some(Err(e)) => {
+                tracing::info!("session: channel closed: {e}");
+                break;
+            }
+            Some(Ok(Incoming::Text(_))) => {
+                tracing::warn!("session: received TEXT frame; ignoring");
+                continue;
+            }
+            Some(Ok(Incoming::Binary(b))) => b,
+        };
+        if bytes.is_empty() {
+            continue;
+        }
+        match wire::decode(&bytes) {
+            Ok(Some(frame)) => route(frame, lanes, control, limits),
+            Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
+            Err(wire::WireError::BadInit { session_id, why }) => {
+                tracing::error!("session: {why}");
+                control.started.store(true, Ordering::Release);
+                lanes.push_priority(Inbound::BadStart(session_id));
+            }
+            Err(e) => tracing::error!("session: malformed payload; skipping: {e}"),
+        }
+    }
+    lanes.stop(Stop::Closed);
+}
+
+fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
+    if let Frame::SessionStart(_) = frame {
+        control.started.store(true, Ordering::Release);
+    } else if !control.started.load(Ordering::Acquire)
+        && !matches!(frame, Frame::End | Frame::Cancel { .. })
+    {
+        tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
+        return;
+    }
+    match frame {
+        Frame::Response(r) => match control.session.get() {
+            Some(s) => s.settle_response(r),
+            None => tracing::debug!("dropping a Response that arrived before SessionStart"),
+        },
+        Frame::Interruption { through_turn } => control.interrupt(through_turn),
+        Frame::Cancel { .. } => lanes.stop(Stop::Cancel),
+        Frame::End => {
+            // End waits behind the frames queued before it; if the feeder is stuck in a callback,
+            // it ends the session anyway after the request timeout.
+            lanes.push_bulk(Frame::End);
+            let lanes_ = lanes.clone();
+            let timer = tokio::spawn(async move {
+                tokio::time::sleep(limits.request_timeout).await;
+                lanes_.stop(Stop::End);
+            });
+            if let Some(old) = lock(&control.end_timer).replace(timer) {
+                old.abort();
+            }
+        }
+        Frame::SessionStart(_) => lanes.push_priority(Inbound::Frame(frame)),
+        other => lanes.push_bulk(other),
+    }
+}

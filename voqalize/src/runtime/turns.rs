@@ -1,0 +1,56 @@
+//! The turns a session is running, and the barge-in watermark that cancels them
+//! (docs/protocol.md §4.6). Shared by the reader (which applies `Interruption` at once) and the
+//! feeder (which starts turns).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::task::JoinHandle;
+
+use crate::recover::lock;
+use crate::session::Session;
+
+pub(super) struct RunningTurn {
+    pub(super) turn_id: u64,
+    pub(super) cancelled: Arc<AtomicBool>,
+    pub(super) handle: JoinHandle<()>,
+}
+
+#[derive(Default)]
+pub(super) struct Turns {
+    pub(super) watermark: u64,
+    pub(super) next_key: u64,
+    pub(super) running: HashMap<u64, RunningTurn>,
+}
+
+/// State the reader and the feeder share.
+#[derive(Default)]
+pub(super) struct Control {
+    pub(super) session: OnceLock<Session>,
+    pub(super) turns: Mutex<Turns>,
+    /// Set after a refusal or a fatal start failure: no further callbacks (Decisions T-U1).
+    pub(super) dead: AtomicBool,
+    /// Set by the reader at the first SessionStart; frames read before it are dropped (§2.2).
+    pub(super) started: AtomicBool,
+    /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
+    pub(super) end_timer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Control {
+    /// Raises the watermark and cancels every running turn at or below it (wire.md §2.6).
+    pub(super) fn interrupt(&self, through_turn: u64) {
+        let mut turns = lock(&self.turns);
+        turns.watermark = turns.watermark.max(through_turn);
+        let watermark = turns.watermark;
+        turns.running.retain(|_, t| {
+            if t.turn_id <= watermark {
+                t.cancelled.store(true, Ordering::Release);
+                t.handle.abort();
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
