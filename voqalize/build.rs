@@ -23,9 +23,138 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.btree_map(["."]);
     config.compile_fds(fds)?;
 
-    let out = PathBuf::from(std::env::var("OUT_DIR")?).join("catalog.rs");
-    std::fs::write(out, catalog(&pool)?)?;
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out_dir.join("catalog.rs"), catalog(&pool)?)?;
+    std::fs::write(out_dir.join("wire_enums.rs"), wire_enums(&pool)?)?;
     Ok(())
+}
+
+/// How a generated `name()` spells a member: `speech_cancel` or `ui-command`.
+#[derive(Clone, Copy)]
+enum Spelling {
+    Snake,
+    Kebab,
+}
+
+/// Writes the number tables (`number`, `from_number`, `name`) of the wire enums whose Rust types are
+/// declared by hand in `src/wire/frames.rs` (with their docs): the member list and numbers come
+/// from the .proto, so a member added there and not in Rust (or the reverse) fails the build.
+fn wire_enums(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>> {
+    // (proto enum, Rust type, value prefix, the Rust member for 0 if it has one, name spelling)
+    let enums = [
+        (
+            "voqalize.frames.Capability",
+            "Capability",
+            "CAPABILITY_",
+            None,
+            Spelling::Snake,
+        ),
+        (
+            "voqalize.frames.ErrorCode",
+            "ErrorCode",
+            "ERROR_CODE_",
+            Some("Unknown"),
+            Spelling::Snake,
+        ),
+        (
+            "voqalize.frames.RTVIType",
+            "RtviType",
+            "RTVI_TYPE_",
+            None,
+            Spelling::Kebab,
+        ),
+    ];
+    let mut code = String::new();
+    for (proto, rust, prefix, zero, spelling) in enums {
+        let en = pool
+            .get_enum_by_name(proto)
+            .ok_or_else(|| format!("{proto} missing from frames.proto"))?;
+        let mut rows = Vec::new();
+        for value in en.values().filter(|v| v.number() != 0) {
+            let bare = value
+                .name()
+                .strip_prefix(prefix)
+                .ok_or_else(|| format!("{} does not start with {prefix}", value.name()))?;
+            let variant = camel(bare);
+            let name = match spelling {
+                Spelling::Snake => bare.to_lowercase(),
+                Spelling::Kebab => bare.to_lowercase().replace('_', "-"),
+            };
+            rows.push((variant, value.number(), name));
+        }
+        writeln!(code, "impl {rust} {{")?;
+        writeln!(
+            code,
+            "    /// Every member, in wire-number order.\n    pub const ALL: [{rust}; {}] = [",
+            rows.len() + usize::from(zero.is_some())
+        )?;
+        if let Some(z) = zero {
+            writeln!(code, "        {rust}::{z},")?;
+        }
+        for (variant, ..) in &rows {
+            writeln!(code, "        {rust}::{variant},")?;
+        }
+        writeln!(code, "    ];\n")?;
+        writeln!(
+            code,
+            "    /// The wire number (from frames.proto).\n    pub const fn number(self) -> i32 {{\n        match self {{"
+        )?;
+        if let Some(z) = zero {
+            writeln!(code, "            {rust}::{z} => 0,")?;
+        }
+        for (variant, number, _) in &rows {
+            writeln!(code, "            {rust}::{variant} => {number},")?;
+        }
+        writeln!(code, "        }}\n    }}\n")?;
+        match zero {
+            Some(z) => {
+                writeln!(
+                    code,
+                    "    /// The member for a wire number: 0 and numbers this build does not know give `{z}`.\n    pub const fn from_number(n: i32) -> Self {{\n        match n {{"
+                )?;
+                for (variant, number, _) in &rows {
+                    writeln!(code, "            {number} => {rust}::{variant},")?;
+                }
+                writeln!(code, "            _ => {rust}::{z},\n        }}\n    }}\n")?;
+            }
+            None => {
+                writeln!(
+                    code,
+                    "    /// The member for a wire number; `None` for 0 or a number this build does not know.\n    pub const fn from_number(n: i32) -> Option<Self> {{\n        match n {{"
+                )?;
+                for (variant, number, _) in &rows {
+                    writeln!(code, "            {number} => Some({rust}::{variant}),")?;
+                }
+                writeln!(code, "            _ => None,\n        }}\n    }}\n")?;
+            }
+        }
+        writeln!(
+            code,
+            "    /// The member's name as logs and the other SDKs spell it (from frames.proto).\n    pub const fn name(self) -> &'static str {{\n        match self {{"
+        )?;
+        if let Some(z) = zero {
+            writeln!(code, "            {rust}::{z} => {:?},", z.to_lowercase())?;
+        }
+        for (variant, _, name) in &rows {
+            writeln!(code, "            {rust}::{variant} => {name:?},")?;
+        }
+        writeln!(code, "        }}\n    }}\n}}\n")?;
+    }
+    Ok(code)
+}
+
+/// `UI_COMMAND` → `UiCommand`.
+fn camel(upper_snake: &str) -> String {
+    upper_snake
+        .split('_')
+        .map(|w| {
+            let lower = w.to_lowercase();
+            let mut c = lower.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Writes `Language` and `Voice`: one variant per non-zero enum value, with its wire number and the
@@ -66,18 +195,7 @@ fn catalog(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>> 
                 Value::String(s) if !s.is_empty() => s.clone(),
                 _ => return Err(format!("{} has no {option} option", value.name()).into()),
             };
-            let variant: String = value
-                .name()
-                .trim_start_matches(&prefix)
-                .split('_')
-                .map(|w| {
-                    let lower = w.to_lowercase();
-                    let mut c = lower.chars();
-                    c.next()
-                        .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                        .unwrap_or_default()
-                })
-                .collect();
+            let variant = camel(value.name().trim_start_matches(&prefix));
             rows.push((variant, value.number(), label, value.name().to_string()));
         }
         for line in doc.lines() {

@@ -7,6 +7,10 @@ use serde_json::{Map, Value};
 
 use super::config::Config;
 
+// `number`, `from_number`, `name` and `ALL` of Capability, ErrorCode and RtviType, generated from
+// frames.proto by build.rs.
+include!(concat!(env!("OUT_DIR"), "/wire_enums.rs"));
+
 /// A capability the runtime advertises in `SessionStart.capabilities` (wire enum `Capability`).
 ///
 /// Capabilities are fixed for a session's life. Unknown numbers (a newer runtime) are dropped on
@@ -20,36 +24,6 @@ pub enum Capability {
     StringConfig,
     /// `TurnStep` frames are understood (wire value 3).
     TurnSteps,
-}
-
-impl Capability {
-    /// The wire number.
-    pub const fn number(self) -> i32 {
-        match self {
-            Capability::SpeechCancel => 1,
-            Capability::StringConfig => 2,
-            Capability::TurnSteps => 3,
-        }
-    }
-
-    /// The capability with this wire number; `None` for 0 or a number this build does not know.
-    pub const fn from_number(n: i32) -> Option<Self> {
-        match n {
-            1 => Some(Capability::SpeechCancel),
-            2 => Some(Capability::StringConfig),
-            3 => Some(Capability::TurnSteps),
-            _ => None,
-        }
-    }
-
-    /// The name used in errors and logs: `speech_cancel`, `string_config`, `turn_steps`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Capability::SpeechCancel => "speech_cancel",
-            Capability::StringConfig => "string_config",
-            Capability::TurnSteps => "turn_steps",
-        }
-    }
 }
 
 impl std::fmt::Display for Capability {
@@ -86,53 +60,6 @@ pub enum ErrorCode {
     InvalidRequest,
 }
 
-impl ErrorCode {
-    /// The wire number; `Unknown` encodes as 0.
-    pub const fn number(self) -> i32 {
-        match self {
-            ErrorCode::Unknown => 0,
-            ErrorCode::Protocol => 1,
-            ErrorCode::WireVersion => 2,
-            ErrorCode::Rejected => 3,
-            ErrorCode::Overload => 4,
-            ErrorCode::Internal => 5,
-            ErrorCode::UnsupportedVoice => 6,
-            ErrorCode::UnsupportedLanguage => 7,
-            ErrorCode::InvalidRequest => 8,
-        }
-    }
-
-    /// The code for a wire number: 0 and unknown numbers give `Unknown`.
-    pub const fn from_number(n: i32) -> Self {
-        match n {
-            1 => ErrorCode::Protocol,
-            2 => ErrorCode::WireVersion,
-            3 => ErrorCode::Rejected,
-            4 => ErrorCode::Overload,
-            5 => ErrorCode::Internal,
-            6 => ErrorCode::UnsupportedVoice,
-            7 => ErrorCode::UnsupportedLanguage,
-            8 => ErrorCode::InvalidRequest,
-            _ => ErrorCode::Unknown,
-        }
-    }
-
-    /// The snake_case name used by the SDKs: `protocol`, `wire_version`, ..., `unknown`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ErrorCode::Unknown => "unknown",
-            ErrorCode::Protocol => "protocol",
-            ErrorCode::WireVersion => "wire_version",
-            ErrorCode::Rejected => "rejected",
-            ErrorCode::Overload => "overload",
-            ErrorCode::Internal => "internal",
-            ErrorCode::UnsupportedVoice => "unsupported_voice",
-            ErrorCode::UnsupportedLanguage => "unsupported_language",
-            ErrorCode::InvalidRequest => "invalid_request",
-        }
-    }
-}
-
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -166,61 +93,6 @@ pub enum RtviType {
 }
 
 impl RtviType {
-    /// Every type, in wire-number order.
-    pub const ALL: [RtviType; 10] = [
-        RtviType::ServerMessage,
-        RtviType::ServerResponse,
-        RtviType::ErrorResponse,
-        RtviType::UiCommand,
-        RtviType::UiJobGroup,
-        RtviType::ClientMessage,
-        RtviType::SendText,
-        RtviType::UiEvent,
-        RtviType::UiSnapshot,
-        RtviType::UiCancelJobGroup,
-    ];
-
-    /// The wire number (1..=10).
-    pub const fn number(self) -> i32 {
-        match self {
-            RtviType::ServerMessage => 1,
-            RtviType::ServerResponse => 2,
-            RtviType::ErrorResponse => 3,
-            RtviType::UiCommand => 4,
-            RtviType::UiJobGroup => 5,
-            RtviType::ClientMessage => 6,
-            RtviType::SendText => 7,
-            RtviType::UiEvent => 8,
-            RtviType::UiSnapshot => 9,
-            RtviType::UiCancelJobGroup => 10,
-        }
-    }
-
-    /// The type with this wire number; `None` for 0 or an unknown number (a malformed frame).
-    pub const fn from_number(n: i32) -> Option<Self> {
-        if n >= 1 && n <= 10 {
-            Some(Self::ALL[(n - 1) as usize])
-        } else {
-            None
-        }
-    }
-
-    /// The RTVI wire name, such as `ui-command`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            RtviType::ServerMessage => "server-message",
-            RtviType::ServerResponse => "server-response",
-            RtviType::ErrorResponse => "error-response",
-            RtviType::UiCommand => "ui-command",
-            RtviType::UiJobGroup => "ui-job-group",
-            RtviType::ClientMessage => "client-message",
-            RtviType::SendText => "send-text",
-            RtviType::UiEvent => "ui-event",
-            RtviType::UiSnapshot => "ui-snapshot",
-            RtviType::UiCancelJobGroup => "ui-cancel-job-group",
-        }
-    }
-
     /// True for the five types a brain may send (1–5); the others originate in the app.
     pub const fn brain_may_send(self) -> bool {
         self.number() <= 5
