@@ -1,4 +1,4 @@
-//! The reference command grammar of the Voqalize conformance suite (conformance.md §3), as a brain.
+//! The reference command grammar of the Voqalize conformance suite (docs/protocol.md §4.16), as a brain.
 //!
 //! Run it, then point the published suite at it:
 //! ```text

@@ -1,4 +1,4 @@
-//! Token verification on the direct leg (wire.md §3.2, §6 cases 67–70, field fault F15) with real
+//! Token verification on the direct leg (docs/protocol.md §5.1–5.2) with real
 //! RS256 tokens signed by the test-only keys in `tests/fixtures/`.
 
 use std::sync::OnceLock;
@@ -32,7 +32,7 @@ fn now() -> i64 {
     i64::try_from(jsonwebtoken::get_current_timestamp()).expect("timestamp fits i64")
 }
 
-/// The claims Voqalize mints (wire.md §3.2), valid for 60 s.
+/// The claims Voqalize mints (docs/protocol.md §5.1), valid for 60 s.
 fn claims() -> Map<String, Value> {
     let t = now();
     let Value::Object(m) = json!({
@@ -354,7 +354,7 @@ fn case_68_bearer_prefix_is_case_insensitive_and_the_rest_is_trimmed() {
         let got = assert_accepted(&options, Some(&authorization), SID);
         assert_eq!(got.0.get("sub"), Some(&json!(SID)), "{authorization}");
     }
-    // A bare token is not trimmed (wire.md §3.2).
+    // A bare token is not trimmed (docs/protocol.md §5.1).
     assert_rejected(
         &options,
         Some(&format!(" {token}")),

@@ -1,6 +1,6 @@
-//! The wire codec against the spec: every golden vector of wire.md §1.6 byte for byte, the codec
-//! cases 1–10 of wire.md §6, the byte examples of conformance.md, `Config` validation (§2.9, case
-//! 46), the Language/Voice catalogs (§1.4), and a deterministic no-panic / round-trip property
+//! The wire codec against the spec: every golden vector of docs/protocol.md §1.6 byte for byte, the codec
+//! rules of docs/protocol.md §1.5, the further vectors of docs/protocol.md §1.6, `Config` validation (docs/protocol.md §4.9, case
+//! 46), the Language/Voice catalogs (docs/protocol.md §1.4), and a deterministic no-panic / round-trip property
 //! check over random and mutated inputs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -62,7 +62,7 @@ fn config(tts: Option<TtsConfig>, stt: Option<SttConfig>, idle: Option<IdleConfi
     Config::new(tts, stt, idle).expect("valid config")
 }
 
-/// The golden vectors of wire.md §1.6 whose bytes contain no Python-formatted JSON, so that our
+/// The golden vectors of docs/protocol.md §1.6 whose bytes contain no Python-formatted JSON, so that our
 /// encoding must match them exactly.
 fn exact_golden_vectors() -> Vec<(&'static str, Frame, &'static str)> {
     let mut counts = BTreeMap::new();
@@ -328,7 +328,7 @@ fn ui_command_frame() -> Frame {
 }
 
 // ---------------------------------------------------------------------------------------------
-// wire.md §1.6 golden vectors and §6 cases 1–10
+// docs/protocol.md §1.6 golden vectors and the §1.5 rules
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -765,7 +765,7 @@ fn case_10_capabilities_are_packed_and_sorted() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// conformance.md byte examples
+// docs/protocol.md §1.6 further vectors
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -833,7 +833,7 @@ fn conformance_byte_examples() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Config validation (wire.md §2.9, case 46)
+// Config validation (docs/protocol.md §4.9)
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -981,7 +981,7 @@ fn case_46_config_validation() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Language / Voice catalogs (wire.md §1.4)
+// Language / Voice catalogs (docs/protocol.md §1.4)
 // ---------------------------------------------------------------------------------------------
 
 const LANGUAGES: [(i32, &str); 23] = [
@@ -1234,7 +1234,7 @@ impl Rng {
                 request_id: self.small(),
                 accepted: self.chance(2),
                 detail: self.text(),
-                // `Some(Unknown)` encodes as 0, which reads back as `None` (§1.5).
+                // `Some(Unknown)` encodes as 0, which reads back as `None` (docs/protocol.md §1.5).
                 code: self
                     .opt(|r| r.error_code())
                     .filter(|c| *c != ErrorCode::Unknown),
@@ -1391,7 +1391,7 @@ fn check_input(bytes: &[u8]) -> bool {
     let Some(redecoded) = redecoded else {
         panic!("re-encoded frame has no body: {}", hex(&again));
     };
-    // wire.md §1.5: a Response code this build does not know reads as `Some(Unknown)`, and
+    // docs/protocol.md §1.5: a Response code this build does not know reads as `Some(Unknown)`, and
     // `Unknown` is written as 0, which reads back as "no code". That is the only lossy mapping.
     let expected = match frame {
         Frame::Response(r) if r.code == Some(ErrorCode::Unknown) => {

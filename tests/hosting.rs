@@ -1,5 +1,5 @@
-//! Hosting a brain on the direct leg (wire.md §1.7, §2.13, §3.1–3.2, §4, §6 61–63 and 67–71, and the
-//! Decisions T-U5, T-U10, "a factory that fails" and "a panic in any brain callback"): real
+//! Hosting a brain on the direct leg (docs/protocol.md §2.1, §4.13, §5, and the
+//! docs/protocol.md §7 D5, D10, D15 and D17): real
 //! WebSockets on 127.0.0.1, real RS256 tokens from `tests/fixtures/`, the public `Channel` trait.
 
 use std::net::SocketAddr;
@@ -178,7 +178,7 @@ async fn echo_call(url: &str, session_id: &str, token: Option<&str>) -> TestResu
     Ok(())
 }
 
-// 1. axum: brain_route, upgrade-time refusals (§3.1, §6 67; F15).
+// 1. axum: brain_route, upgrade-time refusals (docs/protocol.md §2.1, §5.1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
     let app = axum::Router::new().route(
@@ -221,7 +221,7 @@ async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
     Ok(())
 }
 
-// 2. tokio-tungstenite: serve with a path and extra query; End closes 1000 without waiting (T-U10).
+// 2. tokio-tungstenite: serve with a path and extra query; End closes 1000 without waiting (docs/protocol.md §7 D10).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tungstenite_serve_echoes_refuses_and_closes_on_end() -> TestResult {
     let addr = serve_tungstenite(|| Echo, trusted()).await?;
@@ -238,7 +238,7 @@ async fn tungstenite_serve_echoes_refuses_and_closes_on_end() -> TestResult {
     let mut v = dial(&url, &unique_id("tung-none"), None).await?;
     assert_eq!(v.wait_closed().await?, Some(4000));
 
-    // T-U10: after End, run_session returns (and closes 1000) while the peer reads nothing and
+    // docs/protocol.md §7 D10: after End, run_session returns (and closes 1000) while the peer reads nothing and
     // closes nothing. The driver sends End and does not pump until `accept` has returned.
     let ends = Arc::new(AtomicUsize::new(0));
     let (addr, returned) = serve_once(CountingEcho::factory(&ends), trusted()).await?;
@@ -487,7 +487,7 @@ impl SlowCounts {
     }
 }
 
-// 5. T-U5: a failed send ends the session: turns cancelled, on_session_end once, run_session errs.
+// 5. docs/protocol.md §7 D5: a failed send ends the session: turns cancelled, on_session_end once, run_session errs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_send_ends_the_session() -> TestResult {
     let counts = SlowCounts::new();
@@ -537,7 +537,7 @@ async fn failed_send_ends_the_session() -> TestResult {
     Ok(())
 }
 
-// 6. §6 63: the runtime hangs up mid-turn: the turn is cancelled (no SpeechEnd), on_session_end
+// 6. docs/protocol.md §4.13: the runtime hangs up mid-turn: the turn is cancelled (no SpeechEnd), on_session_end
 // runs once and run_session returns; in process and over a socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hang_up_mid_turn_ends_the_session() -> TestResult {
@@ -646,7 +646,7 @@ async fn logged_call(
     Ok(capture.lines_with(&format!("hosting-log-probe {probe}")))
 }
 
-// 7. §6 71 and 70: log lines inside a verified session carry service, session_id, tenant_id and
+// 7. docs/protocol.md §5.3: log lines inside a verified session carry service, session_id, tenant_id and
 // agent_id from the token; an unverified session's lines carry no tenant or agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_lines_carry_the_session_context() -> TestResult {

@@ -1,4 +1,4 @@
-//! The session runtime against wire.md §6 (cases 11–64) and the Decisions table, driven in-process
+//! The session runtime against docs/protocol.md §4 and §7, driven in-process
 //! by `voqalize::testing::Voqalize` through the real codec and session loop.
 
 use std::sync::Arc;
@@ -319,7 +319,7 @@ async fn logged(v: &mut Voqalize, log: &Log, prefix: &str) -> bool {
         .await
 }
 
-// ---- Start and greeting (§6 11–19) ----
+// ---- Start and greeting (docs/protocol.md §4.3) ----
 
 #[tokio::test]
 async fn greeting_is_one_unit_on_the_start_turn() {
@@ -379,7 +379,7 @@ async fn wrong_wire_version_is_refused_and_the_session_stays_quiet() {
             "cases 13/14"
         );
         assert!(!log.events().iter().any(|e| e == "start" || e == "greet"));
-        // T-U1: no further callbacks after the refusal.
+        // docs/protocol.md §7 D1: no further callbacks after the refusal.
         v.send(message(2, "say x")).await.unwrap();
         v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
             .await
@@ -512,7 +512,7 @@ async fn an_interruption_right_behind_session_start_cancels_the_greeting() {
     assert!(v.received().is_empty(), "case 19: {:?}", v.received());
 }
 
-// ---- Turns and speech (§6 20–31) ----
+// ---- Turns and speech (docs/protocol.md §4.4–4.6) ----
 
 #[tokio::test]
 async fn empty_chunks_are_never_sent() {
@@ -678,7 +678,7 @@ async fn user_idle_default_is_silent_and_a_level_two_nudge_may_end() {
     assert_eq!(v.received(), &[Frame::End]);
 }
 
-// ---- Finalize (§6 32–34) ----
+// ---- Finalize (docs/protocol.md §4.7) ----
 
 #[tokio::test]
 async fn finalize_reports_heard_and_generated() {
@@ -767,7 +767,7 @@ async fn a_finalize_mid_stream_closes_the_unit() {
     );
 }
 
-// ---- SpeechCancel (§6 35–41) ----
+// ---- SpeechCancel (docs/protocol.md §4.8) ----
 
 #[tokio::test]
 async fn cancel_speech_returns_what_was_heard_and_closes_the_unit() {
@@ -886,7 +886,7 @@ async fn an_unanswered_cancel_times_out_and_releases_the_withheld_end() {
     );
 }
 
-// ---- Configure (§6 42–48) ----
+// ---- Configure (docs/protocol.md §4.9) ----
 
 #[tokio::test]
 async fn configure_round_trip_and_errors() {
@@ -984,7 +984,7 @@ async fn config_validation() {
 
 use voqalize::wire::ConfigError;
 
-// ---- TurnStep, RTVI (§6 49–57) ----
+// ---- TurnStep, RTVI (docs/protocol.md §4.10–4.11) ----
 
 #[tokio::test]
 async fn report_step_inside_a_turn() {
@@ -1149,7 +1149,7 @@ async fn brain_only_rtvi_types_inbound_are_dropped() {
         !log.events()
             .iter()
             .any(|e| e.starts_with("rtvi ui-command")),
-        "T-U13"
+        "docs/protocol.md §7 D13"
     );
 }
 
@@ -1214,7 +1214,7 @@ fn app_events_parse_and_never_fail() {
     }
 }
 
-// ---- Errors, congestion, lifecycle (§6 58–64) ----
+// ---- Errors, congestion, lifecycle (docs/protocol.md §4.12–4.13) ----
 
 #[tokio::test]
 async fn a_fatal_error_from_voqalize_is_not_terminal() {
@@ -1300,7 +1300,7 @@ async fn end_is_the_last_frame_and_sent_once() {
     assert_eq!(
         v.received(),
         &[start(1, 2), chunk(1, "bye"), end(1), Frame::End],
-        "case 60 and T-U2"
+        "case 60 and docs/protocol.md §7 D2"
     );
 }
 
@@ -1385,7 +1385,7 @@ async fn init_that_is_not_an_object_is_refused() {
                 }),
                 Frame::End
             ],
-            "T-U3 for {init}"
+            "docs/protocol.md §7 D3 for {init}"
         );
         v.hang_up().await;
         v.brain_result().await.unwrap().unwrap();
@@ -1402,7 +1402,11 @@ async fn a_second_session_start_is_answered_with_a_protocol_error() {
     v.wait_for(Duration::from_secs(5), |v| !v.errors().is_empty())
         .await
         .unwrap();
-    assert_eq!(v.errors()[0].code, ErrorCode::Protocol, "T-U4");
+    assert_eq!(
+        v.errors()[0].code,
+        ErrorCode::Protocol,
+        "docs/protocol.md §7 D4"
+    );
     assert!(!v.errors()[0].fatal);
     v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
         .await
@@ -1439,7 +1443,7 @@ async fn a_thousand_interruptions_during_a_blocked_start_are_survived() {
         v.wait_for(Duration::from_secs(5), |v| v.turn(1001).completed())
             .await
             .unwrap(),
-        "T-U8"
+        "docs/protocol.md §7 D8"
     );
     assert_eq!(v.turn(1001).text(), "alive");
     assert!(v.turn(1).units.is_empty(), "the greeting turn was cut");
@@ -1472,7 +1476,7 @@ async fn interruption_applies_while_on_finalize_blocks() {
     .unwrap();
     assert!(
         logged(&mut v, &log, &format!("cut {turn_id}")).await,
-        "T-U14"
+        "docs/protocol.md §7 D14"
     );
     gate.notify_one();
 }
@@ -1649,7 +1653,11 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
             .await
     );
     let expected = format!("finalize 1 heard={chunks:?} generated={chunks:?} interrupted=false");
-    assert!(log.events().contains(&expected), "T-U9: {:?}", log.events());
+    assert!(
+        log.events().contains(&expected),
+        "docs/protocol.md §7 D9: {:?}",
+        log.events()
+    );
     assert_eq!(
         log.events()
             .iter()

@@ -3,7 +3,7 @@
 //!
 //! * An [`Action`] is a serde-serialisable value with a wire name. [`Session::dispatch`] sends it as
 //!   an RTVI `ui-command` with data `{"command": <name>, "payload": <every field, null included>}`
-//!   (wire.md §2.11, pipecat's own ui-command shape). Derive it with `#[derive(Action)]`: the name
+//!   (docs/protocol.md §4.11, pipecat's own ui-command shape). Derive it with `#[derive(Action)]`: the name
 //!   is the snake_case of the type name (`OpenURL` → `open_url`), overridable with
 //!   `#[action(name = "...")]`.
 //! * An [`AppEvent`] is parsed from an inbound RTVI `ui-event` (`{"event": name, "payload": {...}}`)

@@ -1,4 +1,4 @@
-//! Token verification for the direct leg (wire.md §3.2): RS256 only, `iss = "pygato"`, `aud`
+//! Token verification for the direct leg (docs/protocol.md §5.1): RS256 only, `iss = "pygato"`, `aud`
 //! containing `"brain"`, `exp` required and in the future, `iat`/`nbf` not in the future, zero leeway,
 //! then `sub == session_id`. Keys are tried in order; the first key that validates decides.
 
@@ -97,7 +97,7 @@ impl Verifier {
                 continue;
             };
             let claims = data.claims;
-            // jsonwebtoken accepts `exp == now` (it rejects only `exp < now - leeway`); §3.2 wants
+            // jsonwebtoken accepts `exp == now` (it rejects only `exp < now - leeway`); docs/protocol.md §5.1 wants
             // `exp` strictly in the future, as PyJWT checks (`int(exp) <= now` is expired).
             let now = now() as f64;
             if claims

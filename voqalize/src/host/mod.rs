@@ -1,5 +1,5 @@
 //! Hosting a brain on the direct leg: Voqalize dials the brain, one WebSocket per call
-//! (wire.md §1.7, §3).
+//! (docs/protocol.md §2.1, §5).
 //!
 //! * [`run_session`] runs one call over any [`Channel`] once the WebSocket is upgraded: it verifies
 //!   the token, drives the brain, and closes the channel (4000 for a bad token, 1008 without a

@@ -26,7 +26,7 @@ const PRIORITY_BOUND: usize = 32;
 #[derive(Debug)]
 pub(crate) enum Inbound {
     Frame(Frame),
-    /// A SessionStart whose `init` was not a JSON object (Decisions T-U3).
+    /// A SessionStart whose `init` was not a JSON object (docs/protocol.md §7 D3).
     BadStart(String),
 }
 

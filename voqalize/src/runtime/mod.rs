@@ -1,7 +1,7 @@
-//! One session's runtime: the reader, the feeder, the writer and the error pump (wire.md §2).
+//! One session's runtime: the reader, the feeder, the writer and the error pump (docs/protocol.md §4).
 //!
 //! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
-//!   `Interruption`s itself, at once, so neither waits behind a slow callback (Decisions T-U14), and
+//!   `Interruption`s itself, at once, so neither waits behind a slow callback (docs/protocol.md §7 D14), and
 //!   queues the rest on the [`Lanes`].
 //! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
 //!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.

@@ -29,16 +29,16 @@ pub(super) struct Turns {
 pub(super) struct Control {
     pub(super) session: OnceLock<Session>,
     pub(super) turns: Mutex<Turns>,
-    /// Set after a refusal or a fatal start failure: no further callbacks (Decisions T-U1).
+    /// Set after a refusal or a fatal start failure: no further callbacks (docs/protocol.md §7 D1).
     pub(super) dead: AtomicBool,
-    /// Set by the reader at the first SessionStart; frames read before it are dropped (§2.2).
+    /// Set by the reader at the first SessionStart; frames read before it are dropped (docs/protocol.md §4.2).
     pub(super) started: AtomicBool,
     /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
     pub(super) end_timer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Control {
-    /// Raises the watermark and cancels every running turn at or below it (wire.md §2.6).
+    /// Raises the watermark and cancels every running turn at or below it (docs/protocol.md §4.6).
     pub(super) fn interrupt(&self, through_turn: u64) {
         let mut turns = lock(&self.turns);
         turns.watermark = turns.watermark.max(through_turn);

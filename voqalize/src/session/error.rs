@@ -28,7 +28,7 @@ pub enum SessionError {
         /// `Response.code`: `None` when the runtime did not state one.
         code: Option<ErrorCode>,
     },
-    /// No answer within the request timeout (10 s by default, wire.md §2.9 / §2.8).
+    /// No answer within the request timeout (10 s by default, docs/protocol.md §4.9 / §4.8).
     #[error("{op}: Voqalize did not answer within {after:?}, so whether it applied is unknown")]
     Timeout {
         /// The call: `configure` or `cancel_speech`.

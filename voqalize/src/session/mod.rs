@@ -304,7 +304,7 @@ impl Session {
         }
     }
 
-    /// Applies a `Finalize`: settles the unit before `on_finalize` runs (wire.md §2.7).
+    /// Applies a `Finalize`: settles the unit before `on_finalize` runs (docs/protocol.md §4.7).
     pub(crate) fn settle_unit(&self, speech_id: u64, heard: String) -> Finalized {
         lock(&self.shared.units).settle(speech_id, heard)
     }

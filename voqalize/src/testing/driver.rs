@@ -1,6 +1,6 @@
 //! [`Voqalize`]: a driver that plays the runtime's side of a call against a brain, modelled on the
 //! published conformance driver (playout, heard truth, barge-in, SpeechCancel) plus the checks that
-//! suite does not make (conformance.md §5, §6 "blind spots").
+//! suite does not make (docs/protocol.md §4.16).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1199,7 +1199,7 @@ impl Voqalize {
         Ok(())
     }
 
-    /// The reference runtime's answer to a SpeechCancel (conformance.md §5).
+    /// The reference runtime's answer to a SpeechCancel (docs/protocol.md §4.16).
     async fn answer_cancel(&mut self, speech_id: u64) -> Result<(), DriverError> {
         let Some(unit) = self.seen.units.get(&speech_id).cloned() else {
             return self

@@ -1,5 +1,5 @@
 //! Bytes ⇄ [`Frame`]: one protobuf `Envelope` per frame, with the SDK's mapping rules on top of plain
-//! protobuf (wire.md §1.5). No input can make the decoder panic: every failure is a [`WireError`].
+//! protobuf (docs/protocol.md §1.5). No input can make the decoder panic: every failure is a [`WireError`].
 
 use prost::Message;
 use serde_json::{Map, Value};
@@ -23,7 +23,7 @@ pub enum WireError {
     #[error("malformed frame: {0}")]
     Malformed(String),
     /// A `SessionStart` whose `init` is not the JSON text of an object. Kept apart from
-    /// `Malformed` because the session answers it (Decisions T-U3).
+    /// `Malformed` because the session answers it (docs/protocol.md §7 D3).
     #[error("malformed frame: {why}")]
     BadInit {
         /// The SessionStart's session id.

@@ -1,4 +1,4 @@
-//! `Config`, the body of a `configure` request (wire.md §2.9), validated when it is built.
+//! `Config`, the body of a `configure` request (docs/protocol.md §4.9), validated when it is built.
 
 use super::catalog::{Language, Voice};
 
@@ -82,7 +82,7 @@ pub struct IdleConfig {
     pub timeout_ms: Option<u32>,
 }
 
-/// Why a [`Config`] could not be built (wire.md §2.9 "Validation at construction").
+/// Why a [`Config`] could not be built (docs/protocol.md §4.9 "Validation when the Config is built").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -135,7 +135,7 @@ impl Config {
         ConfigBuilder::default()
     }
 
-    /// Builds from sections, checking the rules of wire.md §2.9.
+    /// Builds from sections, checking the rules of docs/protocol.md §4.9.
     ///
     /// # Errors
     /// [`ConfigError`] when exactly one language leg is set, a string is blank, or patience is

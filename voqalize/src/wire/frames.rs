@@ -1,4 +1,4 @@
-//! The frames of wire v3 as Rust values (wire.md §1.3). Each body of the protobuf `Envelope` is one
+//! The frames of wire v3 as Rust values (docs/protocol.md §1.3). Each body of the protobuf `Envelope` is one
 //! variant of [`Frame`]; the codec in [`super::codec`] maps them to and from bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -179,7 +179,7 @@ pub struct TurnStep {
 pub struct Response {
     /// The request answered.
     pub request_id: u64,
-    /// `status == STATUS_ACCEPTED`. `STATUS_UNSPECIFIED` reads as rejected (safe default, T-U12).
+    /// `status == STATUS_ACCEPTED`. `STATUS_UNSPECIFIED` reads as rejected (safe default, docs/protocol.md §7 D12).
     pub accepted: bool,
     /// Why it was rejected; empty on acceptance.
     pub detail: String,
@@ -291,7 +291,7 @@ impl Frame {
         }
     }
 
-    /// True for the frames a congested bulk lane may shed: `SpeechChunk` and `RTVIFrame` (wire.md §1.8).
+    /// True for the frames a congested bulk lane may shed: `SpeechChunk` and `RTVIFrame` (docs/protocol.md §3).
     pub fn droppable(&self) -> bool {
         matches!(self, Frame::SpeechChunk { .. } | Frame::Rtvi(_))
     }
