@@ -2,27 +2,29 @@
 //! published conformance driver (playout, heard truth, barge-in, SpeechCancel) plus the checks that
 //! suite does not make (docs/protocol.md §4.16).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri};
 
-use super::memory::{Msg, pipe};
+mod link;
+mod observed;
+
+use super::memory::pipe;
 use crate::brain::MakeBrain;
 use crate::host::{HostError, HostOptions, Upgrade, run_session};
 use crate::wire::{
     self, Capabilities, Capability, Config, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType,
     SessionStart, TurnStep, UserIdle, UserMessage, WIRE_VERSION,
 };
+use link::{Event, Link};
+use observed::{Observed, Owed};
+pub use observed::{TurnRecord, UnitRecord};
 
 /// Why the driver could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -62,65 +64,6 @@ pub enum DriverError {
         /// How long.
         after: Duration,
     },
-}
-
-/// What the driver saw of one speech unit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnitRecord {
-    /// The unit's speech id.
-    pub speech_id: u64,
-    /// The turn its SpeechStart named.
-    pub turn_id: u64,
-    /// Its chunks, in order.
-    pub chunks: Vec<String>,
-    /// A SpeechEnd arrived (or the brain cancelled it).
-    pub ended: bool,
-    /// The brain cancelled it with SpeechCancel.
-    pub cancelled: bool,
-    /// The heard text the driver finalized it with, once finalized.
-    pub heard: Option<String>,
-}
-
-impl UnitRecord {
-    /// The unit's text: its chunks joined with no separator.
-    pub fn text(&self) -> String {
-        self.chunks.concat()
-    }
-}
-
-/// What the driver saw of one turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnRecord {
-    /// The turn id the driver minted.
-    pub turn_id: u64,
-    /// The turn's units, in opening order.
-    pub units: Vec<UnitRecord>,
-    /// The turn was barged in on.
-    pub interrupted: bool,
-    /// For a barge-in: the heard text the cut unit was finalized with (`None` if no unit was open).
-    pub heard: Option<String>,
-}
-
-impl TurnRecord {
-    /// The non-empty unit texts joined with one space.
-    pub fn text(&self) -> String {
-        self.units
-            .iter()
-            .map(UnitRecord::text)
-            .filter(|t| !t.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// Each unit's text, in order.
-    pub fn unit_texts(&self) -> Vec<String> {
-        self.units.iter().map(UnitRecord::text).collect()
-    }
-
-    /// At least one unit, and every unit ended.
-    pub fn completed(&self) -> bool {
-        !self.units.is_empty() && self.units.iter().all(|u| u.ended)
-    }
 }
 
 /// When [`Voqalize::barge_in`] lands the `Interruption`.
@@ -192,101 +135,6 @@ impl Default for Start {
             expect_greeting: true,
         }
     }
-}
-
-enum Link {
-    Memory {
-        tx: tokio::sync::mpsc::UnboundedSender<Msg>,
-        rx: tokio::sync::mpsc::UnboundedReceiver<Msg>,
-    },
-    Socket(Box<WebSocketStream<TcpStream>>),
-}
-
-enum Event {
-    Bytes(bytes::Bytes),
-    Closed(Option<u16>, String),
-}
-
-impl Link {
-    async fn send(&mut self, bytes: Vec<u8>) -> Result<(), DriverError> {
-        let closed = |reason: String| DriverError::Closed { code: None, reason };
-        match self {
-            Link::Memory { tx, .. } => tx
-                .send(Msg::Binary(bytes.into()))
-                .map_err(|_| closed("in-memory channel gone".into())),
-            Link::Socket(ws) => ws
-                .send(Message::Binary(bytes.into()))
-                .await
-                .map_err(|e| closed(e.to_string())),
-        }
-    }
-
-    async fn send_text(&mut self, text: &str) -> Result<(), DriverError> {
-        let closed = |reason: String| DriverError::Closed { code: None, reason };
-        match self {
-            Link::Memory { tx, .. } => tx
-                .send(Msg::Text(text.to_owned()))
-                .map_err(|_| closed("in-memory channel gone".into())),
-            Link::Socket(ws) => ws
-                .send(Message::Text(text.into()))
-                .await
-                .map_err(|e| closed(e.to_string())),
-        }
-    }
-
-    async fn recv(&mut self) -> Event {
-        match self {
-            Link::Memory { rx, .. } => match rx.recv().await {
-                Some(Msg::Binary(b)) => Event::Bytes(b),
-                Some(Msg::Close(code, reason)) => Event::Closed(Some(code), reason),
-                Some(Msg::Text(_)) => Event::Bytes(bytes::Bytes::new()),
-                None => Event::Closed(None, "in-memory channel gone".into()),
-            },
-            Link::Socket(ws) => loop {
-                match ws.next().await {
-                    Some(Ok(Message::Binary(b))) => return Event::Bytes(b),
-                    Some(Ok(Message::Close(frame))) => {
-                        return match frame {
-                            Some(f) => Event::Closed(Some(f.code.into()), f.reason.to_string()),
-                            None => Event::Closed(None, String::new()),
-                        };
-                    }
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => return Event::Closed(None, e.to_string()),
-                    None => return Event::Closed(None, "connection ended".into()),
-                }
-            },
-        }
-    }
-
-    async fn close(&mut self) {
-        match self {
-            Link::Memory { tx, .. } => {
-                let _ = tx.send(Msg::Close(1000, String::new()));
-            }
-            Link::Socket(ws) => {
-                let _ = WebSocketStream::close(ws, None).await;
-            }
-        }
-    }
-}
-
-#[derive(Default)]
-struct Observed {
-    units: BTreeMap<u64, UnitRecord>,
-    last_speech_id: u64,
-    opened_turns: Vec<u64>,
-    ui_commands: Vec<Value>,
-    rtvi: Vec<Rtvi>,
-    errors: Vec<ErrorFrame>,
-    steps: Vec<TurnStep>,
-    speech_cancels: Vec<u64>,
-    requests: Vec<(u64, Config)>,
-    end: bool,
-    closed: Option<(Option<u16>, String)>,
-    violations: Vec<String>,
-    frames: usize,
-    received: Vec<Frame>,
 }
 
 /// Plays Voqalize against a brain: sends the runtime's frames, models playout and heard truth, and
@@ -582,7 +430,7 @@ impl Voqalize {
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
-        self.wait_until(within, move |s| turn_completed(s, turn_id))
+        self.wait_until(within, move |s| s.turn_completed(turn_id))
             .await?;
         self.quiesce(self.quiet, self.timeout).await?;
         self.finalize_turn(turn_id).await?;
@@ -607,7 +455,7 @@ impl Voqalize {
     async fn play_out(&mut self, turn_id: u64) -> Result<TurnRecord, DriverError> {
         let timeout = self.timeout;
         if !self
-            .wait_until(timeout, move |s| turn_completed(s, turn_id))
+            .wait_until(timeout, move |s| s.turn_completed(turn_id))
             .await?
         {
             return Err(DriverError::Timeout {
@@ -647,7 +495,7 @@ impl Voqalize {
                 self.wait_until(d, |_| false).await?;
             }
         }
-        let units: Vec<&UnitRecord> = self.units_of(turn_id).collect();
+        let units: Vec<&UnitRecord> = self.seen.units_of(turn_id).collect();
         let cut = units
             .iter()
             .rev()
@@ -672,6 +520,7 @@ impl Voqalize {
             heard = Some(text);
         }
         let watched: Vec<(u64, usize, bool)> = self
+            .seen
             .units_of(turn_id)
             .map(|u| (u.speech_id, u.chunks.len(), u.ended))
             .collect();
@@ -687,7 +536,7 @@ impl Voqalize {
             .map(|f| format!("{} from turn {turn_id} after the barge-in", f.name()))
             .collect();
         self.seen.violations.extend(late);
-        for u in self.units_of(turn_id).cloned().collect::<Vec<_>>() {
+        for u in self.seen.units_of(turn_id).cloned().collect::<Vec<_>>() {
             match watched.iter().find(|(id, ..)| *id == u.speech_id) {
                 None => self.seen.violations.push(format!(
                     "speech {} opened for turn {turn_id} after the barge-in",
@@ -867,6 +716,7 @@ impl Voqalize {
 
     async fn finalize_turn(&mut self, turn_id: u64) -> Result<(), DriverError> {
         let due: Vec<(u64, String)> = self
+            .seen
             .units_of(turn_id)
             .filter(|u| u.ended && u.heard.is_none())
             .map(|u| (u.speech_id, u.text()))
@@ -964,17 +814,10 @@ impl Voqalize {
     pub fn turn(&self, turn_id: u64) -> TurnRecord {
         TurnRecord {
             turn_id,
-            units: self.units_of(turn_id).cloned().collect(),
+            units: self.seen.units_of(turn_id).cloned().collect(),
             interrupted: false,
             heard: None,
         }
-    }
-
-    fn units_of(&self, turn_id: u64) -> impl Iterator<Item = &UnitRecord> {
-        self.seen
-            .units
-            .values()
-            .filter(move |u| u.turn_id == turn_id)
     }
 
     /// Every unit seen, by speech id.
@@ -1092,111 +935,24 @@ impl Voqalize {
         }
     }
 
+    /// Records one frame the brain sent and gives the answers the runtime owes for it.
     async fn observe(&mut self, frame: Frame) -> Result<(), DriverError> {
-        let seen = &mut self.seen;
-        if seen.end {
-            seen.violations
-                .push(format!("{} sent after End", frame.name()));
-        }
-        match frame {
-            Frame::SpeechStart { speech_id, turn_id } => {
-                if speech_id <= seen.last_speech_id {
-                    seen.violations.push(format!(
-                        "speech id {speech_id} is not above the last one ({})",
-                        seen.last_speech_id
-                    ));
-                }
-                seen.last_speech_id = seen.last_speech_id.max(speech_id);
-                if !seen.opened_turns.contains(&turn_id) {
-                    seen.violations.push(format!(
-                        "SpeechStart {speech_id} names turn {turn_id}, never opened"
-                    ));
-                }
-                seen.units.insert(
-                    speech_id,
-                    UnitRecord {
-                        speech_id,
-                        turn_id,
-                        chunks: Vec::new(),
-                        ended: false,
-                        cancelled: false,
-                        heard: None,
-                    },
-                );
+        match self.seen.record(frame) {
+            Owed::Nothing => Ok(()),
+            Owed::CancelAnswer(speech_id) if self.auto_answer => {
+                self.answer_cancel(speech_id).await
             }
-            Frame::SpeechChunk { speech_id, text } => match seen.units.get_mut(&speech_id) {
-                None => seen
-                    .violations
-                    .push(format!("SpeechChunk for unknown speech {speech_id}")),
-                Some(u) if u.cancelled => seen.violations.push(format!(
-                    "SpeechChunk for speech {speech_id} after its SpeechCancel"
-                )),
-                Some(u) if u.ended => seen.violations.push(format!(
-                    "SpeechChunk for speech {speech_id} after its SpeechEnd"
-                )),
-                Some(u) => {
-                    if text.is_empty() {
-                        seen.violations
-                            .push(format!("empty SpeechChunk for speech {speech_id}"));
-                    }
-                    u.chunks.push(text);
-                }
-            },
-            Frame::SpeechEnd { speech_id } => match seen.units.get_mut(&speech_id) {
-                None => seen
-                    .violations
-                    .push(format!("SpeechEnd for unknown speech {speech_id}")),
-                Some(u) if u.cancelled => seen.violations.push(format!(
-                    "SpeechEnd for speech {speech_id} after its SpeechCancel"
-                )),
-                Some(u) if u.ended => seen
-                    .violations
-                    .push(format!("second SpeechEnd for speech {speech_id}")),
-                Some(u) => u.ended = true,
-            },
-            Frame::SpeechCancel { speech_id } => {
-                seen.speech_cancels.push(speech_id);
-                if self.auto_answer {
-                    self.answer_cancel(speech_id).await?;
-                }
-            }
-            Frame::Request {
-                request_id,
-                configure,
-            } => {
-                seen.requests.push((request_id, configure));
-                if !self.auto_answer {
-                    return Ok(());
-                }
+            Owed::ConfigureAnswer(request_id) if self.auto_answer => {
                 self.send(Frame::Response(Response {
                     request_id,
                     accepted: true,
                     detail: String::new(),
                     code: None,
                 }))
-                .await?;
+                .await
             }
-            Frame::Rtvi(r) => {
-                if r.kind == RtviType::UiCommand
-                    && let Some(Value::Object(body)) = &r.data
-                {
-                    seen.ui_commands.push(Value::Object(body.clone()));
-                }
-                if !r.kind.brain_may_send() {
-                    seen.violations
-                        .push(format!("the brain sent app-only RTVI {}", r.kind));
-                }
-                seen.rtvi.push(r);
-            }
-            Frame::TurnStep(t) => seen.steps.push(t),
-            Frame::Error(e) => seen.errors.push(e),
-            Frame::End => seen.end = true,
-            other => seen.violations.push(format!(
-                "the brain sent {}, which only Voqalize sends",
-                other.name()
-            )),
+            Owed::CancelAnswer(_) | Owed::ConfigureAnswer(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// The reference runtime's answer to a SpeechCancel (docs/protocol.md §4.16).
@@ -1221,11 +977,13 @@ impl Voqalize {
         };
         let policy = self.cancel_heard;
         let earlier: Vec<(u64, String)> = self
+            .seen
             .units_of(unit.turn_id)
             .filter(|u| u.speech_id < speech_id && u.ended && u.heard.is_none() && !u.cancelled)
             .map(|u| (u.speech_id, u.text()))
             .collect();
         let later: Vec<u64> = self
+            .seen
             .units_of(unit.turn_id)
             .filter(|u| u.speech_id > speech_id && u.heard.is_none())
             .map(|u| u.speech_id)
@@ -1248,13 +1006,4 @@ impl Voqalize {
         }
         Ok(())
     }
-}
-
-fn turn_completed(seen: &Observed, turn_id: u64) -> bool {
-    let mut units = seen
-        .units
-        .values()
-        .filter(|u| u.turn_id == turn_id)
-        .peekable();
-    units.peek().is_some() && units.all(|u| u.ended)
 }
