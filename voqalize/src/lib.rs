@@ -37,6 +37,7 @@ pub mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
+pub mod model;
 pub mod typescript;
 pub mod wire;
 
