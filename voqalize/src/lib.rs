@@ -20,6 +20,7 @@
 pub mod actions;
 pub mod brain;
 pub mod host;
+pub mod model;
 pub mod prelude;
 pub mod session;
 pub mod testing;
