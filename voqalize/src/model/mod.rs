@@ -10,6 +10,8 @@
 // tests use it.
 #![cfg_attr(not(test), allow(dead_code))]
 
+pub(crate) mod http;
 pub(crate) mod sse;
 
+pub use http::{ModelError, Timeouts};
 pub use sse::SseError;
