@@ -167,6 +167,7 @@ impl ModelError {
     }
 }
 
+/// Whether an error body names a quota (case-insensitive `quota`), which waiting does not fix.
 fn is_quota_body(body: &str) -> bool {
     body.to_ascii_lowercase().contains("quota")
 }
@@ -194,6 +195,7 @@ pub(crate) fn client(connect: Duration) -> Result<reqwest::Client, ModelError> {
     Ok(client)
 }
 
+/// Builds a client: rustls with ring and the platform verifier, ALPN `http/1.1` only.
 fn build_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -411,6 +413,7 @@ impl EventStream {
         self.request_id.as_deref()
     }
 
+    /// Ends the stream with `err`: later calls to `next` return `None`.
     fn fail(&mut self, err: ModelError) -> Option<Result<SseItem, ModelError>> {
         self.done = true;
         Some(Err(err))
@@ -478,6 +481,7 @@ mod tests {
         format!("http://{addr}")
     }
 
+    /// A JSON POST to `url`.
     fn request(url: &str) -> HttpRequest {
         HttpRequest {
             url: url.to_owned(),
@@ -486,10 +490,12 @@ mod tests {
         }
     }
 
+    /// [`open`] with the default timeouts and event bound.
     async fn open_default(url: &str) -> Result<EventStream, ModelError> {
         open(&request(url), Timeouts::default(), DEFAULT_MAX_EVENT_BYTES).await
     }
 
+    /// A 200 answer with a whole SSE body.
     fn sse(body: &'static str) -> Response {
         ([("content-type", "text/event-stream")], body).into_response()
     }
@@ -511,6 +517,7 @@ mod tests {
         (tx, (headers, Body::from_stream(stream)).into_response())
     }
 
+    /// The data of an event item; panics on anything else.
     fn data(item: Option<Result<SseItem, ModelError>>) -> String {
         match item {
             Some(Ok(SseItem::Event(SseEvent { data, .. }))) => data,
@@ -523,9 +530,11 @@ mod tests {
     struct Count(Arc<AtomicUsize>);
 
     impl Count {
+        /// Counts one request; returns the count before it.
         fn bump(&self) -> usize {
             self.0.fetch_add(1, Ordering::SeqCst)
         }
+        /// The requests counted so far.
         fn get(&self) -> usize {
             self.0.load(Ordering::SeqCst)
         }
@@ -961,10 +970,8 @@ mod tests {
     }
 
     #[test]
-    fn one_client_per_connect_timeout() {
-        let a = client(Duration::from_secs(7)).unwrap();
-        let b = client(Duration::from_secs(7)).unwrap();
-        // reqwest clients are handles on one shared pool; cloned handles format identically.
-        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    fn the_client_builds_with_ring_and_the_platform_verifier() {
+        assert!(client(Duration::from_secs(7)).is_ok());
+        assert!(build_client(Duration::from_secs(7)).is_ok());
     }
 }

@@ -203,6 +203,7 @@ impl SseParser {
         self.next_item()
     }
 
+    /// [`next_item`](Self::next_item) before the error bookkeeping.
     fn advance(&mut self) -> Result<Option<SseItem>, SseError> {
         if let Some(item) = self.ready.take() {
             return Ok(Some(item));
@@ -349,6 +350,7 @@ impl SseParser {
 mod tests {
     use super::*;
 
+    /// An unnamed event with `data`.
     fn ev(data: &str) -> SseItem {
         SseItem::Event(SseEvent {
             data: data.to_owned(),
@@ -356,6 +358,7 @@ mod tests {
         })
     }
 
+    /// A named event.
     fn named(event: &str, data: &str) -> SseItem {
         SseItem::Event(SseEvent {
             event: Some(event.to_owned()),
@@ -364,6 +367,7 @@ mod tests {
         })
     }
 
+    /// A bare body.
     fn bare(text: &str) -> SseItem {
         SseItem::Bare(text.to_owned())
     }
@@ -392,6 +396,7 @@ mod tests {
         parse_max(DEFAULT_MAX_EVENT_BYTES, input)
     }
 
+    /// [`parse`] with another bound.
     fn parse_max(max: usize, input: &[u8]) -> Result<Vec<SseItem>, SseError> {
         let whole = parse_chunks(max, [input]);
         let bytewise = parse_chunks(max, input.chunks(1));
@@ -614,6 +619,7 @@ mod tests {
     struct Rng(u64);
 
     impl Rng {
+        /// The next 64 random bits.
         fn next(&mut self) -> u64 {
             self.0 ^= self.0 >> 12;
             self.0 ^= self.0 << 25;
@@ -621,6 +627,7 @@ mod tests {
             self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
         }
 
+        /// A number in `0..n`.
         fn below(&mut self, n: usize) -> usize {
             usize::try_from(self.next() % n as u64).unwrap_or(0)
         }
