@@ -29,6 +29,7 @@ pub mod actions;
 pub mod brain;
 pub mod channel;
 pub mod host;
+pub mod model;
 pub mod prelude;
 mod queue;
 mod recover;
@@ -37,7 +38,6 @@ pub mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
-pub mod model;
 pub mod typescript;
 pub mod wire;
 

@@ -1,4 +1,15 @@
-//! Model layers: the providers a model-backed brain talks to, over HTTP and Server-Sent Events.
+//! Model layers: the providers a model-backed brain talks to, and the transport beneath them.
+//!
+//! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
+//! * `layer`: what a provider layer is to the voice core;
+//! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
+//! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
+//!   and the single retry before the first byte.
+//!
+//! Built with the `model` cargo feature (on by default), which brings in reqwest and rustls.
+#![cfg(feature = "model")]
+// The voice core that drives these is written beside them; until it lands, only tests use them.
+#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod history;
 pub(crate) mod http;
@@ -6,5 +17,6 @@ pub(crate) mod layer;
 pub(crate) mod sse;
 
 pub use history::{ToolChoice, Usage};
-pub use http::Timeouts;
+pub use http::{ModelError, Timeouts};
 pub use layer::StreamError;
+pub use sse::SseError;
