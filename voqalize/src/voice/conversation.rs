@@ -1,0 +1,434 @@
+//! The conversation a model-backed brain keeps: entries found by id, results filed right after
+//! their call, unanswered calls dropped, and heard truth applied (docs/protocol.md §6).
+//!
+//! Every operation here is synchronous and runs under the conversation's lock, so a turn cut by a
+//! barge-in can still clean up from a `Drop`.
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+
+use crate::model::history::{Entry, EntryId, Part, Role, ToolResult};
+
+/// How many speaking units the conversation remembers while their `Finalize` is due; the runtime
+/// finalizes every unit, so this only bounds memory against a runtime that does not.
+const SPEAKING_KEPT: usize = 256;
+
+/// The history, and which model turn each speaking unit belongs to.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    entries: Vec<Entry>,
+    next_id: EntryId,
+    /// Speech units awaiting their Finalize: the model turn whose text the user hears, or `None`
+    /// for a line that is not remembered.
+    speaking: VecDeque<(u64, Option<EntryId>)>,
+    /// The oldest entries are dropped beyond this many (whole exchanges, from a user turn on).
+    max_entries: usize,
+}
+
+impl Conversation {
+    pub(crate) fn new(max_entries: usize) -> Self {
+        Conversation {
+            max_entries: max_entries.max(8),
+            ..Conversation::default()
+        }
+    }
+
+    /// The history, oldest first.
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Appends an entry and returns its id.
+    pub(crate) fn push(&mut self, role: Role, parts: Vec<Part>) -> EntryId {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.entries.push(Entry { id, role, parts });
+        self.bound();
+        id
+    }
+
+    /// Appends the user's words (or a note) as a user turn.
+    pub(crate) fn push_user(&mut self, text: &str) -> EntryId {
+        self.push(Role::User, vec![Part::text(text)])
+    }
+
+    fn position(&self, id: EntryId) -> Option<usize> {
+        self.entries.iter().position(|e| e.id == id)
+    }
+
+    pub(crate) fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry> {
+        self.entries.iter_mut().find(|e| e.id == id)
+    }
+
+    /// Appends a part to the model turn `id` (gone if heard truth removed it meanwhile: then the
+    /// part is dropped with it).
+    pub(crate) fn extend(&mut self, id: EntryId, part: Part) {
+        if let Some(e) = self.entry_mut(id) {
+            e.parts.push(part);
+        }
+    }
+
+    /// Files a call's result: into the results turn `results` if the unit has one already, else
+    /// into a new results turn placed directly after the model turn `model`, so nothing appended
+    /// while the tool ran (a note, an app event) can land between a call and its answer.
+    pub(crate) fn file(
+        &mut self,
+        model: EntryId,
+        results: &mut Option<EntryId>,
+        result: ToolResult,
+    ) {
+        if let Some(r) = results.and_then(|r| self.entry_mut(r)) {
+            r.parts.push(Part::Result(result));
+            return;
+        }
+        let Some(at) = self.position(model) else {
+            return; // the model turn is gone: so is the call this answers
+        };
+        self.next_id += 1;
+        let id = self.next_id;
+        self.entries.insert(
+            at + 1,
+            Entry {
+                id,
+                role: Role::Results,
+                parts: vec![Part::Result(result)],
+            },
+        );
+        *results = Some(id);
+    }
+
+    /// Removes the `ordinal`-th call of model turn `model` (a barge-in cut its tool: no result
+    /// will ever come), with the reasoning directly before it; the turn goes if nothing spoken or
+    /// called is left in it.
+    pub(crate) fn drop_call(&mut self, model: EntryId, ordinal: usize) {
+        let Some(entry) = self.entry_mut(model) else {
+            return;
+        };
+        let Some(at) = entry
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p, Part::Call { .. }))
+            .nth(ordinal)
+            .map(|(i, _)| i)
+        else {
+            return;
+        };
+        entry.parts.remove(at);
+        let mut start = at;
+        while start > 0 && matches!(entry.parts[start - 1], Part::Thought { .. }) {
+            start -= 1;
+        }
+        entry.parts.drain(start..at);
+        self.remove_if_hollow(model);
+    }
+
+    /// A response that wrote a call as text: keep only what was really said (`said`, maybe
+    /// nothing) and the real calls, in order (docs/protocol.md §6.7).
+    pub(crate) fn strip(&mut self, model: EntryId, said: &str) {
+        let Some(entry) = self.entry_mut(model) else {
+            return;
+        };
+        if said.is_empty() {
+            entry.parts.retain(|p| matches!(p, Part::Call { .. }));
+        } else {
+            let mut placed = false;
+            entry.parts.retain_mut(|p| match p {
+                Part::Text { text, trimmed, .. } => {
+                    if placed {
+                        return false;
+                    }
+                    placed = true;
+                    *text = said.to_owned();
+                    *trimmed = true;
+                    true
+                }
+                _ => true,
+            });
+        }
+        self.remove_if_hollow(model);
+    }
+
+    /// A turn with no text and no call left says nothing the model should read: it goes, with a
+    /// results turn that follows it.
+    fn remove_if_hollow(&mut self, model: EntryId) {
+        let Some(at) = self.position(model) else {
+            return;
+        };
+        let hollow = !self.entries[at]
+            .parts
+            .iter()
+            .any(|p| matches!(p, Part::Text { .. } | Part::Call { .. }));
+        if hollow {
+            self.entries.remove(at);
+            if self
+                .entries
+                .get(at)
+                .is_some_and(|e| e.role == Role::Results)
+            {
+                self.entries.remove(at);
+            }
+        }
+    }
+
+    /// Remembers that unit `speech_id` speaks model turn `model` (`None`: a line not remembered).
+    pub(crate) fn speaking(&mut self, speech_id: u64, model: Option<EntryId>) {
+        if self.speaking.len() == SPEAKING_KEPT {
+            self.speaking.pop_front();
+        }
+        self.speaking.push_back((speech_id, model));
+    }
+
+    /// Applies what the user heard of unit `speech_id` (docs/protocol.md §6.10): the unit's model
+    /// turn keeps calls, reasoning and other parts in place; its first text part becomes the heard
+    /// text and the other text parts go (their signatures, if any, stay on an empty part); a turn
+    /// with neither text nor calls left is removed. A unit the conversation did not open (the
+    /// greeting, a line the brain spoke itself) is recorded as model text when something was heard.
+    pub(crate) fn heard(&mut self, speech_id: u64, heard: &str, interrupted: bool) {
+        let known = self
+            .speaking
+            .iter()
+            .position(|(id, _)| *id == speech_id)
+            .and_then(|i| self.speaking.remove(i));
+        let model = match known {
+            Some((_, None)) => return, // a line not remembered
+            Some((_, Some(model))) => model,
+            None => {
+                if !heard.is_empty() {
+                    self.push(Role::Model, vec![Part::text(heard)]);
+                }
+                return;
+            }
+        };
+        let Some(entry) = self.entry_mut(model) else {
+            return;
+        };
+        let mut placed = false;
+        let parts = std::mem::take(&mut entry.parts);
+        for part in parts {
+            match part {
+                Part::Text { raw, .. } if !placed && !heard.is_empty() => {
+                    placed = true;
+                    entry.parts.push(Part::Text {
+                        text: heard.to_owned(),
+                        raw,
+                        trimmed: interrupted,
+                    });
+                }
+                Part::Text { raw, .. } => {
+                    if let Some(signed) = signature_only(raw) {
+                        entry.parts.push(Part::Other { raw: signed });
+                    }
+                }
+                other => entry.parts.push(other),
+            }
+        }
+        if !placed && interrupted {
+            // Nothing of the text was heard: what follows it was never reached by the user.
+            for part in &mut entry.parts {
+                if let Part::Text { trimmed, .. } = part {
+                    *trimmed = true;
+                }
+            }
+        }
+        self.remove_if_hollow(model);
+    }
+
+    /// Drops the oldest exchanges beyond the bound, cutting only in front of a user turn so no
+    /// call is ever separated from its result.
+    fn bound(&mut self) {
+        if self.entries.len() <= self.max_entries {
+            return;
+        }
+        let excess = self.entries.len() - self.max_entries;
+        let cut = self
+            .entries
+            .iter()
+            .enumerate()
+            .skip(excess)
+            .find(|(_, e)| e.role == Role::User)
+            .map_or(excess, |(i, _)| i);
+        self.entries.drain(..cut);
+    }
+}
+
+/// A dropped text part that carried more than its text (a Gemini `thoughtSignature`): the rest of
+/// it, with empty text, so the signature is replayed on the part that carried it.
+fn signature_only(raw: Value) -> Option<Value> {
+    let Value::Object(mut m) = raw else {
+        return None;
+    };
+    m.remove("text");
+    if m.is_empty() {
+        return None;
+    }
+    m.insert("text".into(), Value::String(String::new()));
+    Some(Value::Object(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::history::Call;
+    use crate::tools::Arguments;
+
+    fn call(name: &str) -> Part {
+        Part::Call {
+            call: Call {
+                id: Some(format!("call_{name}")),
+                name: name.into(),
+                arguments: Arguments::Raw("{}".into()),
+            },
+            raw: Value::Null,
+        }
+    }
+
+    fn result(name: &str) -> ToolResult {
+        ToolResult {
+            call_id: Some(format!("call_{name}")),
+            name: name.into(),
+            response: json!({"result": "ok"}),
+        }
+    }
+
+    fn texts(c: &Conversation) -> Vec<String> {
+        c.entries()
+            .iter()
+            .map(|e| {
+                let parts: Vec<String> = e
+                    .parts
+                    .iter()
+                    .map(|p| match p {
+                        Part::Text { text, .. } => format!("T({text})"),
+                        Part::Call { call, .. } => format!("C({})", call.name),
+                        Part::Thought { .. } => "R".into(),
+                        Part::Other { .. } => "O".into(),
+                        Part::Result(r) => format!("=({})", r.name),
+                    })
+                    .collect();
+                format!("{:?}{}", e.role, parts.join(""))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_land_right_after_their_call_even_after_a_note() {
+        let mut c = Conversation::new(100);
+        c.push_user("book Paris");
+        let m = c.push(Role::Model, vec![Part::text("Opening"), call("open")]);
+        c.push_user("(they tapped X)");
+        let mut results = None;
+        c.file(m, &mut results, result("open"));
+        c.file(m, &mut results, result("open"));
+        assert_eq!(
+            texts(&c),
+            [
+                "User T(book Paris)",
+                "Model T(Opening)C(open)",
+                "Results =(open)=(open)",
+                "User T((they tapped X))"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unanswered_call_goes_with_its_reasoning_and_an_answered_one_stays() {
+        let mut c = Conversation::new(100);
+        let m = c.push(
+            Role::Model,
+            vec![
+                Part::Thought { raw: json!({"id": "rs_1"}) },
+                call("first"),
+                Part::Thought { raw: json!({"id": "rs_2"}) },
+                call("second"),
+            ],
+        );
+        let mut results = None;
+        c.file(m, &mut results, result("first"));
+        c.drop_call(m, 1);
+        assert_eq!(texts(&c), ["Model RC(first)", "Results =(first)"]);
+        c.drop_call(m, 0);
+        assert!(c.entries().is_empty(), "{:?}", texts(&c));
+    }
+
+    #[test]
+    fn heard_truth_keeps_the_heard_prefix_calls_and_signatures() {
+        let mut c = Conversation::new(100);
+        let m = c.push(
+            Role::Model,
+            vec![
+                Part::text("A. "),
+                call("show"),
+                Part::Text {
+                    text: "B.".into(),
+                    raw: json!({"text": "B.", "thoughtSignature": "c2ln"}),
+                    trimmed: false,
+                },
+            ],
+        );
+        c.speaking(7, Some(m));
+        c.heard(7, "A. B", true);
+        assert_eq!(texts(&c), ["Model T(A. B)C(show)O"]);
+        let Part::Other { raw } = &c.entries()[0].parts[2] else {
+            panic!("the signature stays")
+        };
+        assert_eq!(raw, &json!({"thoughtSignature": "c2ln", "text": ""}));
+    }
+
+    #[test]
+    fn nothing_heard_removes_a_text_only_turn_and_keeps_calls() {
+        let mut c = Conversation::new(100);
+        c.push_user("Hi");
+        let m = c.push(Role::Model, vec![Part::text("Would you like Friday?")]);
+        c.speaking(1, Some(m));
+        c.heard(1, "", true);
+        assert_eq!(texts(&c), ["User T(Hi)"]);
+        let m = c.push(
+            Role::Model,
+            vec![Part::Thought { raw: json!({}) }, Part::text("A. "), call("x")],
+        );
+        c.speaking(2, Some(m));
+        c.heard(2, "", true);
+        assert_eq!(texts(&c), ["User T(Hi)", "Model RC(x)"]);
+    }
+
+    #[test]
+    fn a_unit_the_conversation_did_not_open_is_recorded_when_heard() {
+        let mut c = Conversation::new(100);
+        c.heard(1, "Hello! What can I do?", false);
+        c.heard(2, "", true);
+        c.speaking(3, None);
+        c.heard(3, "One moment.", false);
+        assert_eq!(texts(&c), ["Model T(Hello! What can I do?)"]);
+    }
+
+    #[test]
+    fn strip_keeps_what_was_said_and_the_real_calls() {
+        let mut c = Conversation::new(100);
+        let m = c.push(
+            Role::Model,
+            vec![Part::text("Opening it now. "), Part::text("{\"name\":"), call("x")],
+        );
+        c.strip(m, "Opening it now. ");
+        assert_eq!(texts(&c), ["Model T(Opening it now. )C(x)"]);
+        let m = c.push(Role::Model, vec![Part::text("```tool_code")]);
+        c.strip(m, "");
+        assert_eq!(texts(&c), ["Model T(Opening it now. )C(x)"]);
+    }
+
+    #[test]
+    fn the_bound_cuts_whole_exchanges() {
+        let mut c = Conversation::new(8);
+        for i in 0..10 {
+            c.push_user(&format!("q{i}"));
+            let m = c.push(Role::Model, vec![call("x")]);
+            let mut r = None;
+            c.file(m, &mut r, result("x"));
+        }
+        assert!(c.entries().len() <= 8);
+        assert_eq!(c.entries()[0].role, Role::User);
+    }
+}
