@@ -24,6 +24,7 @@ pub mod prelude;
 pub mod session;
 pub mod testing;
 pub mod tools;
+pub mod model;
 pub mod typescript;
 pub mod wire;
 

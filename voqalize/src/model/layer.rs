@@ -1,0 +1,86 @@
+//! What a model layer is to the voice core: it builds one provider request from a
+//! [`RequestSpec`] and decodes that provider's stream into [`Chunk`]s.
+//!
+//! The core is provider-neutral; everything that differs between Gemini, OpenAI Responses and chat
+//! completions (URLs, headers, JSON shapes, event names, usage fields) lives behind this trait.
+
+use super::history::{Chunk, RequestSpec};
+use super::http::{HttpRequest, Timeouts};
+use super::sse::SseItem;
+
+/// A provider: Gemini, OpenAI Responses, or an OpenAI-compatible chat-completions endpoint.
+pub(crate) trait Layer: Send + Sync + 'static {
+    /// Who serves the model, for TurnSteps: `google`, `openai`, or the company of a chat route.
+    fn provider(&self) -> &str;
+    /// The model as configured (what TurnSteps and the `turn:` line name).
+    fn model(&self) -> &str;
+    /// The base URL, warmed when a session starts.
+    fn base_url(&self) -> &str;
+    /// Connect, first-byte and between-event timeouts.
+    fn timeouts(&self) -> Timeouts;
+    /// Builds the HTTP request for one model request.
+    ///
+    /// # Errors
+    /// A history the provider cannot express (never expected from the core's own history).
+    fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError>;
+    /// A fresh decoder for one response stream.
+    fn decoder(&self) -> Box<dyn Decoder>;
+}
+
+/// Decodes one provider response stream, item by item.
+pub(crate) trait Decoder: Send {
+    /// One SSE item (an event, or a bare JSON body) → zero or more chunks.
+    ///
+    /// # Errors
+    /// A provider error event or body, an event that is not the JSON the provider documents.
+    fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError>;
+    /// The stream ended: what is still pending (chat completions' assembled calls).
+    ///
+    /// # Errors
+    /// [`StreamError::Truncated`] when the provider's terminal event never came.
+    fn end(&mut self) -> Result<Vec<Chunk>, StreamError>;
+    /// True once the terminal event was seen (`[DONE]`, `response.completed`...): the core stops
+    /// reading.
+    fn done(&self) -> bool;
+}
+
+/// What went wrong inside a provider's stream (HTTP-level failures are `ModelError`s of the
+/// transport).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// The provider reported an error inside the stream (an `error` event, `response.failed`, a
+    /// Gemini `{"error": ..}` chunk or bare body).
+    #[error("{provider} reported an error: {message}")]
+    Provider {
+        /// `google`, `openai`, or the chat route's company.
+        provider: String,
+        /// The provider's message (status and code included when given).
+        message: String,
+    },
+    /// An event that is not the JSON the provider documents.
+    #[error("malformed {provider} event: {source}")]
+    Malformed {
+        /// The provider.
+        provider: String,
+        /// Why it did not parse.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The stream ended before the provider's terminal event.
+    #[error("the {provider} stream ended before its {expected}")]
+    Truncated {
+        /// The provider.
+        provider: String,
+        /// The event that never came, such as `finishReason` or `[DONE]`.
+        expected: &'static str,
+    },
+    /// The request could not be built.
+    #[error("could not build the {provider} request: {why}")]
+    Build {
+        /// The provider.
+        provider: String,
+        /// Why.
+        why: String,
+    },
+}
