@@ -20,11 +20,11 @@
 pub mod actions;
 pub mod brain;
 pub mod host;
+pub mod model;
 pub mod prelude;
 pub mod session;
 pub mod testing;
 pub mod tools;
-pub mod model;
 pub mod typescript;
 pub mod wire;
 
