@@ -14,6 +14,8 @@ pub(crate) mod http;
 #[allow(dead_code)]
 pub(crate) mod layer;
 #[allow(dead_code)]
+pub(crate) mod openai;
+#[allow(dead_code)]
 pub(crate) mod render;
 #[allow(dead_code)]
 pub(crate) mod sse;
@@ -22,6 +24,7 @@ pub use gemini::{Gemini, GeminiBuilder};
 pub use history::{ToolChoice, Usage};
 pub use http::Timeouts;
 pub use layer::StreamError;
+pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;
 
 #[cfg(test)]
