@@ -6,6 +6,8 @@
 
 // The voice core that drives these modules is written separately and lands later.
 #[allow(dead_code)]
+pub(crate) mod chat;
+#[allow(dead_code)]
 pub(crate) mod gemini;
 #[allow(dead_code)]
 pub(crate) mod history;
@@ -20,6 +22,7 @@ pub(crate) mod render;
 #[allow(dead_code)]
 pub(crate) mod sse;
 
+pub use chat::{Chat, ChatBuilder};
 pub use gemini::{Gemini, GeminiBuilder};
 pub use history::{ToolChoice, Usage};
 pub use http::Timeouts;
