@@ -23,7 +23,7 @@ use super::sse::SseItem;
 use crate::tools::Arguments;
 
 /// The API root [`Chat::from_env`] uses when `OPENAI_BASE_URL` is not set.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Body keys the SDK builds: the context, the tools and streaming.
 const RESERVED: &[&str] = &[
@@ -126,7 +126,7 @@ impl Chat {
 
     /// A layer for `model` configured from the environment as the OpenAI clients read it: the key
     /// from `OPENAI_API_KEY` (optional), the API root from `OPENAI_BASE_URL`, else
-    /// [`DEFAULT_BASE_URL`]. An unreadable variable is reported by [`ChatBuilder::build`].
+    /// `https://api.openai.com/v1`. An unreadable variable is reported by [`ChatBuilder::build`].
     pub fn from_env(model: impl Into<String>) -> ChatBuilder {
         Self::from_lookup(model, env_var)
     }

@@ -25,15 +25,15 @@ use crate::tools::Arguments;
 const PROVIDER: &str = "google";
 
 /// The model when neither [`GeminiBuilder::model`] nor `VOQAL_GEMINI_MODEL` names one.
-pub const DEFAULT_MODEL: &str = "gemini-3.5-flash";
+pub(crate) const DEFAULT_MODEL: &str = "gemini-3.5-flash";
 /// The API host when neither [`GeminiBuilder::base_url`] nor `GOOGLE_GEMINI_BASE_URL` names one.
-pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
 /// The API version when neither [`GeminiBuilder::api_version`] nor `GOOGLE_GENAI_API_VERSION`
 /// names one.
-pub const DEFAULT_API_VERSION: &str = "v1";
+pub(crate) const DEFAULT_API_VERSION: &str = "v1";
 /// The thinking level sent unless [`GeminiBuilder::thinking_level`] says otherwise: the lowest
 /// latency the 3.5 models accept (some models refuse it: set `LOW` for those).
-pub const DEFAULT_THINKING_LEVEL: &str = "MINIMAL";
+pub(crate) const DEFAULT_THINKING_LEVEL: &str = "MINIMAL";
 
 /// Top-level body keys the SDK builds (both spellings the API accepts).
 const RESERVED: &[&str] = &[
@@ -43,7 +43,6 @@ const RESERVED: &[&str] = &[
     "tools",
     "toolConfig",
     "tool_config",
-    "generation_config",
 ];
 
 /// Finish reasons that mean the model's output did not parse.
@@ -112,9 +111,9 @@ impl fmt::Debug for GeminiBuilder {
 }
 
 impl Gemini {
-    /// A layer with this API key and the defaults: model [`DEFAULT_MODEL`], base URL
-    /// [`DEFAULT_BASE_URL`], API version [`DEFAULT_API_VERSION`], thinking level
-    /// [`DEFAULT_THINKING_LEVEL`]. The environment is not read.
+    /// A layer with this API key and the defaults: model `gemini-3.5-flash`, base URL
+    /// `https://generativelanguage.googleapis.com`, API version `v1`, thinking level `MINIMAL`.
+    /// The environment is not read.
     // Returns the builder: the layer only exists once `build` has checked it.
     #[allow(clippy::new_ret_no_self)]
     pub fn new(api_key: impl Into<String>) -> GeminiBuilder {
@@ -267,6 +266,12 @@ impl GeminiBuilder {
         }
         let mut options = self.options;
         check_options(PROVIDER, &options, RESERVED)?;
+        if options.contains_key("generation_config") {
+            return Err(LayerError::BadOption {
+                key: "generation_config".into(),
+                expected: "spelled generationConfig (its keys are merged with the SDK's)",
+            });
+        }
         let generation_config = match options.shift_remove("generationConfig") {
             None => Map::new(),
             Some(Value::Object(m)) => m,

@@ -25,7 +25,7 @@ use crate::tools::Arguments;
 const PROVIDER: &str = "openai";
 
 /// The API root when neither [`OpenAiBuilder::base_url`] nor `OPENAI_BASE_URL` names one.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// Body keys the SDK builds: the context, the tools, streaming and storage.
 const RESERVED: &[&str] = &[
@@ -106,7 +106,7 @@ impl fmt::Debug for OpenAiBuilder {
 
 impl OpenAi {
     /// A layer for `model` (e.g. `gpt-6-sol`) with this API key, base URL
-    /// [`DEFAULT_BASE_URL`], the model's default reasoning and `strict: false` tools. The
+    /// `https://api.openai.com/v1`, the model's default reasoning and `strict: false` tools. The
     /// environment is not read.
     // Returns the builder: the layer only exists once `build` has checked it.
     #[allow(clippy::new_ret_no_self)]

@@ -784,6 +784,19 @@ fn options_reserved_merged_and_clashing() {
 
 #[test]
 fn layer_is_cheap_to_clone_and_reports_itself() {
+    let t = Timeouts {
+        connect: std::time::Duration::from_secs(3),
+        ..Timeouts::default()
+    };
+    let g = Gemini::new("k").timeouts(t).build().unwrap();
+    assert_eq!(g.timeouts().connect, t.connect);
+    assert!(matches!(
+        Gemini::new("k")
+            .option("generation_config", json!({}))
+            .build()
+            .unwrap_err(),
+        LayerError::BadOption { .. }
+    ));
     let g = layer();
     let h = g.clone();
     assert!(std::sync::Arc::ptr_eq(&g.inner, &h.inner));
