@@ -543,7 +543,8 @@ pub(crate) struct GeminiDecoder {
 
 impl GeminiDecoder {
     fn chunk(&mut self, data: &str) -> Result<Vec<Chunk>, StreamError> {
-        if data.trim().is_empty() {
+        // Gemini sends no `[DONE]`; a proxy in front of it may.
+        if data.trim().is_empty() || data.trim() == "[DONE]" {
             return Ok(Vec::new());
         }
         let event = parse_event(PROVIDER, data)?;

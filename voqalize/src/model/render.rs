@@ -144,7 +144,7 @@ pub(crate) fn check_base_url(url: &str) -> Result<String, LayerError> {
     }
     let host = rest.split('/').next().unwrap_or_default();
     if host.is_empty() || host.starts_with(':') || host.contains('@') {
-        return Err(bad("it has no host"));
+        return Err(bad("it has no host, or carries credentials"));
     }
     Ok(url.trim_end_matches('/').to_owned())
 }

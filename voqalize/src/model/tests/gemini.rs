@@ -401,6 +401,7 @@ fn truncated_without_finish_reason() {
     ))
     .unwrap();
     assert!(!d.done());
+    assert!(d.item(data("[DONE]")).unwrap().is_empty());
     match d.end().unwrap_err() {
         StreamError::Truncated { provider, expected } => {
             assert_eq!((provider.as_str(), expected), ("google", "finishReason"));
