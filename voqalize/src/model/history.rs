@@ -39,7 +39,11 @@ pub(crate) enum Part {
     /// (Gemini: `{"text": .., "thoughtSignature": ..}`), else `Value::Null`. A layer renders the
     /// part from `text` (which heard truth may have rewritten), keeping every other key of `raw`.
     /// `trimmed` is set when heard truth rewrote or dropped text of this response.
-    Text { text: String, raw: Value, trimmed: bool },
+    Text {
+        text: String,
+        raw: Value,
+        trimmed: bool,
+    },
     /// Reasoning: a Gemini part with `thought: true`, an OpenAI reasoning item. Never spoken,
     /// never rewritten by heard truth; replayed verbatim (within each provider's rules).
     Thought { raw: Value },
@@ -120,6 +124,8 @@ pub struct Usage {
 
 impl Usage {
     /// Field-wise sum: a field stays `None` only when both sides are `None`.
+    // A named method rather than `std::ops::Add`: the `None`-keeping sum is not plain addition.
+    #[allow(clippy::should_implement_trait)]
     #[must_use]
     pub fn add(self, other: Usage) -> Usage {
         fn sum(a: Option<u64>, b: Option<u64>) -> Option<u64> {

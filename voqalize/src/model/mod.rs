@@ -1,7 +1,12 @@
 //! Model layers: the providers a model-backed brain talks to, and the transport beneath them.
 //!
+//! [`Gemini`], [`OpenAi`] (Responses API) and [`Chat`] (any OpenAI-compatible `/chat/completions`
+//! endpoint) each build one provider request from the conversation and decode that provider's
+//! stream; the voice core drives them the same way.
+//!
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
 //! * `layer`: what a provider layer is to the voice core;
+//! * `render`: the JSON helpers and construction checks the three layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
 //!   and the single retry before the first byte.
@@ -11,12 +16,26 @@
 // The voice core that drives these is written beside them; until it lands, only tests use them.
 #![cfg_attr(not(test), allow(dead_code))]
 
+pub(crate) mod chat;
+pub(crate) mod gemini;
 pub(crate) mod history;
 pub(crate) mod http;
 pub(crate) mod layer;
+pub(crate) mod openai;
+pub(crate) mod render;
 pub(crate) mod sse;
 
+pub use chat::{Chat, ChatBuilder};
+pub use gemini::{Gemini, GeminiBuilder};
 pub use history::{ToolChoice, Usage};
 pub use http::{ModelError, Timeouts};
 pub use layer::StreamError;
+pub use openai::{OpenAi, OpenAiBuilder};
+pub use render::LayerError;
 pub use sse::SseError;
+
+#[cfg(test)]
+#[path = "tests/support.rs"]
+// Shared by the three layers' tests; each uses a different subset.
+#[allow(dead_code)]
+mod test_support;

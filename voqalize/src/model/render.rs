@@ -1,0 +1,336 @@
+//! What the three layers share: the construction error, checks on what a user configures
+//! (keys, URLs, model names, options), environment reading, and small JSON helpers for request
+//! bodies and stream events.
+
+use serde_json::{Map, Value};
+
+use super::layer::StreamError;
+use crate::tools::{Arguments, ToolSet};
+
+/// Why a layer could not be built. Every check runs once, when the builder's `build` is called,
+/// so a misconfigured layer fails at start-up instead of on the first call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LayerError {
+    /// No API key was given and none was found in the environment.
+    #[error("no API key for {provider}: pass one, or set {vars}")]
+    MissingKey {
+        /// `google`, `openai`, or the chat route's company.
+        provider: &'static str,
+        /// The environment variables that were read.
+        vars: &'static str,
+    },
+    /// A value that goes into an HTTP header (API key, organisation, project) is empty or holds
+    /// characters a header cannot carry (control characters, line breaks, non-ASCII).
+    #[error("the {what} for {provider} cannot be sent in an HTTP header: {why}")]
+    BadHeader {
+        /// The provider.
+        provider: &'static str,
+        /// Which value (`API key`, `organization`, `project`).
+        what: &'static str,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The base URL is not an absolute `http(s)://host[/path]` URL.
+    #[error("bad base URL {url:?}: {why}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The model name is empty or holds characters that cannot go where the provider puts it.
+    #[error("bad model name {model:?}: {why}")]
+    BadModel {
+        /// The model as given.
+        model: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A setting (API version, thinking level, reasoning effort) is empty or malformed.
+    #[error("bad {setting} {value:?}: {why}")]
+    BadSetting {
+        /// Which setting.
+        setting: &'static str,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// An option names a body key the SDK builds itself (the context, the tools, streaming):
+    /// letting it through would break the conversation or the stream.
+    #[error("the option {key:?} cannot be set on {provider}: the SDK builds it")]
+    ReservedOption {
+        /// The provider.
+        provider: &'static str,
+        /// The option's key.
+        key: String,
+    },
+    /// An option clashes with a builder setting (e.g. a `reasoning` option and `.reasoning(..)`).
+    #[error("the option {key:?} clashes with {setting}: set one of them")]
+    OptionClash {
+        /// The option's key.
+        key: String,
+        /// The builder method it clashes with.
+        setting: &'static str,
+    },
+    /// An option's value has the wrong JSON type.
+    #[error("the option {key:?} must be {expected}")]
+    BadOption {
+        /// The option's key.
+        key: String,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// An environment variable is set but is not valid Unicode.
+    #[error("the environment variable {var} cannot be read")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Why.
+        #[source]
+        source: std::env::VarError,
+    },
+}
+
+/// Reads an environment variable: unset or empty is `None`, non-Unicode is an error.
+pub(crate) fn env_var(var: &'static str) -> Result<Option<String>, LayerError> {
+    match std::env::var(var) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(source) => Err(LayerError::Env { var, source }),
+    }
+}
+
+/// Checks a value that goes into a header: non-empty, visible ASCII (spaces inside allowed).
+pub(crate) fn check_header(
+    provider: &'static str,
+    what: &'static str,
+    value: &str,
+) -> Result<(), LayerError> {
+    let bad = |why| LayerError::BadHeader {
+        provider,
+        what,
+        why,
+    };
+    if value.trim().is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if value != value.trim() {
+        return Err(bad("it starts or ends with whitespace"));
+    }
+    if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(bad("it holds control or non-ASCII characters"));
+    }
+    Ok(())
+}
+
+/// Checks a base URL and returns it without trailing slashes (paths are appended to it).
+pub(crate) fn check_base_url(url: &str) -> Result<String, LayerError> {
+    let bad = |why| LayerError::BadUrl {
+        url: url.to_owned(),
+        why,
+    };
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| bad("it must start with https:// or http://"))?;
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it holds whitespace"));
+    }
+    if url.contains(['?', '#']) {
+        return Err(bad("it must not carry a query or a fragment"));
+    }
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') || host.contains('@') {
+        return Err(bad("it has no host, or carries credentials"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Checks a model name that goes into a JSON body: non-empty, no surrounding whitespace.
+pub(crate) fn check_model(model: &str) -> Result<(), LayerError> {
+    if model.trim().is_empty() {
+        return Err(LayerError::BadModel {
+            model: model.to_owned(),
+            why: "it is empty",
+        });
+    }
+    if model != model.trim() || model.chars().any(char::is_control) {
+        return Err(LayerError::BadModel {
+            model: model.to_owned(),
+            why: "it holds surrounding whitespace or control characters",
+        });
+    }
+    Ok(())
+}
+
+/// Checks a short word setting (`MINIMAL`, `low`, `v1beta`): letters, digits, `-`, `_`, `.`.
+pub(crate) fn check_word(setting: &'static str, value: &str) -> Result<(), LayerError> {
+    let ok = !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(LayerError::BadSetting {
+            setting,
+            value: value.to_owned(),
+            why: "it must be a non-empty word of letters, digits, '-', '_' or '.'",
+        })
+    }
+}
+
+/// Refuses the first option whose key is in `reserved`.
+pub(crate) fn check_options(
+    provider: &'static str,
+    options: &Map<String, Value>,
+    reserved: &[&str],
+) -> Result<(), LayerError> {
+    match options.keys().find(|k| reserved.contains(&k.as_str())) {
+        Some(key) => Err(LayerError::ReservedOption {
+            provider,
+            key: key.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The text of an instruction worth sending (`None` when absent or blank).
+pub(crate) fn instruction(instruction: Option<&str>) -> Option<&str> {
+    instruction.filter(|s| !s.trim().is_empty())
+}
+
+/// The text of a user entry: its text parts, one per line. Other part kinds in a user entry are
+/// a history the core never builds.
+pub(crate) fn user_text(
+    provider: &str,
+    parts: &[super::history::Part],
+) -> Result<String, StreamError> {
+    let mut texts = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            super::history::Part::Text { text, .. } => texts.push(text.as_str()),
+            other => {
+                return Err(build_error(
+                    provider,
+                    format!("a user turn holds {other:?}"),
+                ));
+            }
+        }
+    }
+    Ok(texts.join("\n"))
+}
+
+/// A call's arguments as JSON text (empty text reads as `{}`).
+pub(crate) fn arguments_text(arguments: &Arguments) -> String {
+    match arguments {
+        Arguments::Raw(s) if s.trim().is_empty() => "{}".to_owned(),
+        Arguments::Raw(s) => s.clone(),
+        Arguments::Json(v) => v.to_string(),
+    }
+}
+
+/// Checks that `ToolChoice::Only(name)` names a tool of the request: the providers refuse a
+/// forced call to an undeclared function with an unhelpful 400.
+pub(crate) fn check_only(provider: &str, tools: &ToolSet, name: &str) -> Result<(), StreamError> {
+    if tools.contains(name) {
+        Ok(())
+    } else {
+        Err(build_error(
+            provider,
+            format!("the tool choice names {name:?}, which is not among this request's tools"),
+        ))
+    }
+}
+
+/// A [`StreamError::Build`].
+pub(crate) fn build_error(provider: &str, why: impl Into<String>) -> StreamError {
+    StreamError::Build {
+        provider: provider.to_owned(),
+        why: why.into(),
+    }
+}
+
+/// A [`StreamError::Malformed`] from a parse error.
+pub(crate) fn malformed(provider: &str, source: serde_json::Error) -> StreamError {
+    StreamError::Malformed {
+        provider: provider.to_owned(),
+        source,
+    }
+}
+
+/// A [`StreamError::Malformed`] for JSON that parsed but is not the documented shape.
+pub(crate) fn malformed_shape(provider: &str, why: &str) -> StreamError {
+    malformed(
+        provider,
+        <serde_json::Error as serde::de::Error>::custom(why),
+    )
+}
+
+/// Parses one event's JSON.
+pub(crate) fn parse_event(provider: &str, data: &str) -> Result<Value, StreamError> {
+    serde_json::from_str(data).map_err(|e| malformed(provider, e))
+}
+
+/// A provider error object (`{"code", "message", "status"|"type"}`) as one line:
+/// `message (status, code)`, leaving out what is absent.
+pub(crate) fn error_message(error: &Value) -> String {
+    let Some(obj) = error.as_object() else {
+        return match error {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    };
+    let field = |k: &str| match obj.get(k) {
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let message = field("message").unwrap_or_else(|| error.to_string());
+    let tags: Vec<String> = ["status", "type", "code"]
+        .into_iter()
+        .filter_map(field)
+        .collect();
+    if tags.is_empty() {
+        message
+    } else {
+        format!("{message} ({})", tags.join(", "))
+    }
+}
+
+/// A [`StreamError::Provider`].
+pub(crate) fn provider_error(provider: &str, message: String) -> StreamError {
+    StreamError::Provider {
+        provider: provider.to_owned(),
+        message,
+    }
+}
+
+/// A token count at `path` (`None` when absent or not a non-negative integer).
+pub(crate) fn count(value: &Value, path: &[&str]) -> Option<u64> {
+    path.iter()
+        .try_fold(value, |v, k| v.get(k))
+        .and_then(Value::as_u64)
+}
+
+/// `value` with every `null` member removed, at any depth.
+pub(crate) fn without_nulls(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Serialises a request body.
+pub(crate) fn body_bytes(body: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(body.to_string())
+}
