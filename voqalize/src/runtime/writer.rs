@@ -23,6 +23,7 @@ pub(super) async fn write_loop<S: ChannelSender>(
             out.close();
             return Err(e);
         }
+        out.wrote();
     }
     Ok(sender)
 }

@@ -317,10 +317,24 @@ impl Session {
     /// without `turn_id`; [`SessionError::TurnForgotten`] without `start_ms` for a turn older than
     /// the newest 32.
     pub fn report_step(&self, step: Step, turn_id: Option<u64>) -> Result<(), SessionError> {
-        self.require("report_step", Capability::TurnSteps)?;
         let turn_id = turn_id
             .or_else(|| context::current().and_then(|c| c.turn))
             .ok_or(SessionError::NoTurn)?;
+        let frame = self.turn_step(step, turn_id)?;
+        self.emit(frame);
+        Ok(())
+    }
+
+    /// [`report_step`](Self::report_step) for an explicit turn, sent even from a turn a barge-in
+    /// cancelled: the voice core reports a model request it paid for, however the turn ended.
+    pub(crate) fn report_step_always(&self, step: Step, turn_id: u64) -> Result<(), SessionError> {
+        let frame = self.turn_step(step, turn_id)?;
+        self.shared.out.push(frame);
+        Ok(())
+    }
+
+    fn turn_step(&self, step: Step, turn_id: u64) -> Result<Frame, SessionError> {
+        self.require("report_step", Capability::TurnSteps)?;
         let start_ms = match step.start_ms {
             Some(ms) => ms,
             None => {
@@ -334,7 +348,7 @@ impl Session {
                 elapsed.saturating_sub(step.duration_ms)
             }
         };
-        self.emit(Frame::TurnStep(TurnStep {
+        Ok(Frame::TurnStep(TurnStep {
             turn_id,
             kind: step.kind,
             name: step.name,
@@ -343,8 +357,15 @@ impl Session {
             duration_ms: step.duration_ms,
             first_output_ms: step.first_output_ms,
             counts: step.counts,
-        }));
-        Ok(())
+        }))
+    }
+
+    /// Waits until every frame emitted so far has been written to the socket, or `within` has
+    /// passed (a peer that does not read must not hold a turn forever), or the session ended. The
+    /// voice core awaits it before running a tool, so the speech before a call is on the wire
+    /// first.
+    pub(crate) async fn flushed(&self, within: Duration) {
+        let _ = tokio::time::timeout(within, self.shared.out.flushed()).await;
     }
 
     pub(crate) fn turn_began(&self, turn_id: u64) {

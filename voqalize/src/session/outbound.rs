@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::queue::{Admitted, Shedding, overload};
 use crate::recover::lock;
@@ -27,6 +27,8 @@ pub(crate) enum Pushed {
 
 struct Lane {
     queue: Shedding<Frame>,
+    /// How many frames were ever queued.
+    queued: u64,
     ended: bool,
     closed: bool,
 }
@@ -34,6 +36,8 @@ struct Lane {
 pub(crate) struct Outbound {
     lane: Mutex<Lane>,
     notify: Notify,
+    /// How many frames the writer has written (or given up on, once the lane closed).
+    written: watch::Sender<u64>,
     local_errors: mpsc::UnboundedSender<ErrorFrame>,
 }
 
@@ -42,10 +46,12 @@ impl Outbound {
         Outbound {
             lane: Mutex::new(Lane {
                 queue: Shedding::new(maxsize),
+                queued: 0,
                 ended: false,
                 closed: false,
             }),
             notify: Notify::new(),
+            written: watch::channel(0).0,
             local_errors,
         }
     }
@@ -70,6 +76,7 @@ impl Outbound {
         if is_end {
             lane.ended = true;
         }
+        lane.queued += 1;
         drop(lane);
         self.notify.notify_one();
         Pushed::Queued
@@ -96,6 +103,20 @@ impl Outbound {
     pub(crate) fn close(&self) {
         lock(&self.lane).closed = true;
         self.notify.notify_one();
+        // Nobody waits for a flush that will never come.
+        self.written.send_replace(u64::MAX);
+    }
+
+    /// The writer wrote one more frame.
+    pub(crate) fn wrote(&self) {
+        self.written.send_modify(|n| *n = n.saturating_add(1));
+    }
+
+    /// Completes once every frame queued before the call has been written (or the lane closed).
+    pub(crate) async fn flushed(&self) {
+        let target = lock(&self.lane).queued;
+        let mut rx = self.written.subscribe();
+        let _ = rx.wait_for(|n| *n >= target).await;
     }
 
     pub(crate) fn ended(&self) -> bool {

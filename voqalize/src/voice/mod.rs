@@ -1,0 +1,404 @@
+//! Model-backed brains: the voice core (docs/protocol.md §6).
+//!
+//! A model-backed brain is a struct holding a [`Model`], a `#[brain]` impl of its tools, and
+//! three lines of [`ModelBrain`]:
+//!
+//! ```no_run
+//! use voqalize::prelude::*;
+//! use voqalize::model::Gemini;
+//!
+//! struct Coach {
+//!     model: Model,
+//! }
+//!
+//! impl ModelBrain for Coach {
+//!     fn model(&self) -> &Model {
+//!         &self.model
+//!     }
+//! }
+//!
+//! #[brain]
+//! impl Coach {
+//!     /// Record that the user ate, now.
+//!     #[tool]
+//!     async fn log_meal(&self) -> &'static str {
+//!         "logged"
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let gemini = Gemini::from_env().build()?; // GOOGLE_API_KEY or GEMINI_API_KEY
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
+//! voqalize::host::tungstenite::serve(
+//!     listener,
+//!     move || Coach { model: Model::new(gemini.clone()).instruction("You are a diabetes coach.") },
+//!     HostOptions::production(),
+//! )
+//! .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The SDK then runs every turn: the user's words go into the conversation, the model streams its
+//! answer, speech opens on the first word, each tool runs the moment its call arrives (after the
+//! words before it are on the wire) and its result is filed right after the call, a
+//! `#[needs_result_now]` tool makes the model read its result at once, and every `Finalize` cuts
+//! the conversation down to what the user actually heard.
+
+mod conversation;
+mod guard;
+mod report;
+mod turn;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use conversation::Conversation;
+
+use crate::brain::{Brain, BrainResult};
+use crate::model::http;
+use crate::model::layer::Layer;
+use crate::model::{Chat, Gemini, OpenAi};
+use crate::recover::lock;
+use crate::session::{Finalized, Session, Turn};
+use crate::tools::Toolbox;
+use crate::wire::{ErrorFrame, Rtvi, UserIdle, UserMessage};
+
+pub use crate::model::ToolChoice;
+
+/// A provider a [`Model`] talks to: [`Gemini`], [`OpenAi`] or [`Chat`] (each converts into it).
+#[derive(Clone)]
+pub struct ModelLayer(Arc<dyn Layer>);
+
+impl std::fmt::Debug for ModelLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelLayer")
+            .field("provider", &self.0.provider())
+            .field("model", &self.0.model())
+            .finish()
+    }
+}
+
+impl From<Gemini> for ModelLayer {
+    fn from(layer: Gemini) -> Self {
+        ModelLayer(Arc::new(layer))
+    }
+}
+
+impl From<OpenAi> for ModelLayer {
+    fn from(layer: OpenAi) -> Self {
+        ModelLayer(Arc::new(layer))
+    }
+}
+
+impl From<Chat> for ModelLayer {
+    fn from(layer: Chat) -> Self {
+        ModelLayer(Arc::new(layer))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Settings {
+    max_tool_hops: usize,
+    report_steps: bool,
+    fallback: Option<String>,
+    max_history: usize,
+}
+
+struct Inner {
+    layer: Arc<dyn Layer>,
+    settings: Settings,
+    instruction: Mutex<Option<Arc<str>>>,
+    conversation: Mutex<Conversation>,
+}
+
+/// The voice core of one session: a model layer, the system instruction, and the conversation.
+///
+/// Make one per call (in the brain factory): it holds that call's history. Making one is cheap;
+/// the layer (and the HTTP connection pool under every layer) is shared.
+#[derive(Clone)]
+pub struct Model {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("provider", &self.inner.layer.provider())
+            .field("model", &self.inner.layer.model())
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Model {
+    /// A voice core over `layer`, with no system instruction, `max_tool_hops` 6, TurnSteps
+    /// reported, no fallback line, and at most 400 history entries.
+    pub fn new(layer: impl Into<ModelLayer>) -> Model {
+        Model {
+            inner: Arc::new(Inner {
+                layer: layer.into().0,
+                settings: Settings {
+                    max_tool_hops: 6,
+                    report_steps: true,
+                    fallback: None,
+                    max_history: 400,
+                },
+                instruction: Mutex::new(None),
+                conversation: Mutex::new(Conversation::new(400)),
+            }),
+        }
+    }
+
+    fn with(self, change: impl FnOnce(&mut Settings)) -> Model {
+        let mut settings = self.inner.settings.clone();
+        change(&mut settings);
+        let instruction = lock(&self.inner.instruction).clone();
+        Model {
+            inner: Arc::new(Inner {
+                layer: self.inner.layer.clone(),
+                instruction: Mutex::new(instruction),
+                conversation: Mutex::new(Conversation::new(settings.max_history)),
+                settings,
+            }),
+        }
+    }
+
+    /// The system instruction every request carries (set it per session later with
+    /// [`set_instruction`](Self::set_instruction)).
+    #[must_use]
+    pub fn instruction(self, text: impl Into<String>) -> Model {
+        self.set_instruction(text);
+        self
+    }
+
+    /// How many times a turn asks the model again after a `#[needs_result_now]` tool (default 6).
+    /// The last of those requests may not call a tool. 0 never asks again.
+    #[must_use]
+    pub fn max_tool_hops(self, hops: usize) -> Model {
+        self.with(|s| s.max_tool_hops = hops)
+    }
+
+    /// Whether `model` and `tool` TurnSteps are reported (default true; they are sent only when
+    /// the runtime advertises `turn_steps`).
+    #[must_use]
+    pub fn report_steps(self, on: bool) -> Model {
+        self.with(|s| s.report_steps = on)
+    }
+
+    /// A line spoken when a turn's model request fails before anything was said ("Sorry, I
+    /// didn't catch that — could you say it again?"), so an outage never leaves the caller in
+    /// silence. None by default.
+    #[must_use]
+    pub fn fallback_line(self, line: impl Into<String>) -> Model {
+        let line = line.into();
+        self.with(|s| s.fallback = Some(line))
+    }
+
+    /// The most history entries kept (default 400); the oldest whole exchanges go first.
+    #[must_use]
+    pub fn max_history(self, entries: usize) -> Model {
+        self.with(|s| s.max_history = entries)
+    }
+
+    /// Replaces the system instruction, from now on (typically from `on_session_start`, where the
+    /// user's facts are). A blank instruction sends none.
+    pub fn set_instruction(&self, text: impl Into<String>) {
+        let text = text.into();
+        *lock(&self.inner.instruction) = (!text.trim().is_empty()).then(|| Arc::from(text));
+    }
+
+    fn instruction_now(&self) -> Option<Arc<str>> {
+        lock(&self.inner.instruction).clone()
+    }
+
+    fn conversation(&self) -> MutexGuard<'_, Conversation> {
+        lock(&self.inner.conversation)
+    }
+
+    /// Adds a note to the conversation as a user turn, now: an app event the model should know
+    /// about ("(The user confirmed booking 4411 on screen.)"). Safe from a tool and from `on_rtvi`
+    /// during a turn: a note never lands between a call and its result, and heard truth never
+    /// rewrites it. The request in flight does not see it; the next one does.
+    pub fn append_note(&self, text: &str) {
+        self.conversation().push_user(text);
+    }
+
+    /// Asks the model and speaks its answer, with tools on auto: what
+    /// [`ModelBrain::respond`] does by default.
+    ///
+    /// A failed request (connect error, HTTP error with the provider's body, a timeout, a stream
+    /// that ends before its terminal event) is logged with the provider and the status, reported
+    /// as a `model` TurnStep, and ends the turn; what was spoken stays spoken, and the fallback
+    /// line is spoken if the turn had said nothing. It never returns an error for a model failure.
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for failures a brain must see.
+    pub async fn respond<B: Toolbox + ?Sized>(&self, brain: &B, turn: &Turn) -> BrainResult {
+        turn::run(self, brain, turn, ToolChoice::Auto).await
+    }
+
+    /// [`respond`](Self::respond) with a tool choice for this turn: `ToolChoice::None` to make the
+    /// model speak, `ToolChoice::only("name")` to make it call one tool. Tools stay declared.
+    ///
+    /// # Errors
+    /// As [`respond`](Self::respond).
+    pub async fn respond_with<B: Toolbox + ?Sized>(
+        &self,
+        brain: &B,
+        turn: &Turn,
+        choice: ToolChoice,
+    ) -> BrainResult {
+        turn::run(self, brain, turn, choice).await
+    }
+
+    /// Speaks `line` as one unit without asking the model. With `remember`, the model reads it as
+    /// its own words from the next request on (cut to what the user heard); without, the model
+    /// never sees it. Returns the unit's speech id.
+    pub fn say_line(&self, turn: &Turn, line: &str, remember: bool) -> u64 {
+        let mut unit = turn.open_unit();
+        let id = unit.id();
+        if unit.started() {
+            let mut conversation = self.conversation();
+            let entry = remember.then(|| {
+                conversation.push(
+                    crate::model::history::Role::Model,
+                    vec![crate::model::history::Part::text(line)],
+                )
+            });
+            conversation.speaking(id, entry);
+        }
+        unit.write(line);
+        unit.close();
+        id
+    }
+
+    /// The user's words start a turn.
+    fn user_said(&self, text: &str) {
+        self.conversation().push_user(text);
+    }
+
+    /// Voqalize reported what the user heard of a unit.
+    fn heard(&self, finalized: &Finalized) {
+        self.conversation().heard(
+            finalized.speech_id,
+            &finalized.heard,
+            finalized.interrupted(),
+        );
+    }
+
+    /// Opens a pooled connection to the provider in the background, so the first turn pays no
+    /// DNS or TLS handshake.
+    fn warm(&self) {
+        let layer = self.inner.layer.clone();
+        tokio::spawn(async move {
+            http::warm(layer.base_url(), layer.timeouts().connect).await;
+        });
+    }
+}
+
+/// A brain whose turns a model answers. Implement [`model`](Self::model) (one line) beside a
+/// `#[brain]` impl of the tools; every [`Brain`] callback then works: the user's words go to the
+/// model, `on_finalize` applies heard truth, the connection to the provider is warmed when the
+/// session starts. Override the hooks below to add to them.
+///
+/// A type implements either `Brain` (it speaks itself) or `ModelBrain` (a model speaks for it),
+/// never both: `Brain` is implemented for every `ModelBrain`.
+pub trait ModelBrain: Toolbox {
+    /// This session's voice core.
+    fn model(&self) -> &Model;
+
+    /// How the brain answers the user: by default, [`Model::respond`]. Override it to check what
+    /// happened and ask again ([`Model::respond_with`]), or to speak without the model
+    /// ([`Model::say_line`]).
+    fn respond(&self, turn: &mut Turn) -> impl Future<Output = BrainResult> + Send {
+        async move { self.model().respond(self, turn).await }
+    }
+
+    /// As [`Brain::on_session_start`]: set a per-session instruction here
+    /// ([`Model::set_instruction`]) from `session.init()`.
+    fn on_session_start(&self, session: &Session) -> impl Future<Output = BrainResult> + Send {
+        let _ = session;
+        async { Ok(()) }
+    }
+
+    /// As [`Brain::greet`]. The greeting the user hears goes into the conversation as the model's
+    /// words.
+    fn greet(&self, session: &Session) -> impl Future<Output = BrainResult<Option<String>>> + Send {
+        let _ = session;
+        async { Ok(None) }
+    }
+
+    /// As [`Brain::on_user_idle`]; the default says nothing.
+    fn on_user_idle(
+        &self,
+        turn: &mut Turn,
+        idle: UserIdle,
+    ) -> impl Future<Output = BrainResult> + Send {
+        let _ = (turn, idle);
+        async { Ok(()) }
+    }
+
+    /// As [`Brain::on_rtvi`]: read app events here and tell the model with
+    /// [`Model::append_note`].
+    fn on_rtvi(
+        &self,
+        session: &Session,
+        message: Rtvi,
+    ) -> impl Future<Output = BrainResult> + Send {
+        let _ = (session, message);
+        async { Ok(()) }
+    }
+
+    /// As [`Brain::on_error`].
+    fn on_error(
+        &self,
+        session: &Session,
+        error: ErrorFrame,
+    ) -> impl Future<Output = BrainResult> + Send {
+        let _ = (session, error);
+        async { Ok(()) }
+    }
+
+    /// As [`Brain::on_session_end`].
+    fn on_session_end(&self, session: &Session) -> impl Future<Output = ()> + Send {
+        let _ = session;
+        async {}
+    }
+}
+
+impl<T: ModelBrain> Brain for T {
+    async fn on_session_start(&self, session: &Session) -> BrainResult {
+        self.model().warm();
+        ModelBrain::on_session_start(self, session).await
+    }
+
+    async fn greet(&self, session: &Session) -> BrainResult<Option<String>> {
+        ModelBrain::greet(self, session).await
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        self.model().user_said(&message.text);
+        self.respond(turn).await
+    }
+
+    async fn on_user_idle(&self, turn: &mut Turn, idle: UserIdle) -> BrainResult {
+        ModelBrain::on_user_idle(self, turn, idle).await
+    }
+
+    async fn on_finalize(&self, _session: &Session, finalized: Finalized) -> BrainResult {
+        self.model().heard(&finalized);
+        Ok(())
+    }
+
+    async fn on_rtvi(&self, session: &Session, message: Rtvi) -> BrainResult {
+        ModelBrain::on_rtvi(self, session, message).await
+    }
+
+    async fn on_error(&self, session: &Session, error: ErrorFrame) -> BrainResult {
+        ModelBrain::on_error(self, session, error).await
+    }
+
+    async fn on_session_end(&self, session: &Session) {
+        ModelBrain::on_session_end(self, session).await;
+    }
+}

@@ -1,0 +1,138 @@
+//! What a model-backed turn reports: one `turn:` log line, a `model` TurnStep per request and a
+//! `tool` TurnStep per tool call (docs/protocol.md §6.1, §4.10).
+
+use std::time::{Duration, Instant};
+
+use crate::model::Usage;
+use crate::session::{Session, Step};
+
+/// Counts and sums over one turn (one `respond`).
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Model requests made (the retry and the forced last request included).
+    pub hops: u32,
+    /// Tools run (unknown and failed calls included).
+    pub calls: u32,
+    /// Calls to tools marked `#[needs_result_now]`.
+    pub awaited: u32,
+    /// Usage summed over the turn's requests; `None` while no request reported any.
+    pub usage: Option<Usage>,
+}
+
+impl Tally {
+    pub(crate) fn add(&mut self, usage: Option<Usage>) {
+        if let Some(u) = usage {
+            self.usage = Some(self.usage.map_or(u, |t| t.add(u)));
+        }
+    }
+}
+
+/// When the turn started, first heard from the model, and first spoke.
+#[derive(Debug)]
+pub(crate) struct Clock {
+    pub started: Instant,
+    pub open: Option<Duration>,
+    pub speak: Option<Duration>,
+}
+
+impl Clock {
+    pub(crate) fn start() -> Self {
+        Clock {
+            started: Instant::now(),
+            open: None,
+            speak: None,
+        }
+    }
+
+    pub(crate) fn mark_open(&mut self) {
+        self.open.get_or_insert_with(|| self.started.elapsed());
+    }
+
+    pub(crate) fn mark_speak(&mut self) {
+        self.speak.get_or_insert_with(|| self.started.elapsed());
+    }
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+fn ms_or_none(d: Option<Duration>) -> String {
+    d.map_or_else(|| "none".to_owned(), |d| format!("{}ms", ms(d)))
+}
+
+/// The one `turn:` line: `turn: model=.. hops=.. calls=.. awaited=.. speechless=yes|no open=..
+/// speak=.. total=.. prompt=.. cached=.. output=.. thoughts=..`, or `— no usage reported` after
+/// `total` when no request reported usage.
+pub(crate) fn turn_line(model: &str, tally: &Tally, clock: &Clock) -> String {
+    let head = format!(
+        "turn: model={model} hops={} calls={} awaited={} speechless={} open={} speak={} total={}ms",
+        tally.hops,
+        tally.calls,
+        tally.awaited,
+        if clock.speak.is_some() { "no" } else { "yes" },
+        ms_or_none(clock.open),
+        ms_or_none(clock.speak),
+        ms(clock.started.elapsed()),
+    );
+    match tally.usage {
+        None => format!("{head} — no usage reported"),
+        Some(u) => format!(
+            "{head} prompt={} cached={} output={} thoughts={}",
+            u.input.unwrap_or(0),
+            u.cached_input.unwrap_or(0),
+            u.output.unwrap_or(0),
+            u.reasoning.unwrap_or(0),
+        ),
+    }
+}
+
+fn clamp_ms(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// One model request, as its TurnStep reports it.
+#[derive(Debug)]
+pub(crate) struct Hop {
+    pub started: Instant,
+    pub first: Option<Duration>,
+    pub usage: Option<Usage>,
+}
+
+impl Hop {
+    pub(crate) fn start() -> Self {
+        Hop {
+            started: Instant::now(),
+            first: None,
+            usage: None,
+        }
+    }
+
+    /// The `model` step: duration from the request to the end of its stream, first output, the
+    /// request's last usage as counts.
+    pub(crate) fn step(&self, model: &str, provider: &str) -> Step {
+        let mut step = Step::new("model", model)
+            .provider(provider)
+            .duration_ms(clamp_ms(self.started.elapsed()));
+        if let Some(first) = self.first {
+            step = step.first_output_ms(clamp_ms(first));
+        }
+        for (k, v) in self.usage.unwrap_or_default().counts() {
+            step = step.count(k, v);
+        }
+        step
+    }
+}
+
+/// Reports `step` for turn `turn_id` when the session can take steps. A model request's step is
+/// reported even when a barge-in cut its turn (`always`): it was paid for.
+pub(crate) fn report(session: &Session, step: Step, turn_id: u64, always: bool) {
+    let sent = if always {
+        session.report_step_always(step, turn_id)
+    } else {
+        session.report_step(step, Some(turn_id))
+    };
+    if let Err(e) = sent {
+        tracing::debug!("turn {turn_id}: step not reported: {e}");
+    }
+}
