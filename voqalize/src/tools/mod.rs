@@ -96,7 +96,7 @@
 
 mod dispatch;
 pub(crate) mod private;
-mod schema;
+pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
 

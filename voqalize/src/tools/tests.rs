@@ -1107,17 +1107,27 @@ fn a_slow_call_logs_one_warning_and_is_not_cancelled() {
             (slow, fast)
         })
     });
+    // Only what is stable under load: the slow call ran to its end, took at least its sleep and was
+    // reported over the budget. The measured time is never compared to an upper bound or read
+    // digit by digit (a loaded machine makes it anything above 30 ms).
     assert_eq!(out.0.result, Ok(json!("late")));
     assert!(out.0.elapsed.as_millis() >= 30);
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("budget")).collect();
+    // The fast call is not judged: under load even it may go over the budget.
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("budget") && l.contains("tool Desk::slow took "))
+        .collect();
     assert_eq!(warnings.len(), 1, "{text}");
     assert!(warnings[0].contains("WARN"), "{text}");
-    assert!(
-        warnings[0].contains("tool Desk::slow took 3")
-            && warnings[0].contains("ms, over the 20ms budget"),
-        "{text}"
-    );
+    assert!(warnings[0].contains("ms, over the 20ms budget"), "{text}");
+    let reported: u64 = warnings[0]
+        .split("took ")
+        .nth(1)
+        .and_then(|rest| rest.split("ms").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {text}"));
+    assert!(reported >= 30, "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------
