@@ -9,9 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::private::{self, ToolInfo, ToolRun};
 use super::schema::{self, Dialect};
 use super::*;
+use crate::private::{self, ToolInfo, ToolRun};
 
 // ---------------------------------------------------------------------------------------------
 // Example argument structs.
