@@ -59,7 +59,8 @@ use serde_json::Value;
 #[cfg(feature = "typescript")]
 pub use generate::{TypeScript, TypesError};
 
-/// The payload shapes of an [`Action`] or [`AppEvent`] type, by wire name. Implemented by
+/// The payload shapes of an [`Action`](crate::actions::Action) or
+/// [`AppEvent`](crate::actions::AppEvent) type, by wire name. Implemented by
 /// `#[derive(Action)]` and `#[derive(AppEvent)]`.
 pub trait Payloads {
     #[doc(hidden)]

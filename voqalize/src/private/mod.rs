@@ -4,10 +4,10 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `table.rs` | the tool table: `ToolInfo`, `tool_table`, the dispatcher's helpers |
-//! | `args.rs` | the argument traits and the compile-time argument-kind check (`ArgKind`, `ArgProbe`) |
-//! | `returns.rs` | a tool's result as JSON (`ToolOutput`, `ToolFailure`, the `Probe` on the return type) |
+//! | `args.rs` | the argument traits and the compile-time argument-kind check |
+//! | `returns.rs` | a tool's result as JSON: `ToolOutput`, `ToolFailure`, the return-type `Probe` |
 //! | `actions.rs` | `#[derive(Action)]` and `#[derive(AppEvent)]` |
-//! | `../tools/private.rs` | the entry points whose bounds users read in compile errors (see there) |
+//! | `tools/private.rs` | the entry points whose bounds compile errors cite (see there) |
 //!
 //! The traits here exist for their compile errors: each carries a
 //! `#[diagnostic::on_unimplemented]` message, and their blanket impls are

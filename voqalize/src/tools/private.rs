@@ -1,8 +1,10 @@
 //! The entry points of [`crate::private`] (re-exported as `::voqalize::__private`) whose bounds
-//! users read in compile errors (and the two result kinds whose `finish` carries such a bound): rustc prints the file that declares the bound ("required by a
-//! bound in `voqalize::__private::declare` --> voqalize/src/tools/private.rs"), so these stay in
-//! this file while the rest of the macro support lives in `src/private/`. Moving them changes
-//! those messages (and `ui-tests/cases/*.stderr`).
+//! users read in compile errors, and the two result kinds whose `finish` carries such a bound.
+//!
+//! rustc names the file that declares a bound ("required by a bound in
+//! `voqalize::__private::declare` --> voqalize/src/tools/private.rs") and the module holding an
+//! inherent impl, so these stay in this file while the rest of the macro support lives in
+//! `src/private/`: moving them would change those messages (and `ui-tests/cases/*.stderr`).
 
 use std::marker::PhantomData;
 

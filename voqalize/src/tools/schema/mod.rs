@@ -3,26 +3,27 @@
 //! Every rewrite starts from the same neutral schema (schemars, draft 2020-12, deserialize contract,
 //! doc comments kept, properties in declaration order) and goes through the same first steps:
 //!
-//! 1. **Inline** every `$ref` (`#`, `#/$defs/..`, `#/definitions/..`, parsed by [`reference`],
-//!    the one `$ref` parser; [`inline`]); the reference's siblings
-//!    are merged with the target ([`merge_schema`]: `properties` and `required` united, so an
-//!    internally tagged newtype variant keeps the wrapped struct's fields beside its tag;
-//!    annotations such as `description` and `default` from the siblings). A boolean subschema
-//!    `true` becomes `{}`. A reference back into a type that is being
-//!    inlined (a recursive type) is the only one left: Gemini gets `{"type":"object"}` there, OpenAI
-//!    keeps a `$ref` into a `$defs` that holds just the recursive types.
-//! 2. **Simplify**: `oneOf` → `anyOf` (serde's enums have disjoint branches), `allOf` merged,
-//!    `const` → a one-value `enum`, an `anyOf` of string constants → one string `enum` (documented
-//!    variants are listed in the description), `title`/`$schema`/`$id`/`$comment`/`examples` dropped,
-//!    schemars' non-standard number formats (`uint8`, `int64`, `double`...) dropped. Fixed fields
-//!    beside a choice of shapes (a struct with a `#[serde(flatten)]` enum: `properties` beside
-//!    `anyOf`) are copied into every branch, so each branch is a complete object and the choice
-//!    stands alone ([`distribute_fields`]; [`simplify`], [`formats`], [`flatten`]). At the root, where no provider takes a choice (OpenAI
-//!    forbids a root `anyOf`; Gemini's OpenAPI subset wants an object), the branches are united
-//!    into one object holding every field, with the fields every branch needs required
-//!    ([`unite_root_choices`]); strict mode cannot express that and falls back to `strict: false`.
-//! 3. The dialect's own pass: [`Dialect::Gemini`] ([`gemini`]), [`Dialect::OpenAi`] and
-//!    [`Dialect::OpenAiStrict`] ([`openai`], with [`nullable`]).
+//! 1. **Inline** ([`inline`]) every `$ref` (`#`, `#/$defs/..`, `#/definitions/..`, parsed by
+//!    [`SchemaRef`], the one `$ref` parser); the reference's siblings are merged with the target
+//!    ([`merge_schema`]: `properties` and `required` united, so an internally tagged newtype
+//!    variant keeps the wrapped struct's fields beside its tag; annotations such as `description`
+//!    and `default` from the siblings). A boolean subschema `true` becomes `{}`. A reference back
+//!    into a type that is being inlined (a recursive type) is the only one left: Gemini gets
+//!    `{"type":"object"}` there, OpenAI keeps a `$ref` into a `$defs` that holds just the
+//!    recursive types.
+//! 2. **Simplify** ([`mod@simplify`], [`formats`], [`flatten`]): `oneOf` → `anyOf` (serde's enums
+//!    have disjoint branches), `allOf` merged, `const` → a one-value `enum`, an `anyOf` of string
+//!    constants → one string `enum` (documented variants are listed in the description),
+//!    `title`/`$schema`/`$id`/`$comment`/`examples` dropped, schemars' non-standard number formats
+//!    (`uint8`, `int64`, `double`...) dropped. Fixed fields beside a choice of shapes (a struct
+//!    with a `#[serde(flatten)]` enum: `properties` beside `anyOf`) are copied into every branch,
+//!    so each branch is a complete object and the choice stands alone ([`distribute_fields`]). At
+//!    the root, where no provider takes a choice (OpenAI forbids a root `anyOf`; Gemini's OpenAPI
+//!    subset wants an object), the branches are united into one object holding every field, with
+//!    the fields every branch needs required ([`unite_root_choices`]); strict mode cannot express
+//!    that and falls back to `strict: false`.
+//! 3. The dialect's own pass: [`Dialect::Gemini`] ([`mod@gemini`]), [`Dialect::OpenAi`] and
+//!    [`Dialect::OpenAiStrict`] ([`mod@openai`], with [`nullable`]).
 //!
 //! [`merge_schema`]: merge::merge_schema
 //! [`distribute_fields`]: flatten::distribute_fields

@@ -1,6 +1,7 @@
 //! Every node of every rewritten schema, walked and checked against its provider's rules.
 
 use super::*;
+use crate::tools::schema::reference::SchemaRef;
 
 /// Visits every schema node (not property-name maps) with its path.
 pub(super) fn walk(v: &Value, at: &str, f: &mut dyn FnMut(&str, &serde_json::Map<String, Value>)) {
@@ -198,10 +199,7 @@ pub(super) fn assert_strict_node(
 }
 
 pub(super) fn ref_target<'v>(root: &'v Value, r: &str) -> Option<&'v Value> {
-    if r == "#" {
-        return Some(root);
-    }
-    root.get("$defs")?.get(r.strip_prefix("#/$defs/")?)
+    SchemaRef::parse(r)?.target(root)
 }
 
 pub(super) fn assert_openai_node(
