@@ -139,23 +139,9 @@ pub(super) fn unite_root_choices(root: &mut Value) -> Option<usize> {
             _ => Vec::new(),
         };
         // The shape's tag (its one-value fields), to say which fields it needs.
-        let tags: Vec<String> = match b.get("properties") {
-            Some(Value::Object(p)) => p
-                .iter()
-                .filter_map(|(k, v)| match v.get("enum") {
-                    Some(Value::Array(vals)) if vals.len() == 1 => {
-                        Some(format!("`{k}` = {}", vals[0]))
-                    }
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let tags = shape_tags(&b);
         if tags.is_empty() {
-            let names: Vec<String> = mine
-                .iter()
-                .filter_map(|r| r.as_str().map(|r| format!("`{r}`")))
-                .collect();
+            let names = quoted_names(&mine);
             if !names.is_empty() {
                 untagged.push(names.join(" + "));
             }
@@ -180,22 +166,7 @@ pub(super) fn unite_root_choices(root: &mut Value) -> Option<usize> {
         }
     }
     let common = required.unwrap_or_default();
-    if untagged.len() > 1 {
-        notes.push(format!(
-            "Send the fields of exactly one of these shapes: {}.",
-            untagged.join(" | ")
-        ));
-    }
-    for (tag, mine) in needs {
-        let extra: Vec<String> = mine
-            .iter()
-            .filter(|r| !common.contains(r))
-            .filter_map(|r| r.as_str().map(|r| format!("`{r}`")))
-            .collect();
-        if !extra.is_empty() {
-            notes.push(format!("With {tag}: {} required.", extra.join(", ")));
-        }
-    }
+    notes.extend(requirement_notes(&untagged, needs, &common));
     m.insert("type".into(), json!("object"));
     m.insert("properties".into(), Value::Object(props));
     if !common.is_empty() {
@@ -205,4 +176,50 @@ pub(super) fn unite_root_choices(root: &mut Value) -> Option<usize> {
         append_description(m, &notes.join("\n"));
     }
     Some(count)
+}
+
+/// The one-value fields of a shape (its tag), as "`name` = value".
+fn shape_tags(shape: &Map<String, Value>) -> Vec<String> {
+    match shape.get("properties") {
+        Some(Value::Object(p)) => p
+            .iter()
+            .filter_map(|(k, v)| match v.get("enum") {
+                Some(Value::Array(vals)) if vals.len() == 1 => Some(format!("`{k}` = {}", vals[0])),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Field names in backquotes.
+fn quoted_names(names: &[Value]) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|r| r.as_str().map(|r| format!("`{r}`")))
+        .collect()
+}
+
+/// What the united object's description says about the shapes it stands for: which untagged
+/// shapes are alternatives, and which fields each tagged shape needs beyond the `common` ones.
+fn requirement_notes(
+    untagged: &[String],
+    needs: Vec<(String, Vec<Value>)>,
+    common: &[Value],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if untagged.len() > 1 {
+        notes.push(format!(
+            "Send the fields of exactly one of these shapes: {}.",
+            untagged.join(" | ")
+        ));
+    }
+    for (tag, mine) in needs {
+        let extra: Vec<Value> = mine.into_iter().filter(|r| !common.contains(r)).collect();
+        let extra = quoted_names(&extra);
+        if !extra.is_empty() {
+            notes.push(format!("With {tag}: {} required.", extra.join(", ")));
+        }
+    }
+    notes
 }
