@@ -1,10 +1,27 @@
 //! `voqalize types`: the TypeScript unions of a crate's [`Action`]s and [`AppEvent`]s, for the
 //! app's front end.
 //!
+//! # Cargo feature
+//!
+//! The generator (`TypeScript`, `TypesError`) is behind the `typescript` feature of the
+//! `voqalize` crate, off by default; turn it on in the crate (or the binary) that writes the
+//! TypeScript:
+//!
+//! ```toml
+//! [dependencies]
+//! voqalize = { version = "0.1", features = ["typescript"] }
+//! ```
+//!
+//! Without the feature this module holds only [`Payloads`] and [`PayloadCollector`], which
+//! `#[derive(Action)]` and `#[derive(AppEvent)]` implement on every type whatever the features.
+//!
+//! # The `voqalize` command
+//!
 //! Rust has no run-time list of a crate's types, so the crate names them once, in a small binary
 //! that is its `voqalize` command:
 //!
-//! ```no_run
+#![cfg_attr(feature = "typescript", doc = "```no_run")]
+#![cfg_attr(not(feature = "typescript"), doc = "```ignore")]
 //! // src/bin/voqalize.rs
 //! use voqalize::prelude::*;
 //! use voqalize::typescript::TypeScript;
@@ -35,19 +52,15 @@
 //! [`Action`]: crate::actions::Action
 //! [`AppEvent`]: crate::actions::AppEvent
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::ExitCode;
-
 use schemars::JsonSchema;
-use schemars::generate::{SchemaGenerator, SchemaSettings};
-use serde_json::{Map, Value};
+use schemars::generate::SchemaGenerator;
+use serde_json::Value;
 
-use crate::actions::{Action, AppEvent};
+#[cfg(feature = "typescript")]
+pub use generate::{TypeScript, TypesError};
 
-/// The payload shapes of an [`Action`] or [`AppEvent`] type, by wire name. Implemented by
+/// The payload shapes of an [`Action`](crate::actions::Action) or
+/// [`AppEvent`](crate::actions::AppEvent) type, by wire name. Implemented by
 /// `#[derive(Action)]` and `#[derive(AppEvent)]`.
 pub trait Payloads {
     #[doc(hidden)]
@@ -67,451 +80,466 @@ impl PayloadCollector<'_> {
     }
 }
 
-/// What can go wrong in `voqalize types`.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TypesError {
-    /// Two registered actions share a wire name.
-    #[error("two actions are named {0}: the app could not tell them apart")]
-    DuplicateAction(String),
-    /// Two registered app events share a wire name.
-    #[error("two app events are named {0}: the brain could not tell them apart")]
-    DuplicateEvent(String),
-    /// The command line was not understood.
-    #[error("{0}\nusage: voqalize types [--out FILE [--check]]")]
-    Usage(String),
-    /// Reading or writing the output file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The failure.
-        source: std::io::Error,
-    },
-    /// `--check`: the file is not what `voqalize types` would write now.
-    #[error("{0} is out of date: run `voqalize types --out {0}`")]
-    Stale(PathBuf),
-}
+/// The generator (the `typescript` feature).
+#[cfg(feature = "typescript")]
+mod generate {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+    use std::io::Write;
+    use std::path::PathBuf;
+    use std::process::ExitCode;
 
-type Collect = fn(&mut PayloadCollector<'_>);
-/// Named schemas (`$defs`), in the order they were found.
-type Defs = Vec<(String, Value)>;
+    use schemars::generate::SchemaSettings;
+    use serde_json::{Map, Value};
 
-/// The `voqalize types` command of a crate: the actions and events it writes TypeScript for.
-#[derive(Default, Clone)]
-pub struct TypeScript {
-    actions: Vec<(&'static [&'static str], Collect)>,
-    events: Vec<(&'static [&'static str], Collect)>,
-}
+    use super::{PayloadCollector, Payloads};
+    use crate::actions::{Action, AppEvent};
+    use crate::tools::schema::reference::SchemaRef;
 
-impl std::fmt::Debug for TypeScript {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TypeScript")
-            .field(
-                "actions",
-                &self.actions.iter().map(|a| a.0).collect::<Vec<_>>(),
-            )
-            .field(
-                "events",
-                &self.events.iter().map(|e| e.0).collect::<Vec<_>>(),
-            )
-            .finish()
-    }
-}
-
-impl TypeScript {
-    /// No actions, no events.
-    pub fn new() -> Self {
-        TypeScript::default()
+    /// What can go wrong in `voqalize types`.
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum TypesError {
+        /// Two registered actions share a wire name.
+        #[error("two actions are named {0}: the app could not tell them apart")]
+        DuplicateAction(String),
+        /// Two registered app events share a wire name.
+        #[error("two app events are named {0}: the brain could not tell them apart")]
+        DuplicateEvent(String),
+        /// The command line was not understood.
+        #[error("{0}\nusage: voqalize types [--out FILE [--check]]")]
+        Usage(String),
+        /// Reading or writing the output file failed.
+        #[error("{path}: {source}")]
+        Io {
+            /// The file.
+            path: PathBuf,
+            /// The failure.
+            source: std::io::Error,
+        },
+        /// `--check`: the file is not what `voqalize types` would write now.
+        #[error("{0} is out of date: run `voqalize types --out {0}`")]
+        Stale(PathBuf),
     }
 
-    /// Adds an action type.
-    #[must_use]
-    pub fn action<A: Action + Payloads>(mut self) -> Self {
-        self.actions
-            .push((std::slice::from_ref(&A::NAME), A::__payloads));
-        self
+    type Collect = fn(&mut PayloadCollector<'_>);
+    /// Named schemas (`$defs`), in the order they were found.
+    type Defs = Vec<(String, Value)>;
+
+    /// The `voqalize types` command of a crate: the actions and events it writes TypeScript for.
+    #[derive(Default, Clone)]
+    pub struct TypeScript {
+        actions: Vec<(&'static [&'static str], Collect)>,
+        events: Vec<(&'static [&'static str], Collect)>,
     }
 
-    /// Adds an app event type (all its events).
-    #[must_use]
-    pub fn event<E: AppEvent + Payloads>(mut self) -> Self {
-        self.events.push((E::NAMES, E::__payloads));
-        self
-    }
-
-    /// The TypeScript module.
-    ///
-    /// # Errors
-    /// Two actions, or two events, share a wire name.
-    pub fn render(&self) -> Result<String, TypesError> {
-        let mut seen = Vec::new();
-        for name in self.actions.iter().flat_map(|a| a.0.iter()) {
-            if seen.contains(name) {
-                return Err(TypesError::DuplicateAction((*name).to_owned()));
-            }
-            seen.push(*name);
+    impl std::fmt::Debug for TypeScript {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("TypeScript")
+                .field(
+                    "actions",
+                    &self.actions.iter().map(|a| a.0).collect::<Vec<_>>(),
+                )
+                .field(
+                    "events",
+                    &self.events.iter().map(|e| e.0).collect::<Vec<_>>(),
+                )
+                .finish()
         }
-        seen.clear();
-        for name in self.events.iter().flat_map(|e| e.0.iter()) {
-            if seen.contains(name) {
-                return Err(TypesError::DuplicateEvent((*name).to_owned()));
-            }
-            seen.push(*name);
+    }
+
+    impl TypeScript {
+        /// No actions, no events.
+        pub fn new() -> Self {
+            TypeScript::default()
         }
 
-        let (actions, action_defs) = collect(
-            &self.actions,
-            SchemaSettings::draft2020_12().for_serialize(),
-        );
-        let (events, event_defs) = collect(
-            &self.events,
-            SchemaSettings::draft2020_12().for_deserialize(),
-        );
-
-        // One namespace of named types; a type the two sides see differently (an `Option` field
-        // is always present in an action, optional in an event) gets an `Input` twin.
-        let mut defs: Vec<(String, Value, bool)> = Vec::new();
-        let mut action_names = BTreeMap::new();
-        let mut event_names = BTreeMap::new();
-        for (name, schema) in action_defs {
-            action_names.insert(name.clone(), name.clone());
-            defs.push((name, schema, false));
+        /// Adds an action type.
+        #[must_use]
+        pub fn action<A: Action + Payloads>(mut self) -> Self {
+            self.actions
+                .push((std::slice::from_ref(&A::NAME), A::__payloads));
+            self
         }
-        for (name, schema) in event_defs {
-            if let Some((_, existing, _)) = defs.iter().find(|(n, _, _)| *n == name) {
-                if *existing == schema {
-                    event_names.insert(name.clone(), name);
-                    continue;
+
+        /// Adds an app event type (all its events).
+        #[must_use]
+        pub fn event<E: AppEvent + Payloads>(mut self) -> Self {
+            self.events.push((E::NAMES, E::__payloads));
+            self
+        }
+
+        /// The TypeScript module.
+        ///
+        /// # Errors
+        /// Two actions, or two events, share a wire name.
+        pub fn render(&self) -> Result<String, TypesError> {
+            let mut seen = Vec::new();
+            for name in self.actions.iter().flat_map(|a| a.0.iter()) {
+                if seen.contains(name) {
+                    return Err(TypesError::DuplicateAction((*name).to_owned()));
                 }
-                let mut renamed = format!("{name}Input");
-                let mut i = 2;
-                while defs.iter().any(|(n, _, _)| *n == renamed) {
-                    renamed = format!("{name}Input{i}");
-                    i += 1;
-                }
-                event_names.insert(name, renamed.clone());
-                defs.push((renamed, schema, true));
-            } else {
-                event_names.insert(name.clone(), name.clone());
-                defs.push((name, schema, true));
+                seen.push(*name);
             }
-        }
+            seen.clear();
+            for name in self.events.iter().flat_map(|e| e.0.iter()) {
+                if seen.contains(name) {
+                    return Err(TypesError::DuplicateEvent((*name).to_owned()));
+                }
+                seen.push(*name);
+            }
 
-        let mut out = String::new();
-        out.push_str(
+            let (actions, action_defs) = collect(
+                &self.actions,
+                SchemaSettings::draft2020_12().for_serialize(),
+            );
+            let (events, event_defs) = collect(
+                &self.events,
+                SchemaSettings::draft2020_12().for_deserialize(),
+            );
+
+            // One namespace of named types; a type the two sides see differently (an `Option` field
+            // is always present in an action, optional in an event) gets an `Input` twin.
+            let mut defs: Vec<(String, Value, bool)> = Vec::new();
+            let mut action_names = BTreeMap::new();
+            let mut event_names = BTreeMap::new();
+            for (name, schema) in action_defs {
+                action_names.insert(name.clone(), name.clone());
+                defs.push((name, schema, false));
+            }
+            for (name, schema) in event_defs {
+                if let Some((_, existing, _)) = defs.iter().find(|(n, _, _)| *n == name) {
+                    if *existing == schema {
+                        event_names.insert(name.clone(), name);
+                        continue;
+                    }
+                    let mut renamed = format!("{name}Input");
+                    let mut i = 2;
+                    while defs.iter().any(|(n, _, _)| *n == renamed) {
+                        renamed = format!("{name}Input{i}");
+                        i += 1;
+                    }
+                    event_names.insert(name, renamed.clone());
+                    defs.push((renamed, schema, true));
+                } else {
+                    event_names.insert(name.clone(), name.clone());
+                    defs.push((name, schema, true));
+                }
+            }
+
+            let mut out = String::new();
+            out.push_str(
             "// Generated by `voqalize types` from the brain's Actions and AppEvents. Do not edit:\n\
              // run the command again after changing them.\n",
         );
-        for (name, schema, from_events) in &defs {
-            let names = if *from_events {
-                &event_names
-            } else {
-                &action_names
-            };
-            out.push('\n');
-            write_def(&mut out, name, schema, names);
-        }
-
-        out.push('\n');
-        out.push_str(
-            "/** A UI command from the brain: the `data` of an RTVI `ui-command` message. */\n",
-        );
-        write_union(&mut out, "Action", "command", &actions, &action_names);
-        out.push('\n');
-        out.push_str("/** An event for the brain: the `data` of an RTVI `ui-event` message. */\n");
-        write_union(&mut out, "AppEvent", "event", &events, &event_names);
-        out.push('\n');
-        out.push_str("/** The wire name of every UI command. */\n");
-        out.push_str("export type ActionCommand = Action[\"command\"];\n\n");
-        out.push_str("/** The wire name of every app event. */\n");
-        out.push_str("export type AppEventName = AppEvent[\"event\"];\n");
-        Ok(out)
-    }
-
-    /// The command: `types [--out FILE [--check]]` (the arguments after the program name). Without
-    /// `--out` the module goes to `stdout`; with it, to FILE; with `--check`, FILE is compared
-    /// instead of written.
-    ///
-    /// # Errors
-    /// A usage error, a duplicate name, an I/O error, or a stale file under `--check`.
-    pub fn run<I, S>(&self, args: I, stdout: &mut dyn Write) -> Result<(), TypesError>
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        let mut args = args.into_iter().map(Into::into);
-        match args.next().as_deref() {
-            Some("types") => {}
-            Some(other) => return Err(TypesError::Usage(format!("unknown command `{other}`"))),
-            None => return Err(TypesError::Usage("no command given".into())),
-        }
-        let mut out_path = None;
-        let mut check = false;
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--out" | "-o" => match args.next() {
-                    Some(p) => out_path = Some(PathBuf::from(p)),
-                    None => return Err(TypesError::Usage("--out needs a file".into())),
-                },
-                "--check" => check = true,
-                other => {
-                    return Err(TypesError::Usage(format!("unknown argument `{other}`")));
-                }
-            }
-        }
-        let module = self.render()?;
-        let io = |path: &PathBuf| {
-            let path = path.clone();
-            move |source| TypesError::Io { path, source }
-        };
-        match (out_path, check) {
-            (None, true) => Err(TypesError::Usage("--check needs --out FILE".into())),
-            (None, false) => stdout
-                .write_all(module.as_bytes())
-                .map_err(io(&PathBuf::from("<stdout>"))),
-            (Some(path), true) => {
-                let current = std::fs::read_to_string(&path).map_err(io(&path))?;
-                if current == module {
-                    Ok(())
+            for (name, schema, from_events) in &defs {
+                let names = if *from_events {
+                    &event_names
                 } else {
-                    Err(TypesError::Stale(path))
+                    &action_names
+                };
+                out.push('\n');
+                write_def(&mut out, name, schema, names);
+            }
+
+            out.push('\n');
+            out.push_str(
+                "/** A UI command from the brain: the `data` of an RTVI `ui-command` message. */\n",
+            );
+            write_union(&mut out, "Action", "command", &actions, &action_names);
+            out.push('\n');
+            out.push_str(
+                "/** An event for the brain: the `data` of an RTVI `ui-event` message. */\n",
+            );
+            write_union(&mut out, "AppEvent", "event", &events, &event_names);
+            out.push('\n');
+            out.push_str("/** The wire name of every UI command. */\n");
+            out.push_str("export type ActionCommand = Action[\"command\"];\n\n");
+            out.push_str("/** The wire name of every app event. */\n");
+            out.push_str("export type AppEventName = AppEvent[\"event\"];\n");
+            Ok(out)
+        }
+
+        /// The command: `types [--out FILE [--check]]` (the arguments after the program name). Without
+        /// `--out` the module goes to `stdout`; with it, to FILE; with `--check`, FILE is compared
+        /// instead of written.
+        ///
+        /// # Errors
+        /// A usage error, a duplicate name, an I/O error, or a stale file under `--check`.
+        pub fn run<I, S>(&self, args: I, stdout: &mut dyn Write) -> Result<(), TypesError>
+        where
+            I: IntoIterator<Item = S>,
+            S: Into<String>,
+        {
+            let mut args = args.into_iter().map(Into::into);
+            match args.next().as_deref() {
+                Some("types") => {}
+                Some(other) => return Err(TypesError::Usage(format!("unknown command `{other}`"))),
+                None => return Err(TypesError::Usage("no command given".into())),
+            }
+            let mut out_path = None;
+            let mut check = false;
+            while let Some(arg) = args.next() {
+                match arg.as_str() {
+                    "--out" | "-o" => match args.next() {
+                        Some(p) => out_path = Some(PathBuf::from(p)),
+                        None => return Err(TypesError::Usage("--out needs a file".into())),
+                    },
+                    "--check" => check = true,
+                    other => {
+                        return Err(TypesError::Usage(format!("unknown argument `{other}`")));
+                    }
                 }
             }
-            (Some(path), false) => std::fs::write(&path, module).map_err(io(&path)),
+            let module = self.render()?;
+            let io = |path: &PathBuf| {
+                let path = path.clone();
+                move |source| TypesError::Io { path, source }
+            };
+            match (out_path, check) {
+                (None, true) => Err(TypesError::Usage("--check needs --out FILE".into())),
+                (None, false) => stdout
+                    .write_all(module.as_bytes())
+                    .map_err(io(&PathBuf::from("<stdout>"))),
+                (Some(path), true) => {
+                    let current = std::fs::read_to_string(&path).map_err(io(&path))?;
+                    if current == module {
+                        Ok(())
+                    } else {
+                        Err(TypesError::Stale(path))
+                    }
+                }
+                (Some(path), false) => std::fs::write(&path, module).map_err(io(&path)),
+            }
         }
-    }
 
-    /// [`run`](Self::run) on the process's arguments and stdout; errors go to stderr.
-    pub fn main(&self) -> ExitCode {
-        match self.run(std::env::args().skip(1), &mut std::io::stdout().lock()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("voqalize types: {e}");
-                ExitCode::FAILURE
+        /// [`run`](Self::run) on the process's arguments and stdout; errors go to stderr.
+        pub fn main(&self) -> ExitCode {
+            match self.run(std::env::args().skip(1), &mut std::io::stdout().lock()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("voqalize types: {e}");
+                    ExitCode::FAILURE
+                }
             }
         }
     }
-}
 
-fn collect(
-    list: &[(&'static [&'static str], Collect)],
-    settings: SchemaSettings,
-) -> (Vec<(&'static str, Value)>, Defs) {
-    let mut settings = settings;
-    settings.meta_schema = None;
-    let mut generator = settings.into_generator();
-    let mut collector = PayloadCollector {
-        generator: &mut generator,
-        found: Vec::new(),
-    };
-    for (_, f) in list {
-        f(&mut collector);
-    }
-    let found = collector.found;
-    let defs = generator
-        .take_definitions(true)
-        .into_iter()
-        .collect::<Vec<(String, Value)>>();
-    (found, defs)
-}
-
-fn def_name(reference: &str) -> Option<&str> {
-    reference
-        .strip_prefix("#/$defs/")
-        .or_else(|| reference.strip_prefix("#/definitions/"))
-}
-
-fn write_doc(out: &mut String, indent: &str, schema: &Value) {
-    let Some(Value::String(doc)) = schema.get("description") else {
-        return;
-    };
-    let doc = doc.replace("*/", "*\\/");
-    let lines: Vec<&str> = doc.lines().collect();
-    if let [line] = lines[..] {
-        let _ = writeln!(out, "{indent}/** {line} */");
-    } else {
-        let _ = writeln!(out, "{indent}/**");
-        for line in lines {
-            let _ = writeln!(out, "{indent} * {line}");
-        }
-        let _ = writeln!(out, "{indent} */");
-    }
-}
-
-fn write_def(out: &mut String, name: &str, schema: &Value, names: &BTreeMap<String, String>) {
-    write_doc(out, "", schema);
-    let is_plain_object = schema.get("properties").is_some()
-        && !["anyOf", "oneOf", "allOf", "additionalProperties", "enum"]
-            .iter()
-            .any(|k| schema.get(*k).is_some_and(|v| *v != Value::Bool(false)));
-    if is_plain_object {
-        let _ = write!(out, "export interface {name} ");
-        out.push_str(&object(schema, "", names));
-        out.push('\n');
-    } else {
-        let _ = writeln!(out, "export type {name} = {};", ts(schema, "", names));
-    }
-}
-
-fn write_union(
-    out: &mut String,
-    name: &str,
-    tag: &str,
-    members: &[(&'static str, Value)],
-    names: &BTreeMap<String, String>,
-) {
-    if members.is_empty() {
-        let _ = writeln!(out, "export type {name} = never;");
-        return;
-    }
-    let _ = writeln!(out, "export type {name} =");
-    for (i, (wire, schema)) in members.iter().enumerate() {
-        let end = if i + 1 == members.len() { ";" } else { "" };
-        let _ = writeln!(
-            out,
-            "  | {{ {tag}: {}; payload: {} }}{end}",
-            Value::String((*wire).to_owned()),
-            ts(schema, "  ", names)
-        );
-    }
-}
-
-fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-}
-
-fn wrap(t: String) -> String {
-    if t.contains(' ') && !t.starts_with('{') {
-        format!("({t})")
-    } else {
-        t
-    }
-}
-
-fn union(parts: Vec<String>) -> String {
-    let mut unique: Vec<String> = Vec::new();
-    for p in parts {
-        if !unique.contains(&p) {
-            unique.push(p);
-        }
-    }
-    match unique.len() {
-        0 => "never".into(),
-        _ => unique.join(" | "),
-    }
-}
-
-/// A TypeScript type for `schema`; `indent` is the current line's indentation.
-fn ts(schema: &Value, indent: &str, names: &BTreeMap<String, String>) -> String {
-    let m = match schema {
-        Value::Bool(true) => return "unknown".into(),
-        Value::Bool(false) => return "never".into(),
-        Value::Object(m) => m,
-        _ => return "unknown".into(),
-    };
-    if let Some(Value::String(r)) = m.get("$ref") {
-        return match def_name(r) {
-            Some(n) => names.get(n).cloned().unwrap_or_else(|| n.to_owned()),
-            None => "unknown".into(),
+    fn collect(
+        list: &[(&'static [&'static str], Collect)],
+        settings: SchemaSettings,
+    ) -> (Vec<(&'static str, Value)>, Defs) {
+        let mut settings = settings;
+        settings.meta_schema = None;
+        let mut generator = settings.into_generator();
+        let mut collector = PayloadCollector {
+            generator: &mut generator,
+            found: Vec::new(),
         };
-    }
-    if let Some(c) = m.get("const") {
-        return c.to_string();
-    }
-    if let Some(Value::Array(values)) = m.get("enum") {
-        return union(values.iter().map(Value::to_string).collect());
-    }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = m.get(key) {
-            return union(branches.iter().map(|b| ts(b, indent, names)).collect());
+        for (_, f) in list {
+            f(&mut collector);
         }
-    }
-    if let Some(Value::Array(all)) = m.get("allOf") {
-        let parts: Vec<String> = all.iter().map(|b| wrap(ts(b, indent, names))).collect();
-        return parts.join(" & ");
-    }
-    let types: Vec<&str> = match m.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-        _ if m.contains_key("properties") => vec!["object"],
-        _ => return "unknown".into(),
-    };
-    union(
-        types
+        let found = collector.found;
+        let defs = generator
+            .take_definitions(true)
             .into_iter()
-            .map(|t| match t {
-                "string" => "string".to_owned(),
-                "integer" | "number" => "number".to_owned(),
-                "boolean" => "boolean".to_owned(),
-                "null" => "null".to_owned(),
-                "array" => array(m, indent, names),
-                "object" => object(schema, indent, names),
-                _ => "unknown".to_owned(),
-            })
-            .collect(),
-    )
-}
-
-fn array(m: &Map<String, Value>, indent: &str, names: &BTreeMap<String, String>) -> String {
-    if let Some(Value::Array(prefix)) = m.get("prefixItems") {
-        let parts: Vec<String> = prefix.iter().map(|p| ts(p, indent, names)).collect();
-        return format!("[{}]", parts.join(", "));
+            .collect::<Vec<(String, Value)>>();
+        (found, defs)
     }
-    match m.get("items") {
-        Some(items @ Value::Object(_)) => format!("{}[]", wrap(ts(items, indent, names))),
-        _ => "unknown[]".into(),
-    }
-}
 
-fn object(schema: &Value, indent: &str, names: &BTreeMap<String, String>) -> String {
-    let props = match schema.get("properties") {
-        Some(Value::Object(p)) => p.clone(),
-        _ => Map::new(),
-    };
-    let extra = schema.get("additionalProperties");
-    if props.is_empty() {
-        // No properties and no `additionalProperties`: an empty struct, serialised as `{}`.
-        return match extra {
-            None | Some(Value::Bool(false)) => "Record<string, never>".into(),
-            Some(v @ Value::Object(_)) => format!("Record<string, {}>", ts(v, indent, names)),
-            _ => "Record<string, unknown>".into(),
+    fn write_doc(out: &mut String, indent: &str, schema: &Value) {
+        let Some(Value::String(doc)) = schema.get("description") else {
+            return;
         };
-    }
-    let required: Vec<&str> = match schema.get("required") {
-        Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    let inner = format!("{indent}  ");
-    let mut out = String::from("{\n");
-    for (name, p) in &props {
-        write_doc(&mut out, &inner, p);
-        let key = if is_identifier(name) {
-            name.clone()
+        let doc = doc.replace("*/", "*\\/");
+        let lines: Vec<&str> = doc.lines().collect();
+        if let [line] = lines[..] {
+            let _ = writeln!(out, "{indent}/** {line} */");
         } else {
-            Value::String(name.clone()).to_string()
-        };
-        let optional = if required.contains(&name.as_str()) {
-            ""
+            let _ = writeln!(out, "{indent}/**");
+            for line in lines {
+                let _ = writeln!(out, "{indent} * {line}");
+            }
+            let _ = writeln!(out, "{indent} */");
+        }
+    }
+
+    fn write_def(out: &mut String, name: &str, schema: &Value, names: &BTreeMap<String, String>) {
+        write_doc(out, "", schema);
+        let is_plain_object = schema.get("properties").is_some()
+            && !["anyOf", "oneOf", "allOf", "additionalProperties", "enum"]
+                .iter()
+                .any(|k| schema.get(*k).is_some_and(|v| *v != Value::Bool(false)));
+        if is_plain_object {
+            let _ = write!(out, "export interface {name} ");
+            out.push_str(&object(schema, "", names));
+            out.push('\n');
         } else {
-            "?"
+            let _ = writeln!(out, "export type {name} = {};", ts(schema, "", names));
+        }
+    }
+
+    fn write_union(
+        out: &mut String,
+        name: &str,
+        tag: &str,
+        members: &[(&'static str, Value)],
+        names: &BTreeMap<String, String>,
+    ) {
+        if members.is_empty() {
+            let _ = writeln!(out, "export type {name} = never;");
+            return;
+        }
+        let _ = writeln!(out, "export type {name} =");
+        for (i, (wire, schema)) in members.iter().enumerate() {
+            let end = if i + 1 == members.len() { ";" } else { "" };
+            let _ = writeln!(
+                out,
+                "  | {{ {tag}: {}; payload: {} }}{end}",
+                Value::String((*wire).to_owned()),
+                ts(schema, "  ", names)
+            );
+        }
+    }
+
+    fn is_identifier(s: &str) -> bool {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    }
+
+    fn wrap(t: String) -> String {
+        if t.contains(' ') && !t.starts_with('{') {
+            format!("({t})")
+        } else {
+            t
+        }
+    }
+
+    fn union(parts: Vec<String>) -> String {
+        let mut unique: Vec<String> = Vec::new();
+        for p in parts {
+            if !unique.contains(&p) {
+                unique.push(p);
+            }
+        }
+        match unique.len() {
+            0 => "never".into(),
+            _ => unique.join(" | "),
+        }
+    }
+
+    /// A TypeScript type for `schema`; `indent` is the current line's indentation.
+    fn ts(schema: &Value, indent: &str, names: &BTreeMap<String, String>) -> String {
+        let m = match schema {
+            Value::Bool(true) => return "unknown".into(),
+            Value::Bool(false) => return "never".into(),
+            Value::Object(m) => m,
+            _ => return "unknown".into(),
         };
-        let _ = writeln!(out, "{inner}{key}{optional}: {};", ts(p, &inner, names));
+        if let Some(Value::String(r)) = m.get("$ref") {
+            // Named by the definition's own name (the reference escapes `/` and `~`).
+            return match SchemaRef::parse(r) {
+                Some(SchemaRef::Def { name, .. }) => names.get(&name).cloned().unwrap_or(name),
+                _ => "unknown".into(),
+            };
+        }
+        if let Some(c) = m.get("const") {
+            return c.to_string();
+        }
+        if let Some(Value::Array(values)) = m.get("enum") {
+            return union(values.iter().map(Value::to_string).collect());
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = m.get(key) {
+                return union(branches.iter().map(|b| ts(b, indent, names)).collect());
+            }
+        }
+        if let Some(Value::Array(all)) = m.get("allOf") {
+            let parts: Vec<String> = all.iter().map(|b| wrap(ts(b, indent, names))).collect();
+            return parts.join(" & ");
+        }
+        let types: Vec<&str> = match m.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ if m.contains_key("properties") => vec!["object"],
+            _ => return "unknown".into(),
+        };
+        union(
+            types
+                .into_iter()
+                .map(|t| match t {
+                    "string" => "string".to_owned(),
+                    "integer" | "number" => "number".to_owned(),
+                    "boolean" => "boolean".to_owned(),
+                    "null" => "null".to_owned(),
+                    "array" => array(m, indent, names),
+                    "object" => object(schema, indent, names),
+                    _ => "unknown".to_owned(),
+                })
+                .collect(),
+        )
     }
-    if let Some(v @ Value::Object(_)) = extra {
-        let _ = writeln!(out, "{inner}[key: string]: {};", ts(v, &inner, names));
+
+    fn array(m: &Map<String, Value>, indent: &str, names: &BTreeMap<String, String>) -> String {
+        if let Some(Value::Array(prefix)) = m.get("prefixItems") {
+            let parts: Vec<String> = prefix.iter().map(|p| ts(p, indent, names)).collect();
+            return format!("[{}]", parts.join(", "));
+        }
+        match m.get("items") {
+            Some(items @ Value::Object(_)) => format!("{}[]", wrap(ts(items, indent, names))),
+            _ => "unknown[]".into(),
+        }
     }
-    let _ = write!(out, "{indent}}}");
-    out
+
+    fn object(schema: &Value, indent: &str, names: &BTreeMap<String, String>) -> String {
+        let props = match schema.get("properties") {
+            Some(Value::Object(p)) => p.clone(),
+            _ => Map::new(),
+        };
+        let extra = schema.get("additionalProperties");
+        if props.is_empty() {
+            // No properties and no `additionalProperties`: an empty struct, serialised as `{}`.
+            return match extra {
+                None | Some(Value::Bool(false)) => "Record<string, never>".into(),
+                Some(v @ Value::Object(_)) => format!("Record<string, {}>", ts(v, indent, names)),
+                _ => "Record<string, unknown>".into(),
+            };
+        }
+        let required: Vec<&str> = match schema.get("required") {
+            Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let inner = format!("{indent}  ");
+        let mut out = String::from("{\n");
+        for (name, p) in &props {
+            write_doc(&mut out, &inner, p);
+            let key = if is_identifier(name) {
+                name.clone()
+            } else {
+                Value::String(name.clone()).to_string()
+            };
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            let _ = writeln!(out, "{inner}{key}{optional}: {};", ts(p, &inner, names));
+        }
+        if let Some(v @ Value::Object(_)) = extra {
+            let _ = writeln!(out, "{inner}[key: string]: {};", ts(v, &inner, names));
+        }
+        let _ = write!(out, "{indent}}}");
+        out
+    }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "typescript"))]
 mod tests {
     use super::*;
+    use crate::actions::{Action, AppEvent};
     use serde::{Deserialize, Serialize};
 
     /// Which part of the screen to show.

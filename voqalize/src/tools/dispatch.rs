@@ -8,7 +8,8 @@ use std::time::Instant;
 use futures_util::FutureExt;
 use serde_json::{Map, Value, json};
 
-use super::schema::accepts_null;
+use super::schema::reference::SchemaRef;
+use super::schema::{accepts_null, has_type};
 use super::{
     Arguments, TOOL_BUDGET_MS, ToolDecl, ToolError, ToolErrorKind, ToolFuture, ToolOutcome,
     ToolSet, Toolbox,
@@ -155,7 +156,7 @@ pub(crate) fn integral_floats_to_integers(v: &mut Value) {
     }
 }
 
-/// Follows `$ref` (`#`, `#/$defs/..`, `#/definitions/..`) within `root`.
+/// Follows `$ref` (the forms [`SchemaRef`] parses) within `root`.
 fn resolve<'s>(schema: &'s Value, root: &'s Value, depth: usize) -> Option<&'s Value> {
     if depth > 32 {
         return None;
@@ -163,20 +164,7 @@ fn resolve<'s>(schema: &'s Value, root: &'s Value, depth: usize) -> Option<&'s V
     let Some(Value::String(reference)) = schema.get("$ref") else {
         return Some(schema);
     };
-    let target = if reference == "#" {
-        root
-    } else {
-        let name = reference
-            .strip_prefix("#/$defs/")
-            .map(|n| ("$defs", n))
-            .or_else(|| {
-                reference
-                    .strip_prefix("#/definitions/")
-                    .map(|n| ("definitions", n))
-            })?;
-        root.get(name.0)?
-            .get(name.1.replace("~1", "/").replace("~0", "~"))?
-    };
+    let target = SchemaRef::parse(reference)?.target(root)?;
     resolve(target, root, depth + 1)
 }
 
@@ -359,11 +347,10 @@ fn best_branch<'s>(value: &Value, branches: &'s [Value], root: &'s Value) -> Opt
     best.map(|(_, b)| b)
 }
 
+/// Whether a schema lets a value of JSON type `name` through (a schema without `type` does).
 fn type_allows(schema: &Value, name: &str) -> bool {
-    match schema.get("type") {
-        Some(Value::String(t)) => t == name,
-        Some(Value::Array(ts)) => ts.iter().any(|t| t == name),
+    match schema.as_object() {
+        Some(m) => !m.contains_key("type") || has_type(m, name),
         None => true,
-        _ => false,
     }
 }

@@ -96,7 +96,7 @@
 
 mod dispatch;
 pub(crate) mod private;
-mod schema;
+pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
 
@@ -149,7 +149,7 @@ impl fmt::Debug for ToolDecl {
 
 impl ToolDecl {
     pub(crate) fn new(
-        info: private::ToolInfo,
+        info: crate::private::ToolInfo,
         schema: Option<Value>,
         problem: Option<String>,
     ) -> Self {
@@ -489,5 +489,5 @@ pub trait Toolbox: Send + Sync + 'static {
     }
 
     #[doc(hidden)]
-    fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> private::ToolRun<'a>;
+    fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> crate::private::ToolRun<'a>;
 }

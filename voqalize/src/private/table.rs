@@ -1,0 +1,75 @@
+//! The tool table `#[brain]` builds, and the helpers its dispatcher calls.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{OnceLock, RwLock};
+
+use serde_json::Value;
+
+use crate::session::Session;
+use crate::tools::{ToolDecl, ToolError, ToolErrorKind};
+
+/// The future `Toolbox::__run_tool` returns.
+pub type ToolRun<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+
+/// What `#[brain]` knows about a tool at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInfo {
+    /// The function name.
+    pub name: &'static str,
+    /// The doc comment.
+    pub description: &'static str,
+    /// `#[needs_result_now]`.
+    pub needs_result_now: bool,
+    /// `Type::method`.
+    pub method: &'static str,
+    /// Position in the impl block (the dispatcher's key).
+    pub index: usize,
+}
+
+/// The tool table of brain type `B`, built once per type (generic brains included) and kept.
+pub fn tool_table<B: 'static>(build: fn() -> Vec<ToolDecl>) -> &'static [ToolDecl] {
+    static TABLES: OnceLock<RwLock<HashMap<TypeId, &'static [ToolDecl]>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(Default::default);
+    let key = TypeId::of::<B>();
+    if let Some(table) = tables.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return table;
+    }
+    // Built outside the lock: building runs user code (JsonSchema impls).
+    let built = build();
+    let mut tables = tables.write().unwrap_or_else(|p| p.into_inner());
+    tables
+        .entry(key)
+        .or_insert_with(|| Box::leak(built.into_boxed_slice()))
+}
+
+/// Declares a tool without an argument.
+pub fn declare_without_args(info: ToolInfo) -> ToolDecl {
+    ToolDecl::new(info, None, None)
+}
+
+/// The dispatcher's answer to an index it does not know (never reached through `call_tool`).
+pub fn unknown_index<'a>(index: usize) -> ToolRun<'a> {
+    Box::pin(std::future::ready(Err(ToolError::new(
+        ToolErrorKind::Unknown,
+        format!("there is no tool number {index}"),
+    ))))
+}
+
+/// The session serving the running brain code; `self.session()` in a `#[brain]` type.
+///
+/// # Panics
+/// Outside a session task (a task the brain spawned itself, a plain test): clone the session into
+/// such tasks instead.
+#[track_caller]
+pub fn current_session() -> Session {
+    match Session::current() {
+        Some(session) => session,
+        None => panic!(
+            "self.session() was called outside a session: it works in tools and brain callbacks, \
+             not in tasks the brain spawned itself (clone the Session into those)"
+        ),
+    }
+}
