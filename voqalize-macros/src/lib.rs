@@ -3,9 +3,17 @@
 //!
 //! Set `VOQALIZE_MACROS_DEBUG=1` while building to print what `#[brain]` generates.
 
+// One job per module, in the order a macro runs: the attribute grammar (`attr`, `serde_attr`),
+// the error collector (`ctxt`), then per macro its parse, check and generate phases (`brain`,
+// `derive`). `text` holds the wording helpers they share.
+mod attr;
 mod brain;
+mod ctxt;
 mod derive;
-mod util;
+mod serde_attr;
+#[cfg(test)]
+mod test_support;
+mod text;
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -69,7 +77,7 @@ fn outside_brain(attr: &str, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;
-    outside_brain("tool", item)
+    outside_brain(attr::TOOL, item)
 }
 
 /// Marks a tool whose result the model must read before it goes on: after a response that called
@@ -79,7 +87,7 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;
-    outside_brain("needs_result_now", item)
+    outside_brain(attr::NEEDS_RESULT_NOW, item)
 }
 
 /// Derives `Serialize`, `Deserialize` and `JsonSchema` through voqalize's own serde and schemars,
@@ -98,7 +106,7 @@ pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
-    derive::json_type(attr.into(), item.into()).into()
+    derive::json_type::expand(attr.into(), item.into()).into()
 }
 
 /// Implements `voqalize::actions::Action` (a typed UI command) and `voqalize::typescript::Payloads`
@@ -113,7 +121,7 @@ pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// By hand: `impl Action for OpenUrl { const NAME: &'static str = "open_url"; }`.
 #[proc_macro_derive(Action, attributes(action))]
 pub fn derive_action(input: TokenStream) -> TokenStream {
-    derive::action(input.into()).into()
+    derive::action::expand(input.into()).into()
 }
 
 /// Implements `voqalize::actions::AppEvent` (an event the app sends the brain) and
@@ -133,5 +141,5 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
 /// compile error.
 #[proc_macro_derive(AppEvent, attributes(app_event, serde, schemars))]
 pub fn derive_app_event(input: TokenStream) -> TokenStream {
-    derive::app_event(input.into()).into()
+    derive::app_event::expand(input.into()).into()
 }
