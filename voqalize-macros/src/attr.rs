@@ -18,6 +18,12 @@ pub(crate) const APP_EVENT: &str = "app_event";
 pub(crate) const NAME: &str = "name";
 /// The one option of `#[brain]`.
 pub(crate) const VISIBLE: &str = "visible";
+/// A doc comment (`///` is `#[doc = "..."]`): a tool's description, kept on payload structs.
+pub(crate) const DOC: &str = "doc";
+/// `#[cfg(...)]` on a tool: copied onto everything generated for it.
+pub(crate) const CFG: &str = "cfg";
+/// The method `#[brain]` generates (`self.session()`), which a tool must not hide.
+pub(crate) const SESSION_METHOD: &str = "session";
 
 /// Whether `attr` is `#[name]` or `#[some::path::name]`.
 pub(crate) fn is_attr(attr: &Attribute, name: &str) -> bool {
@@ -73,9 +79,14 @@ pub(crate) fn parse_brain_options(ctxt: &Ctxt, attr: TokenStream) -> BrainOption
 
 /// What `#[tool]` and `#[needs_result_now]` say about one method.
 pub(crate) struct ToolMarks {
-    /// `Some` when the method is a tool; holds its `name = "..."`, if given.
-    pub(crate) tool: Option<Option<LitStr>>,
+    /// `Some` when the method is a tool.
+    pub(crate) tool: Option<ToolAttr>,
     pub(crate) needs_result_now: Option<Attribute>,
+}
+
+/// `#[tool]` or `#[tool(name = "...")]`.
+pub(crate) struct ToolAttr {
+    pub(crate) name: Option<LitStr>,
 }
 
 /// Removes `#[tool]` and `#[needs_result_now]` from `attrs` and reads them.
@@ -109,8 +120,7 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
     marks
 }
 
-/// `#[tool]` or `#[tool(name = "...")]`: the name, if given.
-fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> Option<LitStr> {
+fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
     let mut name = None;
     match &attr.meta {
         Meta::Path(_) => {}
@@ -120,7 +130,7 @@ fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> Option<LitStr> {
             "write `#[tool]`, or `#[tool(name = \"...\")]` to name the tool",
         ),
     }
-    name
+    ToolAttr { name }
 }
 
 /// Removes `#[tool]` and `#[needs_result_now]` from an impl item that is not a method: with an

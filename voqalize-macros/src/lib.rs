@@ -118,6 +118,10 @@ pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// **Typing**: the type implements `Serialize` and `JsonSchema` (`#[json_type]` gives both).
 ///
+/// **Errors**: a mistake is reported once, at the derive, which still implements both traits
+/// (with the name it read, and no payload for `voqalize types`), so a `session.dispatch(&action)`
+/// elsewhere adds no second error.
+///
 /// By hand: `impl Action for OpenUrl { const NAME: &'static str = "open_url"; }`.
 #[proc_macro_derive(Action, attributes(action))]
 pub fn derive_action(input: TokenStream) -> TokenStream {
@@ -139,6 +143,9 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
 /// **Semantics**: a payload field the event does not declare makes the event unreadable
 /// (`deny_unknown_fields`), as does a missing required field; two events with one name are a
 /// compile error.
+///
+/// **Errors**: every mistake is reported at the derive, which still implements both traits (with
+/// no event names, so every payload is refused), so uses of the type add no second error.
 #[proc_macro_derive(AppEvent, attributes(app_event, serde, schemars))]
 pub fn derive_app_event(input: TokenStream) -> TokenStream {
     derive::app_event::expand(input.into()).into()

@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use syn::parse::ParseStream;
 use syn::{Attribute, LitStr, Token};
 
-use crate::attr::is_attr;
+use crate::attr::{DOC, is_attr};
 
 pub(crate) const SERDE: &str = "serde";
 pub(crate) const SCHEMARS: &str = "schemars";
@@ -118,5 +118,5 @@ pub(crate) fn skipped(attr: &Attribute) -> bool {
 
 /// Field attributes an app event's payload struct keeps.
 pub(crate) fn kept_on_payload_field(attr: &Attribute) -> bool {
-    attr.path().is_ident(SERDE) || attr.path().is_ident(SCHEMARS) || attr.path().is_ident("doc")
+    attr.path().is_ident(SERDE) || attr.path().is_ident(SCHEMARS) || attr.path().is_ident(DOC)
 }

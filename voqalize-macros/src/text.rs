@@ -9,7 +9,7 @@ use syn::{Attribute, Expr, ExprLit, Lit, Meta};
 pub(crate) fn doc_text(attrs: &[Attribute]) -> syn::Result<Option<String>> {
     let mut lines: Vec<String> = Vec::new();
     for attr in attrs {
-        if !attr.path().is_ident("doc") {
+        if !attr.path().is_ident(crate::attr::DOC) {
             continue;
         }
         let Meta::NameValue(nv) = &attr.meta else {

@@ -8,6 +8,7 @@ use syn::ext::IdentExt;
 use syn::{Attribute, FnArg, Ident, ItemImpl, Pat, PatType, Receiver, ReturnType, Signature, Type};
 
 use super::parse::ToolFn;
+use crate::attr::{CFG, SESSION_METHOD};
 use crate::ctxt::Ctxt;
 use crate::text::{doc_text, pascal_case, type_text, valid_function_name};
 
@@ -76,7 +77,7 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
     };
     let cfgs = attrs
         .into_iter()
-        .filter(|a| a.path().is_ident("cfg"))
+        .filter(|a| a.path().is_ident(CFG))
         .collect();
     Ok(Tool {
         ident,
@@ -377,7 +378,7 @@ fn check_tool_name(ctxt: &Ctxt, ident: &Ident, lit: Option<&syn::LitStr>) -> Str
 
 /// The method is not `session`: it would hide the generated `self.session()`.
 fn check_not_named_session(ctxt: &Ctxt, ident: &Ident) {
-    if ident.unraw() == "session" {
+    if ident.unraw() == SESSION_METHOD {
         ctxt.error_spanned_by(
             ident,
             "a tool cannot be the method `session`: `#[brain]` gives the type \

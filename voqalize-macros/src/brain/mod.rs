@@ -238,6 +238,8 @@ mod tests {
         assert_eq!(turbofish_types(&file, "ArgProbe"), [spelled]);
     }
 
+    // Long on purpose: a table of inputs and their error counts, one row per mistake, which
+    // reads best in one place.
     #[test]
     fn odd_inputs_give_errors_never_panics() {
         let cases: &[(&str, &str, usize)] = &[

@@ -35,7 +35,7 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
         tool,
         needs_result_now,
     } = attr::take_tool_marks(ctxt, &mut f.attrs);
-    let Some(name) = tool else {
+    let Some(tool) = tool else {
         if let Some(attr) = needs_result_now {
             let ident = &f.sig.ident;
             ctxt.error_spanned_by(
@@ -51,7 +51,7 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
     Some(ToolFn {
         sig: f.sig.clone(),
         attrs: f.attrs.clone(),
-        name,
+        name: tool.name,
         needs_result_now: needs_result_now.is_some(),
     })
 }
@@ -60,7 +60,7 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
 pub(super) fn defines_session(imp: &ItemImpl) -> bool {
     imp.items
         .iter()
-        .any(|item| matches!(item, ImplItem::Fn(f) if f.sig.ident == "session"))
+        .any(|item| matches!(item, ImplItem::Fn(f) if f.sig.ident == attr::SESSION_METHOD))
 }
 
 /// Removes the markers everywhere without a word: used on a trait impl, where `#[brain]` itself

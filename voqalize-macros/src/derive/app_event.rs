@@ -8,7 +8,7 @@ use quote::{ToTokens, format_ident, quote};
 use syn::ext::IdentExt;
 use syn::{Attribute, Data, DataEnum, DeriveInput, Field, Fields, Ident, LitStr, Variant};
 
-use crate::attr::{self, APP_EVENT, is_attr};
+use crate::attr::{self, APP_EVENT, DOC, is_attr};
 use crate::ctxt::Ctxt;
 use crate::serde_attr;
 use crate::text::snake_case;
@@ -176,7 +176,7 @@ fn check_named_fields(fields: &Fields) -> syn::Result<Option<Vec<&Field>>> {
 }
 
 fn docs(attrs: &[Attribute]) -> Vec<&Attribute> {
-    attrs.iter().filter(|a| a.path().is_ident("doc")).collect()
+    attrs.iter().filter(|a| a.path().is_ident(DOC)).collect()
 }
 
 #[cfg(test)]

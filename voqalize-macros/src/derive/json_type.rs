@@ -8,6 +8,11 @@ use syn::{Data, DeriveInput, Fields, Ident, Token};
 use crate::ctxt::Ctxt;
 use crate::serde_attr::{self, Shape};
 
+/// The derives `#[json_type(...)]` may list.
+const SERIALIZE: &str = "Serialize";
+const DESERIALIZE: &str = "Deserialize";
+const JSON_SCHEMA: &str = "JsonSchema";
+
 /// Which derives `#[json_type(...)]` asks for.
 struct Derives {
     serialize: bool,
@@ -75,9 +80,9 @@ fn parse_derives(ctxt: &Ctxt, attr: TokenStream) -> Derives {
         Ok(list) => {
             for i in list {
                 match i.to_string().as_str() {
-                    "Serialize" => derives.serialize = true,
-                    "Deserialize" => derives.deserialize = true,
-                    "JsonSchema" => derives.schema = true,
+                    SERIALIZE => derives.serialize = true,
+                    DESERIALIZE => derives.deserialize = true,
+                    JSON_SCHEMA => derives.schema = true,
                     _ => ctxt.error_spanned_by(
                         &i,
                         "`#[json_type]` derives `Serialize`, `Deserialize` and `JsonSchema`; \
