@@ -3,9 +3,17 @@
 //!
 //! Set `VOQALIZE_MACROS_DEBUG=1` while building to print what `#[brain]` generates.
 
+// One job per module, in the order a macro runs: the attribute grammar (`attr`, `serde_attr`),
+// the error collector (`ctxt`), then per macro its parse, check and generate phases (`brain`,
+// `derive`). `text` holds the wording helpers they share.
+mod attr;
 mod brain;
+mod ctxt;
 mod derive;
-mod util;
+mod serde_attr;
+#[cfg(test)]
+mod test_support;
+mod text;
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -69,7 +77,7 @@ fn outside_brain(attr: &str, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;
-    outside_brain("tool", item)
+    outside_brain(attr::TOOL, item)
 }
 
 /// Marks a tool whose result the model must read before it goes on: after a response that called
@@ -79,7 +87,7 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;
-    outside_brain("needs_result_now", item)
+    outside_brain(attr::NEEDS_RESULT_NOW, item)
 }
 
 /// Derives `Serialize`, `Deserialize` and `JsonSchema` through voqalize's own serde and schemars,
@@ -98,7 +106,7 @@ pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// ```
 #[proc_macro_attribute]
 pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
-    derive::json_type(attr.into(), item.into()).into()
+    derive::json_type::expand(attr.into(), item.into()).into()
 }
 
 /// Implements `voqalize::actions::Action` (a typed UI command) and `voqalize::typescript::Payloads`
@@ -110,10 +118,14 @@ pub fn json_type(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// **Typing**: the type implements `Serialize` and `JsonSchema` (`#[json_type]` gives both).
 ///
+/// **Errors**: a mistake is reported once, at the derive, which still implements both traits
+/// (with the name it read, and no payload for `voqalize types`), so a `session.dispatch(&action)`
+/// elsewhere adds no second error.
+///
 /// By hand: `impl Action for OpenUrl { const NAME: &'static str = "open_url"; }`.
 #[proc_macro_derive(Action, attributes(action))]
 pub fn derive_action(input: TokenStream) -> TokenStream {
-    derive::action(input.into()).into()
+    derive::action::expand(input.into()).into()
 }
 
 /// Implements `voqalize::actions::AppEvent` (an event the app sends the brain) and
@@ -131,7 +143,10 @@ pub fn derive_action(input: TokenStream) -> TokenStream {
 /// **Semantics**: a payload field the event does not declare makes the event unreadable
 /// (`deny_unknown_fields`), as does a missing required field; two events with one name are a
 /// compile error.
+///
+/// **Errors**: every mistake is reported at the derive, which still implements both traits (with
+/// no event names, so every payload is refused), so uses of the type add no second error.
 #[proc_macro_derive(AppEvent, attributes(app_event, serde, schemars))]
 pub fn derive_app_event(input: TokenStream) -> TokenStream {
-    derive::app_event(input.into()).into()
+    derive::app_event::expand(input.into()).into()
 }

@@ -1,49 +1,15 @@
-//! Shared pieces: the error collector, doc comments, names.
+//! Text the macros read or write: doc comments, names, types as the user wrote them.
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::{Attribute, Expr, ExprLit, Lit, Meta};
-
-/// Collects every error of one macro invocation, so they are reported together (serde_derive's
-/// `Ctxt`).
-#[derive(Default)]
-pub(crate) struct Errors {
-    list: Vec<syn::Error>,
-}
-
-impl Errors {
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        self.list.push(error);
-    }
-
-    pub(crate) fn spanned<T: ToTokens>(&mut self, tokens: T, message: impl std::fmt::Display) {
-        self.list.push(syn::Error::new_spanned(tokens, message));
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    pub(crate) fn into_tokens(self) -> TokenStream {
-        self.list.iter().map(syn::Error::to_compile_error).collect()
-    }
-}
-
-/// Whether `attr` is `#[name]` or `#[some::path::name]`.
-pub(crate) fn is_attr(attr: &Attribute, name: &str) -> bool {
-    attr.path().segments.last().is_some_and(|s| s.ident == name)
-}
 
 /// The doc comment of an item, cleaned like Python's `inspect.cleandoc`: common indentation
 /// removed, blank lines at both ends dropped. `Ok(None)` when there is none (or it is blank).
 pub(crate) fn doc_text(attrs: &[Attribute]) -> syn::Result<Option<String>> {
     let mut lines: Vec<String> = Vec::new();
     for attr in attrs {
-        if !attr.path().is_ident("doc") {
+        if !attr.path().is_ident(crate::attr::DOC) {
             continue;
         }
         let Meta::NameValue(nv) = &attr.meta else {

@@ -1,0 +1,355 @@
+//! Generates the `Toolbox` impl, the `session` accessor and the compile-time checks from tools
+//! that passed every check.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{Attribute, Ident, ItemImpl, Meta, Path, Type};
+
+use super::check::Tool;
+use crate::text::{pascal_case, type_text};
+
+/// What `#[brain]` adds after the impl block: the `session` accessor (unless the block has one),
+/// the `Toolbox` impl and the argument checks.
+pub(super) fn brain(
+    imp: &ItemImpl,
+    visible: Option<&Path>,
+    tools: &[Tool],
+    has_session: bool,
+) -> TokenStream {
+    let session = (!has_session).then(|| session_accessor(imp));
+    let toolbox = toolbox(imp, visible, tools);
+    let checks = arg_kind_checks(imp, tools);
+    quote! {
+        #session
+
+        #toolbox
+
+        #(#checks)*
+    }
+}
+
+/// `impl Toolbox`: the declarations in source order, and the dispatcher.
+fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStream {
+    let (impl_generics, _, where_clause) = imp.generics.split_for_impl();
+    let self_ty = &imp.self_ty;
+    let type_name = type_name(self_ty);
+    let decls = tools
+        .iter()
+        .enumerate()
+        .map(|(index, tool)| declaration(tool, index, &type_name));
+    let arms = tools
+        .iter()
+        .enumerate()
+        .map(|(index, tool)| dispatch_arm(tool, index));
+    let visible = visible.map(visible_method);
+    quote! {
+        impl #impl_generics ::voqalize::tools::Toolbox for #self_ty #where_clause {
+            fn tools(&self) -> &'static [::voqalize::tools::ToolDecl] {
+                ::voqalize::__private::tool_table::<Self>(|| {
+                    #[allow(unused_mut)]
+                    let mut __voqalize_table = ::std::vec::Vec::new();
+                    #(#decls)*
+                    __voqalize_table
+                })
+            }
+
+            #visible
+
+            fn __run_tool(
+                &self,
+                index: usize,
+                __voqalize_arguments: ::voqalize::__private::serde_json::Value,
+            ) -> ::voqalize::__private::ToolRun<'_> {
+                match index {
+                    #(#arms)*
+                    _ => ::voqalize::__private::unknown_index(index),
+                }
+            }
+        }
+    }
+}
+
+/// The brain type's name as `ToolInfo::method` shows it (`Coach` of `Coach<T>`).
+fn type_name(self_ty: &Type) -> String {
+    match self_ty {
+        Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map_or_else(|| type_text(&p.path), |s| s.ident.unraw().to_string()),
+        other => type_text(other),
+    }
+}
+
+/// One entry of the tool table.
+fn declaration(tool: &Tool, index: usize, type_name: &str) -> TokenStream {
+    let Tool {
+        ident,
+        name,
+        description,
+        needs_result_now,
+        cfgs,
+        ..
+    } = tool;
+    let method = format!("{type_name}::{}", ident.unraw());
+    let info = quote! {
+        ::voqalize::__private::ToolInfo {
+            name: #name,
+            description: #description,
+            needs_result_now: #needs_result_now,
+            method: #method,
+            index: #index,
+        }
+    };
+    match &tool.arg {
+        Some(ty) => {
+            let declare = quote_spanned!(ty.span()=> ::voqalize::__private::declare::<#ty>);
+            quote!(#(#cfgs)* __voqalize_table.push(#declare(#info));)
+        }
+        None => quote!(
+            #(#cfgs)*
+            __voqalize_table.push(::voqalize::__private::declare_without_args(#info));
+        ),
+    }
+}
+
+/// One arm of `__run_tool`: parse the argument, call the method, turn its result into JSON.
+fn dispatch_arm(tool: &Tool, index: usize) -> TokenStream {
+    let Tool {
+        ident, arg, cfgs, ..
+    } = tool;
+    let call = match arg {
+        Some(ty) => {
+            let parse = quote_spanned!(ty.span()=> ::voqalize::__private::parse_args::<#ty>);
+            quote! {
+                let __voqalize_args = #parse(__voqalize_arguments)?;
+                let __voqalize_out = Self::#ident(self, __voqalize_args).await;
+            }
+        }
+        None => quote! {
+            let _ = __voqalize_arguments;
+            let __voqalize_out = Self::#ident(self).await;
+        },
+    };
+    let ret_span = tool
+        .ret
+        .as_ref()
+        .map_or_else(|| ident.span(), Spanned::span);
+    // `(&probe).kind()` picks the `Result` or the plain conversion by type (autoref
+    // specialisation: the borrow is what makes the choice).
+    let finish = quote_spanned! {ret_span=>
+        #[allow(clippy::needless_borrow)]
+        let __voqalize_kind = (&::voqalize::__private::Probe::of(&__voqalize_out)).kind();
+        __voqalize_kind.finish(__voqalize_out)
+    };
+    // Spanned on the tool's name: a future that is not `Send` is reported there.
+    let future = quote_spanned! {ident.span()=>
+        ::std::boxed::Box::pin(async move {
+            #[allow(unused_imports)]
+            use ::voqalize::__private::{ViaPlain as _, ViaResult as _};
+            #call
+            #finish
+        })
+    };
+    quote!(#(#cfgs)* #index => #future,)
+}
+
+/// `fn tool_visible`, calling the method `#[brain(visible = ...)]` names.
+fn visible_method(path: &Path) -> TokenStream {
+    let target = if path.get_ident().is_some() {
+        quote_spanned!(path.span()=> Self::#path)
+    } else {
+        path.to_token_stream()
+    };
+    quote! {
+        fn tool_visible(&self, tool: &::voqalize::tools::ToolDecl) -> bool {
+            #target(self, tool)
+        }
+    }
+}
+
+/// `self.session()` on the brain type.
+fn session_accessor(imp: &ItemImpl) -> TokenStream {
+    let (impl_generics, _, where_clause) = imp.generics.split_for_impl();
+    let self_ty = &imp.self_ty;
+    quote! {
+        impl #impl_generics #self_ty #where_clause {
+            /// The session serving the running tool or brain callback (generated by
+            /// `#[brain]`).
+            ///
+            /// # Panics
+            /// When called outside a session's tasks, e.g. in a task the brain spawned itself:
+            /// clone the session into such tasks instead.
+            #[allow(dead_code)]
+            #[track_caller]
+            pub(crate) fn session(&self) -> ::voqalize::Session {
+                ::voqalize::__private::current_session()
+            }
+        }
+    }
+}
+
+/// The compile-time argument check of each tool whose argument type can be named outside the
+/// impl. The check is a free constant: it cannot name the impl's generics, and `Self` is spelled
+/// out as the self type.
+fn arg_kind_checks(imp: &ItemImpl, tools: &[Tool]) -> Vec<TokenStream> {
+    let generic_names: Vec<String> = imp
+        .generics
+        .params
+        .iter()
+        .map(|p| match p {
+            syn::GenericParam::Type(t) => t.ident.to_string(),
+            syn::GenericParam::Const(c) => c.ident.to_string(),
+            syn::GenericParam::Lifetime(l) => l.lifetime.ident.to_string(),
+        })
+        .collect();
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let concrete = substitute_self(tool.arg.as_ref()?, &imp.self_ty);
+            if mentions_any(&concrete, &generic_names) {
+                return None;
+            }
+            let check = arg_kind_check(&tool.ident, &concrete);
+            let cfgs = &tool.cfgs;
+            Some(quote!(#(#cfgs)* #check))
+        })
+        .collect()
+}
+
+/// Whether `ty` names any of `names` (the impl's generics; `Self` always counts).
+fn mentions_any<T: ToTokens>(ty: &T, names: &[String]) -> bool {
+    fn walk(tokens: TokenStream, names: &[String]) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == "Self" || names.iter().any(|n| i == n),
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), names),
+            _ => false,
+        })
+    }
+    walk(ty.to_token_stream(), names)
+}
+
+/// `ty` with `Self` spelled out as the impl's self type.
+fn substitute_self(ty: &Type, self_ty: &Type) -> Type {
+    fn walk(tokens: TokenStream, self_ty: &TokenStream) -> TokenStream {
+        tokens
+            .into_iter()
+            .map(|t| match t {
+                proc_macro2::TokenTree::Ident(i) if i == "Self" => {
+                    let mut group =
+                        proc_macro2::Group::new(proc_macro2::Delimiter::None, self_ty.clone());
+                    group.set_span(i.span());
+                    TokenStream::from(proc_macro2::TokenTree::Group(group))
+                }
+                proc_macro2::TokenTree::Group(g) => {
+                    let mut out = proc_macro2::Group::new(g.delimiter(), walk(g.stream(), self_ty));
+                    out.set_span(g.span());
+                    TokenStream::from(proc_macro2::TokenTree::Group(out))
+                }
+                other => TokenStream::from(other),
+            })
+            .collect()
+    }
+    let tokens = walk(ty.to_token_stream(), &self_ty.to_token_stream());
+    syn::parse2(tokens).unwrap_or_else(|_| ty.clone())
+}
+
+/// A compile-time check, on the argument's type (aliases included), that it is not a scalar, a
+/// collection, an `Option`, a JSON value or the session.
+fn arg_kind_check(tool: &Ident, ty: &Type) -> TokenStream {
+    let shown = type_text(ty);
+    let args_struct = format!("{}Args", pascal_case(&tool.unraw().to_string()));
+    let scalar = format!(
+        "tool `{tool}` takes `{shown}`, a scalar, but a tool's argument is one struct whose \
+         fields the model fills by name. Put the value in a struct: `#[json_type] struct \
+         {args_struct} {{ value: {shown} }}`"
+    );
+    let collection = format!(
+        "tool `{tool}` takes `{shown}`, a collection, but a tool's argument is one struct whose \
+         fields the model fills by name. Put it in a struct: `#[json_type] struct {args_struct} \
+         {{ items: {shown} }}`"
+    );
+    let optional = format!(
+        "tool `{tool}` takes `{shown}`, an `Option`, but a tool's argument is one struct: take \
+         the struct itself and make its fields `Option`s (the model may leave those out)"
+    );
+    let any_json = format!(
+        "tool `{tool}` takes `{shown}`, any JSON value, but a tool's argument is one struct with \
+         a schema the model can follow: declare the fields in a `#[json_type]` struct"
+    );
+    let session = format!(
+        "tool `{tool}` takes the session as a parameter, but tools never do: remove the \
+         parameter and call `self.session()` inside the tool"
+    );
+    let not_struct = |what: &str| {
+        format!(
+            "tool `{tool}` takes `{shown}`, {what}, but a tool's argument is one struct whose \
+             fields the model fills by name (a schema that is not an object would be left out \
+             of every turn). Give it named fields, or wrap it: `#[json_type] struct \
+             {args_struct} {{ value: {shown} }}`"
+        )
+    };
+    let enumeration = not_struct("an enum (serde reads it as a string or a choice of shapes)");
+    let unit = not_struct("a unit struct (serde reads it as `null`)");
+    let tuple = not_struct("a tuple struct (serde reads it as an array)");
+    let newtype = not_struct(
+        "a struct around one value that is not a struct (serde reads a newtype or \
+         `#[serde(transparent)]` struct as its field)",
+    );
+    quote_spanned! {ty.span()=>
+        const _: () = {
+            #[allow(unused_imports)]
+            use ::voqalize::__private::{ArgProbeFallback as _, ArgShapeFallback as _};
+            match ::voqalize::__private::ArgKind::either(
+                ::voqalize::__private::ArgProbe::<#ty>::KIND,
+                <#ty>::__VOQALIZE_ARG_KIND,
+            ) {
+                ::voqalize::__private::ArgKind::Scalar => ::core::panic!("{}", #scalar),
+                ::voqalize::__private::ArgKind::Collection => ::core::panic!("{}", #collection),
+                ::voqalize::__private::ArgKind::Optional => ::core::panic!("{}", #optional),
+                ::voqalize::__private::ArgKind::AnyJson => ::core::panic!("{}", #any_json),
+                ::voqalize::__private::ArgKind::Session => ::core::panic!("{}", #session),
+                ::voqalize::__private::ArgKind::Enum => ::core::panic!("{}", #enumeration),
+                ::voqalize::__private::ArgKind::UnitStruct => ::core::panic!("{}", #unit),
+                ::voqalize::__private::ArgKind::TupleStruct => ::core::panic!("{}", #tuple),
+                ::voqalize::__private::ArgKind::Newtype => ::core::panic!("{}", #newtype),
+                ::voqalize::__private::ArgKind::Struct => {}
+            }
+        };
+    }
+}
+
+/// Two tools of one name under different `#[cfg]`s: an error only in a build where both cfgs
+/// hold, which the compiler decides.
+pub(super) fn cfg_clash(first: &Tool, tool: &Tool) -> TokenStream {
+    let mut both = cfg_predicates(&first.cfgs);
+    both.extend(cfg_predicates(&tool.cfgs));
+    let message = format!(
+        "two tools are named `{}` (`{}` and `{}`) and their `#[cfg]`s are both true in this \
+         build: the model could not tell them apart. Make the cfgs exclusive, or give one \
+         another name with `#[tool(name = \"...\")]`",
+        tool.name, first.ident, tool.ident
+    );
+    let at = tool
+        .name_at
+        .clone()
+        .into_iter()
+        .next()
+        .map_or_else(Span::call_site, |t| t.span());
+    quote_spanned! {at=>
+        #[cfg(all(#(#both),*))]
+        ::core::compile_error! { #message }
+    }
+}
+
+/// The predicates of `#[cfg(...)]` attributes.
+fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
+    cfgs.iter()
+        .filter_map(|a| match &a.meta {
+            Meta::List(l) => Some(l.tokens.clone()),
+            _ => None,
+        })
+        .collect()
+}
