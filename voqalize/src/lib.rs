@@ -19,6 +19,8 @@
 //! | `runtime` (private) | one session's reader, feeder and writer, the inbound lanes, the turns |
 //! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
+//! | [`model`] | (feature `model`, on by default) Gemini, OpenAI Responses and chat-completions layers, our SSE parser, the pooled HTTP client |
+//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model) and [`ModelBrain`](voice::ModelBrain), a brain a model answers for |
 //! | [`testing`] | (feature `testing`) a driver that plays Voqalize against a brain |
 //! | [`prelude`] | every name a brain file needs |
 //!
@@ -40,6 +42,8 @@ pub mod session;
 pub mod testing;
 pub mod tools;
 pub mod typescript;
+#[cfg(feature = "model")]
+pub mod voice;
 pub mod wire;
 
 /// The protobuf types generated from `proto/voqalize/frames/frames.proto` (prost). Most code uses

@@ -13,8 +13,6 @@
 //!
 //! Built with the `model` cargo feature (on by default), which brings in reqwest and rustls.
 #![cfg(feature = "model")]
-// The voice core that drives these is written beside them; until it lands, only tests use them.
-#![cfg_attr(not(test), allow(dead_code))]
 
 pub(crate) mod chat;
 pub(crate) mod gemini;

@@ -340,9 +340,13 @@ mod tests {
         let m = c.push(
             Role::Model,
             vec![
-                Part::Thought { raw: json!({"id": "rs_1"}) },
+                Part::Thought {
+                    raw: json!({"id": "rs_1"}),
+                },
                 call("first"),
-                Part::Thought { raw: json!({"id": "rs_2"}) },
+                Part::Thought {
+                    raw: json!({"id": "rs_2"}),
+                },
                 call("second"),
             ],
         );
@@ -388,7 +392,11 @@ mod tests {
         assert_eq!(texts(&c), ["User T(Hi)"]);
         let m = c.push(
             Role::Model,
-            vec![Part::Thought { raw: json!({}) }, Part::text("A. "), call("x")],
+            vec![
+                Part::Thought { raw: json!({}) },
+                Part::text("A. "),
+                call("x"),
+            ],
         );
         c.speaking(2, Some(m));
         c.heard(2, "", true);
@@ -410,7 +418,11 @@ mod tests {
         let mut c = Conversation::new(100);
         let m = c.push(
             Role::Model,
-            vec![Part::text("Opening it now. "), Part::text("{\"name\":"), call("x")],
+            vec![
+                Part::text("Opening it now. "),
+                Part::text("{\"name\":"),
+                call("x"),
+            ],
         );
         c.strip(m, "Opening it now. ");
         assert_eq!(texts(&c), ["Model T(Opening it now. )C(x)"]);

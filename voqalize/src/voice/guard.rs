@@ -26,7 +26,11 @@ impl Guard {
         Vec::new()
     }
     pub(crate) fn leaked(&self) -> Option<bool> {
-        if self.said.is_empty() { None } else { Some(false) }
+        if self.said.is_empty() {
+            None
+        } else {
+            Some(false)
+        }
     }
     pub(crate) fn malformed(&self) -> bool {
         self.malformed

@@ -163,7 +163,11 @@ impl<'t> TurnState<'t> {
             if r.guard.leaked() != Some(false) || (r.speech.is_some() && !started) {
                 // Cut while its opening was held, while a call written as text streamed, or
                 // before its SpeechStart went out: none of its text was heard.
-                let said = if started { r.guard.said() } else { String::new() };
+                let said = if started {
+                    r.guard.said()
+                } else {
+                    String::new()
+                };
                 conversation.strip(r.entry, &said);
             }
         }
@@ -205,11 +209,13 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
         } else {
             choice.clone()
         };
-        let (awaited, stranded) =
-            match hop(&mut st, brain, &tools, &request_choice, note).await {
-                Ok(outcome) => outcome,
-                Err(e) => return Ok(failed(&mut st, &e)),
-            };
+        let (awaited, stranded) = match hop(&mut st, brain, &tools, &request_choice, note).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                failed(&mut st, &e);
+                return Ok(());
+            }
+        };
         note = false;
         if stranded {
             let m = model.inner.layer.model();
@@ -271,7 +277,7 @@ async fn hop<B: Toolbox + ?Sized>(
     let layer = st.model.inner.layer.clone();
     let request = {
         let conversation = st.model.conversation();
-        let instruction = st.model.instruction();
+        let instruction = st.model.instruction_now();
         let spec = RequestSpec {
             instruction: instruction.as_deref(),
             history: conversation.entries(),
@@ -425,7 +431,9 @@ fn refused(name: &str) -> ToolOutcome {
     ToolOutcome {
         result: Err(ToolError::new(
             ToolErrorKind::Hidden,
-            format!("no tool may be called in this reply, so '{name}' did not run; answer in speech"),
+            format!(
+                "no tool may be called in this reply, so '{name}' did not run; answer in speech"
+            ),
         )),
         elapsed: Duration::ZERO,
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice, ToolResult};
 use crate::model::http::HttpRequest;
 use crate::model::sse::{SseEvent, SseItem};
-use crate::tools::private::{ToolInfo, declare, declare_without_args, tool_table};
+use crate::private::{ToolInfo, declare, declare_without_args, tool_table};
 use crate::tools::{Arguments, ToolDecl, ToolSet};
 
 /// A booking to open.
