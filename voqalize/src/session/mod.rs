@@ -317,6 +317,7 @@ impl Session {
     /// without `turn_id`; [`SessionError::TurnForgotten`] without `start_ms` for a turn older than
     /// the newest 32.
     pub fn report_step(&self, step: Step, turn_id: Option<u64>) -> Result<(), SessionError> {
+        self.require("report_step", Capability::TurnSteps)?;
         let turn_id = turn_id
             .or_else(|| context::current().and_then(|c| c.turn))
             .ok_or(SessionError::NoTurn)?;

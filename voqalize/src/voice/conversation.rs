@@ -96,6 +96,7 @@ impl Conversation {
             },
         );
         *results = Some(id);
+        self.bound();
     }
 
     /// Removes the `ordinal`-th call of model turn `model` (a barge-in cut its tool: no result
@@ -309,7 +310,7 @@ mod tests {
                         Part::Result(r) => format!("=({})", r.name),
                     })
                     .collect();
-                format!("{:?}{}", e.role, parts.join(""))
+                format!("{:?} {}", e.role, parts.join(""))
             })
             .collect()
     }
