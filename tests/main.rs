@@ -9,3 +9,4 @@ mod hosting;
 mod kit;
 mod session;
 mod support;
+mod voice;

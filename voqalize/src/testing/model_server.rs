@@ -297,7 +297,10 @@ async fn answer(
         })
         .collect();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if target.starts_with("/v1/responses") || target.contains("streamGenerateContent") || target.contains("/chat/completions") {
+    if target.starts_with("/v1/responses")
+        || target.contains("streamGenerateContent")
+        || target.contains("/chat/completions")
+    {
         lock(&shared.requests).push(Recorded {
             target,
             headers,
@@ -378,9 +381,7 @@ impl Writer {
     }
 
     fn gemini(&mut self, step: &Step) -> Vec<String> {
-        let chunk = |parts: Value| {
-            json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}]})
-        };
+        let chunk = |parts: Value| json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}]});
         let data = match step {
             Step::Text(t) => chunk(json!([{"text": t}])),
             Step::Thought(t) => chunk(json!([{"text": t, "thought": true}])),

@@ -1,44 +1,957 @@
-//! TEMPORARY pass-through guard until the real one merges (same API).
-#![allow(dead_code)]
+//! The leak guard: screens the text of one model response before it is spoken, so that a
+//! function call the model wrote out as words (`default_api:read_screen()`,
+//! `{"name": "open_booking", …}`, a ```` ```tool_code ```` fence) is never read aloud.
+//!
+//! Two screens run, one after the other:
+//!
+//! * **The opening.** Until the first pieces of a response show whether it is speech or a call
+//!   written as text ([`looks_like_call`]), they are held. Ordinary speech in any script is
+//!   decided on its first piece and costs nothing; only an opening that could still grow into
+//!   a call head (`Default`, `Tool`, `{`) waits for the next piece.
+//! * **Speech under way.** Once the response is speech, each piece is searched for a narrower
+//!   set of call markers (a code fence, a call tag, `certain_tool_call`, `default_api:` or
+//!   `default_api.` at a word start, a JSON object whose first key names a call). Everything
+//!   before a marker is spoken; nothing from it on is. The end of a piece that could still
+//!   be the start of a marker (a *tail*, at most [`TAIL_SCAN`] characters) is held until the
+//!   next piece decides it.
+//!
+//! All positions are counted in Unicode scalar values (chars), never bytes, and the text tests
+//! (case folding, whitespace, word characters) are Unicode-aware.
 
-pub(crate) const RETRY_NOTE: &str = "Your last reply wrote a function call as text or malformed.";
+#![allow(
+    dead_code,
+    reason = "the turn loop that calls the guard is written elsewhere"
+)]
 
-pub(crate) fn looks_like_call(_opening: &str) -> Option<bool> {
-    Some(false)
+use std::mem;
+
+/// How a function call written as text opens a response. Ordinary speech, in any language,
+/// opens with none of these, so a response that does is held and never spoken. Matched on
+/// the case-folded opening.
+const CALL_HEADS: [&str; 9] = [
+    "```",
+    "tool_call",
+    "tool_code",
+    "tool_use",
+    "certain_tool_call",
+    "function_call",
+    "functions.",
+    "default_api",
+    "print(default_api",
+];
+
+/// The keys that name a call when written text opens a JSON object, list, tag or quote.
+const CALL_KEYS: [&str; 8] = [
+    "name",
+    "function",
+    "tool",
+    "call",
+    "args",
+    "arguments",
+    "action",
+    "parameters",
+];
+
+/// Characters that may wrap a call written as text (`{"name": …`, `["tool_call" …`, `<tool_use>`).
+const WRAPPERS: [char; 5] = ['{', '[', '<', '"', '\''];
+
+/// How a call written as text begins once speech is under way. Narrower than [`CALL_HEADS`] on
+/// purpose: a sentence may well say "tool call" or even "default_api", and cutting there
+/// would silence real speech; no sentence carries these forms. The JSON form (`{"name":`) is
+/// matched separately, see [`json_call_at`].
+const SPOKEN_HEADS: [&str; 7] = [
+    "```",
+    "<tool_call",
+    "<tool_code",
+    "<function_call",
+    "certain_tool_call",
+    "default_api:",
+    "default_api.",
+];
+
+/// Characters where a held tail can start: the first characters of [`SPOKEN_HEADS`] and of a
+/// JSON opening. Nothing in Devanagari or any other non-Latin script is here, so speech in
+/// those scripts never holds anything back.
+const TAIL_STARTS: [char; 7] = ['`', '<', '{', 'c', 'C', 'd', 'D'];
+
+/// How far back from the end of the text a tail may start, in chars. A tail is never longer
+/// than a spoken head, except for whitespace inside a JSON opening (`{   "na`); this caps the
+/// hold even then.
+pub(crate) const TAIL_SCAN: usize = 64;
+
+/// The one-time note the next request carries after a call written as text or a malformed
+/// finish. It goes on that single request and is never stored in the history, so the
+/// conversation reads as if the model had answered well the first time; any words spoken
+/// before the call are already in the history as the model's own, which is how it knows what
+/// not to repeat.
+pub(crate) const RETRY_NOTE: &str = "Nothing was executed: instead of using function calling, \
+your previous response spelled a function call out as text, or it ended malformed. None of that \
+text reached the user; they heard only what you said before it, if anything, which appears above \
+as your reply. Now either make the call with function calling or reply in speech, without \
+repeating what you have already said, and do not bring up this message.";
+
+/// The verdict on a response's opening text: `Some(true)` = a function call written as text,
+/// `Some(false)` = speech, `None` = undecided yet (the next piece decides).
+///
+/// The verdict comes from the opening only, so ordinary speech is decided at once: an opening
+/// that starts with a letter, a digit or any non-Latin script is speech whatever follows,
+/// braces and underscores mid-sentence included. The rules, on the opening with leading
+/// whitespace removed and case folded:
+///
+/// * empty: undecided;
+/// * starts with a call head ([`CALL_HEADS`]): a call;
+/// * is a strict prefix of a call head (`Default`, `Tool`, `` ` ``, `print(`): undecided;
+/// * opens with a wrapper (`{ [ < " '`): the wrappers and whitespace after it are skipped;
+///   nothing left is undecided, a call head after them is a call;
+/// * then an identifier `[a-z_][a-z0-9_]*` must follow, else speech (digits, punctuation,
+///   non-Latin scripts);
+/// * an identifier with an underscore is a call (`read_screen(`: nobody says an underscore);
+/// * an unwrapped identifier is speech;
+/// * a wrapped identifier that reaches the end of the text is undecided; otherwise it is a
+///   call only when it is a call key ([`CALL_KEYS`]) followed by `"`, `'` or `:`.
+pub(crate) fn looks_like_call(opening: &str) -> Option<bool> {
+    let folded = casefold(opening.trim_start_matches(is_space));
+    let mut s = folded.as_str();
+    if s.is_empty() {
+        return None;
+    }
+    if CALL_HEADS.iter().any(|head| s.starts_with(head)) {
+        return Some(true);
+    }
+    if CALL_HEADS.iter().any(|head| head.starts_with(s)) {
+        return None;
+    }
+    let wrapped = s.starts_with(WRAPPERS);
+    if wrapped {
+        s = s
+            .trim_start_matches(|c| WRAPPERS.contains(&c) || matches!(c, ' ' | '\t' | '\r' | '\n'));
+        if s.is_empty() {
+            return None;
+        }
+        if CALL_HEADS.iter().any(|head| s.starts_with(head)) {
+            return Some(true);
+        }
+    }
+    if !s.starts_with(|c: char| c.is_ascii_lowercase() || c == '_') {
+        return Some(false);
+    }
+    // The identifier is ASCII, so its byte length is its char length.
+    let len = s
+        .bytes()
+        .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+        .count();
+    let (word, rest) = s.split_at(len);
+    if word.contains('_') {
+        return Some(true);
+    }
+    if !wrapped {
+        return Some(false);
+    }
+    let next = rest.chars().next()?;
+    Some(CALL_KEYS.contains(&word) && matches!(next, '"' | '\'' | ':'))
 }
 
+/// One response's text screen: feed it every text piece of the response in order
+/// ([`release`](Self::release)), then tell it how the response ended
+/// ([`settle`](Self::settle)); speak exactly the pieces it returns.
 #[derive(Debug, Default)]
 pub(crate) struct Guard {
-    said: String,
+    /// Opening pieces not yet released, while the opening is undecided.
+    held: Vec<String>,
+    /// `None` while undecided, `Some(false)` once speech, `Some(true)` once a call written as
+    /// text was seen (from the opening or after speech began); nothing more is spoken then.
+    leaked: Option<bool>,
+    /// The response ended because its output did not parse.
     malformed: bool,
+    /// The end of speech under way that could still start a call marker (`default`, `{"na`,
+    /// one backtick); at most [`TAIL_SCAN`] chars.
+    tail: String,
+    /// Every piece released to be spoken, in order.
+    said: Vec<String>,
 }
 
 impl Guard {
+    /// A screen for a response that has produced no text yet.
     pub(crate) fn new() -> Self {
-        Guard::default()
+        Self::default()
     }
+
+    /// A text piece arrived; returns the pieces to speak now, in order.
+    ///
+    /// While the opening is undecided the piece is held; the piece that decides it as speech
+    /// releases every held piece as it arrived (boundaries kept). Once speech, the piece is
+    /// released less anything from a call marker on and less a tail that could still become
+    /// one; a tail held from the previous piece goes out first, as its own piece. After a
+    /// call written as text, nothing is released.
     pub(crate) fn release(&mut self, piece: &str) -> Vec<String> {
-        self.said.push_str(piece);
-        vec![piece.to_owned()]
+        let pieces = match self.leaked {
+            Some(true) => return Vec::new(),
+            Some(false) => vec![piece.to_owned()],
+            None => {
+                self.held.push(piece.to_owned());
+                self.leaked = looks_like_call(&self.held.concat());
+                if self.leaked != Some(false) {
+                    return Vec::new();
+                }
+                mem::take(&mut self.held)
+            }
+        };
+        pieces.iter().flat_map(|p| self.scan(p)).collect()
     }
+
+    /// The response finished (`malformed` = it ended because its output did not parse), or the
+    /// stream ended without a finish (`malformed = false`); returns what may still be spoken.
+    ///
+    /// The model has stopped writing, so an opening still undecided is speech and a held tail
+    /// is not the start of a call: both are released. A malformed finish speaks nothing more:
+    /// it never releases the tail, and with the opening still undecided it counts as a call
+    /// written as text (the call the model tried to make never ran).
     pub(crate) fn settle(&mut self, malformed: bool) -> Vec<String> {
         self.malformed = malformed;
-        Vec::new()
-    }
-    pub(crate) fn leaked(&self) -> Option<bool> {
-        if self.said.is_empty() {
-            None
-        } else {
-            Some(false)
+        if malformed && self.leaked.is_none() {
+            self.leaked = Some(true);
+            self.held.clear();
         }
+        let mut out = Vec::new();
+        if self.leaked.is_none() {
+            self.leaked = Some(false);
+            for piece in mem::take(&mut self.held) {
+                out.extend(self.scan(&piece));
+            }
+        }
+        let tail = mem::take(&mut self.tail);
+        if !tail.is_empty() && self.leaked == Some(false) && !malformed {
+            self.said.push(tail.clone());
+            out.push(tail);
+        }
+        out
     }
+
+    /// `None` while undecided, `Some(false)` for speech, `Some(true)` once a call written as
+    /// text was seen.
+    pub(crate) fn leaked(&self) -> Option<bool> {
+        self.leaked
+    }
+
+    /// The response ended malformed.
     pub(crate) fn malformed(&self) -> bool {
         self.malformed
     }
+
+    /// Every piece released so far, joined: what the response has said.
     pub(crate) fn said(&self) -> String {
-        self.said.clone()
+        self.said.concat()
     }
+
+    /// An undecided opening or a tail is held back (text arrived that is not spoken yet, and
+    /// may still be).
     pub(crate) fn is_holding(&self) -> bool {
-        false
+        (self.leaked.is_none() && !self.held.is_empty()) || !self.tail.is_empty()
+    }
+
+    /// Speech under way: releases `text` (after the held tail) less anything from a call
+    /// marker on, and less the new tail that could still become one.
+    ///
+    /// The last char already spoken is put in front, so a letter marker is recognised only
+    /// where it starts a word (`mydefault_api:` is not a call) even across pieces. What is
+    /// released keeps the boundaries it arrived with: the old tail, then the new piece.
+    fn scan(&mut self, text: &str) -> Vec<String> {
+        if self.leaked == Some(true) {
+            return Vec::new();
+        }
+        let context = self.said.last().and_then(|piece| piece.chars().last());
+        let full: Vec<char> = context
+            .into_iter()
+            .chain(self.tail.chars())
+            .chain(text.chars())
+            .collect();
+        let start = usize::from(context.is_some());
+        let split = start + self.tail.chars().count();
+        let end = match find_spoken_call(&full, start) {
+            Some(hit) => {
+                self.leaked = Some(true);
+                self.tail.clear();
+                hit
+            }
+            None => {
+                let end = tail_start(&full, start);
+                self.tail = full[end..].iter().collect();
+                end
+            }
+        };
+        let mut out = Vec::new();
+        if end.min(split) > start {
+            out.push(full[start..end.min(split)].iter().collect());
+        }
+        if end > split {
+            out.push(full[split..end].iter().collect());
+        }
+        self.said.extend(out.iter().cloned());
+        out
+    }
+}
+
+/// Whitespace wherever the rules skip it: Unicode `White_Space`, plus the four information
+/// separators U+001C..U+001F, which act as line and field breaks.
+fn is_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// A word character (`\w`): a Unicode letter or number, or `_`. Combining marks (a
+/// Devanagari vowel sign, Arabic harakat) and the circled letters are not word characters even
+/// though Rust's `is_alphabetic` counts them: a marker glued right after `नमस्ते` (which ends in
+/// a vowel sign) still starts a word, so it is cut rather than spoken.
+fn is_word(c: char) -> bool {
+    c == '_' || (c.is_alphanumeric() && !is_other_alphabetic(c))
+}
+
+/// Whether `c` is in [`NOT_WORD`].
+fn is_other_alphabetic(c: char) -> bool {
+    let c = u32::from(c);
+    let (ranges, _) = NOT_WORD.as_chunks::<2>();
+    // The first range that ends at or after `c`; `c` is in it unless it starts past `c`.
+    let i = ranges.partition_point(|&[_, end]| end < c);
+    ranges.get(i).is_some_and(|&[start, _]| start <= c)
+}
+
+/// Unicode full case folding, as far as it can change a verdict: everything folds like its
+/// lowercase, except the characters whose full folding differs from their lowercase *and*
+/// contains ASCII (the call heads and keys are ASCII, so no other difference can matter):
+/// `ß`/`ẞ` fold to `ss`, `ſ` to `s`, the Latin ligatures to their letters, and a few letters
+/// with a detached combining mark.
+fn casefold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let folded = match c {
+            '\u{df}' | '\u{1e9e}' => "ss",
+            '\u{149}' => "\u{2bc}n",
+            '\u{17f}' => "s",
+            '\u{1f0}' => "j\u{30c}",
+            '\u{1e96}' => "h\u{331}",
+            '\u{1e97}' => "t\u{308}",
+            '\u{1e98}' => "w\u{30a}",
+            '\u{1e99}' => "y\u{30a}",
+            '\u{1e9a}' => "a\u{2be}",
+            '\u{fb00}' => "ff",
+            '\u{fb01}' => "fi",
+            '\u{fb02}' => "fl",
+            '\u{fb03}' => "ffi",
+            '\u{fb04}' => "ffl",
+            '\u{fb05}' | '\u{fb06}' => "st",
+            _ => {
+                out.extend(c.to_lowercase());
+                continue;
+            }
+        };
+        out.push_str(folded);
+    }
+    out
+}
+
+/// Whether `c` matches the pattern char `p` case-insensitively, the way a Unicode-aware
+/// case-insensitive regex does: an ASCII letter also matches its other case and the
+/// non-ASCII letters that fold to it (`İ`/`ı` for `i`, the Kelvin sign for `k`, `ſ` for `s`).
+fn same_letter(c: char, p: char) -> bool {
+    if !p.is_ascii_alphabetic() {
+        return c == p;
+    }
+    c.eq_ignore_ascii_case(&p)
+        || matches!(
+            (p.to_ascii_lowercase(), c),
+            ('i', '\u{130}' | '\u{131}') | ('k', '\u{212a}') | ('s', '\u{17f}')
+        )
+}
+
+/// Whether `c` is a letter of a call key as a case-insensitive `[a-z]` sees it.
+fn is_key_letter(c: char) -> bool {
+    c.is_ascii_alphabetic() || matches!(c, '\u{130}' | '\u{131}' | '\u{17f}' | '\u{212a}')
+}
+
+/// Whether `text[at..]` starts with `pattern`, case-insensitively.
+fn starts_with_at(text: &[char], at: usize, pattern: &str) -> bool {
+    pattern
+        .chars()
+        .enumerate()
+        .all(|(k, p)| text.get(at + k).is_some_and(|&c| same_letter(c, p)))
+}
+
+/// The first position at or after `from` where a call marker begins, if any. Chars before
+/// `from` are only looked at to tell whether a letter marker starts a word.
+fn find_spoken_call(full: &[char], from: usize) -> Option<usize> {
+    (from..full.len()).find(|&i| spoken_call_at(full, i))
+}
+
+/// Whether a call marker begins at `full[i]`: a code fence; `<tool_call`, `<tool_code` or
+/// `<function_call`; `certain_tool_call`, `default_api:` or `default_api.` not preceded by a
+/// word char; or a JSON object whose first key names a call.
+fn spoken_call_at(full: &[char], i: usize) -> bool {
+    if starts_with_at(full, i, "```") {
+        return true;
+    }
+    if full[i] == '<'
+        && ["tool_call", "tool_code", "function_call"]
+            .iter()
+            .any(|tag| starts_with_at(full, i + 1, tag))
+    {
+        return true;
+    }
+    let at_word_start = i == 0 || !is_word(full[i - 1]);
+    if at_word_start
+        && (starts_with_at(full, i, "certain_tool_call")
+            || (starts_with_at(full, i, "default_api")
+                && matches!(full.get(i + 11), Some(':' | '.'))))
+    {
+        return true;
+    }
+    json_call_at(full, i)
+}
+
+/// Whether `full[i..]` starts with `{`, optional whitespace, a quote, a call key, a quote,
+/// optional whitespace and `:` (the quotes may differ; the key is case-insensitive).
+fn json_call_at(full: &[char], i: usize) -> bool {
+    if full[i] != '{' {
+        return false;
+    }
+    let mut at = i + 1;
+    while full.get(at).is_some_and(|&c| is_space(c)) {
+        at += 1;
+    }
+    if !matches!(full.get(at), Some('"' | '\'')) {
+        return false;
+    }
+    at += 1;
+    CALL_KEYS.iter().any(|key| {
+        if !starts_with_at(full, at, key) {
+            return false;
+        }
+        let mut end = at + key.len();
+        if !matches!(full.get(end), Some('"' | '\'')) {
+            return false;
+        }
+        end += 1;
+        while full.get(end).is_some_and(|&c| is_space(c)) {
+            end += 1;
+        }
+        full.get(end) == Some(&':')
+    })
+}
+
+/// Where the end of `full` could still be the start of a call marker (the tail to hold), or
+/// `full.len()` when it cannot, so a piece that ends on a space, a full stop or any
+/// non-Latin letter holds nothing back. Only the last [`TAIL_SCAN`] chars, from `start` on,
+/// are candidates; a letter starts a tail only at a word start.
+fn tail_start(full: &[char], start: usize) -> usize {
+    let from = start.max(full.len().saturating_sub(TAIL_SCAN));
+    (from..full.len())
+        .find(|&i| {
+            let c = full[i];
+            TAIL_STARTS.contains(&c)
+                && !(c.is_ascii_alphabetic() && i > 0 && is_word(full[i - 1]))
+                && may_open_spoken_call(&full[i..])
+        })
+        .unwrap_or(full.len())
+}
+
+/// Whether `s` is a strict prefix of a call marker, so the next piece could complete it: a
+/// prefix of a spoken head, or a JSON opening that could still become `{"<call key>":`
+/// (`{`, `{ "`, `{"na`, `{"name"`).
+fn may_open_spoken_call(s: &[char]) -> bool {
+    let low = s.iter().collect::<String>().to_lowercase();
+    SPOKEN_HEADS.iter().any(|head| head.starts_with(&low)) || json_opening(s)
+}
+
+/// Whether the whole of `s` is `{`, optional whitespace, and optionally a quote with the
+/// letters of a key so far, and optionally the same closing quote and whitespace; with the
+/// key closed it must be a call key, with it open it must be the start of one.
+fn json_opening(s: &[char]) -> bool {
+    if s.first() != Some(&'{') {
+        return false;
+    }
+    let mut at = 1;
+    while s.get(at).is_some_and(|&c| is_space(c)) {
+        at += 1;
+    }
+    let Some(&quote) = s.get(at) else {
+        return true;
+    };
+    if quote != '"' && quote != '\'' {
+        return false;
+    }
+    at += 1;
+    let key_start = at;
+    while s.get(at).is_some_and(|&c| is_key_letter(c)) {
+        at += 1;
+    }
+    let key = s[key_start..at].iter().collect::<String>().to_lowercase();
+    if at == s.len() {
+        return CALL_KEYS.iter().any(|k| k.starts_with(&key));
+    }
+    if s[at] != quote {
+        return false;
+    }
+    at += 1;
+    while s.get(at).is_some_and(|&c| is_space(c)) {
+        at += 1;
+    }
+    at == s.len() && CALL_KEYS.contains(&key.as_str())
+}
+
+/// The characters Rust's `is_alphabetic` accepts that are neither letters nor numbers (the
+/// Unicode `Other_Alphabetic` property: combining marks and circled letters), as inclusive
+/// `[start, end]` code point pairs in ascending order. Generated from the Unicode 15.0 data.
+const NOT_WORD: [u32; 482] = [
+    0x0345, 0x0345, 0x0363, 0x036F, 0x05B0, 0x05BD, 0x05BF, 0x05BF, 0x05C1, 0x05C2, 0x05C4, 0x05C5,
+    0x05C7, 0x05C7, 0x0610, 0x061A, 0x064B, 0x0657, 0x0659, 0x065F, 0x0670, 0x0670, 0x06D6, 0x06DC,
+    0x06E1, 0x06E4, 0x06E7, 0x06E8, 0x06ED, 0x06ED, 0x0711, 0x0711, 0x0730, 0x073F, 0x07A6, 0x07B0,
+    0x0816, 0x0817, 0x081B, 0x0823, 0x0825, 0x0827, 0x0829, 0x082C, 0x08D4, 0x08DF, 0x08E3, 0x08E9,
+    0x08F0, 0x0903, 0x093A, 0x093B, 0x093E, 0x094C, 0x094E, 0x094F, 0x0955, 0x0957, 0x0962, 0x0963,
+    0x0981, 0x0983, 0x09BE, 0x09C4, 0x09C7, 0x09C8, 0x09CB, 0x09CC, 0x09D7, 0x09D7, 0x09E2, 0x09E3,
+    0x0A01, 0x0A03, 0x0A3E, 0x0A42, 0x0A47, 0x0A48, 0x0A4B, 0x0A4C, 0x0A51, 0x0A51, 0x0A70, 0x0A71,
+    0x0A75, 0x0A75, 0x0A81, 0x0A83, 0x0ABE, 0x0AC5, 0x0AC7, 0x0AC9, 0x0ACB, 0x0ACC, 0x0AE2, 0x0AE3,
+    0x0AFA, 0x0AFC, 0x0B01, 0x0B03, 0x0B3E, 0x0B44, 0x0B47, 0x0B48, 0x0B4B, 0x0B4C, 0x0B56, 0x0B57,
+    0x0B62, 0x0B63, 0x0B82, 0x0B82, 0x0BBE, 0x0BC2, 0x0BC6, 0x0BC8, 0x0BCA, 0x0BCC, 0x0BD7, 0x0BD7,
+    0x0C00, 0x0C04, 0x0C3E, 0x0C44, 0x0C46, 0x0C48, 0x0C4A, 0x0C4C, 0x0C55, 0x0C56, 0x0C62, 0x0C63,
+    0x0C81, 0x0C83, 0x0CBE, 0x0CC4, 0x0CC6, 0x0CC8, 0x0CCA, 0x0CCC, 0x0CD5, 0x0CD6, 0x0CE2, 0x0CE3,
+    0x0CF3, 0x0CF3, 0x0D00, 0x0D03, 0x0D3E, 0x0D44, 0x0D46, 0x0D48, 0x0D4A, 0x0D4C, 0x0D57, 0x0D57,
+    0x0D62, 0x0D63, 0x0D81, 0x0D83, 0x0DCF, 0x0DD4, 0x0DD6, 0x0DD6, 0x0DD8, 0x0DDF, 0x0DF2, 0x0DF3,
+    0x0E31, 0x0E31, 0x0E34, 0x0E3A, 0x0E4D, 0x0E4D, 0x0EB1, 0x0EB1, 0x0EB4, 0x0EB9, 0x0EBB, 0x0EBC,
+    0x0ECD, 0x0ECD, 0x0F71, 0x0F83, 0x0F8D, 0x0F97, 0x0F99, 0x0FBC, 0x102B, 0x1036, 0x1038, 0x1038,
+    0x103B, 0x103E, 0x1056, 0x1059, 0x105E, 0x1060, 0x1062, 0x1064, 0x1067, 0x106D, 0x1071, 0x1074,
+    0x1082, 0x108D, 0x108F, 0x108F, 0x109A, 0x109D, 0x1712, 0x1713, 0x1732, 0x1733, 0x1752, 0x1753,
+    0x1772, 0x1773, 0x17B6, 0x17C8, 0x1885, 0x1886, 0x18A9, 0x18A9, 0x1920, 0x192B, 0x1930, 0x1938,
+    0x1A17, 0x1A1B, 0x1A55, 0x1A5E, 0x1A61, 0x1A74, 0x1ABF, 0x1AC0, 0x1ACC, 0x1ACE, 0x1B00, 0x1B04,
+    0x1B35, 0x1B43, 0x1B80, 0x1B82, 0x1BA1, 0x1BA9, 0x1BAC, 0x1BAD, 0x1BE7, 0x1BF1, 0x1C24, 0x1C36,
+    0x1DD3, 0x1DF4, 0x24B6, 0x24E9, 0x2DE0, 0x2DFF, 0xA674, 0xA67B, 0xA69E, 0xA69F, 0xA802, 0xA802,
+    0xA80B, 0xA80B, 0xA823, 0xA827, 0xA880, 0xA881, 0xA8B4, 0xA8C3, 0xA8C5, 0xA8C5, 0xA8FF, 0xA8FF,
+    0xA926, 0xA92A, 0xA947, 0xA952, 0xA980, 0xA983, 0xA9B4, 0xA9BF, 0xA9E5, 0xA9E5, 0xAA29, 0xAA36,
+    0xAA43, 0xAA43, 0xAA4C, 0xAA4D, 0xAA7B, 0xAA7D, 0xAAB0, 0xAAB0, 0xAAB2, 0xAAB4, 0xAAB7, 0xAAB8,
+    0xAABE, 0xAABE, 0xAAEB, 0xAAEF, 0xAAF5, 0xAAF5, 0xABE3, 0xABEA, 0xFB1E, 0xFB1E, 0x10376,
+    0x1037A, 0x10A01, 0x10A03, 0x10A05, 0x10A06, 0x10A0C, 0x10A0F, 0x10D24, 0x10D27, 0x10EAB,
+    0x10EAC, 0x11000, 0x11002, 0x11038, 0x11045, 0x11073, 0x11074, 0x11080, 0x11082, 0x110B0,
+    0x110B8, 0x110C2, 0x110C2, 0x11100, 0x11102, 0x11127, 0x11132, 0x11145, 0x11146, 0x11180,
+    0x11182, 0x111B3, 0x111BF, 0x111CE, 0x111CF, 0x1122C, 0x11234, 0x11237, 0x11237, 0x1123E,
+    0x1123E, 0x11241, 0x11241, 0x112DF, 0x112E8, 0x11300, 0x11303, 0x1133E, 0x11344, 0x11347,
+    0x11348, 0x1134B, 0x1134C, 0x11357, 0x11357, 0x11362, 0x11363, 0x11435, 0x11441, 0x11443,
+    0x11445, 0x114B0, 0x114C1, 0x115AF, 0x115B5, 0x115B8, 0x115BE, 0x115DC, 0x115DD, 0x11630,
+    0x1163E, 0x11640, 0x11640, 0x116AB, 0x116B5, 0x1171D, 0x1172A, 0x1182C, 0x11838, 0x11930,
+    0x11935, 0x11937, 0x11938, 0x1193B, 0x1193C, 0x11940, 0x11940, 0x11942, 0x11942, 0x119D1,
+    0x119D7, 0x119DA, 0x119DF, 0x119E4, 0x119E4, 0x11A01, 0x11A0A, 0x11A35, 0x11A39, 0x11A3B,
+    0x11A3E, 0x11A51, 0x11A5B, 0x11A8A, 0x11A97, 0x11C2F, 0x11C36, 0x11C38, 0x11C3E, 0x11C92,
+    0x11CA7, 0x11CA9, 0x11CB6, 0x11D31, 0x11D36, 0x11D3A, 0x11D3A, 0x11D3C, 0x11D3D, 0x11D3F,
+    0x11D41, 0x11D43, 0x11D43, 0x11D47, 0x11D47, 0x11D8A, 0x11D8E, 0x11D90, 0x11D91, 0x11D93,
+    0x11D96, 0x11EF3, 0x11EF6, 0x11F00, 0x11F01, 0x11F03, 0x11F03, 0x11F34, 0x11F3A, 0x11F3E,
+    0x11F40, 0x16F4F, 0x16F4F, 0x16F51, 0x16F87, 0x16F8F, 0x16F92, 0x16FF0, 0x16FF1, 0x1BC9E,
+    0x1BC9E, 0x1E000, 0x1E006, 0x1E008, 0x1E018, 0x1E01B, 0x1E021, 0x1E023, 0x1E024, 0x1E026,
+    0x1E02A, 0x1E08F, 0x1E08F, 0x1E947, 0x1E947, 0x1F130, 0x1F149, 0x1F150, 0x1F169, 0x1F170,
+    0x1F189,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a guard did with one response: the release of every piece, then the settle.
+    struct Run {
+        guard: Guard,
+        steps: Vec<Vec<String>>,
+        settled: Vec<String>,
+    }
+
+    /// Feeds `pieces` to a new guard one by one, then settles it if `finish` is given
+    /// (`Some(malformed)`); checks that `said()` is exactly every released piece, joined.
+    fn run(pieces: &[&str], finish: Option<bool>) -> Run {
+        let mut guard = Guard::new();
+        let mut released = String::new();
+        let mut steps = Vec::new();
+        for piece in pieces {
+            let out = guard.release(piece);
+            released.extend(out.iter().map(String::as_str));
+            assert_eq!(guard.said(), released, "said() after {piece:?}");
+            steps.push(out);
+        }
+        let settled = finish.map_or_else(Vec::new, |malformed| guard.settle(malformed));
+        released.extend(settled.iter().map(String::as_str));
+        assert_eq!(guard.said(), released, "said() after settling");
+        Run {
+            guard,
+            steps,
+            settled,
+        }
+    }
+
+    /// `Vec<String>` from string literals, for comparing releases.
+    fn v(pieces: &[&str]) -> Vec<String> {
+        pieces.iter().map(|p| (*p).to_owned()).collect()
+    }
+
+    #[test]
+    fn hello_is_spoken_at_once() {
+        let r = run(&["Hello"], Some(false));
+        assert_eq!(r.steps, [v(&["Hello"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn devanagari_is_spoken_at_once() {
+        let r = run(&["नमस्ते"], Some(false));
+        assert_eq!(r.steps, [v(&["नमस्ते"])]);
+        assert!(!r.guard.is_holding());
+    }
+
+    #[test]
+    fn digits_are_spoken_at_once() {
+        let r = run(&["12 items"], Some(false));
+        assert_eq!(r.steps, [v(&["12 items"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn default_is_held_then_spoken_as_two_pieces() {
+        let mut g = Guard::new();
+        assert_eq!(g.release("Default"), v(&[]));
+        assert!(g.is_holding());
+        assert_eq!(g.leaked(), None);
+        assert_eq!(
+            g.release(" settings are on."),
+            v(&["Default", " settings are on."])
+        );
+        assert!(!g.is_holding());
+        assert_eq!(g.said(), "Default settings are on.");
+    }
+
+    #[test]
+    fn tool_then_call_suffix_leaks() {
+        let r = run(&["Tool", "_call: x"], Some(false));
+        assert_eq!(r.steps, [v(&[]), v(&[])]);
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.leaked(), Some(true));
+        assert_eq!(r.guard.said(), "");
+    }
+
+    #[test]
+    fn json_with_a_call_key_leaks() {
+        let r = run(&["{", r#""name": "open_booking"}"#], Some(false));
+        assert_eq!(r.steps, [v(&[]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    /// Also the text-level expectation of a `{` + `"city": "Paris"}` response: two chunks.
+    #[test]
+    fn json_with_another_key_is_spoken_as_two_pieces() {
+        let r = run(&["{", r#""city": "Paris"}"#], Some(false));
+        assert_eq!(r.steps, [v(&[]), v(&["{", r#""city": "Paris"}"#])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn underscored_identifier_leaks() {
+        let r = run(&["read_screen()"], Some(false));
+        assert_eq!(r.steps, [v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn code_fence_leaks() {
+        let r = run(&["```json"], Some(false));
+        assert_eq!(r.steps, [v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn call_after_speech_cuts_there() {
+        let r = run(&["Opening it now. ", "default_api:open()"], Some(false));
+        assert_eq!(r.steps, [v(&["Opening it now. "]), v(&[])]);
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.leaked(), Some(true));
+        assert_eq!(r.guard.said(), "Opening it now. ");
+    }
+
+    #[test]
+    fn tool_call_mid_sentence_is_speech() {
+        let r = run(&["Use the tool_call feature"], Some(false));
+        assert_eq!(r.steps, [v(&["Use the tool_call feature"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn default_api_without_colon_is_speech() {
+        let r = run(&["I said default_api is fine"], Some(false));
+        assert_eq!(r.steps, [v(&["I said default_api is fine"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn call_tag_after_speech_cuts_there() {
+        let r = run(&["Here: <tool_call>"], Some(false));
+        assert_eq!(r.steps, [v(&["Here: "])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn held_brace_goes_out_before_the_next_piece() {
+        let r = run(&["Ok {", "fine}"], Some(false));
+        assert_eq!(r.steps, [v(&["Ok "]), v(&["{", "fine}"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn lone_default_is_spoken_at_the_finish() {
+        let r = run(&["Default"], Some(false));
+        assert_eq!(r.steps, [v(&[])]);
+        assert_eq!(r.settled, v(&["Default"]));
+        assert_eq!(r.guard.leaked(), Some(false));
+        assert!(!r.guard.is_holding());
+    }
+
+    /// Also the text-level expectation of a `Hello` response with a malformed finish: spoken,
+    /// and the finish is malformed (the turn retries once).
+    #[test]
+    fn hello_then_malformed_finish_is_spoken_and_malformed() {
+        let r = run(&["Hello"], Some(true));
+        assert_eq!(r.steps, [v(&["Hello"])]);
+        assert!(r.settled.is_empty());
+        assert!(r.guard.malformed());
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn tool_prefix_then_plain_word_is_spoken_as_two_pieces() {
+        let r = run(&["Tool", "s are ready."], Some(false));
+        assert_eq!(r.steps, [v(&[]), v(&["Tool", "s are ready."])]);
+        assert!(r.settled.is_empty());
+    }
+
+    #[test]
+    fn default_at_the_end_of_speech_is_held_one_piece() {
+        let r = run(&["Say default", " value."], Some(false));
+        assert_eq!(r.steps, [v(&["Say "]), v(&["default", " value."])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn verdicts_on_openings() {
+        let cases: &[(&str, Option<bool>)] = &[
+            ("default_api", Some(true)),
+            ("Default", None),
+            ("{", None),
+            ("{\"name", None),
+            ("{\"name\"", Some(true)),
+            ("functions.x", Some(true)),
+            ("x_y", Some(true)),
+            ("X", Some(false)),
+            ("{'tool':", Some(true)),
+            ("print(", None),
+            // More of the rules.
+            ("", None),
+            ("   ", None),
+            ("  \u{1f}tool_use", Some(true)),
+            ("TOOL_CALL", Some(true)),
+            ("`", None),
+            ("[\"tool_call\"", Some(true)),
+            ("<function_call>", Some(true)),
+            ("{\"city\"", Some(false)),
+            ("{\"name x", Some(false)),
+            ("{ 12", Some(false)),
+            ("call me", Some(false)),
+            ("Hello", Some(false)),
+            ("नमस्ते", Some(false)),
+            ("12 items", Some(false)),
+            ("😀 hi", Some(false)),
+            // Case folding, not lowercasing: `ß` folds to `ss`, a key that may still grow.
+            ("{\"ß", None),
+            ("ﬁle_it", Some(true)),
+        ];
+        for (opening, verdict) in cases {
+            assert_eq!(looks_like_call(opening), *verdict, "{opening:?}");
+        }
+    }
+
+    #[test]
+    fn call_d_then_octor_keeps_the_boundaries() {
+        let r = run(&["Call d", "octor Who."], Some(false));
+        assert_eq!(r.steps, [v(&["Call "]), v(&["d", "octor Who."])]);
+        assert_eq!(r.guard.said(), "Call doctor Who.");
+    }
+
+    #[test]
+    fn head_split_across_three_pieces_after_speech_leaks() {
+        let r = run(
+            &["Sure. ", "defa", "ult_a", "pi:read_screen()"],
+            Some(false),
+        );
+        assert_eq!(r.steps, [v(&["Sure. "]), v(&[]), v(&[]), v(&[])]);
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.leaked(), Some(true));
+        assert_eq!(r.guard.said(), "Sure. ");
+    }
+
+    #[test]
+    fn head_split_across_three_pieces_at_the_opening_leaks() {
+        let mut g = Guard::new();
+        assert!(g.release("de").is_empty());
+        assert!(g.release("fault_").is_empty());
+        assert_eq!(g.leaked(), None);
+        assert!(g.release("api:x()").is_empty());
+        assert_eq!(g.leaked(), Some(true));
+        assert!(g.settle(false).is_empty());
+        assert_eq!(g.said(), "");
+    }
+
+    #[test]
+    fn head_after_a_word_char_is_not_a_call() {
+        let r = run(&["See mydefault_api: here"], Some(false));
+        assert_eq!(r.steps, [v(&["See mydefault_api: here"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+        // The word char is in the previous piece.
+        let r = run(&["See my", "default_api: here"], Some(false));
+        assert_eq!(r.steps, [v(&["See my"]), v(&["default_api: here"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+        // The same head at a word start is a call.
+        let r = run(&["See my ", "default_api: here"], Some(false));
+        assert_eq!(r.steps, [v(&["See my "]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn spoken_markers_ignore_case() {
+        let r = run(&["Sure. DEFAULT_API.open()"], Some(false));
+        assert_eq!(r.steps, [v(&["Sure. "])]);
+        let r = run(&["Sure. ", "{ 'Name' :1}"], Some(false));
+        assert_eq!(r.steps, [v(&["Sure. "]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn non_latin_text_and_emoji_around_boundaries() {
+        let r = run(&["नमस्ते 😀 ", "default_api:x"], Some(false));
+        assert_eq!(r.steps, [v(&["नमस्ते 😀 "]), v(&[])]);
+        assert_eq!(r.guard.said(), "नमस्ते 😀 ");
+        assert_eq!(r.guard.leaked(), Some(true));
+
+        let r = run(&["😀 Call d", "octor 🎉"], Some(false));
+        assert_eq!(r.steps, [v(&["😀 Call "]), v(&["d", "octor 🎉"])]);
+
+        let r = run(&["日本語の{", "\"name\": 1}"], Some(false));
+        assert_eq!(r.steps, [v(&["日本語の"]), v(&[])]);
+        assert_eq!(r.guard.said(), "日本語の");
+
+        let r = run(&["Café 🎉 `", "`", "` ok"], Some(false));
+        assert_eq!(r.steps, [v(&["Café 🎉 "]), v(&[]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+
+        let r = run(&["Ünï 🎉 {", "\"ñame\": 1}"], Some(false));
+        assert_eq!(r.steps, [v(&["Ünï 🎉 "]), v(&["{", "\"ñame\": 1}"])]);
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    /// A vowel sign ends `नमस्ते`; it is a combining mark, not a word char, so a marker glued
+    /// right after it still starts a word.
+    #[test]
+    fn marker_glued_after_a_combining_mark_is_cut() {
+        let r = run(&["नमस्ते", "default_api:x"], Some(false));
+        assert_eq!(r.steps, [v(&["नमस्ते"]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+        let r = run(&["नमस्तेdefault_api.x"], Some(false));
+        assert_eq!(r.steps, [v(&["नमस्ते"])]);
+        // A letter of the same script is a word char.
+        let r = run(&["नमस्तन", "default_api:x"], Some(false));
+        assert_eq!(r.steps, [v(&["नमस्तन"]), v(&["default_api:x"])]);
+    }
+
+    #[test]
+    fn word_chars_are_letters_numbers_and_underscore() {
+        for c in ['a', 'Z', '_', '7', 'न', '日', 'ß', '٣', 'Ⅻ'] {
+            assert!(is_word(c), "{c:?}");
+        }
+        for c in [
+            ' ',
+            ':',
+            '😀',
+            '\u{947}',
+            '\u{64e}',
+            '\u{24b6}',
+            '\u{345}',
+            '\u{1e94a}',
+        ] {
+            assert!(!is_word(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn tail_is_held_within_a_64_char_window() {
+        let mut g = Guard::new();
+        assert_eq!(g.release("Ok {"), v(&["Ok "]));
+        // The brace and 63 spaces: 64 chars, still a JSON opening inside the window.
+        assert!(g.release(&" ".repeat(63)).is_empty());
+        assert!(g.is_holding());
+        // One more char pushes the brace out of the window: the tail goes out, then the piece.
+        let brace_and_spaces = format!("{{{}", " ".repeat(63));
+        assert_eq!(g.release(" "), v(&[&brace_and_spaces, " "]));
+        assert!(!g.is_holding());
+        assert_eq!(g.said(), format!("Ok {brace_and_spaces} "));
+    }
+
+    #[test]
+    fn call_key_far_inside_the_window_leaks() {
+        let spaces = " ".repeat(40);
+        let r = run(&["Ok {", &spaces, "\"name\":"], Some(false));
+        assert_eq!(r.steps, [v(&["Ok "]), v(&[]), v(&[])]);
+        assert_eq!(r.guard.leaked(), Some(true));
+    }
+
+    #[test]
+    fn stream_end_after_an_undecided_opening_speaks_it() {
+        let r = run(&["Tool"], Some(false));
+        assert_eq!(r.settled, v(&["Tool"]));
+        assert_eq!(r.guard.leaked(), Some(false));
+        assert!(!r.guard.malformed());
+
+        // A held JSON opening goes out as one tail piece.
+        let r = run(&["{", "\"na"], Some(false));
+        assert_eq!(r.steps, [v(&[]), v(&[])]);
+        assert_eq!(r.settled, v(&["{\"na"]));
+        assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn malformed_finish_after_an_undecided_opening_is_a_leak() {
+        let r = run(&["Default"], Some(true));
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.leaked(), Some(true));
+        assert!(r.guard.malformed());
+        assert!(!r.guard.is_holding());
+    }
+
+    #[test]
+    fn malformed_finish_never_releases_the_tail() {
+        let r = run(&["Say d"], Some(true));
+        assert_eq!(r.steps, [v(&["Say "])]);
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.said(), "Say ");
+        assert!(!r.guard.is_holding());
+    }
+
+    #[test]
+    fn nothing_is_released_after_a_leak() {
+        let r = run(&["Here: ```", "more words", "and more"], Some(false));
+        assert_eq!(r.steps, [v(&["Here: "]), v(&[]), v(&[])]);
+        assert!(r.settled.is_empty());
+        assert_eq!(r.guard.said(), "Here: ");
+    }
+
+    #[test]
+    fn a_new_guard_holds_nothing() {
+        let g = Guard::new();
+        assert_eq!(g.leaked(), None);
+        assert!(!g.is_holding());
+        assert!(!g.malformed());
+        assert_eq!(g.said(), "");
+    }
+
+    #[test]
+    fn retry_note_is_one_plain_paragraph() {
+        assert!(!RETRY_NOTE.contains('\n'));
+        assert!(!RETRY_NOTE.contains("  "));
+        assert!(RETRY_NOTE.contains("function calling"));
     }
 }

@@ -1,0 +1,625 @@
+//! Model-backed brains end to end: a `ModelBrain` on a real session socket, talking to the
+//! stand-in provider of `voqalize::testing` over real HTTP and SSE (docs/protocol.md §6).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use voqalize::model::Timeouts;
+use voqalize::prelude::*;
+use voqalize::testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
+use voqalize::voice::ModelLayer;
+use voqalize::wire::Frame;
+
+use crate::support::{Log, driver, logs};
+
+/// A booking.
+#[json_type]
+struct Booking {
+    /// The city.
+    city: String,
+}
+
+/// The test brain: tools that count their runs, one that hangs until released.
+struct Desk {
+    model: Model,
+    log: Arc<Log>,
+    runs: Arc<AtomicUsize>,
+    release: Arc<Notify>,
+}
+
+impl ModelBrain for Desk {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Desk {
+    /// Put the booking form on screen.
+    #[tool]
+    async fn open_booking(&self, args: Booking) -> String {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        self.log.push(format!("open_booking {}", args.city));
+        "ok".into()
+    }
+
+    /// Show help.
+    #[tool]
+    async fn show_help(&self) -> &'static str {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        self.log.push("show_help");
+        "shown"
+    }
+
+    /// The account balance.
+    #[tool]
+    #[needs_result_now]
+    async fn get_balance(&self) -> &'static str {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        self.log.push("get_balance");
+        "12.50"
+    }
+
+    /// Waits for the back office.
+    #[tool]
+    async fn hang(&self) -> &'static str {
+        self.log.push("hang started");
+        self.release.notified().await;
+        self.log.push("hang finished");
+        "done"
+    }
+}
+
+struct Rig {
+    server: ModelServer,
+    log: Arc<Log>,
+    runs: Arc<AtomicUsize>,
+    release: Arc<Notify>,
+}
+
+fn layer(provider: Provider, base_url: &str, gap: Duration) -> ModelLayer {
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap,
+    };
+    match provider {
+        Provider::Gemini => Gemini::new("test-key")
+            .model("gemini-test")
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::OpenAi => OpenAi::new("test-key", "gpt-test")
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::Chat => Chat::new(base_url, "openai/gpt-test")
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+    }
+}
+
+async fn rig_with(
+    provider: Provider,
+    settings: impl Fn(Model) -> Model + Send + Sync + 'static,
+    gap: Duration,
+) -> (Rig, Voqalize) {
+    let server = ModelServer::start(provider).await.expect("a loopback port");
+    let (log, runs, release) = (
+        Arc::new(Log::default()),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(Notify::new()),
+    );
+    let base = server.base_url();
+    let (l, r, n) = (log.clone(), runs.clone(), release.clone());
+    let v = driver(move || Desk {
+        model: settings(Model::new(layer(provider, &base, gap)).instruction("Be brief.")),
+        log: l.clone(),
+        runs: r.clone(),
+        release: n.clone(),
+    })
+    .await;
+    (
+        Rig {
+            server,
+            log,
+            runs,
+            release,
+        },
+        v,
+    )
+}
+
+async fn rig(provider: Provider) -> (Rig, Voqalize) {
+    rig_with(provider, |m| m, Duration::from_secs(10)).await
+}
+
+/// The Gemini `contents` of request `i`, each as `role: part, part`.
+fn gemini_contents(server: &ModelServer, i: usize) -> Vec<String> {
+    let body = &server.requests()[i].body;
+    body["contents"]
+        .as_array()
+        .expect("contents")
+        .iter()
+        .map(|c| {
+            let parts: Vec<String> = c["parts"]
+                .as_array()
+                .expect("parts")
+                .iter()
+                .map(|p| {
+                    if let Some(t) = p.get("text") {
+                        format!("T({})", t.as_str().unwrap_or_default())
+                    } else if let Some(f) = p.get("functionCall") {
+                        format!("C({})", f["name"].as_str().unwrap_or_default())
+                    } else if let Some(f) = p.get("functionResponse") {
+                        format!(
+                            "R({}={})",
+                            f["name"].as_str().unwrap_or_default(),
+                            f["response"]
+                        )
+                    } else {
+                        p.to_string()
+                    }
+                })
+                .collect();
+            format!(
+                "{}: {}",
+                c["role"].as_str().unwrap_or_default(),
+                parts.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// Waits until turn `turn` has opened `units` units and ended them all, then finalizes each with
+/// all of its text; gives their texts.
+async fn play(v: &mut Voqalize, turn: u64, units: usize) -> Vec<String> {
+    let done = v
+        .wait_for(Duration::from_secs(5), |v| {
+            let of_turn: Vec<_> = v.units().filter(|u| u.turn_id == turn).collect();
+            of_turn.len() >= units && of_turn.iter().all(|u| u.ended)
+        })
+        .await
+        .unwrap();
+    assert!(done, "turn {turn} spoke {units} units");
+    let texts: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    for (id, text) in &texts {
+        v.finalize(*id, text).await.unwrap();
+    }
+    texts.into_iter().map(|(_, t)| t).collect()
+}
+
+#[tokio::test]
+async fn a_turn_speaks_runs_the_tool_in_order_and_files_its_result() {
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening")
+            .text(" it now.")
+            .call("open_booking", json!({"city": "Paris"}))
+            .finish()
+            .usage(10, 5),
+    );
+    v.start_silent().await.unwrap();
+    let first = v.user_says("book Paris").await.unwrap();
+    assert_eq!(first.unit_texts(), ["Opening it now."]);
+    assert_eq!(rig.runs.load(Ordering::SeqCst), 1, "the tool ran once");
+
+    rig.server.reply(Reply::new().text("Sure.").finish());
+    let second = v.user_says("thanks").await.unwrap();
+    assert_eq!(second.text(), "Sure.");
+    let request = &rig.server.requests()[1];
+    assert!(
+        request
+            .target
+            .contains("/models/gemini-test:streamGenerateContent?alt=sse")
+    );
+    assert_eq!(request.header("x-goog-api-key"), Some("test-key"));
+    assert_eq!(
+        request.body["systemInstruction"]["parts"][0]["text"],
+        "Be brief."
+    );
+    assert_eq!(
+        gemini_contents(&rig.server, 1),
+        [
+            "user: T(book Paris)",
+            "model: T(Opening it now.), C(open_booking)",
+            "user: R(open_booking={\"result\":\"ok\"})",
+            "user: T(thanks)"
+        ]
+    );
+    // A tool step when the tool finished, then the request's model step with its usage.
+    let steps: Vec<(String, String)> = v
+        .turn_steps()
+        .iter()
+        .filter(|s| s.turn_id == 2)
+        .map(|s| (s.kind.clone(), s.name.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("tool".to_owned(), "open_booking".to_owned()),
+            ("model".to_owned(), "gemini-test".to_owned())
+        ]
+    );
+    let model_step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.kind == "model")
+        .cloned()
+        .unwrap();
+    assert_eq!(model_step.provider, "google");
+    assert_eq!(model_step.counts.get("input_tokens"), Some(&10));
+    assert_eq!(model_step.counts.get("output_tokens"), Some(&5));
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_marked_tool_makes_the_model_read_its_result_at_once() {
+    let (rig, mut v) = rig(Provider::OpenAi).await;
+    rig.server.reply(
+        Reply::new()
+            .text("Let me check.")
+            .call("get_balance", json!({}))
+            .finish()
+            .usage(10, 3),
+    );
+    rig.server
+        .reply(Reply::new().text("It is 12.50.").finish().usage(20, 4));
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("balance?").await.unwrap();
+    assert_eq!(
+        play(&mut v, turn, 2).await,
+        ["Let me check.", "It is 12.50."]
+    );
+    assert_eq!(rig.server.requests().len(), 2);
+    let second = &rig.server.requests()[1].body;
+    assert_eq!(second["store"], false);
+    assert_eq!(second["stream"], true);
+    let input = second["input"].as_array().unwrap();
+    let kinds: Vec<String> = input
+        .iter()
+        .map(|i| {
+            i.get("type")
+                .and_then(Value::as_str)
+                .or_else(|| i.get("role").and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user", "assistant", "function_call", "function_call_output"]
+    );
+    assert_eq!(input[3]["output"], "{\"result\":\"12.50\"}");
+    assert_eq!(input[3]["call_id"], input[2]["call_id"]);
+}
+
+#[tokio::test]
+async fn max_tool_hops_forces_the_last_request_to_speak_and_refuses_its_call() {
+    logs();
+    let (rig, mut v) = rig_with(
+        Provider::Chat,
+        |m| m.max_tool_hops(2),
+        Duration::from_secs(10),
+    )
+    .await;
+    for _ in 0..3 {
+        rig.server
+            .reply(Reply::new().call("get_balance", json!({})).finish());
+    }
+    v.start_silent().await.unwrap();
+    v.send_user_message("balance?").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), rig.server.wait_requests(3))
+            .await
+            .unwrap()
+            .unwrap_or(false)
+    );
+    assert!(rig.log.wait(&mut v, |l| l.events().len() == 2).await);
+    let choices: Vec<Value> = rig
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body["tool_choice"].clone())
+        .collect();
+    assert_eq!(choices, [json!("auto"), json!("auto"), json!("none")]);
+    // The call on the forced request did not run: two runs, not three.
+    v.quiesce(Duration::from_millis(200), Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert_eq!(rig.runs.load(Ordering::SeqCst), 2);
+    let lines = logs().lines_with("hops=3 calls=3 awaited=2");
+    assert!(
+        !lines.is_empty(),
+        "the turn line counts every call: {lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_barge_in_while_a_tool_runs_drops_the_call_and_keeps_what_was_heard() {
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening. ")
+            .call("hang", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("open it").await.unwrap();
+    assert!(
+        rig.log
+            .wait(&mut v, |l| l.events().contains(&"hang started".to_owned()))
+            .await
+    );
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
+            .await
+            .unwrap()
+    );
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    let unit = v
+        .units()
+        .find(|u| u.turn_id == turn)
+        .map(|u| u.speech_id)
+        .unwrap();
+    v.finalize(unit, "Opening.").await.unwrap();
+
+    rig.server
+        .reply(Reply::new().text("What's the weather?").finish());
+    v.user_says("what about the weather").await.unwrap();
+    let contents = gemini_contents(&rig.server, 1);
+    assert_eq!(
+        contents,
+        [
+            "user: T(open it)",
+            "model: T(Opening.)",
+            "user: T(what about the weather)"
+        ],
+        "F12: the cut call is nowhere in the next request"
+    );
+    // A late result can never arrive: the tool was dropped with its turn.
+    rig.release.notify_waiters();
+    v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(!rig.log.events().contains(&"hang finished".to_owned()));
+}
+
+#[tokio::test]
+async fn heard_truth_keeps_exactly_the_heard_prefix() {
+    let (rig, mut v) = rig(Provider::Chat).await;
+    rig.server.reply(
+        Reply::new()
+            .text("One, two, three, four, five,")
+            .text(" six, seven...")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let barge = BargeIn {
+        at: BargeAt::FirstText,
+        heard_prefix: Some("One, two, three, four, five,".into()),
+    };
+    v.barge_in("count", barge).await.unwrap();
+    rig.server.reply(
+        Reply::new()
+            .text("Would you like the Friday slot?")
+            .finish(),
+    );
+    let cut = v
+        .barge_in(
+            "again",
+            BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: Some(String::new()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(cut.interrupted);
+    rig.server.reply(Reply::new().text("Sure.").finish());
+    v.user_says("please come again?").await.unwrap();
+    let messages = rig.server.requests()[2].body["messages"].clone();
+    assert_eq!(
+        messages,
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "count"},
+            {"role": "assistant", "content": "One, two, three, four, five,"},
+            {"role": "user", "content": "again"},
+            {"role": "user", "content": "please come again?"}
+        ]),
+        "F09: the heard prefix; F10/F11: nothing for a unit nobody heard"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_request_is_logged_reported_and_covered_by_the_fallback_line() {
+    logs();
+    let (rig, mut v) = rig_with(
+        Provider::OpenAi,
+        |m| m.fallback_line("Sorry, say that again?"),
+        Duration::from_secs(10),
+    )
+    .await;
+    let overloaded = json!({"error": {"message": "overloaded", "type": "server_error"}});
+    rig.server.reply(Reply::status(503, overloaded.clone()));
+    rig.server.reply(Reply::status(503, overloaded));
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("hello").await.unwrap();
+    assert_eq!(turn.text(), "Sorry, say that again?");
+    assert_eq!(
+        rig.server.requests().len(),
+        2,
+        "one retry before the first byte"
+    );
+    assert!(
+        v.turn_steps()
+            .iter()
+            .any(|s| s.kind == "model" && s.counts.is_empty())
+    );
+    assert!(!logs().lines_with("request failed: ").is_empty());
+    // The session goes on.
+    rig.server.reply(Reply::new().text("Hi!").finish());
+    assert_eq!(v.user_says("hello?").await.unwrap().text(), "Hi!");
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_or_ends_early_ends_the_turn_and_keeps_what_was_said() {
+    let (rig, mut v) = rig_with(Provider::Gemini, |m| m, Duration::from_millis(300)).await;
+    rig.server.reply(Reply::new().text("Half").hang());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("go").await.unwrap();
+    assert_eq!(
+        turn.text(),
+        "Half",
+        "what was spoken stays spoken, and the unit is closed"
+    );
+    // A stream that ends without its finish is an error, not a success.
+    rig.server.reply(Reply::new().text("Also half"));
+    assert_eq!(v.user_says("again").await.unwrap().text(), "Also half");
+    rig.server.reply(Reply::new().text("Fine.").finish());
+    v.user_says("and?").await.unwrap();
+    assert_eq!(
+        gemini_contents(&rig.server, 2),
+        [
+            "user: T(go)",
+            "model: T(Half)",
+            "user: T(again)",
+            "model: T(Also half)",
+            "user: T(and?)"
+        ]
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_call_written_as_text_is_never_spoken_and_the_model_is_asked_once_more() {
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server
+        .reply(Reply::new().text("default_api:show_help()").finish());
+    rig.server.reply(Reply::new().text("Here it is.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("help").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Here it is."]);
+    let retry = gemini_contents(&rig.server, 1);
+    assert_eq!(
+        retry.len(),
+        1,
+        "the user turn with the note after it: {retry:?}"
+    );
+    assert!(retry[0].starts_with("user: T(help), T("), "{retry:?}");
+    rig.server.reply(Reply::new().text("Bye.").finish());
+    v.user_says("bye").await.unwrap();
+    let contents = gemini_contents(&rig.server, 2);
+    assert_eq!(
+        contents,
+        ["user: T(help)", "model: T(Here it is.)", "user: T(bye)"],
+        "no trace of the call written as text, nor of the note"
+    );
+}
+
+/// Every cut of a turn, at each point of its stream, leaves every call in the history with exactly
+/// one answer: a call whose tool finished keeps its result, one cut before its result is gone.
+#[tokio::test]
+async fn a_cut_at_every_point_of_the_stream_leaves_every_call_answered_once() {
+    for cut in 0..6 {
+        let (rig, mut v) = rig(Provider::Gemini).await;
+        let mut reply = Reply::new();
+        let mut gates = Vec::new();
+        let script: [&dyn Fn(Reply) -> Reply; 6] = [
+            &|r| r.text("First. "),
+            &|r| r.call("show_help", json!({})),
+            &|r| r.text("Then. "),
+            &|r| r.call("hang", json!({})),
+            &|r| r.call("open_booking", json!({"city": "Rome"})),
+            &|r| r.text("Done.").finish(),
+        ];
+        for (i, step) in script.iter().enumerate() {
+            if i == cut {
+                let (r, g) = reply.pause();
+                reply = r;
+                gates.push(g);
+            }
+            reply = step(reply);
+        }
+        rig.server.reply(reply);
+        v.start_silent().await.unwrap();
+        let turn = v.send_user_message("go").await.unwrap();
+        let gate = gates.pop().unwrap();
+        assert!(
+            v.run_until(Duration::from_secs(5), gate.reached())
+                .await
+                .unwrap()
+                .is_some()
+        );
+        if cut > 3 {
+            // The hanging tool is what the turn awaits: cut there.
+            assert!(
+                rig.log
+                    .wait(&mut v, |l| l.events().contains(&"hang started".to_owned()))
+                    .await
+            );
+        }
+        v.quiesce(Duration::from_millis(100), Duration::from_secs(2))
+            .await
+            .unwrap();
+        v.send(Frame::Interruption { through_turn: turn })
+            .await
+            .unwrap();
+        gate.release();
+        let units: Vec<(u64, String)> = v
+            .units()
+            .filter(|u| u.turn_id == turn)
+            .map(|u| (u.speech_id, u.text()))
+            .collect();
+        for (id, text) in units {
+            v.finalize(id, &text).await.unwrap();
+        }
+        rig.server.reply(Reply::new().text("OK.").finish());
+        v.user_says("next").await.unwrap();
+        let body = &rig.server.requests()[1].body;
+        let mut calls = Vec::new();
+        let mut answers = Vec::new();
+        for content in body["contents"].as_array().unwrap() {
+            for part in content["parts"].as_array().unwrap() {
+                if let Some(c) = part.get("functionCall") {
+                    calls.push(c["id"].clone());
+                }
+                if let Some(r) = part.get("functionResponse") {
+                    answers.push(r["id"].clone());
+                }
+                assert_ne!(
+                    part.get("text"),
+                    Some(&json!("")),
+                    "cut {cut}: no empty text part"
+                );
+            }
+        }
+        assert_eq!(
+            calls, answers,
+            "cut {cut}: every call has exactly one answer: {body}"
+        );
+        assert!(
+            !calls.contains(&json!("call_2")),
+            "cut {cut}: the hanging call never finished, so it is not in the history"
+        );
+    }
+}
