@@ -34,6 +34,10 @@ impl ModelBrain for Desk {
     fn model(&self) -> &Model {
         &self.model
     }
+
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(Some("Hi! What can I do?".into()))
+    }
 }
 
 #[brain]
@@ -61,6 +65,13 @@ impl Desk {
         self.runs.fetch_add(1, Ordering::SeqCst);
         self.log.push("get_balance");
         "12.50"
+    }
+
+    /// Note that the user tapped the screen.
+    #[tool]
+    async fn tap(&self) -> &'static str {
+        self.model.append_note("(They tapped X.)");
+        "noted"
     }
 
     /// Waits for the back office.
@@ -622,4 +633,26 @@ async fn a_cut_at_every_point_of_the_stream_leaves_every_call_answered_once() {
             "cut {cut}: the hanging call never finished, so it is not in the history"
         );
     }
+}
+
+#[tokio::test]
+async fn the_greeting_is_history_as_heard_and_a_note_from_a_tool_lands_after_its_result() {
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server
+        .reply(Reply::new().text("Done.").call("tap", json!({})).finish());
+    let greeting = v.start().await.unwrap();
+    assert_eq!(greeting.text(), "Hi! What can I do?");
+    v.user_says("tap it").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("and now?").await.unwrap();
+    assert_eq!(
+        gemini_contents(&rig.server, 1),
+        [
+            "model: T(Hi! What can I do?)",
+            "user: T(tap it)",
+            "model: T(Done.), C(tap)",
+            "user: R(tap={\"result\":\"noted\"})",
+            "user: T((They tapped X.)), T(and now?)"
+        ]
+    );
 }

@@ -74,6 +74,12 @@ fn outside_brain(attr: &str, item: TokenStream) -> TokenStream {
 /// default is the method's name); the name must match `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`.
 ///
 /// An inert marker that `#[brain]` reads and removes: used anywhere else it is an error.
+///
+/// **A barge-in cuts a running tool.** The tool runs in its turn's task; when the user barges in,
+/// its future is dropped at its next `.await`. What it did before stands, nothing after runs, and
+/// the model is never told the call happened (the unanswered call leaves the conversation). A
+/// tool that finished keeps its result and never runs twice. Make a side effect one step, or safe
+/// to repeat; spawn a task for work that must finish whatever the user does.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;

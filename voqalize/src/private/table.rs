@@ -2,32 +2,12 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{OnceLock, RwLock};
-
-use serde_json::Value;
 
 use crate::session::Session;
 use crate::tools::{ToolDecl, ToolError, ToolErrorKind};
 
-/// The future `Toolbox::__run_tool` returns.
-pub type ToolRun<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
-
-/// What `#[brain]` knows about a tool at compile time.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolInfo {
-    /// The function name.
-    pub name: &'static str,
-    /// The doc comment.
-    pub description: &'static str,
-    /// `#[needs_result_now]`.
-    pub needs_result_now: bool,
-    /// `Type::method`.
-    pub method: &'static str,
-    /// Position in the impl block (the dispatcher's key).
-    pub index: usize,
-}
+pub use crate::tools::{ToolInfo, ToolRun};
 
 /// The tool table of brain type `B`, built once per type (generic brains included) and kept.
 pub fn tool_table<B: 'static>(build: fn() -> Vec<ToolDecl>) -> &'static [ToolDecl] {

@@ -63,6 +63,15 @@
 //! argument, a scalar or collection argument, a session parameter, a receiver other than `&self`, a
 //! generic or non-`async` tool are compile errors.
 //!
+//! **When a barge-in cuts a tool.** A tool runs inside its turn's task. When the user barges in
+//! while it runs, the turn is cancelled and the tool's future is dropped at its next `.await`:
+//! whatever it did before that point stands (a row written, a message sent), nothing after it
+//! runs, and the model is never told the call happened (an unanswered call is removed from the
+//! conversation, so the next request does not mention it). A tool that finished before the cut
+//! keeps its result in the conversation and is never run twice. So a tool with a side effect
+//! should make it in one step (one request, one write) or be safe to repeat, and anything that
+//! must complete whatever the user does belongs in a task the tool spawns.
+//!
 //! # `#[needs_result_now]`
 //!
 //! Marks a tool whose result the model must read before it goes on speaking: after a response
@@ -148,11 +157,7 @@ impl fmt::Debug for ToolDecl {
 }
 
 impl ToolDecl {
-    pub(crate) fn new(
-        info: crate::private::ToolInfo,
-        schema: Option<Value>,
-        problem: Option<String>,
-    ) -> Self {
+    pub(crate) fn new(info: ToolInfo, schema: Option<Value>, problem: Option<String>) -> Self {
         ToolDecl {
             name: info.name,
             description: info.description,
@@ -489,5 +494,25 @@ pub trait Toolbox: Send + Sync + 'static {
     }
 
     #[doc(hidden)]
-    fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> crate::private::ToolRun<'a>;
+    fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> ToolRun<'a>;
+}
+
+/// The future `Toolbox::__run_tool` returns (what `#[brain]`'s dispatcher builds).
+#[doc(hidden)]
+pub type ToolRun<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+
+/// What `#[brain]` knows about a tool at compile time (its generated code fills one per tool).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInfo {
+    /// The function name.
+    pub name: &'static str,
+    /// The doc comment.
+    pub description: &'static str,
+    /// `#[needs_result_now]`.
+    pub needs_result_now: bool,
+    /// `Type::method`.
+    pub method: &'static str,
+    /// Position in the impl block (the dispatcher's key).
+    pub index: usize,
 }

@@ -44,6 +44,8 @@
 //! `#[needs_result_now]` tool makes the model read its result at once, and every `Finalize` cuts
 //! the conversation down to what the user actually heard.
 
+#[doc(hidden)]
+pub mod bench;
 mod conversation;
 mod guard;
 mod report;

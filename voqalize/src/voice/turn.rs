@@ -57,6 +57,8 @@ pub(crate) struct TurnState<'t> {
     /// The model turn and call ordinal of the tool now running.
     running: Option<(u64, usize)>,
     hop: Option<Hop>,
+    /// The provider's id of the last request, for the `turn:` line.
+    request_id: Option<String>,
     done: bool,
 }
 
@@ -71,6 +73,7 @@ impl<'t> TurnState<'t> {
             response: None,
             running: None,
             hop: None,
+            request_id: None,
             done: false,
         }
     }
@@ -174,7 +177,11 @@ impl<'t> TurnState<'t> {
         drop(conversation);
         self.end_hop();
         let layer = &self.model.inner.layer;
-        tracing::info!("{}", turn_line(layer.model(), &self.tally, &self.clock));
+        let line = turn_line(layer.model(), &self.tally, &self.clock);
+        match &self.request_id {
+            Some(id) => tracing::info!("{line} request_id={id}"),
+            None => tracing::info!("{line}"),
+        }
     }
 }
 
@@ -245,6 +252,13 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
 /// the history with its partial text and is finalized like any unit), and speak the fallback line
 /// when the turn had said nothing yet, so the caller is not left in silence.
 fn failed(st: &mut TurnState<'_>, e: &RequestError) {
+    if let RequestError::Http(ModelError::Status {
+        request_id: Some(id),
+        ..
+    }) = e
+    {
+        st.request_id = Some(id.clone());
+    }
     let layer = &st.model.inner.layer;
     tracing::error!(
         "turn: model={} provider={} request failed: {e}",
@@ -290,9 +304,7 @@ async fn hop<B: Toolbox + ?Sized>(
     st.hop = Some(Hop::start());
     let mut stream: EventStream =
         http::open(&request, layer.timeouts(), DEFAULT_MAX_EVENT_BYTES).await?;
-    if let Some(id) = stream.request_id() {
-        tracing::debug!("turn: {} request id {id}", layer.provider());
-    }
+    st.request_id = stream.request_id().map(str::to_owned);
     let mut decoder: Box<dyn Decoder> = layer.decoder();
     let (mut awaited, mut stranded) = (false, false);
     let tools_off = matches!(choice, ToolChoice::None);

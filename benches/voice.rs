@@ -1,0 +1,205 @@
+//! Benchmarks of a model-backed turn's hot paths and of the codec.
+//!
+//! ```text
+//! cargo bench -p voqalize --bench voice
+//! ```
+//!
+//! * `request_build/<provider>/30_turns`: one request body from 30 exchanges of history;
+//! * `decode/gemini`: SSE bytes of a 40-piece answer with a call, parsed and decoded;
+//! * `turn/gemini`: one whole turn in process: UserMessage → model request over loopback HTTP to
+//!   the stand-in provider → streamed answer → every SpeechChunk and the SpeechEnd on the session;
+//! * `codec/*`: encode and decode of the frames of a turn.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use voqalize::prelude::*;
+use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+use voqalize::voice::bench::RequestBench;
+use voqalize::wire::{self, Frame, TurnStep};
+
+/// A booking.
+#[json_type]
+struct Booking {
+    /// The city.
+    city: String,
+    /// How many people.
+    party: u32,
+}
+
+struct Desk {
+    model: Model,
+}
+
+impl ModelBrain for Desk {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Desk {
+    /// Put the booking form on screen.
+    #[tool]
+    async fn open_booking(&self, args: Booking) -> String {
+        format!("opened for {} in {}", args.party, args.city)
+    }
+
+    /// Show help.
+    #[tool]
+    async fn show_help(&self) -> &'static str {
+        "shown"
+    }
+}
+
+fn desk_tools() -> voqalize::tools::ToolSet {
+    let gemini = Gemini::new("k").build().expect("layer");
+    Desk {
+        model: Model::new(gemini),
+    }
+    .tools_for_turn()
+}
+
+fn request_build(c: &mut Criterion) {
+    let mut group = c.benchmark_group("request_build");
+    let layers: [(&str, voqalize::voice::ModelLayer); 3] = [
+        ("gemini", Gemini::new("k").build().expect("layer").into()),
+        (
+            "openai",
+            OpenAi::new("k", "gpt").build().expect("layer").into(),
+        ),
+        (
+            "chat",
+            Chat::new("http://127.0.0.1:1/v1", "gpt")
+                .build()
+                .expect("layer")
+                .into(),
+        ),
+    ];
+    for (name, layer) in layers {
+        let bench = RequestBench::new(layer, desk_tools(), 30);
+        group.bench_function(format!("{name}/30_turns"), |b| {
+            b.iter(|| black_box(bench.build().expect("a request")))
+        });
+    }
+    group.finish();
+}
+
+fn gemini_answer() -> Vec<u8> {
+    let mut sse = String::new();
+    for i in 0..40 {
+        sse.push_str(&format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"word{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":120}}}}\r\n\r\n"
+        ));
+    }
+    sse.push_str("data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"id\":\"c1\",\"name\":\"show_help\",\"args\":{}}}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":120,\"candidatesTokenCount\":50}}\r\n\r\n");
+    sse.into_bytes()
+}
+
+fn decode(c: &mut Criterion) {
+    let bench = RequestBench::new(Gemini::new("k").build().expect("layer"), desk_tools(), 0);
+    let sse = gemini_answer();
+    c.bench_function("decode/gemini", |b| {
+        b.iter(|| black_box(bench.decode(black_box(&sse)).expect("decodes")))
+    });
+}
+
+fn turn(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let (server, mut v) = rt.block_on(async {
+        let server = ModelServer::start(Provider::Gemini).await.expect("a port");
+        let base = server.base_url();
+        let mut v = Voqalize::in_process(move || Desk {
+            model: Model::new(Gemini::new("k").base_url(&base).build().expect("layer")),
+        });
+        v.start_silent().await.expect("started");
+        (server, v)
+    });
+    let mut words = Reply::new();
+    for i in 0..8 {
+        words = words.text(&format!("word{i} "));
+    }
+    let answer = words.finish().usage(100, 10);
+    c.bench_function("turn/gemini", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    server.reply(answer.clone());
+                    let started = Instant::now();
+                    let turn = v.send_user_message("hello").await.expect("sent");
+                    let ended = v
+                        .wait_for(Duration::from_secs(5), |v| {
+                            v.units().any(|u| u.turn_id == turn && u.ended)
+                        })
+                        .await
+                        .expect("the driver runs");
+                    total += started.elapsed();
+                    assert!(ended, "the turn spoke");
+                    let units: Vec<(u64, String)> = v
+                        .units()
+                        .filter(|u| u.turn_id == turn)
+                        .map(|u| (u.speech_id, u.text()))
+                        .collect();
+                    for (id, text) in units {
+                        v.finalize(id, &text).await.expect("finalized");
+                    }
+                }
+                total
+            })
+        })
+    });
+}
+
+fn codec(c: &mut Criterion) {
+    let frames = [
+        (
+            "speech_chunk",
+            Frame::SpeechChunk {
+                speech_id: 7,
+                text: "Opening the booking form for you now.".into(),
+            },
+        ),
+        (
+            "user_message",
+            Frame::UserMessage(UserMessage {
+                turn_id: 3,
+                text: "Please book a table for four tonight.".into(),
+            }),
+        ),
+        (
+            "turn_step",
+            Frame::TurnStep(TurnStep {
+                turn_id: 3,
+                kind: "model".into(),
+                name: "gemini-3.5-flash".into(),
+                provider: "google".into(),
+                start_ms: 2,
+                duration_ms: 310,
+                first_output_ms: Some(120),
+                counts: [
+                    ("input_tokens".to_owned(), 120),
+                    ("output_tokens".to_owned(), 31),
+                ]
+                .into_iter()
+                .collect(),
+            }),
+        ),
+        ("speech_end", Frame::SpeechEnd { speech_id: 7 }),
+    ];
+    let mut group = c.benchmark_group("codec");
+    for (name, frame) in &frames {
+        let bytes = wire::encode(frame);
+        group.bench_function(format!("encode/{name}"), |b| {
+            b.iter(|| black_box(wire::encode(black_box(frame))))
+        });
+        group.bench_function(format!("decode/{name}"), |b| {
+            b.iter(|| black_box(wire::decode(black_box(&bytes)).expect("decodes")))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, request_build, decode, turn, codec);
+criterion_main!(benches);

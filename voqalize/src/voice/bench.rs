@@ -1,0 +1,95 @@
+//! Entry points for the crate's benchmarks (`cargo bench --bench voice`): the hot paths of a
+//! model-backed turn that are internal to the crate. Not a public API.
+
+use crate::model::history::RequestSpec;
+use crate::model::sse::{DEFAULT_MAX_EVENT_BYTES, SseParser};
+use crate::model::{ModelError, StreamError, ToolChoice};
+use crate::tools::{Arguments, ToolSet};
+
+use super::ModelLayer;
+use super::conversation::Conversation;
+use crate::model::history::{Call, Part, Role, ToolResult};
+
+/// A conversation of `turns` exchanges (user, model text and a call, its result) ready to be
+/// turned into requests.
+pub struct RequestBench {
+    layer: ModelLayer,
+    tools: ToolSet,
+    conversation: Conversation,
+}
+
+impl RequestBench {
+    /// `turns` exchanges of history over `layer`, declaring `tools`.
+    pub fn new(layer: impl Into<ModelLayer>, tools: ToolSet, turns: usize) -> RequestBench {
+        let mut conversation = Conversation::new(turns * 4 + 8);
+        for i in 0..turns {
+            conversation.push_user(&format!("Please book a table for {i} people tonight."));
+            let model = conversation.push(
+                Role::Model,
+                vec![
+                    Part::text("Opening the booking form for you now."),
+                    Part::Call {
+                        call: Call {
+                            id: Some(format!("call_{i}")),
+                            name: "open_booking".into(),
+                            arguments: Arguments::Raw(format!(
+                                "{{\"city\":\"Paris\",\"party\":{i}}}"
+                            )),
+                        },
+                        raw: serde_json::json!({"functionCall": {"id": format!("call_{i}"),
+                            "name": "open_booking", "args": {"city": "Paris", "party": i}}}),
+                    },
+                ],
+            );
+            let mut results = None;
+            conversation.file(
+                model,
+                &mut results,
+                ToolResult {
+                    call_id: Some(format!("call_{i}")),
+                    name: "open_booking".into(),
+                    response: serde_json::json!({"result": "ok"}),
+                },
+            );
+        }
+        RequestBench {
+            layer: layer.into(),
+            tools,
+            conversation,
+        }
+    }
+
+    /// Builds one request; returns the body's length in bytes.
+    ///
+    /// # Errors
+    /// The layer refused the conversation.
+    pub fn build(&self) -> Result<usize, StreamError> {
+        let spec = RequestSpec {
+            instruction: Some("You are a helpful booking assistant. Be brief."),
+            history: self.conversation.entries(),
+            note: None,
+            tools: &self.tools,
+            choice: &ToolChoice::Auto,
+        };
+        Ok(self.layer.0.build(&spec)?.body.len())
+    }
+
+    /// Parses `sse` as one response stream and decodes it with this layer; returns the number of
+    /// chunks (the work between the first byte and the first speech of a turn, and after).
+    ///
+    /// # Errors
+    /// The stream is not valid for this provider.
+    pub fn decode(&self, sse: &[u8]) -> Result<usize, ModelError> {
+        let mut parser = SseParser::new(DEFAULT_MAX_EVENT_BYTES);
+        let mut decoder = self.layer.0.decoder();
+        parser.push(sse);
+        let mut chunks = 0;
+        while let Some(item) = parser.next_item()? {
+            chunks += decoder
+                .item(item)
+                .map_err(|e| ModelError::Client(Box::new(e)))?
+                .len();
+        }
+        Ok(chunks)
+    }
+}
