@@ -7,5 +7,6 @@ mod auth;
 mod codec;
 mod hosting;
 mod kit;
+mod port;
 mod session;
 mod support;
