@@ -70,3 +70,8 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+/// The Rust snippets of the model-brains guide compile as doctests.
+#[cfg(all(doctest, feature = "model"))]
+#[doc = include_str!("../../docs/model-brains.md")]
+struct ModelBrainsGuideDoctests;
