@@ -7,6 +7,7 @@ mod auth;
 mod codec;
 mod hosting;
 mod kit;
+mod port;
 mod session;
 mod support;
 mod voice;

@@ -1,6 +1,10 @@
-//! The command line the examples share: where to listen and which tokens to trust.
+//! The command line the examples share: where to listen, which tokens to trust and, for the
+//! model-backed examples, which provider answers.
 
 use clap::Parser;
+#[cfg(feature = "model")]
+#[allow(unused_imports)] // echo, conformance, load and port use no model
+pub use model::model_and_host;
 use voqalize::MakeBrain;
 use voqalize::host::HostOptions;
 
@@ -23,30 +27,156 @@ pub struct Args {
 }
 
 /// Parses the command line, binds, prints the URL and serves `factory` until killed.
+#[allow(dead_code)] // the model-backed examples parse with `model_and_host` instead
 pub async fn serve(factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let options = if args.allow_unverified {
-        HostOptions::allow_unverified()
-    } else if args.production {
-        HostOptions::production()
-    } else {
-        let pems = args
-            .public_key
-            .iter()
-            .map(|p| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
-            .collect::<Result<Vec<_>, _>>()?;
-        HostOptions::with_public_keys(pems)?
-    };
-    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
-    println!("serving a brain on ws://{}", listener.local_addr()?);
-    use std::io::Write as _;
-    std::io::stdout().flush()?;
-    voqalize::host::tungstenite::serve(listener, factory, options).await?;
-    Ok(())
+    Args::parse().serve(factory).await
+}
+
+impl Args {
+    /// Binds, prints the URL and serves `factory` until killed.
+    pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        let options = if self.allow_unverified {
+            HostOptions::allow_unverified()
+        } else if self.production {
+            HostOptions::production()
+        } else {
+            let pems = self
+                .public_key
+                .iter()
+                .map(|p| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
+                .collect::<Result<Vec<_>, _>>()?;
+            HostOptions::with_public_keys(pems)?
+        };
+        let listener = tokio::net::TcpListener::bind(&self.listen).await?;
+        println!("serving a brain on ws://{}", listener.local_addr()?);
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+        voqalize::host::tungstenite::serve(listener, factory, options).await?;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "model")]
+#[allow(dead_code)] // echo, conformance and load share this file and use no model
+mod model {
+    use clap::Parser;
+    use voqalize::model::{Chat, Gemini, LayerError, OpenAi};
+    use voqalize::voice::ModelLayer;
+
+    use super::Args;
+
+    /// Which provider answers.
+    #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Provider {
+        /// Google Gemini (`GEMINI_API_KEY` or `GOOGLE_API_KEY`).
+        Gemini,
+        /// The OpenAI Responses API (`OPENAI_API_KEY`).
+        Openai,
+        /// Any OpenAI-compatible chat-completions endpoint: a LiteLLM proxy, vLLM, Ollama...
+        /// (`OPENAI_API_KEY` when the server wants one).
+        Chat,
+    }
+
+    /// Serve a model-backed Voqalize brain on a WebSocket.
+    #[derive(Parser, Debug)]
+    pub struct ModelArgs {
+        #[command(flatten)]
+        pub host: Args,
+        /// The provider that answers each turn.
+        #[arg(long, value_enum, default_value = "gemini")]
+        pub provider: Provider,
+        /// The provider's API root: a proxy for gemini/openai; the server for chat, such as
+        /// http://localhost:4000 (LiteLLM), http://localhost:8000/v1 (vLLM) or
+        /// http://localhost:11434/v1 (Ollama). Default: OPENAI_BASE_URL for chat, the
+        /// provider's own API otherwise.
+        #[arg(long, value_name = "URL")]
+        pub base_url: Option<String>,
+        /// The model. Default: gemini-3.5-flash (or VOQAL_GEMINI_MODEL) for gemini, gpt-6-sol
+        /// for openai; required for chat.
+        #[arg(long, value_name = "NAME")]
+        pub model: Option<String>,
+    }
+
+    impl ModelArgs {
+        /// The provider layer these flags and the environment describe, or a message saying
+        /// what to set.
+        pub fn layer(&self) -> Result<ModelLayer, String> {
+            let built = match self.provider {
+                Provider::Gemini => {
+                    let mut b = Gemini::from_env();
+                    if let Some(m) = &self.model {
+                        b = b.model(m);
+                    }
+                    if let Some(u) = &self.base_url {
+                        b = b.base_url(u);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+                Provider::Openai => {
+                    let mut b = OpenAi::from_env(self.model.as_deref().unwrap_or("gpt-6-sol"));
+                    if let Some(u) = &self.base_url {
+                        b = b.base_url(u);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+                Provider::Chat => {
+                    let base_url = match &self.base_url {
+                        Some(u) => u.clone(),
+                        None => std::env::var("OPENAI_BASE_URL").map_err(|_| {
+                            "--provider chat needs the server's API root: pass --base-url \
+                             (e.g. http://localhost:11434/v1 for Ollama) or set OPENAI_BASE_URL"
+                                .to_owned()
+                        })?,
+                    };
+                    let model = self.model.as_deref().ok_or(
+                        "--provider chat needs --model: the name the server knows, \
+                         e.g. qwen3:8b on Ollama or the model_name of a LiteLLM route",
+                    )?;
+                    let mut b = Chat::new(base_url, model);
+                    if let Ok(key) = std::env::var("OPENAI_API_KEY")
+                        && !key.is_empty()
+                    {
+                        b = b.api_key(key);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+            };
+            built.map_err(|e| match e {
+                LayerError::MissingKey { vars, .. } => format!(
+                    "--provider {} needs an API key: set {vars}",
+                    self.provider_name()
+                ),
+                other => format!("--provider {}: {other}", self.provider_name()),
+            })
+        }
+
+        fn provider_name(&self) -> &'static str {
+            match self.provider {
+                Provider::Gemini => "gemini",
+                Provider::Openai => "openai",
+                Provider::Chat => "chat",
+            }
+        }
+    }
+
+    /// Parses the command line: the provider layer (built from the flags and the environment)
+    /// and the hosting flags, to [`Args::serve`] a brain with. Exits with a message saying what to
+    /// set when the layer cannot be built (no API key, no base URL for chat...).
+    pub fn model_and_host() -> (ModelLayer, Args) {
+        let args = ModelArgs::parse();
+        match args.layer() {
+            Ok(layer) => (layer, args.host),
+            Err(message) => {
+                eprintln!("error: {message}");
+                std::process::exit(2);
+            }
+        }
+    }
 }

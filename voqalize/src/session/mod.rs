@@ -5,6 +5,7 @@
 
 pub(crate) mod context;
 mod error;
+mod heard;
 pub(crate) mod outbound;
 mod step;
 mod turn;
@@ -19,6 +20,7 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 pub use error::SessionError;
+pub use heard::HeardLines;
 pub use step::Step;
 pub use turn::{SpeechUnit, Turn};
 pub use units::Finalized;

@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures_util::{Stream, StreamExt};
+
 use super::Session;
 use super::outbound::Pushed;
 use super::units::EndAction;
@@ -23,6 +25,8 @@ pub struct Turn {
     cancelled: Arc<AtomicBool>,
     /// The unit this turn has open, if any: a turn speaks one unit at a time.
     open: Mutex<Option<u64>>,
+    /// Some text of this turn reached the outbound lane.
+    spoke: AtomicBool,
 }
 
 impl std::fmt::Debug for Turn {
@@ -41,6 +45,7 @@ impl Turn {
             id,
             cancelled,
             open: Mutex::new(None),
+            spoke: AtomicBool::new(false),
         }
     }
 
@@ -104,6 +109,71 @@ impl Turn {
         let id = unit.id();
         unit.close();
         id
+    }
+
+    /// True once this turn has put speech on the wire: some text written to one of its units
+    /// reached the outbound lane (an empty or silent unit does not count). A model-backed brain's
+    /// `respond` override reads it to know whether the model said anything.
+    pub fn has_spoken(&self) -> bool {
+        self.spoke.load(Ordering::Acquire)
+    }
+
+    /// Speaks a stream of text pieces (an agent's or a model's streamed answer) as one unit, and
+    /// returns the unit's speech id.
+    ///
+    /// The unit opens on the first non-empty piece, so a stream that yields nothing (or only empty
+    /// pieces) opens no unit and returns `Ok(None)`. Each piece is written as it arrives, and the
+    /// unit is closed when the stream ends. An `Err` from the stream closes the unit (what was
+    /// written stays spoken) and is returned. A barge-in drops this future at its next `.await`,
+    /// like the rest of the turn: nothing more is read or spoken.
+    ///
+    /// ```no_run
+    /// use futures_util::stream;
+    /// use voqalize::prelude::*;
+    ///
+    /// struct Ported;
+    ///
+    /// impl Brain for Ported {
+    ///     async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+    ///         // Your agent's streamed answer: any `Stream` of `Result<impl AsRef<str>, E>`.
+    ///         let pieces = ["You said ", "\"", message.text.as_str(), "\"."];
+    ///         let answer = stream::iter(pieces.map(Ok::<_, std::convert::Infallible>));
+    ///         turn.speak_stream(answer).await?;
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// The first `Err` the stream yields; nothing after it is read.
+    pub async fn speak_stream<S, T, E>(&self, stream: S) -> Result<Option<u64>, E>
+    where
+        S: Stream<Item = Result<T, E>>,
+        T: AsRef<str>,
+    {
+        let mut stream = std::pin::pin!(stream);
+        let mut unit: Option<SpeechUnit<'_>> = None;
+        while let Some(piece) = stream.next().await {
+            let piece = match piece {
+                Ok(piece) => piece,
+                Err(e) => {
+                    if let Some(unit) = unit {
+                        unit.close();
+                    }
+                    return Err(e);
+                }
+            };
+            let text = piece.as_ref();
+            if text.is_empty() {
+                continue;
+            }
+            unit.get_or_insert_with(|| self.open_unit()).write(text);
+        }
+        Ok(unit.map(|unit| {
+            let id = unit.id();
+            unit.close();
+            id
+        }))
     }
 }
 
@@ -176,6 +246,7 @@ impl SpeechUnit<'_> {
         });
         if pushed == Pushed::Queued {
             book.generated(self.id, text);
+            self.turn.spoke.store(true, Ordering::Release);
         }
     }
 

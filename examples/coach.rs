@@ -1,0 +1,91 @@
+//! The Coach: a model-backed brain with three tools. `show` puts a section of the app's screen in
+//! front of the user (a typed UI command), `log_meal` records a meal, and `weekly_average` is
+//! `#[needs_result_now]`: the model reads its result before it goes on speaking.
+//!
+//! ```text
+//! GEMINI_API_KEY=... cargo run --example coach -- --allow-unverified
+//! OPENAI_API_KEY=... cargo run --example coach -- --allow-unverified --provider openai --model gpt-6-sol
+//! cargo run --example coach -- --allow-unverified --provider chat --base-url http://localhost:11434/v1 --model qwen3:8b
+//! ```
+//!
+//! It serves on `ws://127.0.0.1:8787` (`--listen` to change it); `--public-key PEM` or
+//! `--production` instead of `--allow-unverified` to check Voqalize's tokens.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use voqalize::prelude::*;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+const INSTRUCTION: &str = "You are a friendly diabetes coach on a voice call. Answer in one or two \
+short spoken sentences, with no lists or markdown. When the user mentions eating, log the meal. \
+Show the part of the screen you are talking about.";
+
+/// The parts of the screen.
+#[json_type]
+#[serde(rename_all = "lowercase")]
+enum SectionName {
+    Today,
+    Week,
+}
+
+/// Which part of the screen to show.
+#[json_type]
+struct Section {
+    /// Section to show.
+    name: SectionName,
+}
+
+/// The UI command the app receives: `{"command": "show_section", "payload": {"name": ...}}`.
+#[json_type]
+#[derive(Action)]
+struct ShowSection {
+    name: SectionName,
+}
+
+/// One call's coach: its voice core, and the meals logged during the call.
+struct Coach {
+    model: Model,
+    meals: AtomicU32,
+}
+
+impl ModelBrain for Coach {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Coach {
+    /// Put a section of the screen in front of the user.
+    #[tool]
+    async fn show(&self, args: Section) -> Result<&'static str, SessionError> {
+        self.session().dispatch(&ShowSection { name: args.name })?;
+        Ok("shown")
+    }
+
+    /// Record that the user ate, now.
+    #[tool]
+    async fn log_meal(&self) -> String {
+        let n = self.meals.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("logged; {n} meal(s) today")
+    }
+
+    /// The user's average glucose this week, in mmol/L.
+    #[tool]
+    #[needs_result_now]
+    async fn weekly_average(&self) -> f64 {
+        5.4
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (layer, host) = cli::model_and_host();
+    host.serve(move || Coach {
+        model: Model::new(layer.clone()).instruction(INSTRUCTION),
+        meals: AtomicU32::new(0),
+    })
+    .await
+}

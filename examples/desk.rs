@@ -1,0 +1,69 @@
+//! The help desk: a `respond` override that makes sure every turn says something.
+//!
+//! A model sometimes answers a turn with tool calls only, or with nothing at all, and the caller
+//! hears silence. This brain lets the model answer as usual, and when the turn spoke no word
+//! (`turn.has_spoken()` is still false), asks once more with `ToolChoice::None`, which makes the
+//! model answer in speech.
+//!
+//! ```text
+//! GEMINI_API_KEY=... cargo run --example desk -- --allow-unverified
+//! OPENAI_API_KEY=... cargo run --example desk -- --allow-unverified --provider openai --model gpt-6-sol
+//! cargo run --example desk -- --allow-unverified --provider chat --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B
+//! ```
+
+use voqalize::prelude::*;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+const INSTRUCTION: &str = "You are the help desk of a web shop, on a voice call. Answer in one or \
+two short spoken sentences.";
+
+/// An order to look up.
+#[json_type]
+struct Order {
+    /// The order number the user gave, digits only.
+    number: String,
+}
+
+/// One call's help desk.
+struct HelpDesk {
+    model: Model,
+}
+
+impl ModelBrain for HelpDesk {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    async fn respond(&self, turn: &mut Turn) -> BrainResult {
+        self.model().respond(self, turn).await?;
+        if !turn.has_spoken() {
+            // Tools only, or nothing: ask again, and this time the model must speak.
+            self.model()
+                .respond_with(self, turn, ToolChoice::None)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[brain]
+impl HelpDesk {
+    /// Where an order is: its status and the day it is expected.
+    #[tool]
+    async fn order_status(&self, order: Order) -> String {
+        format!("order {}: shipped, arriving tomorrow", order.number)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (layer, host) = cli::model_and_host();
+    host.serve(move || HelpDesk {
+        model: Model::new(layer.clone())
+            .instruction(INSTRUCTION)
+            .fallback_line("Sorry, I didn't catch that. Could you say it again?"),
+    })
+    .await
+}
