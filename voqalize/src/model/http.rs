@@ -205,6 +205,8 @@ fn build_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
     reqwest::Client::builder()
+        // A stream's small events must not wait on Nagle's algorithm.
+        .tcp_nodelay(true)
         .tls_backend_preconfigured(tls)
         .http1_only()
         .connect_timeout(connect)

@@ -21,6 +21,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
@@ -239,6 +240,9 @@ impl ModelServer {
         let app = axum::Router::new()
             .fallback(answer)
             .with_state(shared.clone());
+        // Small SSE events go out at once: Nagle's algorithm against the client's delayed ACK
+        // would hold each one back ~40 ms.
+        let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
