@@ -15,6 +15,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
+use crate::recover::lock;
+
 use super::{
     Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions, Incoming,
     MakeBrain, Upgrade, run_session,
@@ -99,8 +101,7 @@ pub async fn accept<M: MakeBrain>(
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        *cell.lock().unwrap_or_else(|p| p.into_inner()) =
-            Upgrade::from_query(req.uri().query(), authorization);
+        *lock(&cell) = Upgrade::from_query(req.uri().query(), authorization);
         Ok(resp)
     };
     // Speech chunks are small and latency-bound: never let Nagle hold one back.
@@ -114,7 +115,7 @@ pub async fn accept<M: MakeBrain>(
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
     .map_err(Box::new)?;
-    let upgrade = std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()));
+    let upgrade = std::mem::take(&mut *lock(&seen));
     run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
     Ok(())
 }

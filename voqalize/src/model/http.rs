@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,6 +26,7 @@ use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
 use super::sse::{SseError, SseItem, SseParser};
+use crate::recover::lock;
 
 /// How much of an error response's body is kept in [`ModelError::Status`], in bytes (2 KiB): enough
 /// for the provider's JSON error, bounded whatever the server sends.
@@ -181,10 +182,7 @@ fn is_quota_body(body: &str) -> bool {
 /// or platform verifier).
 pub(crate) fn client(connect: Duration) -> Result<reqwest::Client, ModelError> {
     static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
-    let mut clients = CLIENTS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut clients = lock(CLIENTS.get_or_init(Mutex::default));
     if let Some(client) = clients.get(&connect) {
         return Ok(client.clone());
     }
@@ -430,10 +428,7 @@ pub(crate) async fn warm(base_url: &str, connect: Duration) {
     static WARMED: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
     {
         let now = Instant::now();
-        let mut warmed = WARMED
-            .get_or_init(Mutex::default)
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut warmed = lock(WARMED.get_or_init(Mutex::default));
         if let Some(at) = warmed.get(base_url)
             && now.duration_since(*at) < WARM_EVERY
         {

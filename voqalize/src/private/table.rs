@@ -2,7 +2,7 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::{OnceLock, RwLock};
+use std::sync::{OnceLock, PoisonError, RwLock};
 
 use crate::session::Session;
 use crate::tools::{ToolDecl, ToolError, ToolErrorKind};
@@ -14,12 +14,17 @@ pub fn tool_table<B: 'static>(build: fn() -> Vec<ToolDecl>) -> &'static [ToolDec
     static TABLES: OnceLock<RwLock<HashMap<TypeId, &'static [ToolDecl]>>> = OnceLock::new();
     let tables = TABLES.get_or_init(Default::default);
     let key = TypeId::of::<B>();
-    if let Some(table) = tables.read().unwrap_or_else(|p| p.into_inner()).get(&key) {
+    if let Some(table) = tables
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
         return table;
     }
-    // Built outside the lock: building runs user code (JsonSchema impls).
+    // Built outside the lock: building runs user code (JsonSchema impls). A poisoned lock (a panic
+    // while inserting) still holds a consistent map, as with `crate::recover::lock`.
     let built = build();
-    let mut tables = tables.write().unwrap_or_else(|p| p.into_inner());
+    let mut tables = tables.write().unwrap_or_else(PoisonError::into_inner);
     tables
         .entry(key)
         .or_insert_with(|| Box::leak(built.into_boxed_slice()))

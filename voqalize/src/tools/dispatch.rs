@@ -1,7 +1,6 @@
 //! Running one tool call: lookup against the turn's set, argument preparation, the call itself
 //! (panics caught), timing and logging.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
@@ -81,19 +80,9 @@ async fn run<T: Toolbox + ?Sized>(
             format!(
                 "the tool '{}' failed unexpectedly: {}",
                 decl.name,
-                panic_message(&*panic)
+                crate::recover::panic_message(&*panic)
             ),
         )),
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "a panic without a message"
     }
 }
 
