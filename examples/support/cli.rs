@@ -41,6 +41,8 @@ impl Args {
                     .unwrap_or_else(|_| "info".into()),
             )
             .with_writer(std::io::stderr)
+            // Colour only on a terminal: a log redirected to a file stays plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
         let options = if self.allow_unverified {
             HostOptions::allow_unverified()
