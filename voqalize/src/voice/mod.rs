@@ -115,9 +115,9 @@ struct Inner {
 
 /// The voice core of one session: a model layer, the system instruction, and the conversation.
 ///
-/// Make one per call (in the brain factory): it holds that call's history. Making one is cheap;
-/// the layer (and the HTTP connection pool under every layer) is shared.
-#[derive(Clone)]
+/// Make one per call, in the brain factory: it holds that call's history. Making one is cheap;
+/// the layer (and the HTTP connection pool under every layer) is shared. It is deliberately not
+/// `Clone`: a copy shared between calls would mix their conversations.
 pub struct Model {
     inner: Arc<Inner>,
 }
