@@ -289,7 +289,7 @@ impl Brain for CountingEcho {
     }
 }
 
-// 3. A factory that panics fails that connection only (Decisions: "a factory that fails").
+// 3. A factory that panics fails that connection only (docs/protocol.md §7 D15).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn factory_panic_fails_only_that_connection() -> TestResult {
     let made = Arc::new(AtomicUsize::new(0));
@@ -351,7 +351,7 @@ impl Brain for Fragile {
 }
 
 // 4. A panic in on_user_message is a failed turn: SpeechEnd for its open unit, the session and the
-// server's other sessions go on (Decisions: "a panic in any brain callback").
+// server's other sessions go on (docs/protocol.md §7 D17).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callback_panic_is_isolated() -> TestResult {
     let addr = serve_tungstenite(|| Fragile, trusted()).await?;
@@ -719,4 +719,50 @@ fn upgrade_from_query_reads_the_session_id() {
     assert_eq!(sid(Some("/?session_id=")), None);
     assert_eq!(sid(Some("session_id=")), None);
     assert_eq!(sid(Some("/voice?a=1&session_id=")), None);
+}
+
+// Identity is bound to the token: a SessionStart naming another session than the one the token
+// was verified for is refused before any brain is made.
+#[tokio::test]
+async fn a_session_start_for_another_session_is_refused() -> Result<(), Box<dyn std::error::Error>>
+{
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let addr = serve_tungstenite(
+        move || {
+            m.fetch_add(1, Ordering::SeqCst);
+            Echo
+        },
+        trusted(),
+    )
+    .await?;
+    let token = signer().sign(&claims("sess-A", "t", "a", now(), now() + 60))?;
+    let mut v = dial(&format!("ws://{addr}/voice"), "sess-A", Some(&token)).await?;
+    v.start_with(Start {
+        session_id: Some("sess-VICTIM".into()),
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await?;
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await?
+    );
+    let refusal = v
+        .errors()
+        .first()
+        .cloned()
+        .expect("a fatal error before End");
+    assert_eq!(refusal.code, ErrorCode::Protocol);
+    assert!(refusal.fatal);
+    assert_eq!(
+        made.load(Ordering::SeqCst),
+        0,
+        "no brain was made for the victim's session"
+    );
+    // The same token with its own session id is served.
+    let mut v = dial(&format!("ws://{addr}/voice"), "sess-A", Some(&token)).await?;
+    v.start_silent().await?;
+    assert_eq!(v.user_says("hi").await?.text(), "hi");
+    Ok(())
 }

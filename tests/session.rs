@@ -279,10 +279,11 @@ async fn start_without_capabilities(v: &mut Voqalize) {
     .unwrap();
 }
 
-/// A SessionStart (wire 3, turn 1) advertising no capabilities.
+/// A SessionStart (wire 3, turn 1) advertising no capabilities, for the session the drivers dial
+/// (`test-session`).
 fn bare_start() -> Frame {
     Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
+        session_id: "test-session".into(),
         turn_id: 1,
         init: Default::default(),
         wire_version: 3,
@@ -1355,7 +1356,7 @@ async fn frames_before_session_start_are_ignored() {
     assert_eq!(v.received(), &[start(1, 1), chunk(1, "Hi"), end(1)]);
 }
 
-// ---- Decisions rows ----
+// ---- Where this SDK differs from the Python package (docs/protocol.md §7) ----
 
 #[tokio::test]
 async fn init_that_is_not_an_object_is_refused() {
@@ -1610,7 +1611,7 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
             channel,
             factory,
             Upgrade {
-                session_id: Some("s".into()),
+                session_id: Some("test-session".into()),
                 authorization: None,
             },
             &options,

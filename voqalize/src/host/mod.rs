@@ -255,7 +255,8 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     if let Some(a) = claims.agent_id() {
         span.record("agent_id", a.as_str());
     }
-    let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits)
+    let connection: Arc<str> = Arc::from(session_id.as_str());
+    let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits, connection)
         .instrument(span)
         .await;
     if let Some(mut sender) = sender {

@@ -23,6 +23,8 @@ use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION
 pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
     limits: Limits,
+    /// The session id the connection was opened and verified for.
+    connection: Arc<str>,
     lanes: Arc<Lanes>,
     out: Arc<Outbound>,
     control: Arc<Control>,
@@ -44,6 +46,7 @@ impl<M: MakeBrain> Feeder<M> {
     pub(super) fn new(
         factory: Arc<M>,
         limits: Limits,
+        connection: Arc<str>,
         lanes: Arc<Lanes>,
         out: Arc<Outbound>,
         control: Arc<Control>,
@@ -52,6 +55,7 @@ impl<M: MakeBrain> Feeder<M> {
         Feeder {
             factory,
             limits,
+            connection,
             lanes,
             out,
             control,
@@ -183,6 +187,20 @@ impl<M: MakeBrain> Feeder<M> {
             return;
         }
         let sid = start.session_id.clone();
+        if *sid != *self.connection {
+            tracing::error!(
+                "brain: refusing a SessionStart for session {} on a connection opened for {}",
+                shortened(&sid),
+                self.connection
+            );
+            self.refuse(
+                ErrorCode::Protocol,
+                "SessionStart names another session than the one this connection was opened for"
+                    .to_owned(),
+                "session_id_mismatch",
+            );
+            return;
+        }
         let factory = self.factory.clone();
         let made = std::panic::catch_unwind(AssertUnwindSafe(|| factory.make()))
             .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
@@ -400,5 +418,13 @@ impl<M: MakeBrain> Feeder<M> {
                 ),
             }
         }
+    }
+}
+
+/// At most 64 characters of a peer-controlled string, for a log line.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+        None => text.to_owned(),
     }
 }

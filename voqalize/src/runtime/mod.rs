@@ -48,11 +48,16 @@ pub(crate) enum Outcome {
 
 /// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
 /// Returns the sender back when the writer drained in time, so the host can close it.
+///
+/// `connection` is the session id the connection was opened (and its token verified) for: a
+/// `SessionStart` naming another session is refused, so the brain never acts for a session the
+/// peer was not authorised for.
 pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
     limits: Limits,
+    connection: Arc<str>,
 ) -> (Outcome, Option<S>) {
     let (err_tx, err_rx) = mpsc::unbounded_channel();
     let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));
@@ -64,6 +69,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     let feeder = Feeder::new(
         factory,
         limits,
+        connection,
         lanes.clone(),
         out.clone(),
         control.clone(),
