@@ -766,3 +766,41 @@ async fn a_session_start_for_another_session_is_refused() -> Result<(), Box<dyn 
     assert_eq!(v.user_says("hi").await?.text(), "hi");
     Ok(())
 }
+
+// A peer that never sends SessionStart is closed after the deadline, and the server goes on
+// answering other calls.
+#[tokio::test]
+async fn a_connection_without_session_start_is_closed_after_the_deadline() -> TestResult {
+    let addr = serve_tungstenite(
+        || Echo,
+        HostOptions::allow_unverified().session_start_timeout(Duration::from_millis(200)),
+    )
+    .await?;
+    let mut idle = dial(&format!("ws://{addr}/voice"), "idle", None).await?;
+    assert_eq!(idle.wait_closed().await?, Some(1000));
+    let mut v = dial(&format!("ws://{addr}/voice"), "busy", None).await?;
+    v.start_silent().await?;
+    assert_eq!(v.user_says("still here?").await?.text(), "still here?");
+    Ok(())
+}
+
+// A message over the size limit ends that call with 1009, on both adapters.
+#[tokio::test]
+async fn a_message_over_the_limit_closes_with_1009() -> TestResult {
+    let options = HostOptions::allow_unverified().max_message_bytes(4096);
+    let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
+    let (listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, options),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    for addr in [tungstenite, axum_addr] {
+        let mut v = dial(&format!("ws://{addr}/voice"), "big", None).await?;
+        v.start_silent().await?;
+        assert_eq!(v.user_says("small").await?.text(), "small");
+        v.send_bytes(vec![0u8; 64 * 1024]).await?;
+        assert_eq!(v.wait_closed().await?, Some(1009), "{addr}");
+    }
+    Ok(())
+}

@@ -7,15 +7,42 @@ use std::future::Future;
 
 /// A transport failure, wrapping the transport's own error.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct ChannelError(pub Box<dyn std::error::Error + Send + Sync + 'static>);
+#[error("{source}")]
+pub struct ChannelError {
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    close_code: Option<u16>,
+}
 
 impl ChannelError {
     /// Wraps any error.
     pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        ChannelError(Box::new(e))
+        ChannelError {
+            source: Box::new(e),
+            close_code: None,
+        }
+    }
+
+    /// A received message was bigger than the limit: the session ends and the connection is
+    /// closed with 1009 ("message too big").
+    pub fn too_big(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ChannelError {
+            source: Box::new(e),
+            close_code: Some(CLOSE_TOO_BIG),
+        }
+    }
+
+    /// The WebSocket close code this failure calls for, when it calls for one.
+    pub fn close_code(&self) -> Option<u16> {
+        self.close_code
     }
 }
+
+/// Close code after a call ended normally.
+pub const CLOSE_NORMAL: u16 = 1000;
+
+/// Close code for an inbound message over the size limit.
+pub const CLOSE_TOO_BIG: u16 = 1009;
 
 /// One inbound WebSocket message.
 #[derive(Debug, Clone, PartialEq, Eq)]

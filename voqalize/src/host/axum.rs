@@ -54,6 +54,13 @@ fn upgrade<M: MakeBrain>(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
+    let limits = options.websocket_config();
+    let ws = ws
+        .read_buffer_size(limits.read_buffer_size)
+        .write_buffer_size(limits.write_buffer_size)
+        .max_write_buffer_size(limits.max_write_buffer_size)
+        .max_message_size(limits.max_message_size.unwrap_or(usize::MAX))
+        .max_frame_size(limits.max_frame_size.unwrap_or(usize::MAX));
     ws.on_upgrade(move |socket| async move {
         match run_session(AxumChannel(socket), factory, upgrade, &options).await {
             Ok(()) | Err(HostError::Rejected { .. }) => {}
@@ -105,8 +112,21 @@ impl ChannelReceiver for AxumReceiver {
                 Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
                 Ok(Message::Close(_)) => None,
                 Ok(Message::Ping(_) | Message::Pong(_)) => continue,
-                Err(e) => Some(Err(ChannelError::new(e))),
+                Err(e) => Some(Err(too_big_or(e))),
             };
         }
+    }
+}
+
+/// A read failure as the session sees it: axum wraps tungstenite's error, and a message over the
+/// size limit calls for close 1009.
+fn too_big_or(e: axum::Error) -> ChannelError {
+    let too_big = std::error::Error::source(&e)
+        .and_then(|s| s.downcast_ref::<tokio_tungstenite::tungstenite::Error>())
+        .is_some_and(|t| matches!(t, tokio_tungstenite::tungstenite::Error::Capacity(_)));
+    if too_big {
+        ChannelError::too_big(e)
+    } else {
+        ChannelError::new(e)
     }
 }

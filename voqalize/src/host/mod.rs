@@ -26,8 +26,7 @@ use crate::runtime::{self, Limits, Outcome};
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
 /// Close code for an upgrade without `?session_id=`.
 pub const CLOSE_POLICY: u16 = 1008;
-/// Close code after a call ended normally.
-pub const CLOSE_NORMAL: u16 = 1000;
+pub use crate::channel::{CLOSE_NORMAL, CLOSE_TOO_BIG};
 
 /// Why a call could not be hosted.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +64,27 @@ pub enum HostError {
 pub struct HostOptions {
     verifier: auth::Verifier,
     limits: Limits,
+    socket: SocketLimits,
+}
+
+/// The WebSocket's buffers and size limits, per connection.
+#[derive(Debug, Clone, Copy)]
+struct SocketLimits {
+    read_buffer: usize,
+    write_buffer: usize,
+    max_write_backlog: usize,
+    max_message: usize,
+}
+
+impl Default for SocketLimits {
+    fn default() -> Self {
+        SocketLimits {
+            read_buffer: 4 * 1024,
+            write_buffer: 4 * 1024,
+            max_write_backlog: 1024 * 1024,
+            max_message: 1024 * 1024,
+        }
+    }
 }
 
 impl std::fmt::Debug for HostOptions {
@@ -76,6 +96,7 @@ impl std::fmt::Debug for HostOptions {
         f.debug_struct("HostOptions")
             .field("verifier", &keys)
             .field("limits", &self.limits)
+            .field("socket", &self.socket)
             .finish()
     }
 }
@@ -106,7 +127,9 @@ impl HostOptions {
             limits: Limits {
                 queue_maxsize: 256,
                 request_timeout: Duration::from_secs(10),
+                start_timeout: Duration::from_secs(10),
             },
+            socket: SocketLimits::default(),
         }
     }
 
@@ -166,6 +189,49 @@ impl HostOptions {
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.limits.request_timeout = timeout;
         self
+    }
+
+    /// How long after the upgrade a peer has to send `SessionStart` before the connection is
+    /// closed (default 10 s), so idle sockets cannot hold the process's file descriptors.
+    pub fn session_start_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.start_timeout = timeout;
+        self
+    }
+
+    /// The largest inbound WebSocket message (and frame) accepted, in bytes (default 1 MiB, the
+    /// limit Voqalize's own client uses; the largest legitimate frame is far below it). A bigger
+    /// message ends the call and closes the connection with 1009.
+    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
+        self.socket.max_message = bytes.max(1024);
+        self
+    }
+
+    /// The WebSocket read and write buffer sizes per connection, in bytes (default 4 KiB each).
+    /// Voqalize's frames are small: large buffers only cost memory per call.
+    pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
+        self.socket.read_buffer = read.max(256);
+        self.socket.write_buffer = write;
+        self
+    }
+
+    /// How many bytes may wait unsent for a peer that does not read (default 1 MiB, Pongs
+    /// included): past it the write fails and the call ends, instead of buffering forever.
+    pub fn max_write_backlog_bytes(mut self, bytes: usize) -> Self {
+        self.socket.max_write_backlog = bytes;
+        self
+    }
+
+    /// The tokio-tungstenite configuration these options call for (buffers and size limits), for a
+    /// server that accepts connections itself.
+    pub fn websocket_config(&self) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+        let s = self.socket;
+        tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .read_buffer_size(s.read_buffer)
+            .write_buffer_size(s.write_buffer)
+            // The backlog bound holds a whole message beyond the write buffer.
+            .max_write_buffer_size(s.max_write_backlog.max(s.write_buffer + s.max_message))
+            .max_message_size(Some(s.max_message))
+            .max_frame_size(Some(s.max_message))
     }
 
     /// Verifies an upgrade's token for `session_id` without running anything.
@@ -259,11 +325,15 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits, connection)
         .instrument(span)
         .await;
+    let code = match &outcome {
+        Outcome::Ended(code) => *code,
+        Outcome::SendFailed(_) => CLOSE_NORMAL,
+    };
     if let Some(mut sender) = sender {
-        sender.close(CLOSE_NORMAL, "").await;
+        sender.close(code, "").await;
     }
     match outcome {
-        Outcome::Ended => Ok(()),
+        Outcome::Ended(_) => Ok(()),
         Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
     }
 }

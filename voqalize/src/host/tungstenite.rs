@@ -110,7 +110,11 @@ pub async fn accept<M: MakeBrain>(
     }
     let ws = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
-        tokio_tungstenite::accept_hdr_async(stream, callback),
+        tokio_tungstenite::accept_hdr_async_with_config(
+            stream,
+            callback,
+            Some(options.websocket_config()),
+        ),
     )
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
@@ -165,8 +169,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelReceiver
                 Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
                 Ok(Message::Close(_)) => None,
                 Ok(_) => continue,
-                Err(e) => Some(Err(ChannelError::new(e))),
+                Err(e) => Some(Err(channel_error(e))),
             };
         }
+    }
+}
+
+/// A read failure as the session sees it: a message over the size limit calls for close 1009.
+pub(crate) fn channel_error(e: tokio_tungstenite::tungstenite::Error) -> ChannelError {
+    match e {
+        tokio_tungstenite::tungstenite::Error::Capacity(_) => ChannelError::too_big(e),
+        e => ChannelError::new(e),
     }
 }

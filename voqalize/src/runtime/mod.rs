@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::brain::{BrainResult, MakeBrain};
-use crate::channel::{ChannelError, ChannelReceiver, ChannelSender};
+use crate::channel::{CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use feeder::Feeder;
@@ -36,12 +36,15 @@ use turns::Control;
 pub(crate) struct Limits {
     pub(crate) queue_maxsize: usize,
     pub(crate) request_timeout: Duration,
+    /// How long after the upgrade the peer has to send `SessionStart`.
+    pub(crate) start_timeout: Duration,
 }
 
 /// How a session's run ended.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    Ended,
+    /// The session ended; the connection closes with this code.
+    Ended(u16),
     /// Sending failed: the transport's error.
     SendFailed(ChannelError),
 }
@@ -77,10 +80,14 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     );
     let mut feeder = tokio::spawn(feeder.run().in_current_span());
 
+    let mut close = CLOSE_NORMAL;
     let stop = tokio::select! {
         biased;
         stop = &mut feeder => stop,
-        () = reader::read_loop(&mut receiver, &lanes, &control, limits) => feeder.await,
+        code = reader::read_loop(&mut receiver, &lanes, &control, limits) => {
+            close = code.unwrap_or(CLOSE_NORMAL);
+            feeder.await
+        }
     };
     let stop = stop.unwrap_or_else(|e| {
         tracing::error!("session: feeder task failed: {e}");
@@ -94,11 +101,11 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     out.close();
     let mut writer = writer;
     match tokio::time::timeout(Duration::from_secs(1), &mut writer).await {
-        Ok(Ok(Ok(sender))) => (Outcome::Ended, Some(sender)),
+        Ok(Ok(Ok(sender))) => (Outcome::Ended(close), Some(sender)),
         Ok(Ok(Err(cause))) => (Outcome::SendFailed(cause), None),
         Ok(Err(e)) => {
             tracing::error!("session: writer task failed: {e}");
-            (Outcome::Ended, None)
+            (Outcome::Ended(close), None)
         }
         Err(_) => {
             writer.abort();
@@ -109,7 +116,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
                 !matches!(stop, Stop::SendFailed),
                 "a failed writer has returned"
             );
-            (Outcome::Ended, None)
+            (Outcome::Ended(close), None)
         }
     }
 }

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use tokio::time::{Instant, timeout_at};
+
 use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
@@ -11,17 +13,37 @@ use crate::channel::{ChannelReceiver, Incoming};
 use crate::recover::lock;
 use crate::wire::{self, Frame};
 
+/// Reads until the channel closes or fails; returns the close code a failure calls for (1009 for
+/// a message over the size limit). A peer that does not send `SessionStart` within
+/// `limits.start_timeout` of the upgrade is dropped: an idle socket must not hold a call slot.
 pub(super) async fn read_loop(
     receiver: &mut impl ChannelReceiver,
     lanes: &Arc<Lanes>,
     control: &Control,
     limits: Limits,
-) {
+) -> Option<u16> {
+    let start_deadline = Instant::now() + limits.start_timeout;
+    let mut close = None;
     loop {
-        let bytes = match receiver.recv().await {
+        let next = if control.started.load(Ordering::Acquire) {
+            receiver.recv().await
+        } else {
+            match timeout_at(start_deadline, receiver.recv()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    tracing::warn!(
+                        "session: no SessionStart within {:?} of the upgrade; closing",
+                        limits.start_timeout
+                    );
+                    break;
+                }
+            }
+        };
+        let bytes = match next {
             None => break,
             Some(Err(e)) => {
                 tracing::info!("session: channel closed: {e}");
+                close = e.close_code();
                 break;
             }
             Some(Ok(Incoming::Text(_))) => {
@@ -45,6 +67,7 @@ pub(super) async fn read_loop(
         }
     }
     lanes.stop(Stop::Closed);
+    close
 }
 
 fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
