@@ -804,3 +804,108 @@ async fn a_message_over_the_limit_closes_with_1009() -> TestResult {
     }
     Ok(())
 }
+
+/// Echoes every message and counts the sessions that ended.
+struct Counted(Arc<crate::support::Log>);
+
+impl Brain for Counted {
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        turn.say(&message.text);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.0.end();
+    }
+}
+
+/// A raw WebSocket client on `addr` that has sent a SessionStart for `session_id`.
+async fn raw_client(
+    addr: SocketAddr,
+    session_id: &str,
+) -> Result<tokio_tungstenite::WebSocketStream<TcpStream>, Box<dyn std::error::Error + Send + Sync>>
+{
+    let request = format!("ws://{addr}/voice?session_id={session_id}").into_client_request()?;
+    let stream = TcpStream::connect(addr).await?;
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream).await?;
+    let start = Frame::SessionStart(SessionStart {
+        session_id: session_id.into(),
+        turn_id: 1,
+        init: Map::new(),
+        wire_version: WIRE_VERSION,
+        capabilities: Default::default(),
+    });
+    futures_util::SinkExt::send(
+        &mut ws,
+        Message::Binary(voqalize::wire::encode(&start).into()),
+    )
+    .await?;
+    Ok(ws)
+}
+
+// A peer that floods user messages and never reads: the outbound lane meets its hard bound and the
+// call ends (on_session_end runs), while another call on the same brain is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_reads_is_ended_not_buffered() -> TestResult {
+    let log = Arc::new(crate::support::Log::default());
+    let l = log.clone();
+    let addr = serve_tungstenite(
+        move || Counted(l.clone()),
+        HostOptions::allow_unverified().queue_maxsize(4),
+    )
+    .await?;
+    let mut ws = raw_client(addr, "flood").await.map_err(|e| e.to_string())?;
+    let text = "x".repeat(16 * 1024);
+    let flood = tokio::spawn(async move {
+        for turn_id in 2..20_000u64 {
+            let m = Frame::UserMessage(UserMessage {
+                turn_id,
+                text: text.clone(),
+            });
+            let sent = futures_util::SinkExt::send(
+                &mut ws,
+                Message::Binary(voqalize::wire::encode(&m).into()),
+            )
+            .await;
+            if sent.is_err() {
+                return turn_id;
+            }
+        }
+        u64::MAX
+    });
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "the flooding call ended"
+    );
+    let mut v = dial(&format!("ws://{addr}/voice"), "calm", None).await?;
+    v.start_silent().await?;
+    assert_eq!(v.user_says("hello").await?.text(), "hello");
+    flood.abort();
+    Ok(())
+}
+
+// A peer that sends Pings and never reads: the Pongs wait in a write buffer bounded by the write
+// backlog (tungstenite keeps one pending Pong once it is full, instead of growing), and the brain
+// keeps answering other calls while 13 MB of Pings arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_flood_that_never_reads_does_not_disturb_other_calls() -> TestResult {
+    let log = Arc::new(crate::support::Log::default());
+    let l = log.clone();
+    let addr = serve_tungstenite(
+        move || Counted(l.clone()),
+        HostOptions::allow_unverified().max_write_backlog_bytes(64 * 1024),
+    )
+    .await?;
+    let mut ws = raw_client(addr, "pings").await.map_err(|e| e.to_string())?;
+    let payload = vec![7u8; 125];
+    for _ in 0..100_000u32 {
+        futures_util::SinkExt::feed(&mut ws, Message::Ping(payload.clone().into())).await?;
+    }
+    futures_util::SinkExt::flush(&mut ws).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), "calm", None).await?;
+    v.start_silent().await?;
+    assert_eq!(v.user_says("hello").await?.text(), "hello");
+    assert_eq!(log.ended(), 0, "the ping flood is bounded, not fatal");
+    drop(ws);
+    Ok(())
+}

@@ -1827,3 +1827,45 @@ async fn a_fallible_factory_that_fails_refuses_that_call() {
         ]
     );
 }
+
+// Frames that are never shed still meet a hard bound: a peer that floods the inbound lane while
+// the feeder is busy gets a fatal OVERLOAD and End, and the call ends.
+#[tokio::test]
+async fn an_inbound_flood_past_the_hard_bound_ends_the_call() {
+    let gate = Arc::new(Notify::new());
+    let log = Arc::new(Log::default());
+    let (l, cfg) = (
+        log.clone(),
+        Cfg {
+            start_gate: Some(gate.clone()),
+            ..Cfg::default()
+        },
+    );
+    let mut v = driver_with(
+        move || Scripted {
+            log: l.clone(),
+            cfg: cfg.clone(),
+        },
+        HostOptions::allow_unverified().queue_maxsize(4),
+    )
+    .await;
+    v.send(bare_start()).await.unwrap();
+    assert!(logged(&mut v, &log, "start").await);
+    for speech_id in 1..=200 {
+        v.send(Frame::Finalize {
+            speech_id,
+            heard_text: String::new(),
+        })
+        .await
+        .unwrap();
+    }
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap()
+    );
+    let fatal = v.errors().last().cloned().expect("a fatal error");
+    assert_eq!(fatal.code, ErrorCode::Overload);
+    assert!(fatal.fatal);
+    gate.notify_one();
+}

@@ -5,6 +5,10 @@
 //! or an app message degrades a call, losing a `SpeechEnd` or a `Finalize` would break it. The
 //! first shed item of a congestion episode is reported once (an `OVERLOAD` error to the brain);
 //! the episode ends when the lane has drained to half its bound.
+//!
+//! Frames that are never shed are still bounded: past [`HARD_BOUND_FACTOR`] times the bound a push
+//! is refused as an overflow, and the owner ends the call. A peer that floods a lane (or never
+//! reads its own) cannot grow a session's memory without limit.
 
 use std::collections::VecDeque;
 
@@ -18,7 +22,12 @@ pub(crate) enum Admitted {
     /// It was shed; `first` is true for the first shed item of a congestion episode, which the
     /// owner reports once.
     Shed { first: bool },
+    /// The lane holds its hard bound: the item was refused and the owner ends the call.
+    Overflow,
 }
+
+/// A lane's hard bound, for frames that are never shed, is this many times its bound.
+pub(crate) const HARD_BOUND_FACTOR: usize = 8;
 
 /// A FIFO with a soft bound for droppable items. It does no locking of its own: each lane keeps it
 /// under the lock that guards the lane's other state.
@@ -44,6 +53,9 @@ impl<T> Shedding<T> {
         if droppable && self.items.len() >= self.bound {
             let first = !std::mem::replace(&mut self.congested, true);
             return Admitted::Shed { first };
+        }
+        if self.items.len() >= self.bound.saturating_mul(HARD_BOUND_FACTOR).max(64) {
+            return Admitted::Overflow;
         }
         self.items.push_back(item);
         Admitted::Queued
@@ -97,5 +109,16 @@ mod tests {
         // Drained to half the bound: the episode is over, the next shed is reported again.
         assert_eq!(q.push(6, true), Admitted::Queued);
         assert_eq!(q.push(7, true), Admitted::Shed { first: true });
+    }
+
+    #[test]
+    fn frames_that_are_never_shed_still_meet_a_hard_bound() {
+        let mut q = Shedding::new(1);
+        for i in 0..64 {
+            assert_eq!(q.push(i, false), Admitted::Queued);
+        }
+        assert_eq!(q.push(64, false), Admitted::Overflow);
+        q.pop();
+        assert_eq!(q.push(65, false), Admitted::Queued);
     }
 }

@@ -86,6 +86,15 @@ impl<M: MakeBrain> Feeder<M> {
                 }
             }
         };
+        if stop == Stop::Overloaded {
+            // Tell the peer why the call ends (it is dropped if the peer does not read).
+            self.out.push(Frame::Error(ErrorFrame {
+                code: ErrorCode::Overload,
+                message: super::inbound::INBOUND_OVERFLOW.to_owned(),
+                fatal: true,
+            }));
+            self.out.push(Frame::End);
+        }
         self.teardown(&stop).await;
         stop
     }

@@ -16,6 +16,8 @@ use crate::queue::{Admitted, Shedding, overload};
 use crate::recover::lock;
 use crate::wire::{ErrorFrame, Frame};
 
+pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the call is ended";
+
 pub(crate) const INBOUND_CONGESTED: &str =
     "voqalize: inbound queue full; dropping data frames until consumer catches up";
 
@@ -41,6 +43,8 @@ pub(crate) enum Stop {
     Closed,
     /// Sending failed; the writer keeps the cause.
     SendFailed,
+    /// A lane passed its hard bound: the peer floods it (inbound) or does not read (outbound).
+    Overloaded,
 }
 
 pub(crate) enum Next {
@@ -95,12 +99,23 @@ impl Lanes {
     pub(crate) fn push_bulk(&self, frame: Frame) {
         let mut s = self.state();
         let (name, droppable) = (frame.name(), frame.droppable());
-        if let Admitted::Shed { first } = s.bulk.push(Inbound::Frame(frame), droppable) {
-            if first {
-                let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
+        match s.bulk.push(Inbound::Frame(frame), droppable) {
+            Admitted::Queued => {}
+            Admitted::Shed { first } => {
+                if first {
+                    let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
+                }
+                tracing::debug!("inbound congested: dropping {name}");
+                return;
             }
-            tracing::debug!("inbound congested: dropping {name}");
-            return;
+            Admitted::Overflow => {
+                drop(s);
+                tracing::error!(
+                    "session: the peer floods the inbound lane ({name}); ending the call"
+                );
+                self.stop(Stop::Overloaded);
+                return;
+            }
         }
         drop(s);
         self.notify.notify_one();

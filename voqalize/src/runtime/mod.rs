@@ -88,6 +88,10 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
             close = code.unwrap_or(CLOSE_NORMAL);
             feeder.await
         }
+        () = out.overflowed() => {
+            lanes.stop(Stop::Overloaded);
+            feeder.await
+        }
     };
     let stop = stop.unwrap_or_else(|e| {
         tracing::error!("session: feeder task failed: {e}");

@@ -27,6 +27,8 @@ pub(crate) enum Pushed {
 
 struct Lane {
     queue: Shedding<Frame>,
+    /// The lane passed its hard bound: the peer does not read. Nothing more is queued.
+    overflowed: bool,
     /// How many frames were ever queued.
     queued: u64,
     ended: bool,
@@ -38,6 +40,8 @@ pub(crate) struct Outbound {
     notify: Notify,
     /// How many frames the writer has written (or given up on, once the lane closed).
     written: watch::Sender<u64>,
+    /// Flips to true when the lane passes its hard bound.
+    overflow: watch::Sender<bool>,
     local_errors: mpsc::UnboundedSender<ErrorFrame>,
 }
 
@@ -46,19 +50,21 @@ impl Outbound {
         Outbound {
             lane: Mutex::new(Lane {
                 queue: Shedding::new(maxsize),
+                overflowed: false,
                 queued: 0,
                 ended: false,
                 closed: false,
             }),
             notify: Notify::new(),
             written: watch::channel(0).0,
+            overflow: watch::channel(false).0,
             local_errors,
         }
     }
 
     pub(crate) fn push(&self, frame: Frame) -> Pushed {
         let mut lane = lock(&self.lane);
-        if lane.ended || lane.closed {
+        if lane.ended || lane.closed || lane.overflowed {
             tracing::debug!("dropping {} emitted after End", frame.name());
             return Pushed::AfterEnd;
         }
@@ -69,6 +75,15 @@ impl Outbound {
                 if first {
                     let _ = self.local_errors.send(overload(OUTBOUND_CONGESTED));
                 }
+                return Pushed::Shed;
+            }
+            Admitted::Overflow => {
+                lane.overflowed = true;
+                drop(lane);
+                tracing::error!(
+                    "session: the peer does not read; the outbound lane overflowed, ending the call"
+                );
+                self.overflow.send_replace(true);
                 return Pushed::Shed;
             }
             Admitted::Queued => {}
@@ -105,6 +120,12 @@ impl Outbound {
         self.notify.notify_one();
         // Nobody waits for a flush that will never come.
         self.written.send_replace(u64::MAX);
+    }
+
+    /// Completes once the lane has passed its hard bound (the peer does not read).
+    pub(crate) async fn overflowed(&self) {
+        let mut rx = self.overflow.subscribe();
+        let _ = rx.wait_for(|o| *o).await;
     }
 
     /// The writer wrote one more frame.

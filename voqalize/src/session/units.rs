@@ -12,6 +12,11 @@ use super::error::SessionError;
 /// How many settled Finalizes a session remembers for late `cancel_speech` calls.
 pub(crate) const SETTLED_KEPT: usize = 64;
 
+/// How many units may wait for their Finalize at once. The runtime finalizes every unit, and a
+/// call has a handful open; past this bound the oldest open unit is forgotten (a Finalize for it
+/// then reports no generated text), so a runtime that never finalizes cannot grow the book.
+pub(crate) const OPEN_KEPT: usize = 1024;
+
 /// What the user heard of one speech unit: the runtime's `Finalize`, with the text this brain
 /// generated for the unit beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +78,12 @@ pub(crate) struct UnitBook {
 impl UnitBook {
     /// Mints the next session-wide speech id (1, 2, 3, ...) and records the unit as open.
     pub(crate) fn open(&mut self) -> u64 {
+        if self.open.len() >= OPEN_KEPT
+            && let Some(&oldest) = self.open.iter().min()
+        {
+            tracing::warn!("speech {oldest} was never finalized; forgetting it");
+            self.forget(oldest);
+        }
         self.speech_seq += 1;
         let id = self.speech_seq;
         self.open.insert(id);
@@ -166,6 +177,15 @@ impl UnitBook {
             let _ = tx.send(fin.clone());
         }
         fin
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.open.remove(&id);
+        self.cancelled.remove(&id);
+        self.withheld_end.remove(&id);
+        self.ended.remove(&id);
+        self.generated.remove(&id);
+        self.cancel_waiters.remove(&id);
     }
 
     /// Drops every cancel waiter (teardown).
