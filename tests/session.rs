@@ -1869,3 +1869,62 @@ async fn an_inbound_flood_past_the_hard_bound_ends_the_call() {
     assert!(fatal.fatal);
     gate.notify_one();
 }
+
+// JSON text is limited before it is parsed: RTVI data over the limit is skipped (the session goes
+// on), an `init` over it refuses the session.
+#[tokio::test]
+async fn json_over_the_limit_is_refused_before_parsing() {
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let options = HostOptions::allow_unverified().max_json_bytes(1024);
+    let mut v = driver_with(
+        move || Scripted {
+            log: l.clone(),
+            cfg: Cfg::default(),
+        },
+        options.clone(),
+    )
+    .await;
+    v.start_silent().await.unwrap();
+    v.send_ui_event("big", json!({"blob": "x".repeat(4096)}))
+        .await
+        .unwrap();
+    v.send_ui_event("small", json!({"n": 1})).await.unwrap();
+    assert!(
+        log.wait(&mut v, |l| l.events().iter().any(|e| e.starts_with("rtvi")))
+            .await
+    );
+    let rtvi: Vec<String> = log
+        .events()
+        .into_iter()
+        .filter(|e| e.starts_with("rtvi"))
+        .collect();
+    assert_eq!(rtvi.len(), 1, "only the small event arrived: {rtvi:?}");
+    assert!(rtvi[0].contains("small"), "{rtvi:?}");
+
+    let l = log.clone();
+    let mut v = driver_with(
+        move || Scripted {
+            log: l.clone(),
+            cfg: Cfg::default(),
+        },
+        options,
+    )
+    .await;
+    let mut init = serde_json::Map::new();
+    init.insert("notes".into(), json!("y".repeat(4096)));
+    v.start_with(Start {
+        init,
+        expect_greeting: false,
+        ..Start::default()
+    })
+    .await
+    .unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await
+            .unwrap()
+    );
+    assert_eq!(v.errors()[0].code, ErrorCode::Protocol);
+    assert!(v.errors()[0].fatal);
+}

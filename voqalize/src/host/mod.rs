@@ -128,6 +128,7 @@ impl HostOptions {
                 queue_maxsize: 256,
                 request_timeout: Duration::from_secs(10),
                 start_timeout: Duration::from_secs(10),
+                max_json: 64 * 1024,
             },
             socket: SocketLimits::default(),
         }
@@ -195,6 +196,14 @@ impl HostOptions {
     /// closed (default 10 s), so idle sockets cannot hold the process's file descriptors.
     pub fn session_start_timeout(mut self, timeout: Duration) -> Self {
         self.limits.start_timeout = timeout;
+        self
+    }
+
+    /// The largest JSON text a frame may carry in `SessionStart.init` or RTVI `data`, in bytes
+    /// (default 64 KiB), checked before it is parsed. A bigger `init` refuses the session
+    /// (fatal `PROTOCOL`, `End`); bigger RTVI data is skipped with a log line.
+    pub fn max_json_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_json = bytes;
         self
     }
 

@@ -38,6 +38,8 @@ pub(crate) struct Limits {
     pub(crate) request_timeout: Duration,
     /// How long after the upgrade the peer has to send `SessionStart`.
     pub(crate) start_timeout: Duration,
+    /// The largest JSON text field (`init`, RTVI `data`) parsed, in bytes.
+    pub(crate) max_json: usize,
 }
 
 /// How a session's run ended.

@@ -55,7 +55,7 @@ pub(super) async fn read_loop(
         if bytes.is_empty() {
             continue;
         }
-        match wire::decode(&bytes) {
+        match wire::decode_limited(&bytes, limits.max_json) {
             Ok(Some(frame)) => route(frame, lanes, control, limits),
             Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
             Err(wire::WireError::BadInit { session_id, why }) => {

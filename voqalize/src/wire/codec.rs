@@ -58,8 +58,37 @@ pub fn encode(frame: &Frame) -> Vec<u8> {
 /// [`WireError::Malformed`] for bytes that are not protobuf, and for a known body that breaks a
 /// mapping rule.
 pub fn decode(bytes: &[u8]) -> Result<Option<Frame>, WireError> {
+    decode_limited(bytes, usize::MAX)
+}
+
+/// [`decode`] with the JSON text fields (`SessionStart.init`, RTVI `data`) limited to `max_json`
+/// bytes, checked before anything is parsed: parsed JSON can take tens of times its text's size,
+/// so a peer must not choose how much a frame costs. The session's reader decodes this way.
+///
+/// # Errors
+/// As [`decode`]; a field over the limit is [`WireError::BadInit`] for `init` (the session is
+/// refused) and [`WireError::Malformed`] for RTVI data (the frame is skipped).
+pub fn decode_limited(bytes: &[u8], max_json: usize) -> Result<Option<Frame>, WireError> {
     let envelope =
         proto::Envelope::decode(bytes).map_err(|e| malformed(format!("not an Envelope: {e}")))?;
+    match &envelope.body {
+        Some(Body::SessionStart(s)) if s.init.len() > max_json => {
+            return Err(WireError::BadInit {
+                session_id: s.session_id.clone(),
+                why: format!(
+                    "SessionStart.init is {} bytes, over the limit of {max_json}",
+                    s.init.len()
+                ),
+            });
+        }
+        Some(Body::Rtvi(r)) if r.data.len() > max_json => {
+            return Err(malformed(format!(
+                "RTVI data is {} bytes, over the limit of {max_json}",
+                r.data.len()
+            )));
+        }
+        _ => {}
+    }
     envelope.body.map(from_body).transpose()
 }
 

@@ -10,7 +10,7 @@ mod config;
 mod frames;
 
 pub use catalog::{Language, Voice};
-pub use codec::{WireError, decode, decode_strict, encode};
+pub use codec::{WireError, decode, decode_limited, decode_strict, encode};
 pub use config::{
     Config, ConfigBuilder, ConfigError, IdleConfig, LanguageChoice, SttConfig, TtsConfig,
     VoiceChoice,
