@@ -909,3 +909,26 @@ async fn a_ping_flood_that_never_reads_does_not_disturb_other_calls() -> TestRes
     drop(ws);
     Ok(())
 }
+
+// A peer controls what it sends, not how much the brain logs: 2,000 junk frames give one warning
+// (the rest are summed up once a window has passed, or at the end), and the session goes on.
+#[tokio::test]
+async fn junk_frames_are_logged_once_not_once_each() -> TestResult {
+    let logs = logs();
+    let addr = serve_tungstenite(|| Echo, HostOptions::allow_unverified()).await?;
+    let sid = unique_id("junk");
+    let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
+    v.start_silent().await?;
+    for i in 0..1_000u32 {
+        v.send_text("not a frame").await?;
+        v.send_bytes(vec![0xff, 0xff, (i % 256) as u8]).await?;
+    }
+    assert_eq!(v.user_says("still fine").await?.text(), "still fine");
+    let lines: Vec<String> = logs
+        .lines_with(&sid)
+        .into_iter()
+        .filter(|l| l.contains("TEXT frame") || l.contains("malformed payload"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    Ok(())
+}

@@ -31,6 +31,7 @@ pub mod actions;
 pub mod brain;
 pub mod channel;
 pub mod host;
+mod logline;
 pub mod model;
 pub mod prelude;
 mod private;

@@ -82,7 +82,10 @@ impl Verifier {
             _ => raw,
         };
         if token.is_empty() {
-            tracing::warn!("session: no token for {session_id}");
+            tracing::warn!(
+                "session: no token for {}",
+                crate::logline::clip(session_id, 64)
+            );
             return Err(rejected());
         }
         let mut validation = Validation::new(Algorithm::RS256);
@@ -116,12 +119,18 @@ impl Verifier {
                 continue;
             }
             if claims.get("sub").and_then(Value::as_str) != Some(session_id) {
-                tracing::warn!("session: token sub != session id for {session_id}");
+                tracing::warn!(
+                    "session: token sub != session id for {}",
+                    crate::logline::clip(session_id, 64)
+                );
                 return Err(rejected());
             }
             return Ok(Claims(claims));
         }
-        tracing::warn!("session: token for {session_id} did not verify against any trusted key");
+        tracing::warn!(
+            "session: token for {} did not verify against any trusted key",
+            crate::logline::clip(session_id, 64)
+        );
         Err(rejected())
     }
 }

@@ -311,7 +311,7 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     let span = tracing::info_span!(
         "session",
         service = "brain",
-        session_id = %session_id,
+        session_id = %crate::logline::clip(&session_id, 64),
         tenant_id = tracing::field::Empty,
         agent_id = tracing::field::Empty,
     );

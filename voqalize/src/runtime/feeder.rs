@@ -15,6 +15,7 @@ use super::inbound::{Inbound, Lanes, Next, Stop};
 use super::turns::{Control, RunningTurn};
 use super::{Limits, guarded};
 use crate::brain::{Brain, MakeBrain};
+use crate::logline::clip;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use crate::session::{Session, Turn, context};
@@ -199,7 +200,7 @@ impl<M: MakeBrain> Feeder<M> {
         if *sid != *self.connection {
             tracing::error!(
                 "brain: refusing a SessionStart for session {} on a connection opened for {}",
-                shortened(&sid),
+                clip(&sid, 64),
                 self.connection
             );
             self.refuse(
@@ -427,13 +428,5 @@ impl<M: MakeBrain> Feeder<M> {
                 ),
             }
         }
-    }
-}
-
-/// At most 64 characters of a peer-controlled string, for a log line.
-fn shortened(text: &str) -> String {
-    match text.char_indices().nth(64) {
-        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
-        None => text.to_owned(),
     }
 }

@@ -10,6 +10,7 @@ use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
 use crate::channel::{ChannelReceiver, Incoming};
+use crate::logline::{Repeated, clip};
 use crate::recover::lock;
 use crate::wire::{self, Frame};
 
@@ -24,6 +25,7 @@ pub(super) async fn read_loop(
 ) -> Option<u16> {
     let start_deadline = Instant::now() + limits.start_timeout;
     let mut close = None;
+    let mut junk = Repeated::new("malformed, text or unknown frames");
     loop {
         let next = if control.started.load(Ordering::Acquire) {
             receiver.recv().await
@@ -47,7 +49,9 @@ pub(super) async fn read_loop(
                 break;
             }
             Some(Ok(Incoming::Text(_))) => {
-                tracing::warn!("session: received TEXT frame; ignoring");
+                if junk.allow() {
+                    tracing::warn!("session: received TEXT frame; ignoring");
+                }
                 continue;
             }
             Some(Ok(Incoming::Binary(b))) => b,
@@ -57,13 +61,24 @@ pub(super) async fn read_loop(
         }
         match wire::decode_limited(&bytes, limits.max_json) {
             Ok(Some(frame)) => route(frame, lanes, control, limits),
-            Ok(None) => tracing::warn!("wire: envelope with no known body (newer peer?); skipping"),
+            Ok(None) => {
+                if junk.allow() {
+                    tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
+                }
+            }
             Err(wire::WireError::BadInit { session_id, why }) => {
-                tracing::error!("session: {why}");
+                tracing::error!("session: {}", clip(&why, 200));
                 control.started.store(true, Ordering::Release);
                 lanes.push_priority(Inbound::BadStart(session_id));
             }
-            Err(e) => tracing::error!("session: malformed payload; skipping: {e}"),
+            Err(e) => {
+                if junk.allow() {
+                    tracing::error!(
+                        "session: malformed payload; skipping: {}",
+                        clip(&e.to_string(), 200)
+                    );
+                }
+            }
         }
     }
     lanes.stop(Stop::Closed);
