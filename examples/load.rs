@@ -8,6 +8,13 @@
 //! SpeechChunk, then plays the turn out with a short quiet window), then End. Prints percentiles of
 //! the time from UserMessage to first chunk, and how many calls failed. Bounded in count and time:
 //! it stops after `--calls` calls or `--deadline-s` seconds. Loopback only is the intended use.
+//!
+//! With `--idle N --brain-pid PID` it measures memory instead: it reads the brain's RSS, holds `N`
+//! started, idle sessions open, reads it again, closes them, and reads it a third time:
+//!
+//! ```text
+//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --idle 1000 --brain-pid $(pgrep -f examples/echo)
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +43,58 @@ struct Args {
     /// Stop starting calls after this many seconds.
     #[arg(long, default_value_t = 120)]
     deadline_s: u64,
+    /// Instead of calls: hold this many started, idle sessions and report the brain's RSS.
+    #[arg(long)]
+    idle: Option<usize>,
+    /// The brain's process id, whose RSS `--idle` reads from /proc.
+    #[arg(long)]
+    brain_pid: Option<u32>,
+}
+
+/// The resident set size of process `pid`, in kB (`VmRSS` of /proc/PID/status).
+fn rss_kb(pid: u32) -> Result<u64, Box<dyn std::error::Error>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .ok_or("no VmRSS line")?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .ok_or("no VmRSS value")?
+        .parse()?)
+}
+
+/// Holds `n` idle sessions open and reports the brain's RSS before, with them, and after.
+async fn idle(
+    args: &Args,
+    n: usize,
+    signer: Option<&TokenSigner>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let pid = args.brain_pid.ok_or("--idle needs --brain-pid")?;
+    let before = rss_kb(pid)?;
+    let mut sessions = Vec::with_capacity(n);
+    for id in 0..n {
+        let session_id = format!("idle-{id}");
+        let token = signer.map(|s| s.mint(&session_id));
+        let mut v = Voqalize::connect(&args.url, &session_id, token.as_deref()).await?;
+        v.start_silent().await?;
+        sessions.push(v);
+    }
+    // Let the brain settle (every SessionStart handled) before reading.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let with = rss_kb(pid)?;
+    for v in &mut sessions {
+        v.hang_up().await;
+    }
+    drop(sessions);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kb(pid)?;
+    println!(
+        "brain RSS: {before} kB idle, {with} kB with {n} idle sessions ({:.1} kB a session), {after} kB after they closed",
+        (with.saturating_sub(before)) as f64 / n.max(1) as f64
+    );
+    Ok(())
 }
 
 async fn one_call(
@@ -92,6 +151,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(path) => Some(TokenSigner::from_pem(&std::fs::read_to_string(path)?)?),
         None => None,
     };
+    if let Some(n) = args.idle {
+        return idle(&args, n, signer.as_ref()).await;
+    }
     let signer = std::sync::Arc::new(signer);
     let gate = std::sync::Arc::new(Semaphore::new(args.concurrency.max(1)));
     let deadline = Instant::now() + Duration::from_secs(args.deadline_s);

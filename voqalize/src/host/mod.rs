@@ -79,8 +79,8 @@ struct SocketLimits {
 impl Default for SocketLimits {
     fn default() -> Self {
         SocketLimits {
-            read_buffer: 4 * 1024,
-            write_buffer: 4 * 1024,
+            read_buffer: 1024,
+            write_buffer: 0,
             max_write_backlog: 1024 * 1024,
             max_message: 1024 * 1024,
         }
@@ -215,8 +215,10 @@ impl HostOptions {
         self
     }
 
-    /// The WebSocket read and write buffer sizes per connection, in bytes (default 4 KiB each).
-    /// Voqalize's frames are small: large buffers only cost memory per call.
+    /// The WebSocket read and write buffer sizes per connection, in bytes (default 1 KiB read, 0
+    /// write: each frame is written at once, which the session does anyway since speech is
+    /// latency-bound). Voqalize's frames are small: large buffers only cost memory per call
+    /// (tokio-tungstenite's 128 KiB defaults were most of a session's memory).
     pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
         self.socket.read_buffer = read.max(256);
         self.socket.write_buffer = write;
