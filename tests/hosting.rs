@@ -932,3 +932,68 @@ async fn junk_frames_are_logged_once_not_once_each() -> TestResult {
     assert_eq!(lines.len(), 1, "{lines:?}");
     Ok(())
 }
+
+// A half-open connection (a peer that stopped answering, Pongs included) ends and
+// `on_session_end` runs; a silent peer that answers the Pings stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_answering_pings_is_ended() -> TestResult {
+    let log = Arc::new(crate::support::Log::default());
+    let l = log.clone();
+    let options = HostOptions::allow_unverified()
+        .keepalive(Duration::from_millis(100), Duration::from_millis(100));
+    let addr = serve_tungstenite(move || Counted(l.clone()), options).await?;
+    let gone = raw_client(addr, "gone").await.map_err(|e| e.to_string())?;
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "the half-open call ended"
+    );
+
+    let mut v = dial(&format!("ws://{addr}/voice"), "silent", None).await?;
+    v.start_silent().await?;
+    // Silent for several ping intervals; the driver answers the Pings as it reads.
+    v.quiesce(Duration::from_millis(600), Duration::from_millis(600))
+        .await?;
+    assert_eq!(v.user_says("still there?").await?.text(), "still there?");
+    assert_eq!(log.ended(), 1, "only the half-open call ended");
+    drop(gone);
+    Ok(())
+}
+
+// With a cap on concurrent calls, a connection beyond it is refused at the upgrade (HTTP 503) at
+// once, on both adapters; once a call ends its place is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_max_sessions_are_refused_at_the_upgrade() -> TestResult {
+    let tungstenite =
+        serve_tungstenite(|| Echo, HostOptions::allow_unverified().max_sessions(1)).await?;
+    let (listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, HostOptions::allow_unverified().max_sessions(1)),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    for addr in [tungstenite, axum_addr] {
+        let url = format!("ws://{addr}/voice");
+        let mut first = dial(&url, "first", None).await?;
+        first.start_silent().await?;
+        let refused = dial(&url, "second", None).await;
+        let Err(DriverError::Connect { source, .. }) = refused else {
+            panic!("{addr}: the second call was not refused");
+        };
+        assert!(source.to_string().contains("503"), "{addr}: {source}");
+        assert_eq!(first.user_says("hi").await?.text(), "hi");
+        first.end().await?;
+        // The place is given back once the first call's session has returned.
+        let mut third = None;
+        for _ in 0..200 {
+            if let Ok(v) = dial(&url, "third", None).await {
+                third = Some(v);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut third = third.expect("the place was given back");
+        third.start_silent().await?;
+        assert_eq!(third.user_says("again").await?.text(), "again");
+    }
+    Ok(())
+}

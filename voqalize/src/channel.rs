@@ -51,6 +51,8 @@ pub enum Incoming {
     Binary(bytes::Bytes),
     /// A text message (logged and ignored by the session).
     Text(String),
+    /// A Pong: the peer is alive (answers to [`ChannelSender::ping`] keep an idle call open).
+    Pong,
 }
 
 /// A bidirectional message channel that splits into a sending and a receiving half, so the session
@@ -68,6 +70,13 @@ pub trait Channel: Send + 'static {
 pub trait ChannelSender: Send + 'static {
     /// Sends one binary message.
     fn send(&mut self, frame: Vec<u8>) -> impl Future<Output = Result<(), ChannelError>> + Send;
+    /// Sends a WebSocket Ping; the peer's Pong arrives as [`Incoming::Pong`]. The session pings an
+    /// idle peer so that a half-open connection ends. The default does nothing (a transport
+    /// without pings, such as an in-process pipe).
+    fn ping(&mut self) -> impl Future<Output = Result<(), ChannelError>> + Send {
+        async { Ok(()) }
+    }
+
     /// Closes the channel with a WebSocket close code and reason; errors are ignored (the peer
     /// may be gone).
     fn close(&mut self, code: u16, reason: &str) -> impl Future<Output = ()> + Send;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, Uri, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
@@ -54,6 +54,13 @@ fn upgrade<M: MakeBrain>(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
+    let Some(admitted) = options.admit() else {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            super::tungstenite::AT_CAPACITY,
+        )
+            .into_response();
+    };
     let limits = options.websocket_config();
     let ws = ws
         .read_buffer_size(limits.read_buffer_size)
@@ -66,6 +73,7 @@ fn upgrade<M: MakeBrain>(
             Ok(()) | Err(HostError::Rejected { .. }) => {}
             Err(e) => tracing::warn!("brain: {e}"),
         }
+        drop(admitted);
     })
 }
 
@@ -94,6 +102,13 @@ impl ChannelSender for AxumSender {
             .map_err(ChannelError::new)
     }
 
+    async fn ping(&mut self) -> Result<(), ChannelError> {
+        self.0
+            .send(Message::Ping(Default::default()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
     async fn close(&mut self, code: u16, reason: &str) {
         let frame = CloseFrame {
             code,
@@ -111,7 +126,8 @@ impl ChannelReceiver for AxumReceiver {
                 Ok(Message::Binary(b)) => Some(Ok(Incoming::Binary(b))),
                 Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
                 Ok(Message::Close(_)) => None,
-                Ok(Message::Ping(_) | Message::Pong(_)) => continue,
+                Ok(Message::Pong(_)) => Some(Ok(Incoming::Pong)),
+                Ok(Message::Ping(_)) => continue,
                 Err(e) => Some(Err(too_big_or(e))),
             };
         }

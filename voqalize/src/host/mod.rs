@@ -12,6 +12,7 @@ pub mod axum;
 pub mod tungstenite;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tracing::Instrument;
@@ -65,6 +66,25 @@ pub struct HostOptions {
     verifier: auth::Verifier,
     limits: Limits,
     socket: SocketLimits,
+    admission: Arc<Admission>,
+}
+
+/// How many calls this process hosts at once, against an optional cap. Shared by every clone of
+/// one `HostOptions`.
+#[derive(Debug, Default)]
+struct Admission {
+    max: Option<usize>,
+    live: AtomicUsize,
+}
+
+/// A hosted call's place under [`HostOptions::max_sessions`]; freed when dropped.
+#[derive(Debug)]
+pub(crate) struct Admitted(Arc<Admission>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The WebSocket's buffers and size limits, per connection.
@@ -129,8 +149,11 @@ impl HostOptions {
                 request_timeout: Duration::from_secs(10),
                 start_timeout: Duration::from_secs(10),
                 max_json: 64 * 1024,
+                ping_interval: Duration::from_secs(20),
+                pong_timeout: Duration::from_secs(20),
             },
             socket: SocketLimits::default(),
+            admission: Arc::default(),
         }
     }
 
@@ -196,6 +219,37 @@ impl HostOptions {
     /// closed (default 10 s), so idle sockets cannot hold the process's file descriptors.
     pub fn session_start_timeout(mut self, timeout: Duration) -> Self {
         self.limits.start_timeout = timeout;
+        self
+    }
+
+    /// At most `n` calls hosted at once by the adapters sharing these options (default: no cap).
+    /// A connection beyond it is refused at the upgrade with HTTP 503, at once, instead of being
+    /// accepted and left to time out.
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.admission = Arc::new(Admission {
+            max: Some(n),
+            live: AtomicUsize::new(0),
+        });
+        self
+    }
+
+    /// A place for one more call, or `None` at the cap.
+    pub(crate) fn admit(&self) -> Option<Admitted> {
+        let a = &self.admission;
+        let taken = a.live.fetch_add(1, Ordering::AcqRel);
+        let admitted = Admitted(a.clone());
+        match a.max {
+            Some(max) if taken >= max => None, // dropping `admitted` gives the place back
+            _ => Some(admitted),
+        }
+    }
+
+    /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
+    /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
+    /// connection (a peer gone without a close) ends and `on_session_end` runs.
+    pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
+        self.limits.ping_interval = ping_interval.max(Duration::from_millis(10));
+        self.limits.pong_timeout = pong_timeout;
         self
     }
 

@@ -50,6 +50,9 @@ pub async fn serve<M: MakeBrain>(
                 if let Err(e) = accept(stream, factory, &options).await {
                     match e {
                         AcceptError::Host(HostError::Rejected { .. }) => {}
+                        AcceptError::AtCapacity => {
+                            tracing::debug!("brain: refused {peer}: at max_sessions");
+                        }
                         e => tracing::warn!("brain: connection from {peer}: {e}"),
                     }
                 }
@@ -61,6 +64,9 @@ pub async fn serve<M: MakeBrain>(
 
 /// Pause after a failed `accept` (file descriptors or memory exhausted) before trying again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+/// The body of the 503 answer to an upgrade beyond [`HostOptions::max_sessions`].
+pub(crate) const AT_CAPACITY: &str = "this brain hosts its maximum number of calls; try another";
 
 /// How long a connection may take to complete the WebSocket handshake (the websockets library's
 /// open timeout, which Voqalize's client uses too).
@@ -76,6 +82,10 @@ pub enum AcceptError {
     /// The peer did not complete the handshake within [`HANDSHAKE_TIMEOUT`].
     #[error("websocket handshake did not complete within {HANDSHAKE_TIMEOUT:?}")]
     HandshakeTimeout,
+    /// The process hosts [`HostOptions::max_sessions`] calls already: the upgrade was answered
+    /// with HTTP 503.
+    #[error("refused: this process hosts its maximum number of calls")]
+    AtCapacity,
     /// The call could not be hosted.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -93,9 +103,17 @@ pub async fn accept<M: MakeBrain>(
     factory: Arc<M>,
     options: &HostOptions,
 ) -> Result<(), AcceptError> {
+    let admitted = options.admit();
+    let full = admitted.is_none();
     let seen = Arc::new(Mutex::new(Upgrade::default()));
     let cell = seen.clone();
     let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        if full {
+            let mut refusal = ErrorResponse::new(Some(AT_CAPACITY.to_owned()));
+            *refusal.status_mut() =
+                tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE;
+            return Err(refusal);
+        }
         let authorization = req
             .headers()
             .get("authorization")
@@ -118,9 +136,16 @@ pub async fn accept<M: MakeBrain>(
     )
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
-    .map_err(Box::new)?;
+    .map_err(|e| {
+        if full {
+            AcceptError::AtCapacity
+        } else {
+            AcceptError::Handshake(Box::new(e))
+        }
+    })?;
     let upgrade = std::mem::take(&mut *lock(&seen));
     run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
+    drop(admitted);
     Ok(())
 }
 
@@ -149,6 +174,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelSender for Tungs
             .map_err(ChannelError::new)
     }
 
+    async fn ping(&mut self) -> Result<(), ChannelError> {
+        self.0
+            .send(Message::Ping(Default::default()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
     async fn close(&mut self, code: u16, reason: &str) {
         let frame = CloseFrame {
             code: CloseCode::from(code),
@@ -168,6 +200,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelReceiver
                 Ok(Message::Binary(b)) => Some(Ok(Incoming::Binary(b))),
                 Ok(Message::Text(t)) => Some(Ok(Incoming::Text(t.as_str().to_owned()))),
                 Ok(Message::Close(_)) => None,
+                Ok(Message::Pong(_)) => Some(Ok(Incoming::Pong)),
                 Ok(_) => continue,
                 Err(e) => Some(Err(channel_error(e))),
             };

@@ -40,6 +40,10 @@ pub(crate) struct Limits {
     pub(crate) start_timeout: Duration,
     /// The largest JSON text field (`init`, RTVI `data`) parsed, in bytes.
     pub(crate) max_json: usize,
+    /// How often an idle peer is pinged.
+    pub(crate) ping_interval: Duration,
+    /// How long the session waits for any sign of life after a ping before it ends.
+    pub(crate) pong_timeout: Duration,
 }
 
 /// How a session's run ended.
@@ -69,8 +73,9 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     let out = Arc::new(Outbound::new(limits.queue_maxsize, err_tx));
     let control = Arc::new(Control::default());
 
-    let writer =
-        tokio::spawn(writer::write_loop(sender, out.clone(), lanes.clone()).in_current_span());
+    let writer = tokio::spawn(
+        writer::write_loop(sender, out.clone(), lanes.clone(), limits).in_current_span(),
+    );
     let feeder = Feeder::new(
         factory,
         limits,

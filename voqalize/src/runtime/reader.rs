@@ -24,23 +24,34 @@ pub(super) async fn read_loop(
     limits: Limits,
 ) -> Option<u16> {
     let start_deadline = Instant::now() + limits.start_timeout;
+    let silence = limits.ping_interval + limits.pong_timeout;
+    let mut heard = Instant::now();
     let mut close = None;
     let mut junk = Repeated::new("malformed, text or unknown frames");
     loop {
-        let next = if control.started.load(Ordering::Acquire) {
-            receiver.recv().await
+        let started = control.started.load(Ordering::Acquire);
+        let deadline = if started {
+            heard + silence
         } else {
-            match timeout_at(start_deadline, receiver.recv()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    tracing::warn!(
-                        "session: no SessionStart within {:?} of the upgrade; closing",
-                        limits.start_timeout
-                    );
-                    break;
-                }
+            start_deadline
+        };
+        let next = match timeout_at(deadline, receiver.recv()).await {
+            Ok(next) => next,
+            Err(_) if started => {
+                tracing::warn!(
+                    "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
+                );
+                break;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "session: no SessionStart within {:?} of the upgrade; closing",
+                    limits.start_timeout
+                );
+                break;
             }
         };
+        heard = Instant::now();
         let bytes = match next {
             None => break,
             Some(Err(e)) => {
@@ -54,6 +65,7 @@ pub(super) async fn read_loop(
                 }
                 continue;
             }
+            Some(Ok(Incoming::Pong)) => continue,
             Some(Ok(Incoming::Binary(b))) => b,
         };
         if bytes.is_empty() {
