@@ -35,6 +35,7 @@ pub async fn serve(factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Er
 impl Args {
     /// Binds, prints the URL and serves `factory` until killed.
     pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
+        raise_open_file_limit();
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -178,6 +179,29 @@ mod model {
             Err(message) => {
                 eprintln!("error: {message}");
                 std::process::exit(2);
+            }
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit: every call holds a socket, and the
+/// common soft default of 1,024 would refuse calls long before the machine is busy.
+fn raise_open_file_limit() {
+    #[cfg(unix)]
+    {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: both calls get a pointer to a live, properly aligned `rlimit` on this stack.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+                && limit.rlim_cur < limit.rlim_max
+            {
+                limit.rlim_cur = limit.rlim_max;
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    eprintln!("could not raise the open-file limit");
+                }
             }
         }
     }
