@@ -268,3 +268,49 @@ async fn ui_commands_and_steps_after_a_barge_in_are_violations() {
         v.violations()
     );
 }
+
+/// The party size to book.
+#[voqalize::prelude::json_type]
+struct Party {
+    /// How many people.
+    size: u32,
+}
+
+/// The UI command a booking puts on screen.
+#[voqalize::prelude::json_type]
+#[derive(voqalize::prelude::Action)]
+struct BookingForm {
+    size: u32,
+}
+
+struct Booker;
+
+#[voqalize::prelude::brain]
+impl Booker {
+    /// Open the booking form for a party.
+    #[tool]
+    async fn book(&self, party: Party) -> Result<String, voqalize::SessionError> {
+        self.session().dispatch(&BookingForm { size: party.size })?;
+        Ok(format!("form open for {}", party.size))
+    }
+}
+
+// One tool, unit-tested inside a real session: its result, what it dispatched, and the errors the
+// model would read for bad arguments or an unknown tool.
+#[tokio::test]
+async fn a_tool_is_called_by_name_inside_a_real_session() {
+    let mut v = voqalize::testing::Voqalize::in_process(|| voqalize::testing::ToolHarness(Booker));
+    v.start_silent().await.unwrap();
+    let call = v.call_tool("book", serde_json::json!({"size": 4})).await.unwrap();
+    assert_eq!(call.response, serde_json::json!({"result": "form open for 4"}));
+    assert_eq!(
+        call.ui_commands,
+        [serde_json::json!({"command": "booking_form", "payload": {"size": 4}})]
+    );
+    let bad = v.call_tool("book", serde_json::json!({"size": "four"})).await.unwrap();
+    assert!(bad.response["error"].as_str().unwrap().contains("size"), "{bad:?}");
+    assert!(bad.ui_commands.is_empty());
+    let unknown = v.call_tool("nope", serde_json::json!({})).await.unwrap();
+    assert!(unknown.response["error"].as_str().unwrap().contains("nope"));
+    v.assert_clean();
+}

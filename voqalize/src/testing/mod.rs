@@ -3,15 +3,18 @@
 //! checks that suite does not make. [`TokenSigner`] mints real RS256 tokens for hosting tests.
 //! [`ModelServer`] stands in for a model provider (Gemini, OpenAI Responses, chat completions),
 //! streaming scripted replies in the provider's own SSE format, so a model-backed brain is tested
-//! end to end without the network.
+//! end to end without the network. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
+//! inside a real session.
 
 mod driver;
 mod memory;
 mod model_server;
 mod token;
+mod tool_harness;
 
 pub use driver::{
     BargeAt, BargeIn, CancelHeard, DriverError, Start, TurnRecord, UnitRecord, Voqalize,
 };
 pub use model_server::{Gate, ModelServer, Provider, Recorded, Reply};
 pub use token::TokenSigner;
+pub use tool_harness::{ToolCall, ToolHarness};
