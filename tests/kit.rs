@@ -301,14 +301,26 @@ impl Booker {
 async fn a_tool_is_called_by_name_inside_a_real_session() {
     let mut v = voqalize::testing::Voqalize::in_process(|| voqalize::testing::ToolHarness(Booker));
     v.start_silent().await.unwrap();
-    let call = v.call_tool("book", serde_json::json!({"size": 4})).await.unwrap();
-    assert_eq!(call.response, serde_json::json!({"result": "form open for 4"}));
+    let call = v
+        .call_tool("book", serde_json::json!({"size": 4}))
+        .await
+        .unwrap();
+    assert_eq!(
+        call.response,
+        serde_json::json!({"result": "form open for 4"})
+    );
     assert_eq!(
         call.ui_commands,
         [serde_json::json!({"command": "booking_form", "payload": {"size": 4}})]
     );
-    let bad = v.call_tool("book", serde_json::json!({"size": "four"})).await.unwrap();
-    assert!(bad.response["error"].as_str().unwrap().contains("size"), "{bad:?}");
+    let bad = v
+        .call_tool("book", serde_json::json!({"size": "four"}))
+        .await
+        .unwrap();
+    assert!(
+        bad.response["error"].as_str().unwrap().contains("size"),
+        "{bad:?}"
+    );
     assert!(bad.ui_commands.is_empty());
     let unknown = v.call_tool("nope", serde_json::json!({})).await.unwrap();
     assert!(unknown.response["error"].as_str().unwrap().contains("nope"));
