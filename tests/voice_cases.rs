@@ -509,7 +509,7 @@ async fn a_reply_that_only_calls_speaks_nothing_and_files_the_result() {
         "no speech"
     );
     assert_eq!(rig.log.events(), ["show_help"]);
-    let line = line_with(&mut v, &["model=case-2-chat", "hops=1"]).await;
+    let line = line_with(&mut v, &["model=case-2-chat", " hops=1"]).await;
     assert!(line.contains("calls=1 awaited=0 speechless=yes"), "{line}");
     assert!(line.contains("no usage reported"), "{line}");
     rig.server.reply(Reply::new().text("OK.").finish());
@@ -689,7 +689,7 @@ async fn decision_usage_is_summed_over_the_requests_of_a_turn() {
     v.start_silent().await.unwrap();
     let turn = v.user_says("balance?").await.unwrap();
     assert_eq!(turn.unit_texts(), ["Let me check.", "It is 12.50."]);
-    let line = line_with(&mut v, &["model=case-9", "hops="]).await;
+    let line = line_with(&mut v, &["model=case-9", " hops="]).await;
     assert!(line.contains("hops=2 calls=1 awaited=1"), "{line}");
     assert!(line.contains("prompt=30 cached=0 output=7"), "{line}");
     let models: Vec<(Option<u64>, Option<u64>)> = v
@@ -720,4 +720,377 @@ async fn an_unmarked_tool_makes_one_request_per_turn() {
     silent_turn(&mut v, "help", 1).await;
     assert_eq!(rig.log.events(), ["show_help", "open_booking Oslo"]);
     assert_eq!(rig.server.requests().len(), 1);
+}
+
+// ---- needs_result_now, max_tool_hops, ToolChoice ----
+
+/// case 13 and the Decisions row "`max_tool_hops = 0`": never ask again, but the first request
+/// keeps its tools.
+#[tokio::test]
+async fn decision_max_tool_hops_zero_keeps_the_tools_of_the_first_request() {
+    let (rig, mut v) = rig_with(Provider::Chat, "case-13", Plan::Auto, |m| {
+        m.max_tool_hops(0)
+    })
+    .await;
+    rig.server
+        .reply(Reply::new().call("get_balance", json!({})).finish());
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "balance?", 1).await;
+    assert_eq!(rig.log.events(), ["get_balance"], "the marked tool ran");
+    assert_eq!(rig.server.requests().len(), 1, "never asked again");
+    let body = &rig.server.requests()[0].body;
+    assert_eq!(body["tool_choice"], "auto");
+    assert!(
+        body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "get_balance"))
+    );
+}
+
+/// case 14: `respond_with(ToolChoice::None)` sends choice none on every provider; the tools stay
+/// declared.
+#[tokio::test]
+async fn tool_choice_none_is_sent_and_tools_stay_declared() {
+    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+        let (rig, mut v) = rig_with(provider, "case-14", Plan::With(ToolChoice::None), |m| m).await;
+        rig.server.reply(Reply::new().text("Sure.").finish());
+        v.start_silent().await.unwrap();
+        v.user_says("hi").await.unwrap();
+        let body = &rig.server.requests()[0].body;
+        match provider {
+            Provider::Gemini => {
+                assert_eq!(
+                    body["toolConfig"]["functionCallingConfig"]["mode"], "NONE",
+                    "{body}"
+                );
+                assert!(body["tools"][0]["functionDeclarations"].is_array());
+            }
+            Provider::OpenAi | Provider::Chat => {
+                assert_eq!(body["tool_choice"], "none", "{provider:?}");
+                assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+            }
+        }
+    }
+}
+
+/// case 15: `ToolChoice::only` in each provider's form.
+#[tokio::test]
+async fn tool_choice_only_is_each_providers_form() {
+    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+        let (rig, mut v) = rig_with(
+            provider,
+            "case-15",
+            Plan::With(ToolChoice::only("show_help")),
+            |m| m,
+        )
+        .await;
+        rig.server.reply(Reply::new().text("Sure.").finish());
+        v.start_silent().await.unwrap();
+        v.user_says("hi").await.unwrap();
+        let body = &rig.server.requests()[0].body;
+        match provider {
+            Provider::Gemini => assert_eq!(
+                body["toolConfig"]["functionCallingConfig"],
+                json!({"mode": "ANY", "allowedFunctionNames": ["show_help"]})
+            ),
+            Provider::OpenAi => assert_eq!(
+                body["tool_choice"],
+                json!({"type": "function", "name": "show_help"})
+            ),
+            Provider::Chat => assert_eq!(
+                body["tool_choice"],
+                json!({"type": "function", "function": {"name": "show_help"}})
+            ),
+        }
+    }
+}
+
+/// case 16: `only(get_balance)` with `max_tool_hops = 3`: only, only, only, then none.
+#[tokio::test]
+async fn tool_choice_only_holds_until_the_forced_last_request() {
+    logs();
+    let (rig, mut v) = rig_with(
+        Provider::Chat,
+        "case-16",
+        Plan::With(ToolChoice::only("get_balance")),
+        |m| m.max_tool_hops(3),
+    )
+    .await;
+    for _ in 0..3 {
+        rig.server
+            .reply(Reply::new().call("get_balance", json!({})).finish());
+    }
+    rig.server
+        .reply(Reply::new().text("Twelve fifty.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("balance?").await.unwrap();
+    assert_eq!(turn.text(), "Twelve fifty.");
+    let only = json!({"type": "function", "function": {"name": "get_balance"}});
+    let choices: Vec<Value> = rig
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body["tool_choice"].clone())
+        .collect();
+    assert_eq!(choices, [only.clone(), only.clone(), only, json!("none")]);
+    let line = line_with(&mut v, &["model=case-16", " hops="]).await;
+    assert!(line.contains("hops=4 calls=3 awaited=3"), "{line}");
+}
+
+/// case 17: `only(get_balance)` with `max_tool_hops = 1`: the second request is forced to speak.
+#[tokio::test]
+async fn tool_choice_only_with_one_hop_forces_the_second_request_to_speak() {
+    logs();
+    let (rig, mut v) = rig_with(
+        Provider::OpenAi,
+        "case-17",
+        Plan::With(ToolChoice::only("get_balance")),
+        |m| m.max_tool_hops(1),
+    )
+    .await;
+    rig.server
+        .reply(Reply::new().call("get_balance", json!({})).finish());
+    rig.server.reply(Reply::new().text("Twelve.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("balance?").await.unwrap();
+    assert_eq!(turn.text(), "Twelve.");
+    let requests = rig.server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].body["tool_choice"], "none");
+    let line = line_with(&mut v, &["model=case-17", " hops="]).await;
+    assert!(line.contains("hops=2 calls=1 awaited=1"), "{line}");
+    let warning = line_with(&mut v, &["model=case-17", "reached max_tool_hops=1"]).await;
+    assert!(warning.contains("WARN"), "{warning}");
+}
+
+/// case 12 as decided here, and the Decisions row "A call on a request whose tools were off": the
+/// call is not run and is answered with an error the model reads.
+#[tokio::test]
+async fn decision_a_call_on_a_request_whose_tools_were_off_is_not_run() {
+    let (rig, mut v) = rig_with(
+        Provider::Gemini,
+        "case-12",
+        Plan::With(ToolChoice::None),
+        |m| m,
+    )
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening.")
+            .call("open_booking", json!({"city": "Oslo"}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("open it").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert!(
+        rig.log.events().is_empty(),
+        "nothing ran: {:?}",
+        rig.log.events()
+    );
+    let c = contents(&rig.server, 1);
+    assert_eq!(
+        c[1],
+        "model: T(Opening.), C(open_booking {\"city\":\"Oslo\"})"
+    );
+    assert!(
+        c[2].starts_with("user: R(open_booking={\"error\":")
+            && c[2].contains("no tool may be called"),
+        "{c:?}"
+    );
+}
+
+/// case 19: a brain without tools sends no tools: OpenAI's body keys are exactly the five, chat and
+/// Gemini have no tools and no choice.
+#[tokio::test]
+async fn a_brain_without_tools_declares_none() {
+    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+        let server = ModelServer::start(provider).await.unwrap();
+        let base = server.base_url();
+        let mut v = driver(move || Plain {
+            model: Model::new(layer(provider, &base, "case-19", Duration::from_secs(5)))
+                .instruction("Be brief."),
+        })
+        .await;
+        server.reply(Reply::new().text("Hi.").finish());
+        v.start_silent().await.unwrap();
+        assert_eq!(v.user_says("hi").await.unwrap().text(), "Hi.");
+        let body = &server.requests()[0].body;
+        let keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        match provider {
+            Provider::OpenAi => {
+                let mut keys = keys;
+                keys.sort_unstable();
+                assert_eq!(keys, ["input", "instructions", "model", "store", "stream"]);
+            }
+            Provider::Gemini => {
+                assert!(
+                    !keys.contains(&"tools") && !keys.contains(&"toolConfig"),
+                    "{keys:?}"
+                );
+            }
+            Provider::Chat => {
+                assert!(
+                    !keys.contains(&"tools") && !keys.contains(&"tool_choice"),
+                    "{keys:?}"
+                );
+            }
+        }
+    }
+}
+
+// ---- Tool errors, as Rust defines them ----
+
+/// The result the model reads for the first tool call, in request `i` of a chat server.
+fn chat_tool_result(server: &ModelServer, i: usize) -> Value {
+    let m = messages(server, i);
+    let tool = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_else(|| panic!("a tool message: {m}"));
+    serde_json::from_str(tool["content"].as_str().unwrap()).unwrap()
+}
+
+/// Runs one chat turn whose reply is `reply`, then a second turn; gives the first tool result the
+/// second request carries.
+async fn chat_result_of(model: &'static str, reply: Reply) -> (Rig, Voqalize, Value) {
+    let (rig, mut v) = rig(Provider::Chat, model).await;
+    rig.server.reply(reply);
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "go", 1).await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    assert_eq!(
+        v.user_says("and?").await.unwrap().text(),
+        "OK.",
+        "the session goes on"
+    );
+    let result = chat_tool_result(&rig.server, 1);
+    (rig, v, result)
+}
+
+/// case 20: arguments that do not fit the struct: an error result, a warning, a tool step, and the
+/// turn goes on.
+#[tokio::test]
+async fn arguments_that_do_not_fit_are_an_error_result_the_model_reads() {
+    logs();
+    let (rig, v, result) = chat_result_of(
+        "case-20",
+        Reply::new()
+            .call("open_booking", json!({"nights": "x"}))
+            .finish(),
+    )
+    .await;
+    let error = result["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}"));
+    assert!(error.contains("city"), "{error}");
+    assert!(rig.log.events().is_empty(), "the tool did not run");
+    assert_eq!(
+        steps_of(&v, 2)[0],
+        ("tool".to_owned(), "open_booking".to_owned())
+    );
+    assert!(!logs().lines_with("tool open_booking failed: ").is_empty());
+}
+
+/// case 21: a call to a tool that does not exist.
+#[tokio::test]
+async fn an_unknown_tool_is_an_error_result_named_in_its_step() {
+    let (_rig, v, result) =
+        chat_result_of("case-21", Reply::new().call("nope", json!({})).finish()).await;
+    assert_eq!(result, json!({"error": "there is no tool named 'nope'"}));
+    assert_eq!(steps_of(&v, 2)[0], ("tool".to_owned(), "nope".to_owned()));
+}
+
+/// case 22: a tool returning `Err` — its text is the error the model reads.
+#[tokio::test]
+async fn a_tool_returning_err_is_an_error_result_with_its_text() {
+    let (rig, _v, result) =
+        chat_result_of("case-22", Reply::new().call("boom", json!({})).finish()).await;
+    assert_eq!(result, json!({"error": "kaput"}));
+    assert_eq!(rig.log.events(), ["boom"]);
+}
+
+/// case 22 (a panic): a panicking tool is an error result; the session survives.
+#[tokio::test]
+async fn a_panicking_tool_is_an_error_result_and_the_session_goes_on() {
+    let (rig, v, result) =
+        chat_result_of("case-22p", Reply::new().call("crash", json!({})).finish()).await;
+    let error = result["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}"));
+    assert!(error.contains("kaput"), "{error}");
+    assert_eq!(rig.log.events(), ["crash"]);
+    v.assert_clean();
+}
+
+/// case 23: arguments that are not an object, not JSON, or empty.
+#[tokio::test]
+async fn arguments_not_an_object_not_json_or_empty() {
+    let call = |args: &str| {
+        chat_chunk(
+            json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "open_booking", "arguments": args}}]}),
+            Value::Null,
+        )
+    };
+    let end = format!(
+        "{}data: [DONE]\n\n",
+        chat_chunk(json!({}), json!("tool_calls"))
+    );
+    let (_r, _v, array) =
+        chat_result_of("case-23a", Reply::new().raw(&call("[1]")).raw(&end)).await;
+    let error = array["error"].as_str().unwrap_or_else(|| panic!("{array}"));
+    assert!(
+        error.contains("must be a JSON object") && error.contains("[1]"),
+        "{error}"
+    );
+    let (_r, _v, garbage) =
+        chat_result_of("case-23b", Reply::new().raw(&call("not json")).raw(&end)).await;
+    let error = garbage["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{garbage}"));
+    assert!(error.contains("not valid JSON"), "{error}");
+    // An empty string is `{}`: the struct then misses its field (not a JSON error).
+    let (_r, _v, empty) = chat_result_of("case-23c", Reply::new().raw(&call("")).raw(&end)).await;
+    let error = empty["error"].as_str().unwrap_or_else(|| panic!("{empty}"));
+    assert!(error.contains("city") && !error.contains("JSON"), "{error}");
+}
+
+/// case 24: Gemini sends integers as floats: `3.0` is 3; a number for a string is an error.
+#[tokio::test]
+async fn gemini_integral_floats_are_integers_and_a_wrong_type_is_an_error() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-24").await;
+    rig.server.reply(
+        Reply::new()
+            .call("repeat", json!({"name": "ab", "count": 3.0}))
+            .call("repeat", json!({"name": 5, "count": 1}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "repeat", 1).await;
+    assert_eq!(rig.log.events(), ["repeat ab 3"]);
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("and?").await.unwrap();
+    let c = contents(&rig.server, 1);
+    assert!(
+        c[2].starts_with("user: R(repeat={\"result\":\"ababab\"}), R(repeat={\"error\":"),
+        "{c:?}"
+    );
+}
+
+/// case 29: a tool returning nothing is `{"result": null}`.
+#[tokio::test]
+async fn a_tool_returning_nothing_is_a_null_result() {
+    let (_rig, _v, result) =
+        chat_result_of("case-29", Reply::new().call("nothing", json!({})).finish()).await;
+    assert_eq!(result, json!({"result": null}));
 }
