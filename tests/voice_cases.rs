@@ -70,6 +70,7 @@ struct Reserve {
 enum Plan {
     Auto,
     With(ToolChoice),
+    /// A line on the first turn (then maybe the model); the model on every later turn.
     Line {
         line: &'static str,
         remember: bool,
@@ -82,6 +83,7 @@ struct Clerk {
     log: Arc<Log>,
     release: Arc<Notify>,
     plan: Plan,
+    turns: std::sync::atomic::AtomicUsize,
 }
 
 impl ModelBrain for Clerk {
@@ -90,7 +92,9 @@ impl ModelBrain for Clerk {
     }
 
     async fn respond(&self, turn: &mut Turn) -> BrainResult {
+        let first = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
         match &self.plan {
+            Plan::Line { .. } if !first => self.model.respond(self, turn).await,
             Plan::Auto => self.model.respond(self, turn).await,
             Plan::With(choice) => self.model.respond_with(self, turn, choice.clone()).await,
             Plan::Line {
@@ -270,6 +274,7 @@ async fn rig_full(
         log: l.clone(),
         release: n.clone(),
         plan: plan.clone(),
+        turns: Default::default(),
     })
     .await;
     (
@@ -1093,4 +1098,354 @@ async fn a_tool_returning_nothing_is_a_null_result() {
     let (_rig, _v, result) =
         chat_result_of("case-29", Reply::new().call("nothing", json!({})).finish()).await;
     assert_eq!(result, json!({"result": null}));
+}
+
+// ---- Calls written as text ----
+
+/// case 30 (OpenAI): a call written as text is never spoken, the retry carries the note, the turn
+/// line counts two requests and no call.
+#[tokio::test]
+async fn a_call_written_as_text_on_openai_is_retried_once_and_logged() {
+    logs();
+    let (rig, mut v) = rig(Provider::OpenAi, "case-30").await;
+    rig.server
+        .reply(Reply::new().text("functions.show_help({})").finish());
+    rig.server.reply(Reply::new().text("Here it is.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("help").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Here it is."]);
+    assert_eq!(
+        input_kinds(&rig.server, 1),
+        ["user", "user"],
+        "the user, then the note"
+    );
+    let line = line_with(&mut v, &["model=case-30", " hops="]).await;
+    assert!(line.contains("hops=2 calls=0"), "{line}");
+    line_with(&mut v, &["model=case-30", "asking once more"]).await;
+}
+
+/// case 31: a call written as text after speech began: the words before it are spoken and the
+/// unit ends there; the retry reads them; the real call then runs.
+#[tokio::test]
+async fn a_call_written_as_text_mid_speech_keeps_the_words_before_it() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "case-31").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening it now. ")
+            .text("{\"name\": \"open_booking\"}")
+            .finish(),
+    );
+    rig.server.reply(
+        Reply::new()
+            .call("open_booking", json!({"city": "Rome"}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = silent_turn(&mut v, "book Rome", 2).await;
+    let texts: Vec<String> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| u.text())
+        .collect();
+    assert_eq!(texts, ["Opening it now. "]);
+    assert_eq!(rig.log.events(), ["open_booking Rome"]);
+    let retry = contents(&rig.server, 1);
+    assert_eq!(retry.len(), 3, "{retry:?}");
+    assert_eq!(retry[1], "model: T(Opening it now. )");
+    assert!(retry[2].starts_with("user: T("), "the note: {retry:?}");
+    line_with(&mut v, &["model=case-31", "after speech began"]).await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 2),
+        [
+            "user: T(book Rome)",
+            "model: T(Opening it now. )",
+            "model: C(open_booking {\"city\":\"Rome\"})",
+            "user: R(open_booking={\"result\":\"ok\"})",
+            "user: T(next)"
+        ]
+    );
+}
+
+/// case 32: a malformed finish with nothing, twice: two warnings, no speech, the history keeps
+/// only the user.
+#[tokio::test]
+async fn a_malformed_finish_twice_ends_the_turn_silently() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "case-32").await;
+    rig.server.reply(Reply::new().malformed());
+    rig.server.reply(Reply::new().malformed());
+    v.start_silent().await.unwrap();
+    let turn = silent_turn(&mut v, "go", 2).await;
+    assert_eq!(v.units().filter(|u| u.turn_id == turn).count(), 0);
+    let line = line_with(&mut v, &["model=case-32", " hops="]).await;
+    assert!(
+        line.contains("hops=2 calls=0 awaited=0 speechless=yes"),
+        "{line}"
+    );
+    line_with(&mut v, &["model=case-32", "asking once more"]).await;
+    line_with(
+        &mut v,
+        &["model=case-32", "again; the turn ends without it"],
+    )
+    .await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(contents(&rig.server, 2), ["user: T(go), T(next)"]);
+}
+
+/// case 33: a word that starts like a call name is held, then spoken whole.
+#[tokio::test]
+async fn a_held_opening_is_spoken_once_it_is_plainly_words() {
+    let (rig, mut v) = rig(Provider::Chat, "case-33").await;
+    rig.server
+        .reply(Reply::new().text("Tool").text("s are ready.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("status").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Tools are ready."]);
+    assert_eq!(rig.server.requests().len(), 1, "no retry");
+}
+
+/// case 34: a word that could begin a call is held only as long as needed.
+#[tokio::test]
+async fn a_possible_call_prefix_is_released_in_pieces() {
+    let (rig, mut v) = rig(Provider::Chat, "case-34").await;
+    rig.server
+        .reply(Reply::new().text("Say default").text(" value.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("say").await.unwrap();
+    assert_eq!(turn.units.len(), 1);
+    assert_eq!(turn.units[0].chunks, ["Say ", "default", " value."]);
+}
+
+/// case 35: a code fence opening followed by a real call: nothing spoken, the call runs, no retry.
+#[tokio::test]
+async fn a_code_fence_before_a_real_call_is_stripped_without_retry() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-35").await;
+    rig.server.reply(
+        Reply::new()
+            .text("```tool_code")
+            .call("show_help", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = silent_turn(&mut v, "help", 1).await;
+    assert_eq!(v.units().filter(|u| u.turn_id == turn).count(), 0);
+    assert_eq!(rig.log.events(), ["show_help"]);
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(rig.server.requests().len(), 2, "no retry");
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(help)",
+            "model: C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(next)"
+        ]
+    );
+}
+
+/// case 36: a brace that turns out to be plain JSON text (no call key) is spoken.
+#[tokio::test]
+async fn a_brace_without_a_call_key_is_spoken() {
+    let (rig, mut v) = rig(Provider::OpenAi, "case-36").await;
+    rig.server
+        .reply(Reply::new().text("{").text("\"city\": \"Paris\"}").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("json").await.unwrap();
+    assert_eq!(turn.text(), "{\"city\": \"Paris\"}");
+    assert_eq!(rig.server.requests().len(), 1);
+}
+
+/// case 37: words then a malformed finish: the words are spoken and the turn asks once more.
+#[tokio::test]
+async fn words_then_a_malformed_finish_are_spoken_and_retried_once() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-37").await;
+    rig.server.reply(Reply::new().text("Hello").malformed());
+    rig.server.reply(Reply::new().text("There.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("hi").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Hello", "There."]);
+    assert_eq!(rig.server.requests().len(), 2);
+}
+
+// ---- Heard truth, say_line, notes ----
+
+/// case 39: heard truth cuts the text of a model turn and keeps its call and results.
+#[tokio::test]
+async fn heard_truth_cuts_the_text_and_keeps_the_call_and_its_result() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-39").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening")
+            .text(" it now.")
+            .call("open_booking", json!({"city": "Paris"}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("book Paris").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    events(&mut v, &rig.log, |e| !e.is_empty()).await;
+    v.finalize(unit, "Opening it").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(book Paris)",
+            "model: T(Opening it), C(open_booking {\"city\":\"Paris\"})",
+            "user: R(open_booking={\"result\":\"ok\"})",
+            "user: T(next)"
+        ]
+    );
+}
+
+/// case 42 and the Decisions row "Thoughts": nothing heard of `[thought, text, call]` leaves
+/// `[thought, call]`, the thought untouched.
+#[tokio::test]
+async fn decision_thoughts_survive_heard_truth_that_removes_the_text() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-42").await;
+    rig.server.reply(
+        Reply::new()
+            .raw(&gem_chunk(json!([
+                {"text": "Weighing.", "thought": true, "thoughtSignature": "c2ln"},
+                {"text": "A. "},
+                {"functionCall": {"id": "c1", "name": "show_help", "args": {}}}
+            ])))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("help").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    events(&mut v, &rig.log, |e| !e.is_empty()).await;
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        v.units().find(|u| u.speech_id == unit).unwrap().text(),
+        "A. "
+    );
+    v.finalize(unit, "").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(help)",
+            "model: Th(Weighing.)+sig, C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(next)"
+        ]
+    );
+}
+
+/// case 43: `["A. ", call, "B."]` heard "A. B" is `["A. B", call]`.
+#[tokio::test]
+async fn heard_truth_across_a_call_puts_the_heard_words_first() {
+    let (rig, mut v) = rig(Provider::Chat, "case-43").await;
+    rig.server.reply(
+        Reply::new()
+            .text("A. ")
+            .call("show_help", json!({}))
+            .text("B.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("go").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    v.finalize(unit, "A. B").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let m = messages(&rig.server, 1);
+    assert_eq!(m[2]["role"], "assistant");
+    assert_eq!(m[2]["content"], "A. B");
+    assert_eq!(m[2]["tool_calls"][0]["function"]["name"], "show_help");
+    assert_eq!(m[3]["role"], "tool");
+}
+
+/// case 45: a line not remembered is spoken but never read by the model; the model's own words
+/// heard as nothing are removed.
+#[tokio::test]
+async fn a_line_not_remembered_is_never_read_by_the_model() {
+    let (rig, mut v) = rig_with(
+        Provider::Gemini,
+        "case-45",
+        Plan::Line {
+            line: "One moment.",
+            remember: false,
+            then: true,
+        },
+        |m| m,
+    )
+    .await;
+    rig.server.reply(Reply::new().text("Done.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("go").await.unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .filter(|u| u.turn_id == turn && u.ended)
+            .count()
+            == 2)
+            .await
+            .unwrap()
+    );
+    let units: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    assert_eq!(units[0].1, "One moment.");
+    assert_eq!(units[1].1, "Done.");
+    assert_eq!(
+        contents(&rig.server, 0),
+        ["user: T(go)"],
+        "the line is not in the request"
+    );
+    v.finalize(units[0].0, "One moment.").await.unwrap();
+    v.finalize(units[1].0, "").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(contents(&rig.server, 1), ["user: T(go), T(next)"]);
+}
+
+/// case 46: a remembered line is the model's words, cut to what was heard.
+#[tokio::test]
+async fn a_remembered_line_is_history_cut_to_what_was_heard() {
+    let (rig, mut v) = rig_with(
+        Provider::OpenAi,
+        "case-46",
+        Plan::Line {
+            line: "Which trip?",
+            remember: true,
+            then: false,
+        },
+        |m| m,
+    )
+    .await;
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("my trip").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    v.finalize(unit, "Which").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("Lisbon").await.unwrap();
+    let input = &rig.server.requests()[0].body["input"];
+    assert_eq!(input_kinds(&rig.server, 0), ["user", "assistant", "user"]);
+    assert_eq!(input[1]["content"].to_string().matches("Which").count(), 1);
+    assert!(!input[1]["content"].to_string().contains("trip"), "{input}");
 }
