@@ -1449,3 +1449,369 @@ async fn a_remembered_line_is_history_cut_to_what_was_heard() {
     assert_eq!(input[1]["content"].to_string().matches("Which").count(), 1);
     assert!(!input[1]["content"].to_string().contains("trip"), "{input}");
 }
+
+/// case 48: a note outside a turn (from an app event) is one user turn the next request reads;
+/// heard truth never rewrites it.
+#[tokio::test]
+async fn a_note_outside_a_turn_is_read_by_the_next_request() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-48").await;
+    rig.server.reply(Reply::new().text("Hello.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("hi").await.unwrap();
+    v.send_ui_event("menu", json!({})).await.unwrap();
+    v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+        .await
+        .unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("and?").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(hi)",
+            "model: T(Hello.)",
+            "user: T((They opened the menu.)), T(and?)"
+        ]
+    );
+}
+
+// ---- Barge-in and errors ----
+
+/// case 49: a cut mid-stream keeps what was heard; the request is still reported.
+#[tokio::test]
+async fn a_cut_mid_stream_keeps_the_heard_words_and_reports_the_request() {
+    logs();
+    let (rig, mut v) = rig(Provider::OpenAi, "case-49").await;
+    let (reply, gate) = Reply::new().text("First sentence. ").pause();
+    rig.server.reply(reply.text("Second sentence.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("talk").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "First sen").await.unwrap();
+    gate.release();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("wait").await.unwrap();
+    let input = &rig.server.requests()[1].body["input"];
+    assert_eq!(input_kinds(&rig.server, 1), ["user", "assistant", "user"]);
+    assert!(
+        input[1]["content"].to_string().contains("\"First sen\""),
+        "{input}"
+    );
+    assert!(
+        v.turn_steps()
+            .iter()
+            .any(|s| s.turn_id == turn && s.kind == "model"),
+        "the cut request is reported"
+    );
+    line_with(&mut v, &["model=case-49", " hops=1"]).await;
+    assert!(
+        !v.units()
+            .any(|u| u.turn_id == turn && u.text().contains("Second"))
+    );
+}
+
+/// case 52: a cut while the opening word is held: no unit ever opened, nothing in the history.
+#[tokio::test]
+async fn a_cut_while_the_opening_is_held_leaves_nothing() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "case-52").await;
+    let (reply, gate) = Reply::new().text("Tool").pause();
+    rig.server.reply(reply.text("s are ready.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("status").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        v.units().filter(|u| u.turn_id == turn).count(),
+        0,
+        "the opening is held"
+    );
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    gate.release();
+    let line = line_with(&mut v, &["model=case-52", " hops="]).await;
+    assert!(line.contains("speechless=yes"), "{line}");
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("again").await.unwrap();
+    assert_eq!(contents(&rig.server, 1), ["user: T(status), T(again)"]);
+}
+
+/// case 54 and the Decisions row "Stream assembly": an unparseable chunk ends the turn with a
+/// logged error; what was said stays said and in the history.
+#[tokio::test]
+async fn decision_an_unparseable_chunk_ends_the_turn_with_a_logged_error() {
+    logs();
+    let (rig, mut v) = rig(Provider::Chat, "case-54").await;
+    rig.server
+        .reply(Reply::new().text("Hello ").raw("data: {not json\n\n"));
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("hi").await.unwrap();
+    assert_eq!(turn.text(), "Hello ");
+    line_with(&mut v, &["model=case-54", "request failed"]).await;
+    assert!(
+        v.turn_steps()
+            .iter()
+            .any(|s| s.turn_id == turn.turn_id && s.kind == "model")
+    );
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("and?").await.unwrap();
+    let m = messages(&rig.server, 1);
+    assert_eq!(m[2], json!({"role": "assistant", "content": "Hello "}));
+}
+
+/// case 55: an HTTP error before any chunk: no retry for a 4xx, a model step with no output and
+/// no counts, the turn line shows nothing opened or spoken.
+#[tokio::test]
+async fn an_http_error_before_any_chunk_is_reported_without_output() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "case-55").await;
+    rig.server.reply(Reply::status(
+        401,
+        json!({"error": {"code": 401, "message": "bad key", "status": "UNAUTHENTICATED"}}),
+    ));
+    v.start_silent().await.unwrap();
+    let turn = silent_turn(&mut v, "hi", 1).await;
+    assert_eq!(rig.server.requests().len(), 1, "a 4xx is not retried");
+    let step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.turn_id == turn && s.kind == "model")
+        .cloned()
+        .unwrap();
+    assert_eq!(step.first_output_ms, None);
+    assert!(step.counts.is_empty(), "{:?}", step.counts);
+    let line = line_with(&mut v, &["model=case-55", " hops="]).await;
+    assert!(line.contains("open=none speak=none"), "{line}");
+    let error = line_with(&mut v, &["model=case-55", "request failed"]).await;
+    assert!(
+        error.contains("401") && error.contains("bad key"),
+        "{error}"
+    );
+}
+
+/// case 56: a Gemini SAFETY finish with no content is a silent turn without retry; a blocked
+/// prompt too, with its usage still counted.
+#[tokio::test]
+async fn a_gemini_safety_stop_or_blocked_prompt_is_a_silent_turn() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "case-56").await;
+    rig.server.reply(Reply::new().raw(&gem_raw(
+        json!({"candidates": [{"finishReason": "SAFETY", "index": 0}]}),
+    )));
+    rig.server.reply(Reply::new().raw(&gem_raw(json!({
+        "promptFeedback": {"blockReason": "SAFETY"},
+        "usageMetadata": {"promptTokenCount": 7}
+    }))));
+    v.start_silent().await.unwrap();
+    let first = silent_turn(&mut v, "bad", 1).await;
+    assert_eq!(rig.server.requests().len(), 1, "no retry");
+    let second = silent_turn(&mut v, "worse", 1).await;
+    assert_eq!(rig.server.requests().len(), 2, "no retry");
+    assert_eq!(v.units().filter(|u| u.turn_id >= first).count(), 0);
+    let step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.turn_id == second && s.kind == "model")
+        .cloned()
+        .unwrap();
+    assert_eq!(step.counts.get("input_tokens"), Some(&7));
+    assert!(
+        logs().lines_with("model=case-56 provider=").is_empty(),
+        "no error logged"
+    );
+}
+
+/// case 57: OpenAI `response.incomplete` finishes the reply normally, with its usage.
+#[tokio::test]
+async fn openai_incomplete_finishes_normally_with_usage() {
+    let (rig, mut v) = rig(Provider::OpenAi, "case-57").await;
+    rig.server
+        .reply(Reply::new().text("Cut short").raw(&oai_event(
+            "response.incomplete",
+            json!({"response": {"id": "resp_1", "status": "incomplete",
+                "incomplete_details": {"reason": "max_output_tokens"}, "output": [],
+                "usage": {"input_tokens": 9, "output_tokens": 2}}}),
+        )));
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("go").await.unwrap();
+    assert_eq!(turn.text(), "Cut short");
+    let step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.turn_id == turn.turn_id && s.kind == "model")
+        .cloned()
+        .unwrap();
+    assert_eq!(step.counts.get("input_tokens"), Some(&9));
+    assert_eq!(step.counts.get("output_tokens"), Some(&2));
+}
+
+/// case 58: OpenAI `response.failed` and an `error` event end the turn with a logged error that
+/// carries the provider's message; the session goes on.
+#[tokio::test]
+async fn openai_failed_and_error_events_are_logged_errors() {
+    logs();
+    let (rig, mut v) = rig(Provider::OpenAi, "case-58").await;
+    rig.server.reply(Reply::new().raw(&oai_event(
+        "response.failed",
+        json!({"response": {"id": "resp_1", "status": "failed",
+            "error": {"code": "server_error", "message": "The model broke"}}}),
+    )));
+    rig.server.reply(Reply::new().raw(&oai_event(
+        "error",
+        json!({"code": "rate_limit_exceeded", "message": "Rate limit reached", "param": null}),
+    )));
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "one", 1).await;
+    let failed = line_with(&mut v, &["model=case-58", "response failed"]).await;
+    assert!(failed.contains("The model broke"), "{failed}");
+    silent_turn(&mut v, "two", 1).await;
+    let error = line_with(&mut v, &["model=case-58", "stream error"]).await;
+    assert!(error.contains("Rate limit reached"), "{error}");
+    rig.server.reply(Reply::new().text("Back.").finish());
+    assert_eq!(v.user_says("three").await.unwrap().text(), "Back.");
+}
+
+/// case 59: with steps off, no TurnStep is sent; the turn line is unchanged.
+#[tokio::test]
+async fn with_steps_off_no_turn_step_is_sent() {
+    logs();
+    let (rig, mut v) = rig_with(Provider::Chat, "case-59", Plan::Auto, |m| {
+        m.report_steps(false)
+    })
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .text("Sure.")
+            .call("show_help", json!({}))
+            .finish()
+            .usage(3, 1),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("help").await.unwrap();
+    assert!(v.turn_steps().is_empty(), "{:?}", v.turn_steps());
+    let line = line_with(&mut v, &["model=case-59", " hops="]).await;
+    assert!(
+        line.contains("hops=1 calls=1") && line.contains("prompt=3"),
+        "{line}"
+    );
+}
+
+/// The Decisions row "Timeouts": no first byte in time ends the turn with a logged error and a
+/// `model` step; the session goes on.
+#[tokio::test]
+async fn decision_timeouts_no_first_byte_ends_the_turn_and_the_session_goes_on() {
+    logs();
+    let (rig, mut v) = rig_full(
+        Provider::Gemini,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            layer(
+                Provider::Gemini,
+                base,
+                "decision-timeouts",
+                Duration::from_millis(200),
+            )
+        },
+    )
+    .await;
+    let (reply, gate) = Reply::new().pause();
+    rig.server.reply(reply.text("Late.").finish());
+    v.start_silent().await.unwrap();
+    let turn = silent_turn(&mut v, "hi", 1).await;
+    gate.release();
+    let error = line_with(&mut v, &["model=decision-timeouts", "request failed"]).await;
+    assert!(error.contains("sent nothing within"), "{error}");
+    assert!(
+        v.turn_steps()
+            .iter()
+            .any(|s| s.turn_id == turn && s.kind == "model")
+    );
+    assert_eq!(v.units().filter(|u| u.turn_id == turn).count(), 0);
+    rig.server.reply(Reply::new().text("Here.").finish());
+    assert_eq!(v.user_says("hello?").await.unwrap().text(), "Here.");
+}
+
+/// The Decisions row "User options": options cannot override what the SDK builds; a clash is an
+/// error at construction, and an allowed option reaches the body.
+#[tokio::test]
+async fn decision_user_options_cannot_override_the_sdks_context() {
+    let url = "http://127.0.0.1:9/v1";
+    assert!(
+        OpenAi::new("k", "m")
+            .base_url(url)
+            .option("store", json!(true))
+            .build()
+            .is_err()
+    );
+    assert!(
+        OpenAi::new("k", "m")
+            .base_url(url)
+            .option("stream", json!(false))
+            .build()
+            .is_err()
+    );
+    assert!(
+        OpenAi::new("k", "m")
+            .base_url(url)
+            .option("input", json!([]))
+            .build()
+            .is_err()
+    );
+    assert!(
+        Chat::new(url, "m")
+            .option("stream", json!(false))
+            .build()
+            .is_err()
+    );
+    assert!(
+        Chat::new(url, "m")
+            .option("messages", json!([]))
+            .build()
+            .is_err()
+    );
+    assert!(
+        Gemini::new("k")
+            .base_url("http://127.0.0.1:9")
+            .option("contents", json!([]))
+            .build()
+            .is_err()
+    );
+    let (rig, mut v) = rig_full(
+        Provider::OpenAi,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            OpenAi::new("k", "decision-options")
+                .base_url(base)
+                .option("temperature", json!(0.25))
+                .build()
+                .unwrap()
+                .into()
+        },
+    )
+    .await;
+    rig.server.reply(Reply::new().text("Hi.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("hi").await.unwrap();
+    let body = &rig.server.requests()[0].body;
+    assert_eq!(body["temperature"], 0.25);
+    assert_eq!(body["store"], false);
+    assert_eq!(body["stream"], true);
+}
