@@ -1815,3 +1815,322 @@ async fn decision_user_options_cannot_override_the_sdks_context() {
     assert_eq!(body["store"], false);
     assert_eq!(body["stream"], true);
 }
+
+// ---- Provider wire checks ----
+
+/// case 60: the Gemini request: the system instruction, every declaration in one tools entry, the
+/// minimal thinking level, a signature replayed verbatim, and each response matching its call's
+/// id and name in a user content.
+#[tokio::test]
+async fn gemini_request_carries_its_context_as_the_api_wants_it() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-60").await;
+    rig.server.reply(
+        Reply::new()
+            .raw(&gem_chunk(json!([
+                {"text": "Opening.", "thoughtSignature": "c2lnLTI="},
+                {"functionCall": {"id": "fc-7", "name": "open_booking", "args": {"city": "Oslo"}}}
+            ])))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("book").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let r = &rig.server.requests()[1];
+    assert!(
+        r.target
+            .starts_with("/v1beta/models/case-60:streamGenerateContent?alt=sse")
+            || r.target
+                .contains("/models/case-60:streamGenerateContent?alt=sse"),
+        "{}",
+        r.target
+    );
+    assert_eq!(r.header("x-goog-api-key"), Some("test-key"));
+    let body = &r.body;
+    assert_eq!(
+        body["systemInstruction"]["parts"],
+        json!([{"text": "Be brief."}])
+    );
+    assert!(
+        body["systemInstruction"].get("role").is_none()
+            || body["systemInstruction"]["role"] == "user",
+        "{}",
+        body["systemInstruction"]
+    );
+    let tools = body["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "one tools entry: {tools:?}");
+    assert_eq!(
+        tools[0]["functionDeclarations"].as_array().unwrap().len(),
+        11
+    );
+    assert_eq!(
+        body["generationConfig"]["thinkingConfig"]["thinkingLevel"]
+            .as_str()
+            .map(str::to_ascii_uppercase)
+            .as_deref(),
+        Some("MINIMAL")
+    );
+    let model = &body["contents"][1];
+    assert_eq!(model["role"], "model");
+    assert_eq!(
+        model["parts"][0],
+        json!({"text": "Opening.", "thoughtSignature": "c2lnLTI="})
+    );
+    let results = &body["contents"][2];
+    assert_eq!(results["role"], "user");
+    assert_eq!(results["parts"][0]["functionResponse"]["id"], "fc-7");
+    assert_eq!(
+        results["parts"][0]["functionResponse"]["name"],
+        "open_booking"
+    );
+}
+
+/// case 61: Gemini usage with cached and thought tokens, and with the prompt only.
+#[tokio::test]
+async fn gemini_usage_maps_cached_and_thought_tokens() {
+    let (rig, mut v) = rig(Provider::Gemini, "case-61").await;
+    rig.server.reply(Reply::new().raw(&gem_raw(json!({
+        "candidates": [{"content": {"parts": [{"text": "Hi."}], "role": "model"},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 80, "candidatesTokenCount": 2,
+            "thoughtsTokenCount": 7, "cachedContentTokenCount": 64}
+    }))));
+    rig.server.reply(Reply::new().raw(&gem_raw(json!({
+        "candidates": [{"content": {"parts": [{"text": "Yo."}], "role": "model"},
+            "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 5}
+    }))));
+    v.start_silent().await.unwrap();
+    let a = v.user_says("hi").await.unwrap().turn_id;
+    let b = v.user_says("yo").await.unwrap().turn_id;
+    let counts = |turn: u64| {
+        v.turn_steps()
+            .iter()
+            .find(|s| s.turn_id == turn && s.kind == "model")
+            .map(|s| s.counts.clone())
+            .unwrap()
+    };
+    let first = counts(a);
+    assert_eq!(first.get("input_tokens"), Some(&80));
+    assert_eq!(first.get("cached_input_tokens"), Some(&64));
+    assert_eq!(first.get("output_tokens"), Some(&2));
+    assert_eq!(first.get("reasoning_tokens"), Some(&7));
+    let second = counts(b);
+    assert_eq!(second.get("input_tokens"), Some(&5));
+    assert!(
+        second.get("output_tokens").is_none_or(|o| *o == 0),
+        "{second:?}"
+    );
+}
+
+/// case 62: the OpenAI request: no stored state, instructions, flat tools with `strict: false`;
+/// with reasoning on, its effort and the encrypted content.
+#[tokio::test]
+async fn openai_request_is_stateless_with_flat_tools() {
+    let (rig, mut v) = rig_full(
+        Provider::OpenAi,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            OpenAi::new("test-key", "case-62")
+                .base_url(base)
+                .reasoning("low")
+                .build()
+                .unwrap()
+                .into()
+        },
+    )
+    .await;
+    rig.server.reply(Reply::new().text("Hi.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("hi").await.unwrap();
+    let r = &rig.server.requests()[0];
+    assert_eq!(r.target, "/v1/responses");
+    assert_eq!(r.header("authorization"), Some("Bearer test-key"));
+    let body = &r.body;
+    assert_eq!(body["store"], false);
+    assert!(body.get("previous_response_id").is_none());
+    assert_eq!(body["instructions"], "Be brief.");
+    assert_eq!(body["reasoning"], json!({"effort": "low"}));
+    assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+    let open = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "open_booking")
+        .unwrap();
+    assert_eq!(open["type"], "function");
+    assert_eq!(open["strict"], false);
+    assert_eq!(open["parameters"]["properties"]["city"]["type"], "string");
+}
+
+/// case 63: OpenAI input from a model turn: text, call, text become assistant, function_call,
+/// assistant in order; a reasoning-only turn is not replayed.
+#[tokio::test]
+async fn openai_input_keeps_the_order_of_a_model_turn() {
+    let (rig, mut v) = rig(Provider::OpenAi, "case-63").await;
+    rig.server
+        .reply(Reply::new().thought("only thinking").finish());
+    rig.server.reply(
+        Reply::new()
+            .text("A. ")
+            .call("show_help", json!({}))
+            .text("B.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "think", 1).await;
+    let turn = v.send_user_message("go").await.unwrap();
+    // Heard in full, but as two separate finalizes would not apply: finalize the one unit.
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| u.turn_id == turn && u.ended))
+            .await
+            .unwrap()
+    );
+    finalize_all(&mut v, turn).await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        input_kinds(&rig.server, 2),
+        [
+            "user",
+            "user",
+            "assistant",
+            "function_call",
+            "function_call_output",
+            "user"
+        ],
+        "{}",
+        rig.server.requests()[2].body["input"]
+    );
+}
+
+/// case 64: OpenAI usage details: cached input, and output net of reasoning.
+#[tokio::test]
+async fn openai_usage_splits_reasoning_from_output() {
+    logs();
+    let (rig, mut v) = rig(Provider::OpenAi, "case-64").await;
+    rig.server.reply(Reply::new().text("Hi.").raw(&oai_completed(json!({
+        "input_tokens": 200, "input_tokens_details": {"cached_tokens": 128, "cache_write_tokens": 0},
+        "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 12}, "total_tokens": 240
+    }))));
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("hi").await.unwrap();
+    let counts = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.turn_id == turn.turn_id && s.kind == "model")
+        .map(|s| s.counts.clone())
+        .unwrap();
+    let expected: std::collections::BTreeMap<String, u64> = [
+        ("input_tokens", 200),
+        ("cached_input_tokens", 128),
+        ("cache_write_tokens", 0),
+        ("output_tokens", 28),
+        ("reasoning_tokens", 12),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(counts, expected);
+    let line = line_with(&mut v, &["model=case-64", " hops="]).await;
+    assert!(line.contains("output=28 thoughts=12"), "{line}");
+}
+
+/// case 65: chat text deltas are spoken as they come; a call without id or arguments gets
+/// `call_0` and `{}`; usage comes from the final chunk with no choices; calls run after the end.
+#[tokio::test]
+async fn chat_stream_fills_in_a_missing_id_and_arguments() {
+    let (rig, mut v) = rig(Provider::Chat, "case-65").await;
+    let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "m", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2,
+        "total_tokens": 6}});
+    rig.server.reply(
+        Reply::new()
+            .text("One ")
+            .text("two.")
+            .raw(&chat_chunk(
+                json!({"tool_calls": [{"index": 0, "type": "function",
+                    "function": {"name": "show_help"}}]}),
+                Value::Null,
+            ))
+            .raw(&chat_chunk(json!({}), json!("tool_calls")))
+            .raw(&format!("data: {usage}\n\ndata: [DONE]\n\n")),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("go").await.unwrap();
+    assert_eq!(turn.units[0].chunks, ["One ", "two."]);
+    assert_eq!(rig.log.events(), ["show_help"]);
+    let step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.turn_id == turn.turn_id && s.kind == "model")
+        .cloned()
+        .unwrap();
+    assert_eq!(step.counts.get("input_tokens"), Some(&4));
+    assert_eq!(step.counts.get("output_tokens"), Some(&2));
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let m = messages(&rig.server, 1);
+    assert_eq!(m[2]["tool_calls"][0]["id"], "call_0");
+    assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert_eq!(m[3]["tool_call_id"], "call_0");
+}
+
+/// case 66: chat messages: text before and after a call is one assistant message with its
+/// `tool_calls`; results are `role: tool`; an empty instruction sends no system message.
+#[tokio::test]
+async fn chat_messages_merge_text_around_a_call_and_omit_an_empty_system() {
+    let (rig, mut v) = rig_with(Provider::Chat, "case-66", Plan::Auto, |m| {
+        m.instruction("  ")
+    })
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .text("A. ")
+            .call("show_help", json!({}))
+            .text("B.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("go").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let m = messages(&rig.server, 1);
+    let roles: Vec<&str> = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "user"]);
+    assert_eq!(m[1]["content"], "A. B.");
+    assert_eq!(m[1]["tool_calls"].as_array().unwrap().len(), 1);
+}
+
+/// case 67: the provider a chat model's route names, in its steps.
+#[tokio::test]
+async fn chat_steps_name_the_provider_the_route_names() {
+    for (model, provider) in [
+        ("gemini/x", "google"),
+        ("vertex_ai/x", "google"),
+        ("azure/x", "microsoft"),
+        ("bedrock/x", "amazon"),
+        ("openai/responses/x", "openai"),
+    ] {
+        let (rig, mut v) = rig(Provider::Chat, model).await;
+        rig.server.reply(Reply::new().text("Hi.").finish());
+        v.start_silent().await.unwrap();
+        let turn = v.user_says("hi").await.unwrap();
+        let step = v
+            .turn_steps()
+            .iter()
+            .find(|s| s.turn_id == turn.turn_id && s.kind == "model")
+            .cloned()
+            .unwrap();
+        assert_eq!(step.provider, provider, "{model}");
+        assert_eq!(step.name, model);
+    }
+}
