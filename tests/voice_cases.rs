@@ -2134,3 +2134,357 @@ async fn chat_steps_name_the_provider_the_route_names() {
         assert_eq!(step.name, model);
     }
 }
+
+// ---- Decisions for voqalize-rs ----
+
+/// Every node of a JSON value, with its path.
+fn walk<'a>(value: &'a Value, path: String, out: &mut Vec<(String, &'a Value)>) {
+    out.push((path.clone(), value));
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                walk(v, format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                walk(v, format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The tools each provider declared in its first request, as (name, parameters).
+async fn declared(provider: Provider) -> Vec<(String, Value)> {
+    let (rig, mut v) = rig(provider, "decision-schemas").await;
+    rig.server.reply(Reply::new().text("Hi.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("hi").await.unwrap();
+    let body = rig.server.requests()[0].body.clone();
+    match provider {
+        Provider::Gemini => body["tools"][0]["functionDeclarations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().unwrap().to_owned(),
+                    d.get("parameters").cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect(),
+        Provider::OpenAi => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().unwrap().to_owned(),
+                    d["parameters"].clone(),
+                )
+            })
+            .collect(),
+        Provider::Chat => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["function"]["name"].as_str().unwrap().to_owned(),
+                    d["function"]["parameters"].clone(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Decisions row "Tool arguments": the argument struct is the parameter object on every provider,
+/// and the call's arguments are flat; a tool without argument has no parameters on Gemini and an
+/// empty object elsewhere.
+#[tokio::test]
+async fn decision_tool_arguments_are_the_flat_parameter_object_everywhere() {
+    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+        let tools = declared(provider).await;
+        let params = |name: &str| tools.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        let open = params("open_booking");
+        assert_eq!(
+            open["type"]
+                .as_str()
+                .map(str::to_ascii_lowercase)
+                .as_deref(),
+            Some("object"),
+            "{provider:?}"
+        );
+        assert_eq!(
+            open["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["city"],
+            "{provider:?}: flat, not under a parameter name"
+        );
+        let help = params("show_help");
+        match provider {
+            Provider::Gemini => assert_eq!(help, Value::Null, "no parameters"),
+            _ => {
+                assert_eq!(help["type"], "object", "{provider:?}");
+                assert_eq!(help["properties"], json!({}), "{provider:?}");
+            }
+        }
+        // And a flat call runs.
+        let (rig, mut v) = rig(provider, "decision-flat").await;
+        rig.server.reply(
+            Reply::new()
+                .call("open_booking", json!({"city": "Paris"}))
+                .finish(),
+        );
+        v.start_silent().await.unwrap();
+        silent_turn(&mut v, "book", 1).await;
+        assert_eq!(rig.log.events(), ["open_booking Paris"], "{provider:?}");
+    }
+}
+
+/// Decisions row "Schemas": the Gemini declarations hold none of the keys Gemini rejects, at any
+/// depth; nested structs are inline; `Option` is `nullable`; OpenAI and chat keep `strict: false`
+/// and no `$ref`.
+#[tokio::test]
+async fn decision_schemas_are_rewritten_for_each_provider() {
+    let gemini = declared(Provider::Gemini).await;
+    let mut nodes = Vec::new();
+    let all = Value::Array(gemini.iter().map(|(_, p)| p.clone()).collect());
+    walk(&all, String::new(), &mut nodes);
+    for (path, node) in &nodes {
+        if let Some(map) = node.as_object() {
+            for bad in [
+                "$schema",
+                "$ref",
+                "$defs",
+                "definitions",
+                "additionalProperties",
+                "const",
+                "title",
+                "default",
+            ] {
+                // `properties` maps field names to schemas: a field may be called anything.
+                if !path.ends_with("/properties") {
+                    assert!(!map.contains_key(bad), "Gemini {bad} at {path}: {node}");
+                }
+            }
+            if !path.ends_with("/properties") {
+                assert!(
+                    !map.get("type").is_some_and(Value::is_array),
+                    "a type array at {path}"
+                );
+                if let Some(f) = map.get("format").and_then(Value::as_str) {
+                    assert!(["date-time", "enum"].contains(&f), "format {f} at {path}");
+                }
+            }
+        }
+    }
+    let reserve = &gemini.iter().find(|(n, _)| n == "reserve").unwrap().1;
+    let guest = &reserve["properties"]["guest"];
+    assert_eq!(
+        guest["properties"]["name"]["type"]
+            .as_str()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("string")
+    );
+    assert_eq!(
+        guest["properties"]["name"]["description"],
+        "The guest's name."
+    );
+    assert_eq!(reserve["properties"]["alt"]["nullable"], true);
+    assert_eq!(reserve["properties"]["note"]["nullable"], true);
+    assert_eq!(reserve["required"], json!(["guest"]));
+    for provider in [Provider::OpenAi, Provider::Chat] {
+        let tools = declared(provider).await;
+        let all = Value::Array(tools.iter().map(|(_, p)| p.clone()).collect());
+        let text = all.to_string();
+        assert!(
+            !text.contains("$ref") && !text.contains("$defs"),
+            "{provider:?}: {text}"
+        );
+    }
+}
+
+/// Decisions row "Reasoning replay": with reasoning on, a reasoning item followed by words heard
+/// as sent is replayed with its encrypted content; one whose words were cut by heard truth is
+/// dropped and the heard words are a plain assistant message; one without encrypted content is
+/// never replayed.
+#[tokio::test]
+async fn decision_reasoning_is_replayed_only_whole_and_encrypted() {
+    let (rig, mut v) = rig_full(
+        Provider::OpenAi,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            OpenAi::new("test-key", "decision-reasoning")
+                .base_url(base)
+                .reasoning("low")
+                .build()
+                .unwrap()
+                .into()
+        },
+    )
+    .await;
+    rig.server
+        .reply(Reply::new().thought("t1").text("Sure thing.").finish());
+    let (cut, gate) = Reply::new().thought("t2").text("A long answer. ").pause();
+    rig.server.reply(cut.text("More.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("one").await.unwrap();
+    let turn = v.send_user_message("two").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "A long").await.unwrap();
+    gate.release();
+    rig.server.reply(
+        Reply::new()
+            .raw(&oai_event(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": {"id": "rs_plain", "type": "reasoning", "summary": []}}),
+            ))
+            .text("Three.")
+            .finish(),
+    );
+    v.user_says("three").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("four").await.unwrap();
+    let input = rig.server.requests()[3].body["input"].clone();
+    assert_eq!(
+        input_kinds(&rig.server, 3),
+        [
+            "user",
+            "reasoning",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ],
+        "{input}"
+    );
+    assert_eq!(input[1]["encrypted_content"], "gAAAAenc");
+    assert!(
+        input[4]["content"].to_string().contains("A long"),
+        "{input}"
+    );
+    assert!(!input.to_string().contains("rs_plain"), "{input}");
+}
+
+/// Decisions row "Heard truth": a unit nobody heard leaves no assistant text on any provider —
+/// never an empty message or part — and adjacent user turns are merged where alternation is
+/// required.
+#[tokio::test]
+async fn decision_heard_truth_leaves_nothing_for_a_unit_nobody_heard() {
+    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+        let (rig, mut v) = rig(provider, "decision-heard").await;
+        rig.server
+            .reply(Reply::new().text("Would you like Friday?").finish());
+        v.start_silent().await.unwrap();
+        let turn = v.send_user_message("slot?").await.unwrap();
+        let unit = first_unit(&mut v, turn).await;
+        v.send(Frame::Interruption { through_turn: turn })
+            .await
+            .unwrap();
+        v.finalize(unit, "").await.unwrap();
+        rig.server.reply(Reply::new().text("OK.").finish());
+        v.user_says("again?").await.unwrap();
+        let body = rig.server.requests()[1].body.clone();
+        match provider {
+            Provider::Gemini => assert_eq!(contents(&rig.server, 1), ["user: T(slot?), T(again?)"]),
+            Provider::OpenAi => assert_eq!(input_kinds(&rig.server, 1), ["user", "user"], "{body}"),
+            Provider::Chat => assert_eq!(
+                messages(&rig.server, 1),
+                json!([{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "slot?"}, {"role": "user", "content": "again?"}])
+            ),
+        }
+        assert!(!body.to_string().contains("Friday"), "{provider:?}: {body}");
+    }
+}
+
+/// Decisions row "Unanswered calls": a call whose tool finished keeps its result even when the
+/// speech after it is cut, so the tool never runs twice; the results match the calls left.
+#[tokio::test]
+async fn decision_a_finished_call_keeps_its_result_when_the_speech_after_it_is_cut() {
+    let (rig, mut v) = rig(Provider::Gemini, "decision-unanswered").await;
+    let (reply, gate) = Reply::new()
+        .text("A. ")
+        .call("open_booking", json!({"city": "Oslo"}))
+        .text("Then B. ")
+        .pause();
+    rig.server.reply(reply.text("And C.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("book").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    events(&mut v, &rig.log, |e| !e.is_empty()).await;
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "A. ").await.unwrap();
+    gate.release();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(rig.log.events(), ["open_booking Oslo"], "ran once");
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(book)",
+            "model: T(A. ), C(open_booking {\"city\":\"Oslo\"})",
+            "user: R(open_booking={\"result\":\"ok\"})",
+            "user: T(next)"
+        ]
+    );
+}
+
+/// Decisions row "Stream assembly (chat completions)": arguments given as an object are
+/// re-serialised; a usage-only chunk is accepted; whether tools ran is decided from the assembled
+/// calls, not from `finish_reason`.
+#[tokio::test]
+async fn decision_chat_stream_assembly_trusts_the_calls_not_the_finish_reason() {
+    let (rig, mut v) = rig(Provider::Chat, "decision-assembly").await;
+    let usage = json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}});
+    rig.server.reply(
+        Reply::new()
+            .raw(&chat_chunk(
+                json!({"tool_calls": [{"index": 0, "id": "call_obj", "type": "function",
+                    "function": {"name": "open_booking", "arguments": {"city": "Lima"}}}]}),
+                Value::Null,
+            ))
+            .raw(&chat_chunk(json!({}), json!("stop")))
+            .raw(&format!("data: {usage}\n\ndata: [DONE]\n\n")),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "book", 1).await;
+    assert_eq!(rig.log.events(), ["open_booking Lima"]);
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let m = messages(&rig.server, 1);
+    let args = m[2]["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(args).unwrap(),
+        json!({"city": "Lima"})
+    );
+}
