@@ -265,6 +265,7 @@ async fn rig_full(
     settings: impl Fn(Model) -> Model + Send + Sync + 'static,
     make: impl Fn(&str) -> ModelLayer + Send + Sync + 'static,
 ) -> (Rig, Voqalize) {
+    logs(); // before anything is logged: tests read their `turn:` lines
     let server = ModelServer::start(provider).await.expect("a loopback port");
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let base = server.base_url();
@@ -2486,5 +2487,451 @@ async fn decision_chat_stream_assembly_trusts_the_calls_not_the_finish_reason() 
     assert_eq!(
         serde_json::from_str::<Value>(args).unwrap(),
         json!({"city": "Lima"})
+    );
+}
+
+// ---- Field faults ----
+
+/// The chat tool calls of request `i` as (id, name, parsed arguments).
+fn chat_calls(server: &ModelServer, i: usize) -> Vec<(String, String, Value)> {
+    messages(server, i)
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m.get("tool_calls").and_then(Value::as_array))
+        .flatten()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap_or_default().to_owned(),
+                c["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap_or("null"))
+                    .unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
+
+/// F07: parallel chat tool-call fragments interleaved by index, and two calls on one index with
+/// different ids, are separate calls with whole arguments, in index order.
+#[tokio::test]
+async fn f07_parallel_chat_call_fragments_are_never_glued_together() {
+    let (rig, mut v) = rig(Provider::Chat, "f07").await;
+    let call = |index: u64, id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut c = json!({"index": index, "function": {"arguments": args}});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+            c["type"] = json!("function");
+        }
+        if let Some(name) = name {
+            c["function"]["name"] = json!(name);
+        }
+        chat_chunk(json!({"tool_calls": [c]}), Value::Null)
+    };
+    let end = format!(
+        "{}data: [DONE]\n\n",
+        chat_chunk(json!({}), json!("tool_calls"))
+    );
+    rig.server.reply(
+        Reply::new()
+            .raw(&call(0, Some("call_A"), Some("get_weather"), "{\"ci"))
+            .raw(&call(
+                1,
+                Some("call_B"),
+                Some("get_time"),
+                "{\"tz\":\"UTC\"}",
+            ))
+            .raw(&call(0, None, None, "ty\":\"Oslo\"}"))
+            .raw(&end),
+    );
+    rig.server.reply(
+        Reply::new()
+            .raw(&call(
+                0,
+                Some("call_C"),
+                Some("get_weather"),
+                "{\"city\":\"Rome\"}",
+            ))
+            .raw(&call(
+                0,
+                Some("call_D"),
+                Some("get_time"),
+                "{\"tz\":\"CET\"}",
+            ))
+            .raw(&end),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "weather and time", 1).await;
+    silent_turn(&mut v, "and in Rome", 1).await;
+    assert_eq!(
+        rig.log.events(),
+        [
+            "get_weather Oslo started",
+            "get_weather Oslo finished",
+            "get_time UTC",
+            "get_weather Rome started",
+            "get_weather Rome finished",
+            "get_time CET"
+        ]
+    );
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    let s = |x: &str| x.to_owned();
+    assert_eq!(
+        chat_calls(&rig.server, 2),
+        [
+            (s("call_A"), s("get_weather"), json!({"city": "Oslo"})),
+            (s("call_B"), s("get_time"), json!({"tz": "UTC"})),
+            (s("call_C"), s("get_weather"), json!({"city": "Rome"})),
+            (s("call_D"), s("get_time"), json!({"tz": "CET"})),
+        ]
+    );
+}
+
+/// F08: a Gemini thought part is neither spoken nor history text; no empty chunk is spoken; the
+/// signature-only part is kept for replay.
+#[tokio::test]
+async fn f08_gemini_thought_parts_are_never_spoken_and_signatures_are_kept() {
+    let (rig, mut v) = rig(Provider::Gemini, "f08").await;
+    rig.server.reply(
+        Reply::new()
+            .raw(&gem_chunk(json!([
+                {"text": "Weighing options...", "thought": true},
+                {"text": "Your order ships tomorrow."},
+                {"text": "", "thoughtSignature": "c2lnLTE="}
+            ])))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("where is my order").await.unwrap();
+    assert_eq!(turn.units.len(), 1);
+    assert_eq!(turn.units[0].chunks, ["Your order ships tomorrow."]);
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    let model = rig.server.requests()[1].body["contents"][1].clone();
+    assert_eq!(model["role"], "model");
+    let texts: Vec<&str> = model["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("thought") != Some(&json!(true)))
+        .filter_map(|p| p["text"].as_str())
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(texts, ["Your order ships tomorrow."], "{model}");
+    assert!(
+        model["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["thoughtSignature"] == "c2lnLTE="),
+        "the signature is replayed: {model}"
+    );
+}
+
+/// F09: A — an interrupted reply stores exactly the heard prefix; B — a reply played in full is
+/// kept whole when the user speaks next.
+#[tokio::test]
+async fn f09_the_heard_prefix_is_stored_and_a_fully_played_reply_is_kept() {
+    let (rig, mut v) = rig(Provider::OpenAi, "f09").await;
+    let (reply, gate) = Reply::new().text("One, two, three, four, five,").pause();
+    rig.server.reply(reply.text(" six, seven...").finish());
+    rig.server
+        .reply(Reply::new().text("All of this was played.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("count").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "One, two, three, four, five,")
+        .await
+        .unwrap();
+    gate.release();
+    v.user_says("again").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let input = rig.server.requests()[2].body["input"].clone();
+    assert_eq!(input[1]["role"], "assistant");
+    assert_eq!(
+        input[1]["content"], "One, two, three, four, five,",
+        "A: {input}"
+    );
+    assert_eq!(input[3]["content"], "All of this was played.", "B: {input}");
+}
+
+/// F10: a unit heard as nothing leaves no assistant text in the next request.
+#[tokio::test]
+async fn f10_a_unit_heard_as_nothing_stores_no_assistant_text() {
+    let (rig, mut v) = rig(Provider::OpenAi, "f10").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Would you like the Friday slot?")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("slot").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    v.finalize(unit, "").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("hm?").await.unwrap();
+    let body = rig.server.requests()[1].body.clone();
+    assert_eq!(input_kinds(&rig.server, 1), ["user", "user"], "{body}");
+    assert!(!body.to_string().contains("Friday"));
+}
+
+/// F11: Gemini never gets a model content with no parts or an empty text part after truncation.
+#[tokio::test]
+async fn f11_gemini_gets_no_empty_model_content_after_truncation() {
+    let (rig, mut v) = rig(Provider::Gemini, "f11").await;
+    rig.server.reply(
+        Reply::new()
+            .text("I am Ada.")
+            .call("show_help", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("Hi, what's your name?").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    events(&mut v, &rig.log, |e| !e.is_empty()).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "").await.unwrap();
+    rig.server.reply(Reply::new().text("I'm Ada.").finish());
+    v.user_says("Please come again?").await.unwrap();
+    let body = rig.server.requests()[1].body.clone();
+    for content in body["contents"].as_array().unwrap() {
+        let parts = content["parts"].as_array().unwrap();
+        assert!(!parts.is_empty(), "an empty content: {body}");
+        for p in parts {
+            assert_ne!(p, &json!({"text": ""}), "{body}");
+        }
+    }
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(Hi, what's your name?)",
+            "model: C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(Please come again?)"
+        ]
+    );
+}
+
+/// F12 (chat completions): a call cut by a barge-in is mentioned nowhere in the next request; the
+/// words before it are kept; its late result is discarded.
+#[tokio::test]
+async fn f12_a_chat_call_cut_by_a_barge_in_is_gone_from_the_next_request() {
+    logs();
+    let (rig, mut v) = rig(Provider::Chat, "f12").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Let me look. ")
+            .call("hang", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("what time is it").await.unwrap();
+    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "Let me look. ").await.unwrap();
+    // The cut turn has ended (its line is logged): only now may the back office answer.
+    line_with(&mut v, &["model=f12", " hops="]).await;
+    rig.release.notify_one();
+    rig.server.reply(Reply::new().text("Sunny.").finish());
+    v.user_says("and the weather?").await.unwrap();
+    let body = rig.server.requests()[1].body.clone();
+    assert!(!body.to_string().contains("call_1"), "{body}");
+    assert_eq!(
+        messages(&rig.server, 1),
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "what time is it"},
+            {"role": "assistant", "content": "Let me look. "},
+            {"role": "user", "content": "and the weather?"}
+        ])
+    );
+    assert!(!rig.log.events().contains(&"hang finished".to_owned()));
+}
+
+/// F13: a Responses `function_call` whose tool was cut is dropped with the reasoning before it;
+/// a result that exists is sent under the `call_id`, never the item id.
+#[tokio::test]
+async fn f13_a_cut_responses_call_goes_with_its_reasoning_and_outputs_use_the_call_id() {
+    let (rig, mut v) = rig_full(
+        Provider::OpenAi,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            OpenAi::new("test-key", "f13")
+                .base_url(base)
+                .reasoning("low")
+                .build()
+                .unwrap()
+                .into()
+        },
+    )
+    .await;
+    let item = |item: Value| {
+        oai_event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        )
+    };
+    let reasoning =
+        json!({"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAA1"});
+    let call = |name: &str, fc: &str, call: &str| {
+        json!({"id": fc, "type": "function_call", "status": "completed", "name": name,
+            "arguments": "{}", "call_id": call})
+    };
+    rig.server.reply(
+        Reply::new()
+            .raw(&item(reasoning.clone()))
+            .raw(&item(call("hang", "fc_9", "call_9")))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("wait for it").await.unwrap();
+    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+        .await
+        .unwrap();
+    rig.server.reply(
+        Reply::new()
+            .raw(&item(json!({"id": "rs_2", "type": "reasoning", "summary": [], "encrypted_content": "gAAA2"})))
+            .raw(&item(call("show_help", "fc_10", "call_10")))
+            .finish(),
+    );
+    silent_turn(&mut v, "help then", 1).await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let after_cut = rig.server.requests()[1].body.clone();
+    assert_eq!(input_kinds(&rig.server, 1), ["user", "user"], "{after_cut}");
+    assert!(!after_cut.to_string().contains("rs_1") && !after_cut.to_string().contains("fc_9"));
+    let last = rig.server.requests()[2].body["input"].clone();
+    assert_eq!(
+        input_kinds(&rig.server, 2),
+        [
+            "user",
+            "user",
+            "reasoning",
+            "function_call",
+            "function_call_output",
+            "user"
+        ],
+        "{last}"
+    );
+    assert_eq!(last[3]["call_id"], "call_10");
+    assert_eq!(last[4]["call_id"], "call_10");
+    assert!(!last.to_string().contains("fc_10"), "{last}");
+}
+
+/// F14: Gemini parallel calls are answered in one user content, in call order; a call cut by a
+/// barge-in leaves the model content with only the answered call, its signature intact.
+#[tokio::test]
+async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_out() {
+    logs();
+    let calls = gem_chunk(json!([
+        {"functionCall": {"id": "w1", "name": "get_weather", "args": {"city": "Oslo"}},
+            "thoughtSignature": "c2lnLU9zbG8="},
+        {"functionCall": {"id": "w2", "name": "get_weather", "args": {"city": "Bergen"}}}
+    ]));
+    // (a) both finish.
+    let (rig, mut v) = rig(Provider::Gemini, "f14a").await;
+    rig.server.reply(Reply::new().raw(&calls).finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("weather").await.unwrap();
+    events(&mut v, &rig.log, |e| {
+        e.contains(&"get_weather Bergen started".to_owned())
+    })
+    .await;
+    rig.release.notify_one();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .turn_steps()
+            .iter()
+            .any(|s| s.turn_id == turn && s.kind == "model"))
+            .await
+            .unwrap()
+    );
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(weather)",
+            "model: C(get_weather {\"city\":\"Oslo\"})+sig, C(get_weather {\"city\":\"Bergen\"})",
+            "user: R(get_weather={\"result\":\"sunny in Oslo\"}), R(get_weather={\"result\":\"sunny in Bergen\"})",
+            "user: T(thanks)"
+        ]
+    );
+    let body = rig.server.requests()[1].body.clone();
+    assert_eq!(
+        body["contents"][1]["parts"][0]["thoughtSignature"],
+        "c2lnLU9zbG8="
+    );
+    assert_eq!(
+        body["contents"][2]["parts"][0]["functionResponse"]["id"],
+        "w1"
+    );
+    assert_eq!(
+        body["contents"][2]["parts"][1]["functionResponse"]["id"],
+        "w2"
+    );
+
+    // (b) Bergen is cut.
+    let (rig, mut v) = self::rig(Provider::Gemini, "f14b").await;
+    rig.server.reply(Reply::new().raw(&calls).finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("weather").await.unwrap();
+    events(&mut v, &rig.log, |e| {
+        e.contains(&"get_weather Bergen started".to_owned())
+    })
+    .await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    line_with(&mut v, &["model=f14b", " hops="]).await;
+    rig.release.notify_one();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(weather)",
+            "model: C(get_weather {\"city\":\"Oslo\"})+sig",
+            "user: R(get_weather={\"result\":\"sunny in Oslo\"})",
+            "user: T(thanks)"
+        ]
+    );
+    let body = rig.server.requests()[1].body.clone();
+    assert_eq!(
+        body["contents"][1]["parts"][0]["thoughtSignature"],
+        "c2lnLU9zbG8="
+    );
+    assert!(
+        !rig.log
+            .events()
+            .contains(&"get_weather Bergen finished".to_owned())
     );
 }
