@@ -421,17 +421,6 @@ async fn line_with(v: &mut Voqalize, needles: &[&str]) -> String {
     find().unwrap_or_else(|| panic!("no log line with {needles:?}"))
 }
 
-/// Waits for `n` requests to reach the server.
-async fn requests(v: &mut Voqalize, server: &ModelServer, n: usize) {
-    assert!(
-        v.run_until(Duration::from_secs(5), server.wait_requests(n))
-            .await
-            .unwrap()
-            .unwrap_or(false),
-        "{n} requests arrived"
-    );
-}
-
 async fn events(v: &mut Voqalize, log: &Log, check: impl Fn(&[String]) -> bool) -> Vec<String> {
     assert!(
         log.wait(v, |l| check(&l.events())).await,
