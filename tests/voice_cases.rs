@@ -2924,3 +2924,98 @@ async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_o
             .contains(&"get_weather Bergen finished".to_owned())
     );
 }
+
+/// case 18: a chat route onto the Responses API with `only(name)`: only that tool is declared and
+/// a call is required.
+#[tokio::test]
+async fn chat_route_to_responses_declares_only_the_chosen_tool_and_requires_a_call() {
+    let (rig, mut v) = rig_with(
+        Provider::Chat,
+        "openai/responses/case-18",
+        Plan::With(ToolChoice::only("show_help")),
+        |m| m,
+    )
+    .await;
+    rig.server.reply(Reply::new().text("Sure.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("help").await.unwrap();
+    let body = &rig.server.requests()[0].body;
+    assert_eq!(body["tool_choice"], "required");
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["show_help"]);
+}
+
+/// F07 (same kind): a provider that repeats the call's id on every fragment still makes one call.
+#[tokio::test]
+async fn f07_a_call_id_repeated_on_every_fragment_is_one_call() {
+    let (rig, mut v) = rig(Provider::Chat, "f07-repeat").await;
+    let frag = |args: &str, name: Option<&str>| {
+        let mut c = json!({"index": 0, "id": "call_R", "type": "function",
+            "function": {"arguments": args}});
+        if let Some(name) = name {
+            c["function"]["name"] = json!(name);
+        }
+        chat_chunk(json!({"tool_calls": [c]}), Value::Null)
+    };
+    rig.server.reply(
+        Reply::new()
+            .raw(&frag("{\"ci", Some("open_booking")))
+            .raw(&frag("ty\":\"Oslo\"}", None))
+            .raw(&format!(
+                "{}data: [DONE]\n\n",
+                chat_chunk(json!({}), json!("tool_calls"))
+            )),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "book", 1).await;
+    assert_eq!(rig.log.events(), ["open_booking Oslo"]);
+}
+
+/// The Decisions row "Thoughts" (signatures): heard truth that trims signed text keeps every
+/// signature on the part that carried it.
+#[tokio::test]
+async fn decision_thoughts_signatures_survive_heard_truth_trimming() {
+    let (rig, mut v) = rig(Provider::Gemini, "decision-signatures").await;
+    let (reply, gate) = Reply::new()
+        .raw(&gem_chunk(
+            json!([{"text": "Opening", "thoughtSignature": "c2lnLUE="}]),
+        ))
+        .raw(&gem_chunk(
+            json!([{"text": " it now. ", "thoughtSignature": "c2lnLUI="}]),
+        ))
+        .pause();
+    rig.server.reply(reply.text("Done.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("open").await.unwrap();
+    assert!(
+        v.run_until(Duration::from_secs(5), gate.reached())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "Opening it").await.unwrap();
+    gate.release();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let model = rig.server.requests()[1].body["contents"][1].clone();
+    let parts = model["parts"].as_array().unwrap();
+    assert_eq!(
+        parts[0],
+        json!({"text": "Opening it", "thoughtSignature": "c2lnLUE="}),
+        "{model}"
+    );
+    assert!(
+        parts.iter().any(|p| p["thoughtSignature"] == "c2lnLUI="),
+        "the second signature is kept: {model}"
+    );
+    assert!(!model.to_string().contains("now"), "{model}");
+}
