@@ -3019,3 +3019,35 @@ async fn decision_thoughts_signatures_survive_heard_truth_trimming() {
     );
     assert!(!model.to_string().contains("now"), "{model}");
 }
+
+/// F13 (same kind, Gemini) and the Decisions row "Unanswered calls": a call cut by a barge-in goes
+/// with the thought that led to it; the words before it stay.
+#[tokio::test]
+async fn f13_a_cut_gemini_call_goes_with_the_thought_before_it() {
+    let (rig, mut v) = rig(Provider::Gemini, "f13-gemini").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Checking. ")
+            .raw(&gem_chunk(json!([
+                {"text": "Need the back office.", "thought": true, "thoughtSignature": "c2lnLVQ="},
+                {"functionCall": {"id": "h1", "name": "hang", "args": {}}}
+            ])))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("check").await.unwrap();
+    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
+    let unit = first_unit(&mut v, turn).await;
+    v.send(Frame::Interruption { through_turn: turn }).await.unwrap();
+    v.finalize(unit, "Checking. ").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("never mind").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(check)",
+            "model: T(Checking. )",
+            "user: T(never mind)"
+        ]
+    );
+}
