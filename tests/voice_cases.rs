@@ -3038,7 +3038,9 @@ async fn f13_a_cut_gemini_call_goes_with_the_thought_before_it() {
     let turn = v.send_user_message("check").await.unwrap();
     events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
     let unit = first_unit(&mut v, turn).await;
-    v.send(Frame::Interruption { through_turn: turn }).await.unwrap();
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
     v.finalize(unit, "Checking. ").await.unwrap();
     rig.server.reply(Reply::new().text("OK.").finish());
     v.user_says("never mind").await.unwrap();
@@ -3050,4 +3052,55 @@ async fn f13_a_cut_gemini_call_goes_with_the_thought_before_it() {
             "user: T(never mind)"
         ]
     );
+}
+
+/// F07 (same kind): a server that sends whole calls without ids, all on index 0, makes separate
+/// calls with their own ids — never one call with concatenated arguments.
+#[tokio::test]
+async fn f07_whole_calls_without_ids_on_one_index_are_separate_calls() {
+    let (rig, mut v) = rig(Provider::Chat, "f07-no-ids").await;
+    let call = |name: &str, args: &str| {
+        chat_chunk(
+            json!({"tool_calls": [{"index": 0, "type": "function",
+                "function": {"name": name, "arguments": args}}]}),
+            Value::Null,
+        )
+    };
+    rig.server.reply(
+        Reply::new()
+            .raw(&call("get_weather", "{\"city\":\"Oslo\"}"))
+            .raw(&call("get_time", "{\"tz\":\"UTC\"}"))
+            .raw(&format!(
+                "{}data: [DONE]\n\n",
+                chat_chunk(json!({}), json!("tool_calls"))
+            )),
+    );
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "weather and time", 1).await;
+    assert_eq!(
+        rig.log.events(),
+        [
+            "get_weather Oslo started",
+            "get_weather Oslo finished",
+            "get_time UTC"
+        ]
+    );
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    let calls = chat_calls(&rig.server, 1);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].1, "get_weather");
+    assert_eq!(calls[0].2, json!({"city": "Oslo"}));
+    assert_eq!(calls[1].1, "get_time");
+    assert_eq!(calls[1].2, json!({"tz": "UTC"}));
+    assert_ne!(calls[0].0, calls[1].0, "each call has its own id");
+    let m = messages(&rig.server, 1);
+    let answered: Vec<&Value> = m
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| &m["tool_call_id"])
+        .collect();
+    assert_eq!(answered, [&json!(calls[0].0), &json!(calls[1].0)]);
 }
