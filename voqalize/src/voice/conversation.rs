@@ -237,19 +237,30 @@ impl Conversation {
     }
 
     /// Drops the oldest exchanges beyond the bound, cutting only in front of a user turn so no
-    /// call is ever separated from its result.
+    /// call is ever separated from its result. When the exchange in progress alone outgrows the
+    /// bound (a long tool chain), everything before it goes and it stays whole, its user turn
+    /// first; it is bounded by `max_tool_hops`.
     fn bound(&mut self) {
         if self.entries.len() <= self.max_entries {
             return;
         }
         let excess = self.entries.len() - self.max_entries;
-        let cut = self
-            .entries
-            .iter()
-            .enumerate()
-            .skip(excess)
-            .find(|(_, e)| e.role == Role::User)
-            .map_or(excess, |(i, _)| i);
+        let user = |e: &Entry| e.role == Role::User;
+        let cut = match self.entries.iter().skip(excess).position(user) {
+            Some(i) => excess + i,
+            // No user turn after the excess: never cut into an exchange (that would leave a
+            // result without its call, or a request that starts with the model's words).
+            None => match self.entries.iter().rposition(user) {
+                Some(last) => last,
+                // No user turn at all (lines spoken without one): cut before a model turn.
+                None => self
+                    .entries
+                    .iter()
+                    .skip(excess)
+                    .position(|e| e.role != Role::Results)
+                    .map_or(0, |i| excess + i),
+            },
+        };
         self.entries.drain(..cut);
     }
 }
