@@ -3104,3 +3104,42 @@ async fn f07_whole_calls_without_ids_on_one_index_are_separate_calls() {
         .collect();
     assert_eq!(answered, [&json!(calls[0].0), &json!(calls[1].0)]);
 }
+
+/// A bounded history never separates a call from its result, and never starts with the model's
+/// words, even when one turn's tool chain outgrows the bound.
+#[tokio::test]
+async fn a_bounded_history_never_separates_a_call_from_its_result() {
+    let (rig, mut v) = rig_with(Provider::Chat, "bounded-history", Plan::Auto, |m| {
+        m.max_history(8).max_tool_hops(6)
+    })
+    .await;
+    for _ in 0..5 {
+        rig.server
+            .reply(Reply::new().call("get_balance", json!({})).finish());
+    }
+    rig.server.reply(Reply::new().text("It is 12.50.").finish());
+    v.start_silent().await.unwrap();
+    assert_eq!(
+        v.user_says("balance?").await.unwrap().text(),
+        "It is 12.50."
+    );
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    for (i, request) in rig.server.requests().iter().enumerate() {
+        let messages = request.body["messages"].as_array().unwrap();
+        let mut called = Vec::new();
+        for m in messages {
+            if let Some(calls) = m["tool_calls"].as_array() {
+                called.extend(calls.iter().map(|c| c["id"].clone()));
+            }
+            if m["role"] == "tool" {
+                assert!(
+                    called.contains(&m["tool_call_id"]),
+                    "request {i}: a result without its call: {messages:?}"
+                );
+            }
+        }
+        let first = messages.iter().find(|m| m["role"] != "system").unwrap();
+        assert_eq!(first["role"], "user", "request {i} starts with {first}");
+    }
+}
