@@ -70,6 +70,8 @@ struct Reserve {
 enum Plan {
     Auto,
     With(ToolChoice),
+    /// A greeting when the session starts; the model on every turn.
+    Greet,
     /// A line on the first turn (then maybe the model); the model on every later turn.
     Line {
         line: &'static str,
@@ -95,7 +97,7 @@ impl ModelBrain for Clerk {
         let first = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
         match &self.plan {
             Plan::Line { .. } if !first => self.model.respond(self, turn).await,
-            Plan::Auto => self.model.respond(self, turn).await,
+            Plan::Auto | Plan::Greet => self.model.respond(self, turn).await,
             Plan::With(choice) => self.model.respond_with(self, turn, choice.clone()).await,
             Plan::Line {
                 line,
@@ -110,6 +112,10 @@ impl ModelBrain for Clerk {
                 }
             }
         }
+    }
+
+    async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
+        Ok(matches!(self.plan, Plan::Greet).then(|| "Hi! What can I do?".to_owned()))
     }
 
     async fn on_rtvi(&self, _session: &Session, _message: Rtvi) -> BrainResult {
@@ -3141,5 +3147,32 @@ async fn a_bounded_history_never_separates_a_call_from_its_result() {
         }
         let first = messages.iter().find(|m| m["role"] != "system").unwrap();
         assert_eq!(first["role"], "user", "request {i} starts with {first}");
+    }
+}
+
+/// case 44: a greeting nobody heard leaves nothing in the history; one heard in part is history as
+/// heard.
+#[tokio::test]
+async fn a_greeting_is_history_only_as_far_as_it_was_heard() {
+    for (heard, expected) in [
+        ("", vec!["user: T(hello?)"]),
+        ("Hi!", vec!["model: T(Hi!)", "user: T(hello?)"]),
+    ] {
+        let (rig, mut v) = rig_with(Provider::Gemini, "case-44", Plan::Greet, |m| m).await;
+        v.start_silent().await.unwrap();
+        assert!(
+            v.wait_for(Duration::from_secs(5), |v| v
+                .units()
+                .any(|u| u.turn_id == 1 && u.ended))
+                .await
+                .unwrap()
+        );
+        let unit = v.units().find(|u| u.turn_id == 1).unwrap();
+        assert_eq!(unit.text(), "Hi! What can I do?");
+        let id = unit.speech_id;
+        v.finalize(id, heard).await.unwrap();
+        rig.server.reply(Reply::new().text("Yes?").finish());
+        v.user_says("hello?").await.unwrap();
+        assert_eq!(contents(&rig.server, 0), expected, "heard {heard:?}");
     }
 }
