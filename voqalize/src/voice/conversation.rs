@@ -157,10 +157,11 @@ impl Conversation {
         let Some(at) = self.position(model) else {
             return;
         };
-        let hollow = !self.entries[at]
-            .parts
-            .iter()
-            .any(|p| matches!(p, Part::Text { .. } | Part::Call { .. }));
+        let hollow = !self.entries[at].parts.iter().any(|p| match p {
+            Part::Text { text, .. } => !text.is_empty(),
+            Part::Call { .. } => true,
+            _ => false,
+        });
         if hollow {
             self.entries.remove(at);
             if self
@@ -215,6 +216,15 @@ impl Conversation {
                         text: heard.to_owned(),
                         raw,
                         trimmed: interrupted,
+                    });
+                }
+                Part::Text { raw, .. } if !placed && interrupted => {
+                    // Heard as nothing: an empty, trimmed text keeps its place (and signature),
+                    // so a reasoning item before it is known to have lost what followed it.
+                    entry.parts.push(Part::Text {
+                        text: String::new(),
+                        raw: signature_only(raw).unwrap_or(Value::Null),
+                        trimmed: true,
                     });
                 }
                 Part::Text { raw, .. } => {
@@ -314,6 +324,8 @@ mod tests {
                     .parts
                     .iter()
                     .map(|p| match p {
+                        // Text heard as nothing is a place-holder, not history text.
+                        Part::Text { text, .. } if text.is_empty() => String::new(),
                         Part::Text { text, .. } => format!("T({text})"),
                         Part::Call { call, .. } => format!("C({})", call.name),
                         Part::Thought { .. } => "R".into(),
