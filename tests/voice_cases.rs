@@ -3176,3 +3176,46 @@ async fn a_greeting_is_history_only_as_far_as_it_was_heard() {
         assert_eq!(contents(&rig.server, 0), expected, "heard {heard:?}");
     }
 }
+
+/// The Decisions row "Reasoning replay": reasoning whose words were heard as nothing is not
+/// replayed in front of the call that followed them.
+#[tokio::test]
+async fn decision_reasoning_before_unheard_words_is_not_replayed() {
+    let (rig, mut v) = rig_full(
+        Provider::OpenAi,
+        Plan::Auto,
+        |m| m,
+        |base| {
+            OpenAi::new("test-key", "decision-reasoning-unheard")
+                .base_url(base)
+                .reasoning("low")
+                .build()
+                .unwrap()
+                .into()
+        },
+    )
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .thought("t1")
+            .text("Showing help. ")
+            .call("show_help", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("help").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    events(&mut v, &rig.log, |e| !e.is_empty()).await;
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.finalize(unit, "").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    let input = rig.server.requests()[1].body["input"].clone();
+    assert_eq!(
+        input_kinds(&rig.server, 1),
+        ["user", "function_call", "function_call_output", "user"],
+        "{input}"
+    );
+}
