@@ -3219,3 +3219,24 @@ async fn decision_reasoning_before_unheard_words_is_not_replayed() {
         "{input}"
     );
 }
+
+/// F08 (same kind, chat completions): reasoning deltas (`reasoning_content`, `reasoning`) are
+/// never spoken nor stored as the assistant's words.
+#[tokio::test]
+async fn f08_chat_reasoning_deltas_are_never_spoken() {
+    let (rig, mut v) = rig(Provider::Chat, "f08-chat").await;
+    rig.server.reply(
+        Reply::new()
+            .raw(&chat_chunk(json!({"reasoning_content": "Weighing options..."}), Value::Null))
+            .raw(&chat_chunk(json!({"reasoning": "Still weighing..."}), Value::Null))
+            .text("Your order ships tomorrow.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("where is my order").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Your order ships tomorrow."]);
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("thanks").await.unwrap();
+    let m = messages(&rig.server, 1);
+    assert_eq!(m[2], json!({"role": "assistant", "content": "Your order ships tomorrow."}));
+}
