@@ -227,6 +227,18 @@ impl Guard {
         out
     }
 
+    /// A real call part arrived: a tail held in case it began a call written as text is plain
+    /// speech after all, and goes out now, before the tool runs. An undecided opening stays held
+    /// (a code fence before a real call is never spoken).
+    pub(crate) fn before_call(&mut self) -> Vec<String> {
+        if self.leaked != Some(false) || self.tail.is_empty() {
+            return Vec::new();
+        }
+        let tail = mem::take(&mut self.tail);
+        self.said.push(tail.clone());
+        vec![tail]
+    }
+
     /// `None` while undecided, `Some(false)` for speech, `Some(true)` once a call written as
     /// text was seen.
     pub(crate) fn leaked(&self) -> Option<bool> {
@@ -719,6 +731,21 @@ mod tests {
         let r = run(&["Tool", "s are ready."], Some(false));
         assert_eq!(r.steps, [v(&[]), v(&["Tool", "s are ready."])]);
         assert!(r.settled.is_empty());
+    }
+
+    #[test]
+    fn a_held_tail_goes_out_before_a_real_call() {
+        let mut g = Guard::new();
+        assert_eq!(g.release("Checking the default"), ["Checking the "]);
+        assert_eq!(g.before_call(), ["default"]);
+        assert_eq!(g.said(), "Checking the default");
+        assert!(g.before_call().is_empty());
+        let mut opening = Guard::new();
+        assert!(opening.release("```tool_code").is_empty());
+        assert!(
+            opening.before_call().is_empty(),
+            "an undecided opening stays held"
+        );
     }
 
     #[test]
