@@ -3237,3 +3237,29 @@ async fn f08_chat_reasoning_deltas_are_never_spoken() {
         json!({"role": "assistant", "content": "Your order ships tomorrow."})
     );
 }
+
+/// The Decisions row "Speech before a call", with the guard holding a tail: a word held because
+/// it could begin a call written as text is spoken before the real call's tool runs.
+#[tokio::test]
+async fn decision_speech_before_a_call_includes_a_held_tail() {
+    let (rig, mut v) = rig(Provider::Gemini, "decision-held-tail").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Checking the default")
+            .call("hang", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("check").await.unwrap();
+    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
+    let spoke = v
+        .wait_for(Duration::from_secs(2), |v| {
+            v.units()
+                .any(|u| u.turn_id == turn && u.text() == "Checking the default")
+        })
+        .await
+        .unwrap();
+    let said: Vec<String> = v.units().map(|u| u.text()).collect();
+    rig.release.notify_one();
+    assert!(spoke, "spoken while the tool ran: {said:?}");
+}
