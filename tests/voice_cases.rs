@@ -202,6 +202,15 @@ impl Clerk {
         "reserved".into()
     }
 
+    /// Takes longer than the tool budget.
+    #[tool]
+    async fn slow(&self) -> &'static str {
+        // The subject of the test is a tool that takes time: nothing to await instead.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        self.log.push("slow");
+        "late"
+    }
+
     /// Waits for the back office.
     #[tool]
     async fn hang(&self) -> &'static str {
@@ -1845,7 +1854,7 @@ async fn gemini_request_carries_its_context_as_the_api_wants_it() {
     assert_eq!(tools.len(), 1, "one tools entry: {tools:?}");
     assert_eq!(
         tools[0]["functionDeclarations"].as_array().unwrap().len(),
-        11
+        12
     );
     assert_eq!(
         body["generationConfig"]["thinkingConfig"]["thinkingLevel"]
@@ -3262,4 +3271,18 @@ async fn decision_speech_before_a_call_includes_a_held_tail() {
     let said: Vec<String> = v.units().map(|u| u.text()).collect();
     rig.release.notify_one();
     assert!(spoke, "spoken while the tool ran: {said:?}");
+}
+
+/// case 26: a tool over the time budget is logged as such; its result is still filed and the turn
+/// goes on.
+#[tokio::test]
+async fn a_tool_over_its_budget_is_logged_and_its_result_filed() {
+    let (_rig, mut v, result) = chat_result_of(
+        "case-26",
+        Reply::new().call("slow", json!({})).text("Done.").finish(),
+    )
+    .await;
+    assert_eq!(result, json!({"result": "late"}));
+    let line = line_with(&mut v, &["slow took", "over the 20ms budget"]).await;
+    assert!(line.contains("the user waited for it"), "{line}");
 }
