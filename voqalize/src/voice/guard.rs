@@ -227,16 +227,26 @@ impl Guard {
         out
     }
 
-    /// A real call part arrived: a tail held in case it began a call written as text is plain
-    /// speech after all, and goes out now, before the tool runs. An undecided opening stays held
-    /// (a code fence before a real call is never spoken).
+    /// A real call part arrived: what is held in case it began a call written as text (an
+    /// undecided opening, a tail) is released now, before the tool runs — as [`settle`] would
+    /// release it at the finish, only in time. An opening already seen to be a call written as
+    /// text (a code fence in front of the call) stays unspoken.
+    ///
+    /// [`settle`]: Self::settle
     pub(crate) fn before_call(&mut self) -> Vec<String> {
-        if self.leaked != Some(false) || self.tail.is_empty() {
-            return Vec::new();
+        let mut out = Vec::new();
+        if self.leaked.is_none() {
+            self.leaked = Some(false);
+            for piece in mem::take(&mut self.held) {
+                out.extend(self.scan(&piece));
+            }
         }
         let tail = mem::take(&mut self.tail);
-        self.said.push(tail.clone());
-        vec![tail]
+        if !tail.is_empty() && self.leaked == Some(false) {
+            self.said.push(tail.clone());
+            out.push(tail);
+        }
+        out
     }
 
     /// `None` while undecided, `Some(false)` for speech, `Some(true)` once a call written as
@@ -740,11 +750,18 @@ mod tests {
         assert_eq!(g.before_call(), ["default"]);
         assert_eq!(g.said(), "Checking the default");
         assert!(g.before_call().is_empty());
-        let mut opening = Guard::new();
-        assert!(opening.release("```tool_code").is_empty());
+        let mut fence = Guard::new();
+        assert!(fence.release("```tool_code").is_empty());
         assert!(
-            opening.before_call().is_empty(),
-            "an undecided opening stays held"
+            fence.before_call().is_empty(),
+            "a call written as text stays unspoken"
+        );
+        let mut opening = Guard::new();
+        assert!(opening.release("Default").is_empty());
+        assert_eq!(
+            opening.before_call(),
+            ["Default"],
+            "an undecided opening is speech"
         );
     }
 
