@@ -3286,3 +3286,40 @@ async fn a_tool_over_its_budget_is_logged_and_its_result_filed() {
     let line = line_with(&mut v, &["slow took", "over the 20ms budget"]).await;
     assert!(line.contains("the user waited for it"), "{line}");
 }
+
+/// The Decisions row "Speech before a call", with the opening still undecided: a first word held
+/// because it could begin a call written as text is spoken before the real call's tool runs, and
+/// the words after the call follow it.
+#[tokio::test]
+async fn decision_speech_before_a_call_includes_an_undecided_opening() {
+    let (rig, mut v) = rig(Provider::Gemini, "decision-held-opening").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Default")
+            .call("hang", json!({}))
+            .text(" is set.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("check").await.unwrap();
+    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
+    let spoke = v
+        .wait_for(Duration::from_secs(2), |v| {
+            v.units()
+                .any(|u| u.turn_id == turn && u.text() == "Default")
+        })
+        .await
+        .unwrap();
+    let said: Vec<String> = v.units().map(|u| u.text()).collect();
+    rig.release.notify_one();
+    assert!(spoke, "spoken while the tool ran: {said:?}");
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| u.turn_id == turn
+                && u.ended
+                && u.text() == "Default is set."))
+            .await
+            .unwrap()
+    );
+}
