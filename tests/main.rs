@@ -11,3 +11,4 @@ mod port;
 mod session;
 mod support;
 mod voice;
+mod voice_cases;

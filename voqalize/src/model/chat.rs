@@ -570,15 +570,20 @@ impl ChatDecoder {
             Some(other) => other.to_string(),
         };
         let current = self.slots.iter().rposition(|s| s.index == index);
-        let slot = match current {
-            Some(i)
-                if id.is_none()
-                    || self.slots[i].id.is_none()
-                    || self.slots[i].id.as_deref() == id
-                    || !self.slots[i].complete() =>
-            {
-                &mut self.slots[i]
+        // Whether the fragment goes on the call its index holds. Two ids tell; without them, a
+        // named fragment after whole arguments is the next call (some servers send every whole
+        // call on index 0, without ids): gluing it on would concatenate two JSON objects. The
+        // same name again with no arguments only repeats the call's header.
+        let continues = |s: &Slot| match (s.id.as_deref(), id) {
+            (Some(held), Some(new)) => held == new,
+            _ => {
+                name.is_none()
+                    || s.arguments.trim().is_empty()
+                    || (name == Some(s.name.as_str()) && arguments.trim().is_empty())
             }
+        };
+        let slot = match current {
+            Some(i) if continues(&self.slots[i]) || !self.slots[i].complete() => &mut self.slots[i],
             _ => {
                 self.slots.push(Slot {
                     index,
@@ -615,8 +620,10 @@ impl ChatDecoder {
         slots.sort_by_key(|s| s.index);
         let parts = slots
             .into_iter()
-            .map(|s| {
-                let id = s.id.unwrap_or_else(|| format!("call_{}", s.index));
+            .enumerate()
+            .map(|(position, s)| {
+                // By position, not index: calls sharing an index must not share an id.
+                let id = s.id.unwrap_or_else(|| format!("call_{position}"));
                 let arguments = if s.arguments.trim().is_empty() {
                     "{}".to_owned()
                 } else {

@@ -157,10 +157,11 @@ impl Conversation {
         let Some(at) = self.position(model) else {
             return;
         };
-        let hollow = !self.entries[at]
-            .parts
-            .iter()
-            .any(|p| matches!(p, Part::Text { .. } | Part::Call { .. }));
+        let hollow = !self.entries[at].parts.iter().any(|p| match p {
+            Part::Text { text, .. } => !text.is_empty(),
+            Part::Call { .. } => true,
+            _ => false,
+        });
         if hollow {
             self.entries.remove(at);
             if self
@@ -217,6 +218,15 @@ impl Conversation {
                         trimmed: interrupted,
                     });
                 }
+                Part::Text { raw, .. } if !placed && interrupted => {
+                    // Heard as nothing: an empty, trimmed text keeps its place (and signature),
+                    // so a reasoning item before it is known to have lost what followed it.
+                    entry.parts.push(Part::Text {
+                        text: String::new(),
+                        raw: signature_only(raw).unwrap_or(Value::Null),
+                        trimmed: true,
+                    });
+                }
                 Part::Text { raw, .. } => {
                     if let Some(signed) = signature_only(raw) {
                         entry.parts.push(Part::Other { raw: signed });
@@ -237,19 +247,30 @@ impl Conversation {
     }
 
     /// Drops the oldest exchanges beyond the bound, cutting only in front of a user turn so no
-    /// call is ever separated from its result.
+    /// call is ever separated from its result. When the exchange in progress alone outgrows the
+    /// bound (a long tool chain), everything before it goes and it stays whole, its user turn
+    /// first; it is bounded by `max_tool_hops`.
     fn bound(&mut self) {
         if self.entries.len() <= self.max_entries {
             return;
         }
         let excess = self.entries.len() - self.max_entries;
-        let cut = self
-            .entries
-            .iter()
-            .enumerate()
-            .skip(excess)
-            .find(|(_, e)| e.role == Role::User)
-            .map_or(excess, |(i, _)| i);
+        let user = |e: &Entry| e.role == Role::User;
+        let cut = match self.entries.iter().skip(excess).position(user) {
+            Some(i) => excess + i,
+            // No user turn after the excess: never cut into an exchange (that would leave a
+            // result without its call, or a request that starts with the model's words).
+            None => match self.entries.iter().rposition(user) {
+                Some(last) => last,
+                // No user turn at all (lines spoken without one): cut before a model turn.
+                None => self
+                    .entries
+                    .iter()
+                    .skip(excess)
+                    .position(|e| e.role != Role::Results)
+                    .map_or(0, |i| excess + i),
+            },
+        };
         self.entries.drain(..cut);
     }
 }
@@ -303,6 +324,8 @@ mod tests {
                     .parts
                     .iter()
                     .map(|p| match p {
+                        // Text heard as nothing is a place-holder, not history text.
+                        Part::Text { text, .. } if text.is_empty() => String::new(),
                         Part::Text { text, .. } => format!("T({text})"),
                         Part::Call { call, .. } => format!("C({})", call.name),
                         Part::Thought { .. } => "R".into(),

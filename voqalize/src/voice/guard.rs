@@ -227,6 +227,28 @@ impl Guard {
         out
     }
 
+    /// A real call part arrived: what is held in case it began a call written as text (an
+    /// undecided opening, a tail) is released now, before the tool runs — as [`settle`] would
+    /// release it at the finish, only in time. An opening already seen to be a call written as
+    /// text (a code fence in front of the call) stays unspoken.
+    ///
+    /// [`settle`]: Self::settle
+    pub(crate) fn before_call(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.leaked.is_none() {
+            self.leaked = Some(false);
+            for piece in mem::take(&mut self.held) {
+                out.extend(self.scan(&piece));
+            }
+        }
+        let tail = mem::take(&mut self.tail);
+        if !tail.is_empty() && self.leaked == Some(false) {
+            self.said.push(tail.clone());
+            out.push(tail);
+        }
+        out
+    }
+
     /// `None` while undecided, `Some(false)` for speech, `Some(true)` once a call written as
     /// text was seen.
     pub(crate) fn leaked(&self) -> Option<bool> {
@@ -719,6 +741,28 @@ mod tests {
         let r = run(&["Tool", "s are ready."], Some(false));
         assert_eq!(r.steps, [v(&[]), v(&["Tool", "s are ready."])]);
         assert!(r.settled.is_empty());
+    }
+
+    #[test]
+    fn a_held_tail_goes_out_before_a_real_call() {
+        let mut g = Guard::new();
+        assert_eq!(g.release("Checking the default"), ["Checking the "]);
+        assert_eq!(g.before_call(), ["default"]);
+        assert_eq!(g.said(), "Checking the default");
+        assert!(g.before_call().is_empty());
+        let mut fence = Guard::new();
+        assert!(fence.release("```tool_code").is_empty());
+        assert!(
+            fence.before_call().is_empty(),
+            "a call written as text stays unspoken"
+        );
+        let mut opening = Guard::new();
+        assert!(opening.release("Default").is_empty());
+        assert_eq!(
+            opening.before_call(),
+            ["Default"],
+            "an undecided opening is speech"
+        );
     }
 
     #[test]

@@ -359,7 +359,9 @@ async fn chunk_in<B: Toolbox + ?Sized>(
         let entry = st.response().entry;
         match part {
             Part::Call { call, raw } => {
-                // Speech before a call is heard before the tool runs.
+                // Speech before a call is heard before the tool runs, with a tail the guard
+                // held in case it began a call written as text: this call is a real one.
+                speak.extend(st.response().guard.before_call());
                 st.speak(std::mem::take(&mut speak));
                 st.session.flushed(FLUSH_WAIT).await;
                 let r = st.response();
