@@ -56,7 +56,7 @@ struct Shared {
 /// Created when `SessionStart` is handled; it reads the call's id, `init` data and capabilities,
 /// and sends everything the brain says besides speech: UI commands ([`dispatch`](Self::dispatch)),
 /// RTVI messages, configuration requests, speech cancels, turn steps and the end of the call.
-/// Speech itself goes through a [`Turn`](crate::Turn).
+/// Speech itself goes through a [`Turn`].
 #[derive(Clone)]
 pub struct Session {
     shared: Arc<Shared>,

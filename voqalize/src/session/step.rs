@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-/// One step of a turn's work to report with [`Session::report_step`]: a model request, a tool, a
+/// One step of a turn's work to report with [`Session::report_step`](super::Session::report_step): a model request, a tool, a
 /// database query... Sent as a `TurnStep` frame; Voqalize shows it in the call's trace and bills by
 /// its counts.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
