@@ -24,6 +24,9 @@ pub struct Args {
     /// Trust the embedded production key (real Voqalize calls).
     #[arg(long)]
     pub production: bool,
+    /// Write logs as one JSON object per line (session fields at the top level).
+    #[arg(long)]
+    pub json_logs: bool,
 }
 
 /// Parses the command line, binds, prints the URL and serves `factory` until killed.
@@ -37,15 +40,12 @@ impl Args {
     pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
         raise_open_file_limit();
         give_back_freed_memory();
-        tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .with_writer(std::io::stderr)
-            // Colour only on a terminal: a log redirected to a file stays plain text.
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
+        let format = if self.json_logs {
+            voqalize::logging::Format::Json
+        } else {
+            voqalize::logging::Format::Human
+        };
+        voqalize::logging::init("info", format)?;
         let options = if self.allow_unverified {
             HostOptions::allow_unverified()
         } else if self.production {

@@ -49,6 +49,7 @@
 //! | [`model`] | (feature `model`, on by default) Gemini, OpenAI Responses and chat-completions layers, our SSE parser, the pooled HTTP client |
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model) and [`ModelBrain`](voice::ModelBrain), a brain a model answers for |
 //! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
+//! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
 //! | [`prelude`] | every name a brain file needs |
 //!
 //! `docs/protocol.md` in the repository describes the wire and session rules this crate
@@ -58,6 +59,8 @@ pub mod actions;
 pub mod brain;
 pub mod channel;
 pub mod host;
+#[cfg(feature = "logging")]
+pub mod logging;
 mod logline;
 pub mod model;
 pub mod prelude;
