@@ -126,6 +126,7 @@ pub async fn accept<M: MakeBrain>(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!("brain: could not set TCP_NODELAY: {e}");
     }
+    set_keepalive(&stream);
     let ws = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         tokio_tungstenite::accept_hdr_async_with_config(
@@ -213,5 +214,31 @@ pub(crate) fn channel_error(e: tokio_tungstenite::tungstenite::Error) -> Channel
     match e {
         tokio_tungstenite::tungstenite::Error::Capacity(_) => ChannelError::too_big(e),
         e => ChannelError::new(e),
+    }
+}
+
+/// TCP keepalive on an accepted socket: the kernel probes a peer that went silent after 30 s, every
+/// 10 s, so a connection to a host that vanished (no FIN, no RST) fails even below the WebSocket
+/// Pings. For an axum server, set it in `axum::serve(listener.tap_io(...))` the same way.
+pub fn set_keepalive(stream: &TcpStream) {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(30))
+        .with_interval(Duration::from_secs(10));
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!("brain: could not set TCP keepalive: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn accepted_sockets_get_tcp_keepalive() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        super::set_keepalive(&server);
+        assert!(socket2::SockRef::from(&server).keepalive().unwrap());
+        drop(client);
     }
 }
