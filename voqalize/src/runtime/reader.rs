@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::time::{Instant, timeout_at};
+use tokio::time::{Instant, sleep_until};
 
 use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
@@ -28,26 +28,29 @@ pub(super) async fn read_loop(
     let mut heard = Instant::now();
     let mut close = None;
     let mut junk = Repeated::new("malformed, text or unknown frames");
+    // One timer for the whole call, moved at each frame (no timer made per frame).
+    let watchdog = sleep_until(start_deadline);
+    tokio::pin!(watchdog);
     loop {
         let started = control.started.load(Ordering::Acquire);
-        let deadline = if started {
+        watchdog.as_mut().reset(if started {
             heard + silence
         } else {
             start_deadline
-        };
-        let next = match timeout_at(deadline, receiver.recv()).await {
-            Ok(next) => next,
-            Err(_) if started => {
-                tracing::warn!(
-                    "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
-                );
-                break;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    "session: no SessionStart within {:?} of the upgrade; closing",
-                    limits.start_timeout
-                );
+        });
+        let next = tokio::select! {
+            next = receiver.recv() => next,
+            () = &mut watchdog => {
+                if started {
+                    tracing::warn!(
+                        "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
+                    );
+                } else {
+                    tracing::warn!(
+                        "session: no SessionStart within {:?} of the upgrade; closing",
+                        limits.start_timeout
+                    );
+                }
                 break;
             }
         };
