@@ -8,6 +8,7 @@ mod codec;
 mod hosting;
 mod kit;
 mod port;
+mod relay;
 mod session;
 mod support;
 mod voice;

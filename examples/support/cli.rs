@@ -10,7 +10,7 @@ use voqalize::host::HostOptions;
 
 /// Serve a Voqalize brain on a WebSocket.
 #[derive(Parser, Debug)]
-#[command(group(clap::ArgGroup::new("auth").required(true).args(["public_key", "allow_unverified", "production"])))]
+#[command(group(clap::ArgGroup::new("auth").required(true).args(["public_key", "allow_unverified", "production", "cortex"])))]
 pub struct Args {
     /// Address to listen on, such as 127.0.0.1:8787 (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -27,6 +27,16 @@ pub struct Args {
     /// Write logs as one JSON object per line (session fields at the top level).
     #[arg(long)]
     pub json_logs: bool,
+    /// Serve over the Cortex relay at this `/agent` URL (`ws://` or `wss://`) instead of listening:
+    /// the brain dials out and every call rides that one connection.
+    #[arg(long, requires = "api_key", value_name = "URL")]
+    pub cortex: Option<String>,
+    /// The agent's API key for the relay.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// The agent version announced to the relay.
+    #[arg(long, default_value = "dev")]
+    pub agent_version: String,
 }
 
 /// Parses the command line, binds, prints the URL and serves `factory` until killed.
@@ -46,6 +56,14 @@ impl Args {
             voqalize::logging::Format::Human
         };
         voqalize::logging::init("info", format)?;
+        if let (Some(url), Some(key)) = (&self.cortex, &self.api_key) {
+            println!("serving a brain over the relay at {url}");
+            let relay = voqalize::relay::Relay::new(url.as_str(), self.agent_version.as_str())
+                .api_key(key.as_str())
+                .build()?;
+            relay.serve(factory, std::future::pending()).await?;
+            return Ok(());
+        }
         let options = if self.allow_unverified {
             HostOptions::allow_unverified()
         } else if self.production {

@@ -45,6 +45,7 @@
 //! | [`brain`](mod@brain) | the [`Brain`] trait and [`MakeBrain`], how a brain is made per call |
 //! | `runtime` (private) | one session's reader, feeder and writer, the inbound lanes, the turns |
 //! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters |
+//! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
 //! | [`model`] | (feature `model`, on by default) Gemini, OpenAI Responses and chat-completions layers, our SSE parser, the pooled HTTP client |
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model) and [`ModelBrain`](voice::ModelBrain), a brain a model answers for |
@@ -67,6 +68,8 @@ pub mod prelude;
 mod private;
 mod queue;
 mod recover;
+#[cfg(feature = "relay")]
+pub mod relay;
 mod runtime;
 pub mod session;
 #[cfg(feature = "testing")]

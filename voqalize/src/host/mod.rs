@@ -244,6 +244,11 @@ impl HostOptions {
         }
     }
 
+    /// The session limits these options set.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
     /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
     /// connection (a peer gone without a close) ends and `on_session_end` runs.
@@ -386,7 +391,7 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     if let Some(a) = claims.agent_id() {
         span.record("agent_id", a.as_str());
     }
-    let connection: Arc<str> = Arc::from(session_id.as_str());
+    let connection = Some(Arc::from(session_id.as_str()));
     let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits, connection)
         .instrument(span)
         .await;

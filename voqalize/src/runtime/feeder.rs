@@ -25,7 +25,7 @@ pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
     limits: Limits,
     /// The session id the connection was opened and verified for.
-    connection: Arc<str>,
+    connection: Option<Arc<str>>,
     lanes: Arc<Lanes>,
     out: Arc<Outbound>,
     control: Arc<Control>,
@@ -47,7 +47,7 @@ impl<M: MakeBrain> Feeder<M> {
     pub(super) fn new(
         factory: Arc<M>,
         limits: Limits,
-        connection: Arc<str>,
+        connection: Option<Arc<str>>,
         lanes: Arc<Lanes>,
         out: Arc<Outbound>,
         control: Arc<Control>,
@@ -197,11 +197,12 @@ impl<M: MakeBrain> Feeder<M> {
             return;
         }
         let sid = start.session_id.clone();
-        if *sid != *self.connection {
+        if let Some(connection) = self.connection.as_deref()
+            && *sid != *connection
+        {
             tracing::error!(
-                "brain: refusing a SessionStart for session {} on a connection opened for {}",
+                "brain: refusing a SessionStart for session {} on a connection opened for {connection}",
                 clip(&sid, 64),
-                self.connection
             );
             self.refuse(
                 ErrorCode::Protocol,

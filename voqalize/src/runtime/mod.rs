@@ -60,13 +60,13 @@ pub(crate) enum Outcome {
 ///
 /// `connection` is the session id the connection was opened (and its token verified) for: a
 /// `SessionStart` naming another session is refused, so the brain never acts for a session the
-/// peer was not authorised for.
+/// peer was not authorised for. The relay leg has none: its sessions are named by the relay.
 pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
     limits: Limits,
-    connection: Arc<str>,
+    connection: Option<Arc<str>>,
 ) -> (Outcome, Option<S>) {
     let (err_tx, err_rx) = mpsc::unbounded_channel();
     let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));

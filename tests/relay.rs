@@ -1,0 +1,494 @@
+//! The relay leg against a stand-in Cortex relay on 127.0.0.1 (a tokio-tungstenite server in this
+//! file): the upgrade and its headers, prefix framing both ways, sessions by prefix, refusals,
+//! reconnects, bad input, and isolation between sessions on one connection (docs/protocol.md §2.2).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Map;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use voqalize::prelude::*;
+use voqalize::relay::{Relay, RelayError};
+use voqalize::wire::{self, Capabilities, Frame, SessionStart, WIRE_VERSION};
+
+use crate::support::Log;
+
+/// The stand-in relay: accepts agent connections on `/agent`, records their headers, and can
+/// answer the next upgrades with an HTTP status instead.
+struct StandIn {
+    addr: SocketAddr,
+    agents: mpsc::UnboundedReceiver<Agent>,
+    headers: Arc<Mutex<Vec<(String, String)>>>,
+    refuse: Arc<Mutex<VecDeque<u16>>>,
+    attempts: Arc<AtomicUsize>,
+}
+
+/// One agent connection as the relay sees it.
+struct Agent(WebSocketStream<TcpStream>);
+
+async fn stand_in() -> StandIn {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, agents) = mpsc::unbounded_channel();
+    let headers = Arc::new(Mutex::new(Vec::new()));
+    let refuse: Arc<Mutex<VecDeque<u16>>> = Arc::new(Mutex::new(VecDeque::new()));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (h, r, a) = (headers.clone(), refuse.clone(), attempts.clone());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (h, r, a, tx) = (h.clone(), r.clone(), a.clone(), tx.clone());
+            tokio::spawn(async move {
+                // The ErrorResponse type is tungstenite's callback contract.
+                #[allow(clippy::result_large_err)]
+                let callback =
+                    move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+                        a.fetch_add(1, Ordering::SeqCst);
+                        for (k, v) in req.headers() {
+                            h.lock().unwrap().push((
+                                k.as_str().to_owned(),
+                                v.to_str().unwrap_or_default().to_owned(),
+                            ));
+                        }
+                        if let Some(status) = r.lock().unwrap().pop_front() {
+                            let mut refusal = ErrorResponse::new(Some("refused".into()));
+                            *refusal.status_mut() = StatusCode::from_u16(status).unwrap();
+                            return Err(refusal);
+                        }
+                        Ok(resp)
+                    };
+                if let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await {
+                    let _ = tx.send(Agent(ws));
+                }
+            });
+        }
+    });
+    StandIn {
+        addr,
+        agents,
+        headers,
+        refuse,
+        attempts,
+    }
+}
+
+impl StandIn {
+    fn url(&self) -> String {
+        format!("ws://{}/agent", self.addr)
+    }
+
+    async fn agent(&mut self) -> Agent {
+        tokio::time::timeout(Duration::from_secs(10), self.agents.recv())
+            .await
+            .expect("the agent connects")
+            .expect("the stand-in runs")
+    }
+
+    fn header(&self, name: &str) -> Vec<String> {
+        self.headers
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+fn start(session_id: &str) -> Frame {
+    Frame::SessionStart(SessionStart {
+        session_id: session_id.into(),
+        turn_id: 1,
+        init: Map::new(),
+        wire_version: WIRE_VERSION,
+        capabilities: Capabilities::new(),
+    })
+}
+
+fn says(turn_id: u64, text: &str) -> Frame {
+    Frame::UserMessage(UserMessage {
+        turn_id,
+        text: text.into(),
+    })
+}
+
+impl Agent {
+    async fn send(&mut self, prefix: [u8; 16], frame: &Frame) {
+        let mut bytes = prefix.to_vec();
+        bytes.extend(wire::encode(frame));
+        self.0.send(Message::Binary(bytes.into())).await.unwrap();
+    }
+
+    async fn send_raw(&mut self, message: Message) {
+        self.0.send(message).await.unwrap();
+    }
+
+    /// The next frame the agent sends (5 s at most), with its prefix.
+    async fn recv(&mut self) -> ([u8; 16], Frame) {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(5), self.0.next())
+                .await
+                .expect("the agent answers")
+                .expect("the connection is open")
+                .expect("a message");
+            if let Message::Binary(bytes) = next {
+                let prefix: [u8; 16] = bytes[..16].try_into().unwrap();
+                return (prefix, wire::decode_strict(&bytes[16..]).unwrap());
+            }
+        }
+    }
+
+    /// The text of the next unit the agent speaks for any session (frames until its SpeechEnd).
+    async fn spoken(&mut self) -> ([u8; 16], String) {
+        let mut text = String::new();
+        loop {
+            match self.recv().await {
+                (_, Frame::SpeechStart { .. }) => text.clear(),
+                (_, Frame::SpeechChunk { text: t, .. }) => text.push_str(&t),
+                (prefix, Frame::SpeechEnd { .. }) => return (prefix, text),
+                _ => {}
+            }
+        }
+    }
+
+    async fn close(&mut self, code: u16) {
+        let frame = CloseFrame {
+            code: code.into(),
+            reason: "".into(),
+        };
+        let _ = self.0.send(Message::Close(Some(frame))).await;
+    }
+}
+
+/// Echoes, records the session ends, and blocks on "block" until released.
+struct Echo {
+    log: Arc<Log>,
+    release: Arc<Notify>,
+}
+
+impl Brain for Echo {
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        if message.text == "block" {
+            self.release.notified().await;
+        }
+        if message.text == "panic" {
+            panic!("a bug in the brain");
+        }
+        turn.say(&message.text);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, session: &Session) {
+        self.log.push(format!("end {}", session.id()));
+        self.log.end();
+    }
+}
+
+fn echo(log: &Arc<Log>, release: &Arc<Notify>) -> impl MakeBrain {
+    let (log, release) = (log.clone(), release.clone());
+    move || Echo {
+        log: log.clone(),
+        release: release.clone(),
+    }
+}
+
+const A: [u8; 16] = [0xa; 16];
+const B: [u8; 16] = [0xb; 16];
+
+/// Serves `factory` through `relay` in the background; the returned sender shuts it down.
+fn serve(
+    relay: Relay,
+    factory: impl MakeBrain,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), RelayError>>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        relay
+            .serve(factory, async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    (stop, task)
+}
+
+#[tokio::test]
+async fn sessions_ride_one_connection_by_prefix_and_unknown_prefixes_are_dropped() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("sk_test")
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    assert_eq!(relay.header("x-agent-version"), ["v9"]);
+    assert_eq!(relay.header("authorization"), ["Bearer sk_test"]);
+
+    // A frame for a prefix with no session is dropped; a SessionStart opens one.
+    link.send(B, &says(2, "nobody here")).await;
+    link.send(A, &start("call-a")).await;
+    link.send(A, &says(2, "hello")).await;
+    let (prefix, text) = link.spoken().await;
+    assert_eq!(
+        (prefix, text.as_str()),
+        (A, "hello"),
+        "the prefix is echoed byte for byte"
+    );
+
+    // A second session beside it.
+    link.send(B, &start("call-b")).await;
+    link.send(B, &says(2, "second")).await;
+    assert_eq!(link.spoken().await, (B, "second".to_owned()));
+}
+
+#[tokio::test]
+async fn an_upgrade_refused_with_401_or_403_fails_at_once_and_500_is_retried() {
+    for status in [401u16, 403] {
+        let relay = stand_in().await;
+        relay.refuse.lock().unwrap().push_back(status);
+        let agent = Relay::new(relay.url(), "v9")
+            .api_key("bad")
+            .build()
+            .unwrap();
+        let result = agent
+            .serve(
+                || Echo {
+                    log: Arc::default(),
+                    release: Arc::default(),
+                },
+                std::future::pending(),
+            )
+            .await;
+        assert!(
+            matches!(result, Err(RelayError::AuthRejected { status: s }) if s == status),
+            "{result:?}"
+        );
+        assert_eq!(
+            relay.attempts.load(Ordering::SeqCst),
+            1,
+            "no retry after {status}"
+        );
+    }
+
+    // 500 twice, then accepted; an authorization provider is called on every attempt.
+    let mut relay = stand_in().await;
+    relay.refuse.lock().unwrap().extend([500, 500]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let agent = Relay::new(relay.url(), "v9")
+        .authorization_provider(move || {
+            format!("Bearer token-{}", c.fetch_add(1, Ordering::SeqCst))
+        })
+        .build()
+        .unwrap();
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let _link = relay.agent().await;
+    assert_eq!(relay.attempts.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        relay.header("authorization"),
+        ["Bearer token-0", "Bearer token-1", "Bearer token-2"]
+    );
+}
+
+#[tokio::test]
+async fn a_relay_close_reconnects_and_ends_every_session_without_replay() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("call-a")).await;
+    link.send(A, &says(2, "hi")).await;
+    assert_eq!(link.spoken().await.1, "hi");
+    link.close(1011).await;
+    let mut again = relay.agent().await;
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "the session ended with the connection"
+    );
+    // The old prefix has no session on the new connection: its frames are dropped...
+    again.send(A, &says(3, "still there?")).await;
+    // ...and a new SessionStart on it makes a fresh brain, whose speech ids start at 1.
+    again.send(A, &start("call-a2")).await;
+    again.send(A, &says(2, "fresh")).await;
+    loop {
+        match again.recv().await {
+            (_, Frame::SpeechStart { speech_id, .. }) => {
+                assert_eq!(speech_id, 1);
+                break;
+            }
+            _ => continue,
+        }
+    }
+    // Close 4000 is permanent.
+    again.close(4000).await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(result, Err(RelayError::NoAgent)), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_session_that_ends_frees_its_prefix_for_a_fresh_brain() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("first")).await;
+    link.send(A, &says(2, "one")).await;
+    assert_eq!(link.spoken().await.1, "one");
+    link.send(A, &Frame::End).await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    link.send(A, &start("second")).await;
+    link.send(A, &says(2, "two")).await;
+    loop {
+        if let (_, Frame::SpeechStart { speech_id, .. }) = link.recv().await {
+            assert_eq!(speech_id, 1, "a fresh brain and session");
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_frames_are_skipped_and_one_blocked_or_panicking_session_does_not_stop_another() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send_raw(Message::Text("hello".into())).await;
+    link.send_raw(Message::Binary(vec![1, 2, 3].into())).await;
+    link.send_raw(Message::Binary(
+        [[0xcu8; 16].to_vec(), vec![0xff, 0xff]].concat().into(),
+    ))
+    .await;
+    link.send(A, &start("blocked")).await;
+    link.send(A, &says(2, "block")).await;
+    link.send(B, &start("panics")).await;
+    link.send(B, &says(2, "panic")).await;
+    let c = [0xc; 16];
+    link.send(c, &start("fine")).await;
+    link.send(c, &says(2, "answered")).await;
+    let (prefix, text) = link.spoken().await;
+    assert_eq!((prefix, text.as_str()), (c, "answered"));
+    release.notify_waiters();
+    assert_eq!(link.spoken().await, (A, "block".to_owned()));
+}
+
+#[tokio::test]
+async fn a_failing_factory_fails_its_own_session_only() {
+    let mut relay = stand_in().await;
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let factory = fallible(move || {
+        if m.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err("no database")
+        } else {
+            Ok(Echo {
+                log: Arc::default(),
+                release: Arc::default(),
+            })
+        }
+    });
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, _task) = serve(agent, factory);
+    let mut link = relay.agent().await;
+    link.send(A, &start("unlucky")).await;
+    let mut saw_fatal = false;
+    loop {
+        match link.recv().await {
+            (p, Frame::Error(e)) if p == A => saw_fatal = e.fatal,
+            (p, Frame::End) if p == A => break,
+            _ => {}
+        }
+    }
+    assert!(saw_fatal);
+    link.send(B, &start("lucky")).await;
+    link.send(B, &says(2, "works")).await;
+    assert_eq!(link.spoken().await, (B, "works".to_owned()));
+}
+
+#[tokio::test]
+async fn the_builder_wants_exactly_one_way_to_authorize() {
+    assert!(matches!(
+        Relay::new("ws://127.0.0.1:1/agent", "v9").build(),
+        Err(RelayError::Config(_))
+    ));
+    assert!(matches!(
+        Relay::new("ws://127.0.0.1:1/agent", "v9")
+            .api_key("k")
+            .authorization_provider(|| "Bearer x".into())
+            .build(),
+        Err(RelayError::Config(_))
+    ));
+    assert!(matches!(
+        Relay::new("http://127.0.0.1:1/agent", "v9")
+            .api_key("k")
+            .build(),
+        Err(RelayError::Config(_))
+    ));
+    assert!(matches!(
+        Relay::new("ws://127.0.0.1:1/agent", "v9\n")
+            .api_key("k")
+            .build(),
+        Err(RelayError::Config(_))
+    ));
+}
+
+#[tokio::test]
+async fn shutdown_lets_running_calls_finish_then_closes() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .drain_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let (stop, task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("running")).await;
+    link.send(A, &says(2, "hi")).await;
+    assert_eq!(link.spoken().await.1, "hi");
+    stop.send(()).unwrap();
+    // New sessions are no longer taken; the running one ends when Voqalize ends it.
+    link.send(B, &start("late")).await;
+    link.send(A, &Frame::End).await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    assert_eq!(log.events(), ["end call-a".replace("call-a", "running")]);
+}
+
+#[tokio::test]
+async fn two_agents_on_one_relay_each_carry_the_sessions_routed_to_them() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop1, _task1) = serve(agent.clone(), echo(&log, &release));
+    let mut first = relay.agent().await;
+    let (_stop2, _task2) = serve(agent, echo(&log, &release));
+    let mut second = relay.agent().await;
+    first.send(A, &start("on-first")).await;
+    first.send(A, &says(2, "from the first")).await;
+    second.send(B, &start("on-second")).await;
+    second.send(B, &says(2, "from the second")).await;
+    assert_eq!(first.spoken().await, (A, "from the first".to_owned()));
+    assert_eq!(second.spoken().await, (B, "from the second".to_owned()));
+}
