@@ -9,6 +9,10 @@
 //! the time from UserMessage to first chunk, and how many calls failed. Bounded in count and time:
 //! it stops after `--calls` calls or `--deadline-s` seconds. Loopback only is the intended use.
 //!
+//! With `--relay-listen 127.0.0.1:9000` it plays the Cortex relay instead: start the brain with
+//! `--cortex ws://127.0.0.1:9000/agent --api-key x` and every call rides that one connection.
+//! With `--brain-pid PID` it also reports the brain's CPU time per turn.
+//!
 //! With `--idle N --brain-pid PID` it measures memory instead: it reads the brain's RSS, holds `N`
 //! started, idle sessions open, reads it again, closes them, and reads it a third time:
 //!
@@ -20,14 +24,20 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tokio::sync::Semaphore;
+use tokio_tungstenite::tungstenite::Message;
 use voqalize::testing::{TokenSigner, Voqalize};
+use voqalize::wire::{Frame, SessionStart};
 
 /// Load a brain with concurrent calls and measure time to first speech.
 #[derive(Parser, Debug)]
 struct Args {
-    /// The brain's WebSocket URL.
-    #[arg(long)]
-    url: String,
+    /// The brain's WebSocket URL (direct leg).
+    #[arg(long, required_unless_present = "relay_listen")]
+    url: Option<String>,
+    /// Act as the Cortex relay instead: listen here, wait for the agent to dial
+    /// (`--cortex ws://ADDR/agent`), and run every call over that one connection.
+    #[arg(long, value_name = "ADDR")]
+    relay_listen: Option<String>,
     /// How many calls in all.
     #[arg(long, default_value_t = 200)]
     calls: usize,
@@ -46,7 +56,7 @@ struct Args {
     /// Instead of calls: hold this many started, idle sessions and report the brain's RSS.
     #[arg(long)]
     idle: Option<usize>,
-    /// The brain's process id, whose RSS `--idle` reads from /proc.
+    /// The brain's process id: `--idle` reads its RSS, a load run its CPU time (from /proc).
     #[arg(long)]
     brain_pid: Option<u32>,
 }
@@ -65,6 +75,151 @@ fn rss_kb(pid: u32) -> Result<u64, Box<dyn std::error::Error>> {
         .parse()?)
 }
 
+/// The CPU time process `pid` has used, in ms (utime + stime of /proc/PID/stat; 100 ticks a second).
+fn cpu_ms(pid: u32) -> Result<u64, Box<dyn std::error::Error>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start after its closing parenthesis.
+    let rest = stat.rsplit_once(')').ok_or("no command name")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).ok_or("no utime")?.parse::<u64>()?
+        + fields.get(12).ok_or("no stime")?.parse::<u64>()?;
+    Ok(ticks * 10)
+}
+
+/// The relay's side of one connection carrying every call: frames out through one writer, frames
+/// in routed to each call by its 16-byte prefix.
+struct RelayLink {
+    out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    routes: std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<[u8; 16], tokio::sync::mpsc::UnboundedSender<Frame>>,
+        >,
+    >,
+}
+
+impl RelayLink {
+    /// Waits for the agent on `addr` and starts the reader and the writer.
+    async fn accept(addr: &str) -> Result<std::sync::Arc<Self>, Box<dyn std::error::Error>> {
+        use futures_util::{SinkExt, StreamExt};
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        println!("relay stand-in on ws://{}/agent", listener.local_addr()?);
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let ws = tokio_tungstenite::accept_async(stream).await?;
+        let (mut sink, mut stream) = ws.split();
+        let (out, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(bytes) = rx.recv().await {
+                if sink.send(Message::Binary(bytes.into())).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let link = std::sync::Arc::new(RelayLink {
+            out,
+            routes: Default::default(),
+        });
+        let routes = link.routes.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(message)) = stream.next().await {
+                let Message::Binary(bytes) = message else {
+                    continue;
+                };
+                let Some((prefix, envelope)) = bytes.split_first_chunk::<16>() else {
+                    continue;
+                };
+                let Ok(Some(frame)) = voqalize::wire::decode(envelope) else {
+                    continue;
+                };
+                let route = routes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(prefix)
+                    .cloned();
+                if let Some(route) = route {
+                    let _ = route.send(frame);
+                }
+            }
+        });
+        Ok(link)
+    }
+
+    fn send(&self, prefix: [u8; 16], frame: &Frame) {
+        let mut bytes = prefix.to_vec();
+        bytes.extend(voqalize::wire::encode(frame));
+        let _ = self.out.send(bytes);
+    }
+}
+
+/// One call over the relay link: SessionStart, `turns` user messages (each waits for the first
+/// SpeechChunk, then for the SpeechEnd, and finalizes the unit with its text), End.
+async fn one_relay_call(
+    link: &RelayLink,
+    id: usize,
+    turns: usize,
+) -> Result<Vec<Duration>, String> {
+    let mut prefix = [0u8; 16];
+    prefix[..8].copy_from_slice(&(id as u64).to_be_bytes());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    link.routes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(prefix, tx);
+    link.send(
+        prefix,
+        &Frame::SessionStart(SessionStart {
+            session_id: format!("relay-load-{id}"),
+            turn_id: 1,
+            init: Default::default(),
+            wire_version: voqalize::wire::WIRE_VERSION,
+            capabilities: Default::default(),
+        }),
+    );
+    let mut firsts = Vec::with_capacity(turns);
+    for t in 0..turns {
+        let sent = Instant::now();
+        link.send(
+            prefix,
+            &Frame::UserMessage(voqalize::wire::UserMessage {
+                turn_id: 2 + t as u64,
+                text: format!("turn {t} of call {id}"),
+            }),
+        );
+        let mut text = String::new();
+        let mut first = None;
+        loop {
+            let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .map_err(|_| format!("call {id}: no answer within 10 s"))?
+                .ok_or("the relay link closed")?;
+            match frame {
+                Frame::SpeechChunk { text: t, .. } => {
+                    first.get_or_insert_with(|| sent.elapsed());
+                    text.push_str(&t);
+                }
+                Frame::SpeechEnd { speech_id } => {
+                    link.send(
+                        prefix,
+                        &Frame::Finalize {
+                            speech_id,
+                            heard_text: text,
+                        },
+                    );
+                    break;
+                }
+                _ => {}
+            }
+        }
+        firsts.push(first.ok_or("a unit without text")?);
+    }
+    link.send(prefix, &Frame::End);
+    link.routes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&prefix);
+    Ok(firsts)
+}
+
 /// Holds `n` idle sessions open and reports the brain's RSS before, with them, and after.
 async fn idle(
     args: &Args,
@@ -77,7 +232,8 @@ async fn idle(
     for id in 0..n {
         let session_id = format!("idle-{id}");
         let token = signer.map(|s| s.mint(&session_id));
-        let mut v = Voqalize::connect(&args.url, &session_id, token.as_deref()).await?;
+        let url = args.url.as_deref().ok_or("--idle needs --url")?;
+        let mut v = Voqalize::connect(url, &session_id, token.as_deref()).await?;
         v.start_silent().await?;
         sessions.push(v);
     }
@@ -154,6 +310,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.idle {
         return idle(&args, n, signer.as_ref()).await;
     }
+    let relay = match &args.relay_listen {
+        Some(addr) => Some(RelayLink::accept(addr).await?),
+        None => None,
+    };
+    let cpu_before = args.brain_pid.map(cpu_ms).transpose()?;
     let signer = std::sync::Arc::new(signer);
     let gate = std::sync::Arc::new(Semaphore::new(args.concurrency.max(1)));
     let deadline = Instant::now() + Duration::from_secs(args.deadline_s);
@@ -164,9 +325,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
         let permit = gate.clone().acquire_owned().await?;
-        let (url, signer, turns) = (args.url.clone(), signer.clone(), args.turns);
+        let (url, signer, turns) = (
+            args.url.clone().unwrap_or_default(),
+            signer.clone(),
+            args.turns,
+        );
+        let relay = relay.clone();
         tasks.push(tokio::spawn(async move {
-            let out = one_call(&url, id, turns, signer.as_ref().as_ref()).await;
+            let out = match &relay {
+                Some(link) => one_relay_call(link, id, turns).await,
+                None => one_call(&url, id, turns, signer.as_ref().as_ref()).await,
+            };
             drop(permit);
             out
         }));
@@ -195,6 +364,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ms(percentile(&firsts, 99.0)),
         ms(percentile(&firsts, 100.0))
     );
+    if let (Some(pid), Some(before)) = (args.brain_pid, cpu_before) {
+        let used = cpu_ms(pid)?.saturating_sub(before);
+        println!(
+            "brain CPU: {used} ms for {} turns, {:.3} ms a turn (10 ms clock ticks)",
+            firsts.len(),
+            used as f64 / firsts.len().max(1) as f64
+        );
+    }
     if let Some(first) = failures.first() {
         println!("first failure: {first}");
     }
