@@ -153,9 +153,12 @@ fn token_seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+/// What one target does with an input.
+type Target = Box<dyn Fn(&[u8])>;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (seeds, run): (Vec<Vec<u8>>, Box<dyn Fn(&[u8])>) = match args.target.as_str() {
+    let (seeds, run): (Vec<Vec<u8>>, Target) = match args.target.as_str() {
         "envelope" => (
             envelope_seeds(),
             Box::new(|input: &[u8]| {
