@@ -53,6 +53,11 @@ struct Args {
     /// Stop starting calls after this many seconds.
     #[arg(long, default_value_t = 120)]
     deadline_s: u64,
+    /// Instead of calls: run a soak for this many seconds (concurrent calls that barge in, reset
+    /// their TCP connection, send junk, or stop reading, beside ordinary ones), then report the
+    /// brain's open files and RSS against its baseline (needs --brain-pid).
+    #[arg(long, value_name = "SECONDS")]
+    soak: Option<u64>,
     /// Instead of calls: hold this many started, idle sessions and report the brain's RSS.
     #[arg(long)]
     idle: Option<usize>,
@@ -220,6 +225,98 @@ async fn one_relay_call(
     Ok(firsts)
 }
 
+/// The number of open file descriptors of process `pid`.
+fn open_files(pid: u32) -> Result<usize, Box<dyn std::error::Error>> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
+/// One soak call: what it does is chosen by `kind`. Errors are expected (the brain may close a
+/// misbehaving call); only the brain's health at the end counts.
+async fn soak_call(url: &str, id: usize, kind: u64) {
+    let session_id = format!("soak-{id}");
+    let Ok(mut v) = Voqalize::connect(url, &session_id, None).await else {
+        return;
+    };
+    v.quiet = Duration::from_millis(20);
+    if v.start_silent().await.is_err() {
+        return;
+    }
+    match kind % 5 {
+        // An ordinary call.
+        0 => {
+            let _ = v.user_says("an ordinary turn").await;
+            let _ = v.end().await;
+        }
+        // A barge-in on the answer.
+        1 => {
+            let _ = v
+                .barge_in("interrupt me", voqalize::testing::BargeIn::default())
+                .await;
+            let _ = v.user_says("after the barge-in").await;
+            let _ = v.end().await;
+        }
+        // A TCP reset: the connection just goes away.
+        2 => {
+            let _ = v.send_user_message("going away").await;
+            drop(v);
+        }
+        // Junk frames, then an ordinary turn.
+        3 => {
+            for i in 0..20u8 {
+                let _ = v.send_bytes(vec![0xff, i, 0x07]).await;
+                let _ = v.send_text("not a frame").await;
+            }
+            let _ = v.user_says("after the junk").await;
+            let _ = v.end().await;
+        }
+        // A client that stops reading: messages sent, nothing read, then gone.
+        _ => {
+            for t in 0..50 {
+                let _ = v.send_user_message(&format!("flood {t}")).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            v.hang_up().await;
+        }
+    }
+}
+
+/// Runs the soak and reports the brain's files and memory against its baseline.
+async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let pid = args.brain_pid.ok_or("--soak needs --brain-pid")?;
+    let url = args.url.clone().ok_or("--soak needs --url")?;
+    let (files, rss) = (open_files(pid)?, rss_kb(pid)?);
+    let gate = std::sync::Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut id = 0usize;
+    let mut rng = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .subsec_nanos() as u64
+        | 1;
+    while Instant::now() < deadline {
+        let permit = gate.clone().acquire_owned().await?;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let (url, kind) = (url.clone(), rng);
+        id += 1;
+        tasks.spawn(async move {
+            soak_call(&url, id, kind).await;
+            drop(permit);
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    // Let the brain finish tearing down what was cut, then read.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    println!(
+        "soak: {id} calls in {seconds} s; brain open files {files} before, {} after; RSS {rss} kB before, {} kB after",
+        open_files(pid)?,
+        rss_kb(pid)?
+    );
+    Ok(())
+}
+
 /// Holds `n` idle sessions open and reports the brain's RSS before, with them, and after.
 async fn idle(
     args: &Args,
@@ -309,6 +406,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     if let Some(n) = args.idle {
         return idle(&args, n, signer.as_ref()).await;
+    }
+    if let Some(seconds) = args.soak {
+        return soak(&args, seconds).await;
     }
     let relay = match &args.relay_listen {
         Some(addr) => Some(RelayLink::accept(addr).await?),
