@@ -8,7 +8,7 @@
 //!
 //! Targets: `envelope` (the wire decoder, seeded with every frame kind), `gemini`, `openai`, `chat`
 //! (our SSE parser and that provider's stream decoder, seeded with real-shaped streams), `token`
-//! (the RS256 token checks). A panic prints the input (hex) and exits 1: keep it as a regression
+//! (the RS256 token checks), `schema` (the per-provider schema rewrites, on any JSON). A panic prints the input (hex) and exits 1: keep it as a regression
 //! test. The generator is a small deterministic PRNG: `--seed` replays a run.
 
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use voqalize::wire::{self, Frame, UserMessage};
 /// Fuzz one decoder for a while.
 #[derive(Parser, Debug)]
 struct Args {
-    /// envelope, gemini, openai, chat or token.
+    /// envelope, gemini, openai, chat, token or schema.
     #[arg(long)]
     target: String,
     /// How long to run.
@@ -146,6 +146,14 @@ fn chat_seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+fn schema_seeds() -> Vec<Vec<u8>> {
+    vec![
+        br##"{"type":"object","properties":{"guest":{"$ref":"#/$defs/Guest"},"alt":{"anyOf":[{"$ref":"#/$defs/Guest"},{"type":"null"}]}},"required":["guest"],"$defs":{"Guest":{"type":"object","properties":{"name":{"type":"string"},"party":{"type":"integer","format":"uint8","minimum":0}},"required":["name"]}}}"##.to_vec(),
+        br##"{"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":["string","null"]}}},{"type":"object","properties":{"kind":{"const":"b"}},"additionalProperties":false}],"$defs":{"Node":{"type":"object","properties":{"next":{"$ref":"#/$defs/Node"}}}}}"##.to_vec(),
+        br##"{"type":"object","properties":{"tags":{"type":"array","items":{"type":"string"}},"map":{"type":"object","additionalProperties":{"$ref":"#"}},"t":{"type":"array","prefixItems":[{"type":"integer"},{"enum":[1,"x",null]}]}}}"##.to_vec(),
+    ]
+}
+
 fn token_seeds() -> Vec<Vec<u8>> {
     vec![
         b"Bearer eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJzIiwiZXhwIjoxfQ.c2ln".to_vec(),
@@ -186,6 +194,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }),
             )
         }
+        "schema" => (
+            schema_seeds(),
+            Box::new(|input: &[u8]| {
+                if let Ok(value) = serde_json::from_slice::<serde_json::Value>(input) {
+                    for dialect in [
+                        voqalize::tools::Dialect::Gemini,
+                        voqalize::tools::Dialect::OpenAi,
+                        voqalize::tools::Dialect::OpenAiStrict,
+                    ] {
+                        let _ = voqalize::tools::__rewrite_schema(&value, dialect);
+                    }
+                }
+            }),
+        ),
         "token" => {
             let options = HostOptions::production();
             (

@@ -516,3 +516,11 @@ pub struct ToolInfo {
     /// Position in the impl block (the dispatcher's key).
     pub index: usize,
 }
+
+/// Rewrites any JSON value as a parameter schema for `dialect`, as tool declarations do. For the
+/// crate's fuzz loop (`examples/fuzz --target schema`): a rewrite must never panic, whatever the
+/// schema. Not a public API.
+#[doc(hidden)]
+pub fn __rewrite_schema(schema: &Value, dialect: Dialect) -> Value {
+    schema::rewrite(schema, dialect).schema
+}
