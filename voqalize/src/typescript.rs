@@ -40,6 +40,40 @@
 //! cargo run --bin voqalize -- types                       # print to stdout
 //! cargo run --bin voqalize -- types --out app/voqalize.ts # write the file
 //! cargo run --bin voqalize -- types --out app/voqalize.ts --check   # CI: fail when stale
+//! cargo run --bin voqalize -- --help                      # the usage
+//! ```
+//!
+//! The usage and the `--check` failure name the program the way Cargo runs it, from its file name
+//! (`--example NAME` when it is an example):
+//!
+//! ```text
+//! voqalize types: app/voqalize.ts is out of date: write it again with `cargo run --bin voqalize -- types --out app/voqalize.ts`
+//! ```
+//!
+//! ## Keeping plain `cargo run` working
+//!
+//! A second binary next to the brain's `src/main.rs` makes a bare `cargo run` fail ("could not
+//! determine which binary to run"): Cargo no longer knows which one to start. Either name the
+//! default in `Cargo.toml`,
+//!
+//! ```toml
+//! [package]
+//! name = "my-brain"
+//! default-run = "my-brain"   # `cargo run` starts src/main.rs; the generator is `--bin voqalize`
+//! ```
+//!
+//! or make the generator an example instead of a binary: `examples/voqalize-types.rs` with the
+//! same `main`, run as `cargo run --example voqalize-types -- types --out app/voqalize.ts`. An
+//! example is not a binary of the package, so `cargo run` is unaffected, and the `typescript`
+//! feature can then be turned on in `[dev-dependencies]` only, leaving it out of the brain's own
+//! build:
+//!
+//! ```toml
+//! [dependencies]
+//! voqalize = "0.1"
+//!
+//! [dev-dependencies]
+//! voqalize = { version = "0.1", features = ["typescript"] }
 //! ```
 //!
 //! The output mirrors the wire: `Action` is the union of the `data` of every RTVI `ui-command` the
@@ -106,8 +140,8 @@ mod generate {
         /// Two registered app events share a wire name.
         #[error("two app events are named {0}: the brain could not tell them apart")]
         DuplicateEvent(String),
-        /// The command line was not understood.
-        #[error("{0}\nusage: voqalize types [--out FILE [--check]]")]
+        /// The command line was not understood (the message ends with the usage).
+        #[error("{0}")]
         Usage(String),
         /// Reading or writing the output file failed.
         #[error("{path}: {source}")]
@@ -118,8 +152,44 @@ mod generate {
             source: std::io::Error,
         },
         /// `--check`: the file is not what `voqalize types` would write now.
-        #[error("{0} is out of date: run `voqalize types --out {0}`")]
-        Stale(PathBuf),
+        #[error("{path} is out of date: write it again with `{command}`")]
+        Stale {
+            /// The file.
+            path: PathBuf,
+            /// The command that writes it, e.g.
+            /// `cargo run --bin voqalize -- types --out app/voqalize.ts`.
+            command: String,
+        },
+    }
+
+    /// How the user runs this program, e.g. `cargo run --bin voqalize --`: named in the usage and
+    /// in the `--check` failure.
+    pub(super) fn invocation(argv0: Option<&str>) -> String {
+        let path = std::path::Path::new(argv0.unwrap_or("voqalize"));
+        let name = path
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.is_empty())
+            .unwrap_or("voqalize");
+        // Cargo puts examples in `target/<profile>/examples/`.
+        let kind = match path.parent().and_then(|p| p.file_name()) {
+            Some(dir) if dir == "examples" => "example",
+            _ => "bin",
+        };
+        format!("cargo run --{kind} {name} --")
+    }
+
+    fn usage(invocation: &str) -> String {
+        format!(
+            "usage: {invocation} types [--out FILE [--check]]\n\
+             \n\
+             Writes the TypeScript of the brain's UI commands and app events.\n\
+             \n\
+             \x20 (no --out)   print the module to stdout\n\
+             \x20 --out FILE   write it to FILE (also -o)\n\
+             \x20 --check      with --out: write nothing, fail when FILE is not what would be written\n\
+             \x20 --help       print this help (also -h)\n"
+        )
     }
 
     type Collect = fn(&mut PayloadCollector<'_>);
@@ -131,6 +201,8 @@ mod generate {
     pub struct TypeScript {
         actions: Vec<(&'static [&'static str], Collect)>,
         events: Vec<(&'static [&'static str], Collect)>,
+        /// `cargo run --bin NAME --`, from the program's path ([`TypeScript::main`]).
+        invocation: Option<String>,
     }
 
     impl std::fmt::Debug for TypeScript {
@@ -262,7 +334,7 @@ mod generate {
 
         /// The command: `types [--out FILE [--check]]` (the arguments after the program name). Without
         /// `--out` the module goes to `stdout`; with it, to FILE; with `--check`, FILE is compared
-        /// instead of written.
+        /// instead of written. `--help` (or `-h`, or `help`) anywhere prints the usage to `stdout`.
         ///
         /// # Errors
         /// A usage error, a duplicate name, an I/O error, or a stale file under `--check`.
@@ -271,11 +343,25 @@ mod generate {
             I: IntoIterator<Item = S>,
             S: Into<String>,
         {
-            let mut args = args.into_iter().map(Into::into);
+            let args: Vec<String> = args.into_iter().map(Into::into).collect();
+            let invocation = self.invocation.clone().unwrap_or_else(|| invocation(None));
+            let bad = |what: String| TypesError::Usage(format!("{what}\n{}", usage(&invocation)));
+            let stdout_error = |source| TypesError::Io {
+                path: PathBuf::from("<stdout>"),
+                source,
+            };
+            if args.first().is_some_and(|a| a == "help")
+                || args.iter().any(|a| a == "--help" || a == "-h")
+            {
+                return stdout
+                    .write_all(usage(&invocation).as_bytes())
+                    .map_err(stdout_error);
+            }
+            let mut args = args.into_iter();
             match args.next().as_deref() {
                 Some("types") => {}
-                Some(other) => return Err(TypesError::Usage(format!("unknown command `{other}`"))),
-                None => return Err(TypesError::Usage("no command given".into())),
+                Some(other) => return Err(bad(format!("unknown command `{other}`"))),
+                None => return Err(bad("no command given".into())),
             }
             let mut out_path = None;
             let mut check = false;
@@ -283,12 +369,10 @@ mod generate {
                 match arg.as_str() {
                     "--out" | "-o" => match args.next() {
                         Some(p) => out_path = Some(PathBuf::from(p)),
-                        None => return Err(TypesError::Usage("--out needs a file".into())),
+                        None => return Err(bad("--out needs a file".into())),
                     },
                     "--check" => check = true,
-                    other => {
-                        return Err(TypesError::Usage(format!("unknown argument `{other}`")));
-                    }
+                    other => return Err(bad(format!("unknown argument `{other}`"))),
                 }
             }
             let module = self.render()?;
@@ -297,25 +381,31 @@ mod generate {
                 move |source| TypesError::Io { path, source }
             };
             match (out_path, check) {
-                (None, true) => Err(TypesError::Usage("--check needs --out FILE".into())),
-                (None, false) => stdout
-                    .write_all(module.as_bytes())
-                    .map_err(io(&PathBuf::from("<stdout>"))),
+                (None, true) => Err(bad("--check needs --out FILE".into())),
+                (None, false) => stdout.write_all(module.as_bytes()).map_err(stdout_error),
                 (Some(path), true) => {
                     let current = std::fs::read_to_string(&path).map_err(io(&path))?;
                     if current == module {
                         Ok(())
                     } else {
-                        Err(TypesError::Stale(path))
+                        let command = format!("{invocation} types --out {}", path.display());
+                        Err(TypesError::Stale { path, command })
                     }
                 }
                 (Some(path), false) => std::fs::write(&path, module).map_err(io(&path)),
             }
         }
 
-        /// [`run`](Self::run) on the process's arguments and stdout; errors go to stderr.
+        /// [`run`](Self::run) on the process's arguments and stdout; errors go to stderr. The usage
+        /// and the `--check` failure name the program as Cargo runs it (`cargo run --bin NAME --`,
+        /// or `--example NAME`), from its path.
         pub fn main(&self) -> ExitCode {
-            match self.run(std::env::args().skip(1), &mut std::io::stdout().lock()) {
+            let mut args = std::env::args();
+            let this = TypeScript {
+                invocation: Some(invocation(args.next().as_deref())),
+                ..self.clone()
+            };
+            match this.run(args, &mut std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("voqalize types: {e}");
@@ -744,7 +834,16 @@ export type AppEventName = AppEvent["event"];
             .unwrap();
         std::fs::write(&file, "stale").unwrap();
         let stale = ts.run(["types", "--out", &file_arg, "--check"], &mut sink);
-        assert!(matches!(stale, Err(TypesError::Stale(_))));
+        let Err(stale @ TypesError::Stale { .. }) = stale else {
+            panic!("{stale:?}");
+        };
+        assert_eq!(
+            stale.to_string(),
+            format!(
+                "{file_arg} is out of date: write it again with \
+                 `cargo run --bin voqalize -- types --out {file_arg}`"
+            )
+        );
         assert!(matches!(
             ts.run(["typos"], &mut sink),
             Err(TypesError::Usage(_))
@@ -754,5 +853,59 @@ export type AppEventName = AppEvent["event"];
             Err(TypesError::Usage(_))
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn help_prints_the_usage() {
+        let ts = TypeScript::new().action::<ShowSection>();
+        for args in [
+            &["--help"][..],
+            &["-h"],
+            &["help"],
+            &["types", "--help"],
+            &["types", "--out", "x.ts", "-h"],
+        ] {
+            let mut stdout = Vec::new();
+            ts.run(args.iter().copied(), &mut stdout).unwrap();
+            let text = String::from_utf8(stdout).unwrap();
+            assert!(
+                text.starts_with(
+                    "usage: cargo run --bin voqalize -- types [--out FILE [--check]]\n"
+                ),
+                "{args:?}: {text}"
+            );
+            assert!(text.contains("--check"), "{text}");
+        }
+        assert!(!std::path::Path::new("x.ts").exists());
+    }
+
+    #[test]
+    fn usage_errors_end_with_the_usage() {
+        let ts = TypeScript::new();
+        let mut sink = Vec::new();
+        let err = ts.run(["typos"], &mut sink).unwrap_err().to_string();
+        assert!(
+            err.starts_with("unknown command `typos`\nusage: cargo run --bin voqalize -- types"),
+            "{err}"
+        );
+        let err = ts.run(Vec::<String>::new(), &mut sink).unwrap_err();
+        assert!(
+            err.to_string().starts_with("no command given\nusage: "),
+            "{err}"
+        );
+        assert!(sink.is_empty());
+    }
+
+    #[test]
+    fn the_invocation_is_the_cargo_target() {
+        assert_eq!(generate::invocation(None), "cargo run --bin voqalize --");
+        assert_eq!(
+            generate::invocation(Some("/app/target/debug/voqalize-types")),
+            "cargo run --bin voqalize-types --"
+        );
+        assert_eq!(
+            generate::invocation(Some("/app/target/debug/examples/types")),
+            "cargo run --example types --"
+        );
     }
 }
