@@ -178,8 +178,9 @@ mod generate {
         /// Two registered app events share a wire name.
         #[error("two app events are named {0}: the brain could not tell them apart")]
         DuplicateEvent(String),
-        /// A name given to [`TypeScript::union_names`] is not a TypeScript identifier.
-        #[error("`{0}` cannot name a union: it is not a TypeScript identifier")]
+        /// A name given to [`TypeScript::union_names`] is not a TypeScript identifier, or is a
+        /// keyword or built-in type (`string`, `default`...).
+        #[error("`{0}` cannot name a union: it is not a TypeScript identifier, or is reserved")]
         BadUnionName(String),
         /// Two declarations of the module would share a name (a payload type named like a union
         /// or one of its helpers, or two union names that overlap).
@@ -315,7 +316,7 @@ mod generate {
                 None => ("Action", "AppEvent"),
             };
             for name in [action_union, event_union] {
-                if !is_identifier(name) {
+                if !is_identifier(name) || RESERVED.contains(&name) {
                     return Err(TypesError::BadUnionName(name.to_owned()));
                 }
             }
@@ -744,6 +745,56 @@ mod generate {
             );
         }
     }
+
+    /// Identifiers that cannot name a type: TypeScript's keywords and built-in types.
+    const RESERVED: &[&str] = &[
+        "any",
+        "bigint",
+        "boolean",
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "never",
+        "new",
+        "null",
+        "number",
+        "object",
+        "return",
+        "string",
+        "super",
+        "switch",
+        "symbol",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "undefined",
+        "unknown",
+        "var",
+        "void",
+        "while",
+        "with",
+    ];
 
     fn is_identifier(s: &str) -> bool {
         let mut chars = s.chars();
@@ -1246,6 +1297,10 @@ export function assertNever(value: never): never {
             "Ui Action"
         );
         assert_eq!(name_of(TypeScript::new().union_names("Ui", "")), "");
+        assert_eq!(
+            name_of(TypeScript::new().union_names("string", "Ui")),
+            "string"
+        );
         assert_eq!(name_of(TypeScript::new().union_names("Ui", "Ui")), "Ui");
         // `XCommand` would be both the actions' name type and the events' union.
         assert_eq!(
