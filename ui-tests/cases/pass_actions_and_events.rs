@@ -123,7 +123,27 @@ fn main() {
         "  | { command: \"serve\"; payload: HTTPServer }\n",
         "  | { event: \"closed_all\"; payload: UiEventClosed }\n",
         "  | { event: \"ping\"; payload: Ping };\n",
+        "export const ACTION_COMMANDS: readonly ActionCommand[] = [\"open_url\", \"serve\", \"row2_added\"];\n",
+        "export const APP_EVENT_NAMES: readonly AppEventName[] = [\"row_tapped\", \"closed_all\", \"scrolled\", \"ping\"];\n",
+        "  serve: (payload) => ({ command: \"serve\", payload }),\n",
+        "  closed_all: (event): event is AppEventOf<\"closed_all\"> => event.event === \"closed_all\",\n",
+        "export function assertNever(value: never): never {\n",
     ] {
         assert!(ts.contains(line), "missing {line:?} in\n{ts}");
+    }
+
+    let renamed = TypeScript::new()
+        .action::<OpenURL>()
+        .event::<Ping>()
+        .union_names("UiCommand", "UiEvent")
+        .render()
+        .unwrap();
+    for line in [
+        "export type UiCommand =\n  | { command: \"open_url\"; payload: OpenURL };\n",
+        "export const UI_COMMAND_COMMANDS: readonly UiCommandCommand[] = [\"open_url\"];\n",
+        "export const UI_EVENT_NAMES: readonly UiEventName[] = [\"ping\"];\n",
+        "export function sendUiEvent(\n",
+    ] {
+        assert!(renamed.contains(line), "missing {line:?} in\n{renamed}");
     }
 }
