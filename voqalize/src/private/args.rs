@@ -492,3 +492,46 @@ arg_checks! {
     )]
     WithJsonSchema;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoTraits;
+
+    #[test]
+    fn the_verdict_is_the_kind_first_then_the_traits() {
+        let v = |kind, schema, de| verdict(kind, schema, de);
+        assert_eq!(v(ArgKind::Struct, true, true), ArgVerdict::Struct as u8);
+        assert_eq!(
+            v(ArgKind::Struct, false, false),
+            ArgVerdict::NotJsonType as u8
+        );
+        assert_eq!(
+            v(ArgKind::Struct, true, false),
+            ArgVerdict::NoDeserialize as u8
+        );
+        assert_eq!(
+            v(ArgKind::Struct, false, true),
+            ArgVerdict::NoJsonSchema as u8
+        );
+        // `Vec<NoTraits>` is a collection, whatever its items implement.
+        assert_eq!(
+            v(ArgKind::Collection, false, false),
+            ArgVerdict::Collection as u8
+        );
+        assert_eq!(v(ArgKind::Session, true, true), ArgVerdict::Session as u8);
+    }
+
+    #[test]
+    fn arg_finds_the_traits_by_type() {
+        #[allow(unused_imports)]
+        use super::ArgFallback as _;
+        const {
+            assert!(Arg::<u32>::SCHEMA && Arg::<u32>::DESERIALIZE);
+            assert!(!Arg::<NoTraits>::SCHEMA && !Arg::<NoTraits>::DESERIALIZE);
+            assert!(Arg::<str>::SCHEMA && !Arg::<str>::DESERIALIZE);
+            assert!(Arg::<Session>::SCHEMA && Arg::<Session>::DESERIALIZE);
+        }
+    }
+}
