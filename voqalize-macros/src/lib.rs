@@ -40,14 +40,14 @@ use quote::quote;
 /// impl Toolbox for Coach {
 ///     fn tools(&self) -> &'static [ToolDecl] {
 ///         voqalize::__private::tool_table::<Self>(|| vec![
-///             voqalize::__private::declare::<Section>(ToolInfo { name: "show", .. }),
+///             voqalize::__private::Arg::<Section>::declare(ToolInfo { name: "show", .. }),
 ///             voqalize::__private::declare_without_args(ToolInfo { name: "log_meal", .. }),
 ///         ])
 ///     }
 ///     fn __run_tool(&self, index: usize, arguments: Value) -> ToolRun<'_> {
 ///         match index {
 ///             0 => Box::pin(async move {
-///                 let args = voqalize::__private::parse_args::<Section>(arguments)?;
+///                 let args = voqalize::__private::Arg::<Section>::parse(arguments)?;
 ///                 let out = Self::show(self, args).await;
 ///                 /* Ok(JSON of out), or Err(its text) for a Result's Err */
 ///             }),
@@ -55,6 +55,10 @@ use quote::quote;
 ///         }
 ///     }
 /// }
+/// // The argument check: one error, on `Section`, if it is not a struct implementing
+/// // `Deserialize` and `JsonSchema` (an argument naming the impl's generics is declared with
+/// // `declare::<A>` and parsed with `parse_args::<A>` instead, and checked at run time).
+/// const _: () = { /* `<Section as NotAScalar<{ verdict != Scalar }>>::OK`, ... */ };
 /// ```
 #[proc_macro_attribute]
 pub fn brain(attr: TokenStream, item: TokenStream) -> TokenStream {

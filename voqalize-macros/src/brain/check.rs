@@ -259,7 +259,7 @@ fn impl_trait(ty: &Type) -> Option<&Type> {
 fn check_one_argument(ctxt: &Ctxt, ident: &Ident, params: &[&PatType]) -> Option<Type> {
     match params {
         [] => None,
-        [only] => Some((*only.ty).clone()),
+        [only] => owned_argument(ctxt, ident, &only.ty),
         [..] => {
             let sessions: Vec<&&PatType> = params
                 .iter()
@@ -276,13 +276,40 @@ fn check_one_argument(ctxt: &Ctxt, ident: &Ident, params: &[&PatType]) -> Option
                     ),
                 );
                 let rest = params.iter().find(|p| !looks_like_session(&p.ty));
-                rest.filter(|_| params.len() == 2).map(|p| (*p.ty).clone())
+                rest.filter(|_| params.len() == 2)
+                    .and_then(|p| owned_argument(ctxt, ident, &p.ty))
             } else {
                 too_many_arguments(ctxt, ident, params);
                 None
             }
         }
     }
+}
+
+/// The argument's type, unless it is a reference: the model's JSON is deserialised into an owned
+/// value, which nothing would borrow from. A reference to the session is left to the type check,
+/// which says what to do instead.
+fn owned_argument(ctxt: &Ctxt, ident: &Ident, ty: &Type) -> Option<Type> {
+    let Type::Reference(r) = ty else {
+        return Some(ty.clone());
+    };
+    if looks_like_session(&r.elem) {
+        return Some(ty.clone());
+    }
+    let owned = match &*r.elem {
+        Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => "String".to_owned(),
+        elem => type_text(elem),
+    };
+    ctxt.error_spanned_by(
+        ty,
+        format!(
+            "tool `{ident}` takes `{}`, a reference, but a tool's argument is owned: it is \
+             deserialised from the model's JSON into a value of its own. Take `{owned}`, not `{}`",
+            type_text(ty),
+            type_text(ty)
+        ),
+    );
+    None
 }
 
 fn too_many_arguments(ctxt: &Ctxt, ident: &Ident, params: &[&PatType]) {

@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Ident, ItemImpl, Meta, Path, Type};
 
 use super::check::Tool;
-use crate::text::{pascal_case, type_text};
+use crate::text::type_text;
 
 /// What `#[brain]` adds after the impl block: the `session` accessor (unless the block has one),
 /// the `Toolbox` impl and the argument checks.
@@ -38,16 +38,18 @@ fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStrea
     let decls = tools
         .iter()
         .enumerate()
-        .map(|(index, tool)| declaration(tool, index, &type_name));
+        .map(|(index, tool)| declaration(tool, index, &type_name, is_checked(imp, tool)));
     let arms = tools
         .iter()
         .enumerate()
-        .map(|(index, tool)| dispatch_arm(tool, index));
+        .map(|(index, tool)| dispatch_arm(tool, index, is_checked(imp, tool)));
     let visible = visible.map(visible_method);
     quote! {
         impl #impl_generics ::voqalize::tools::Toolbox for #self_ty #where_clause {
             fn tools(&self) -> &'static [::voqalize::tools::ToolDecl] {
                 ::voqalize::__private::tool_table::<Self>(|| {
+                    #[allow(unused_imports)]
+                    use ::voqalize::__private::ArgFallback as _;
                     #[allow(unused_mut)]
                     let mut __voqalize_table = ::std::vec::Vec::new();
                     #(#decls)*
@@ -83,8 +85,9 @@ fn type_name(self_ty: &Type) -> String {
     }
 }
 
-/// One entry of the tool table.
-fn declaration(tool: &Tool, index: usize, type_name: &str) -> TokenStream {
+/// One entry of the tool table. A `checked` argument is declared through `Arg::<T>`, which
+/// compiles whatever `T` is: its compile-time check alone reports a mistake.
+fn declaration(tool: &Tool, index: usize, type_name: &str, checked: bool) -> TokenStream {
     let Tool {
         ident,
         name,
@@ -104,6 +107,10 @@ fn declaration(tool: &Tool, index: usize, type_name: &str) -> TokenStream {
         }
     };
     match &tool.arg {
+        Some(ty) if checked => {
+            let declare = quote_spanned!(ty.span()=> ::voqalize::__private::Arg::<#ty>::declare);
+            quote!(#(#cfgs)* __voqalize_table.push(#declare(#info));)
+        }
         Some(ty) => {
             let declare = quote_spanned!(ty.span()=> ::voqalize::__private::declare::<#ty>);
             quote!(#(#cfgs)* __voqalize_table.push(#declare(#info));)
@@ -116,13 +123,17 @@ fn declaration(tool: &Tool, index: usize, type_name: &str) -> TokenStream {
 }
 
 /// One arm of `__run_tool`: parse the argument, call the method, turn its result into JSON.
-fn dispatch_arm(tool: &Tool, index: usize) -> TokenStream {
+fn dispatch_arm(tool: &Tool, index: usize, checked: bool) -> TokenStream {
     let Tool {
         ident, arg, cfgs, ..
     } = tool;
     let call = match arg {
         Some(ty) => {
-            let parse = quote_spanned!(ty.span()=> ::voqalize::__private::parse_args::<#ty>);
+            let parse = if checked {
+                quote_spanned!(ty.span()=> ::voqalize::__private::Arg::<#ty>::parse)
+            } else {
+                quote_spanned!(ty.span()=> ::voqalize::__private::parse_args::<#ty>)
+            };
             quote! {
                 let __voqalize_args = #parse(__voqalize_arguments)?;
                 let __voqalize_out = Self::#ident(self, __voqalize_args).await;
@@ -148,7 +159,7 @@ fn dispatch_arm(tool: &Tool, index: usize) -> TokenStream {
     let future = quote_spanned! {ident.span()=>
         ::std::boxed::Box::pin(async move {
             #[allow(unused_imports)]
-            use ::voqalize::__private::{ViaPlain as _, ViaResult as _};
+            use ::voqalize::__private::{ArgFallback as _, ViaPlain as _, ViaResult as _};
             #call
             #finish
         })
@@ -195,6 +206,25 @@ fn session_accessor(imp: &ItemImpl) -> TokenStream {
 /// impl. The check is a free constant: it cannot name the impl's generics, and `Self` is spelled
 /// out as the self type.
 fn arg_kind_checks(imp: &ItemImpl, tools: &[Tool]) -> Vec<TokenStream> {
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let concrete = checked_arg(imp, tool)?;
+            let check = arg_kind_check(&concrete);
+            let cfgs = &tool.cfgs;
+            Some(quote!(#(#cfgs)* #check))
+        })
+        .collect()
+}
+
+/// Whether the tool's argument has a compile-time check (see [`checked_arg`]).
+fn is_checked(imp: &ItemImpl, tool: &Tool) -> bool {
+    checked_arg(imp, tool).is_some()
+}
+
+/// The tool's argument type with `Self` spelled out, when it can be named outside the impl (it
+/// names none of the impl's generics): such an argument gets a compile-time check.
+fn checked_arg(imp: &ItemImpl, tool: &Tool) -> Option<Type> {
     let generic_names: Vec<String> = imp
         .generics
         .params
@@ -205,18 +235,8 @@ fn arg_kind_checks(imp: &ItemImpl, tools: &[Tool]) -> Vec<TokenStream> {
             syn::GenericParam::Lifetime(l) => l.lifetime.ident.to_string(),
         })
         .collect();
-    tools
-        .iter()
-        .filter_map(|tool| {
-            let concrete = substitute_self(tool.arg.as_ref()?, &imp.self_ty);
-            if mentions_any(&concrete, &generic_names) {
-                return None;
-            }
-            let check = arg_kind_check(&tool.ident, &concrete);
-            let cfgs = &tool.cfgs;
-            Some(quote!(#(#cfgs)* #check))
-        })
-        .collect()
+    let concrete = substitute_self(tool.arg.as_ref()?, &imp.self_ty);
+    (!mentions_any(&concrete, &generic_names)).then_some(concrete)
 }
 
 /// Whether `ty` names any of `names` (the impl's generics; `Self` always counts).
@@ -256,67 +276,48 @@ fn substitute_self(ty: &Type, self_ty: &Type) -> Type {
     syn::parse2(tokens).unwrap_or_else(|_| ty.clone())
 }
 
-/// A compile-time check, on the argument's type (aliases included), that it is not a scalar, a
-/// collection, an `Option`, a JSON value or the session.
-fn arg_kind_check(tool: &Ident, ty: &Type) -> TokenStream {
-    let shown = type_text(ty);
-    let args_struct = format!("{}Args", pascal_case(&tool.unraw().to_string()));
-    let scalar = format!(
-        "tool `{tool}` takes `{shown}`, a scalar, but a tool's argument is one struct whose \
-         fields the model fills by name. Put the value in a struct: `#[json_type] struct \
-         {args_struct} {{ value: {shown} }}`"
-    );
-    let collection = format!(
-        "tool `{tool}` takes `{shown}`, a collection, but a tool's argument is one struct whose \
-         fields the model fills by name. Put it in a struct: `#[json_type] struct {args_struct} \
-         {{ items: {shown} }}`"
-    );
-    let optional = format!(
-        "tool `{tool}` takes `{shown}`, an `Option`, but a tool's argument is one struct: take \
-         the struct itself and make its fields `Option`s (the model may leave those out)"
-    );
-    let any_json = format!(
-        "tool `{tool}` takes `{shown}`, any JSON value, but a tool's argument is one struct with \
-         a schema the model can follow: declare the fields in a `#[json_type]` struct"
-    );
-    let session = format!(
-        "tool `{tool}` takes the session as a parameter, but tools never do: remove the \
-         parameter and call `self.session()` inside the tool"
-    );
-    let not_struct = |what: &str| {
-        format!(
-            "tool `{tool}` takes `{shown}`, {what}, but a tool's argument is one struct whose \
-             fields the model fills by name (a schema that is not an object would be left out \
-             of every turn). Give it named fields, or wrap it: `#[json_type] struct \
-             {args_struct} {{ value: {shown} }}`"
-        )
-    };
-    let enumeration = not_struct("an enum (serde reads it as a string or a choice of shapes)");
-    let unit = not_struct("a unit struct (serde reads it as `null`)");
-    let tuple = not_struct("a tuple struct (serde reads it as an array)");
-    let newtype = not_struct(
-        "a struct around one value that is not a struct (serde reads a newtype or \
-         `#[serde(transparent)]` struct as its field)",
-    );
+/// A compile-time check, on the argument's type (aliases included), that it is a struct (not a
+/// scalar, a collection, an `Option`, a JSON value or the session) implementing `Deserialize` and
+/// `JsonSchema`. `verdict` finds the one mistake; each check trait fails on its own verdict only,
+/// with its `#[diagnostic::on_unimplemented]` message on the user's type.
+fn arg_kind_check(ty: &Type) -> TokenStream {
+    let checks = [
+        ("NotAScalar", "Scalar"),
+        ("NotACollection", "Collection"),
+        ("NotAnOption", "Optional"),
+        ("NotAnyJson", "AnyJson"),
+        ("NotTheSession", "Session"),
+        ("NotAnEnum", "Enum"),
+        ("NotAUnitStruct", "UnitStruct"),
+        ("NotATupleStruct", "TupleStruct"),
+        ("NotANewtype", "Newtype"),
+        ("JsonType", "NotJsonType"),
+        ("Deserializable", "NoDeserialize"),
+        ("WithJsonSchema", "NoJsonSchema"),
+    ]
+    .map(|(check, verdict)| {
+        let check = Ident::new(check, Span::call_site());
+        let verdict = Ident::new(verdict, Span::call_site());
+        let bound = quote_spanned! {ty.span()=>
+            ::voqalize::tools::#check<{ __VOQALIZE_VERDICT != ::voqalize::__private::ArgVerdict::#verdict as u8 }>
+        };
+        quote!(let _: () = <#ty as #bound>::OK;)
+    });
     quote_spanned! {ty.span()=>
         const _: () = {
             #[allow(unused_imports)]
-            use ::voqalize::__private::{ArgProbeFallback as _, ArgShapeFallback as _};
-            match ::voqalize::__private::ArgKind::either(
-                ::voqalize::__private::ArgProbe::<#ty>::KIND,
-                <#ty>::__VOQALIZE_ARG_KIND,
-            ) {
-                ::voqalize::__private::ArgKind::Scalar => ::core::panic!("{}", #scalar),
-                ::voqalize::__private::ArgKind::Collection => ::core::panic!("{}", #collection),
-                ::voqalize::__private::ArgKind::Optional => ::core::panic!("{}", #optional),
-                ::voqalize::__private::ArgKind::AnyJson => ::core::panic!("{}", #any_json),
-                ::voqalize::__private::ArgKind::Session => ::core::panic!("{}", #session),
-                ::voqalize::__private::ArgKind::Enum => ::core::panic!("{}", #enumeration),
-                ::voqalize::__private::ArgKind::UnitStruct => ::core::panic!("{}", #unit),
-                ::voqalize::__private::ArgKind::TupleStruct => ::core::panic!("{}", #tuple),
-                ::voqalize::__private::ArgKind::Newtype => ::core::panic!("{}", #newtype),
-                ::voqalize::__private::ArgKind::Struct => {}
-            }
+            use ::voqalize::__private::{
+                ArgFallback as _, ArgProbeFallback as _, ArgShapeFallback as _,
+            };
+            const __VOQALIZE_VERDICT: u8 = ::voqalize::__private::verdict(
+                ::voqalize::__private::ArgKind::either(
+                    ::voqalize::__private::ArgProbe::<#ty>::KIND,
+                    <#ty>::__VOQALIZE_ARG_KIND,
+                ),
+                ::voqalize::__private::Arg::<#ty>::SCHEMA,
+                ::voqalize::__private::Arg::<#ty>::DESERIALIZE,
+            );
+            #(#checks)*
         };
     }
 }

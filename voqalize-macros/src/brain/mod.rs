@@ -344,6 +344,32 @@ mod tests {
                 "impl S { /// d\n #[tool] async fn f(&self, s: &Session, t: Session, a: A) {} }",
                 1,
             ),
+            (
+                "",
+                "impl S { /// d\n #[tool] async fn f(&self, a: &A) {} }",
+                1,
+            ),
+            (
+                "",
+                "impl S { /// d\n #[tool] async fn f(&self, a: &mut A) {} }",
+                1,
+            ),
+            (
+                "",
+                "impl S { /// d\n #[tool] async fn f(&self, a: &str) {} }",
+                1,
+            ),
+            (
+                "",
+                "impl S { /// d\n #[tool] async fn f(&self, s: &Session, a: &A) {} }",
+                2,
+            ),
+            // A reference to the session is the type check's (it says what to do instead).
+            (
+                "",
+                "impl S { /// d\n #[tool] async fn f(&self, s: &Session) {} }",
+                0,
+            ),
             ("", "impl S { #[tool] const X: u8 = 1; }", 1),
             ("", "impl S { #[needs_result_now] type T = u8; }", 1),
             (

@@ -117,7 +117,27 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+/// The JSON value of the tool results in `ToolRun`, which compile errors about a tool's future
+/// name: re-exported (hidden) so that rustc does not name it through `__private::serde_json`.
+#[doc(hidden)]
+pub mod json {
+    pub use serde_json::Value;
+}
+
 pub use schema::Dialect;
+
+// The checks and bounds that `#[brain]`'s compile errors name, re-exported (hidden) outside
+// `__private` so that rustc names them by their bare names, without an SDK-internal path.
+#[doc(hidden)]
+pub use crate::private::{
+    ArgsDeserialize, ArgsSchema, PlainKind, ResultKind, ToolFailure, ToolOutput, declare,
+    parse_args,
+};
+#[doc(hidden)]
+pub use crate::private::{
+    Deserializable, JsonType, NotACollection, NotANewtype, NotAScalar, NotATupleStruct,
+    NotAUnitStruct, NotAnEnum, NotAnOption, NotAnyJson, NotTheSession, WithJsonSchema,
+};
 
 /// How long a tool call may take before it logs a warning, in ms. Nothing is cancelled: the user
 /// waited for the tool, and the warning says so.

@@ -1,10 +1,11 @@
 //! The entry points of [`crate::private`] (re-exported as `::voqalize::__private`) whose bounds
 //! users read in compile errors, and the two result kinds whose `finish` carries such a bound.
 //!
-//! rustc names the file that declares a bound ("required by a bound in
-//! `voqalize::__private::declare` --> voqalize/src/tools/private.rs") and the module holding an
-//! inherent impl, so these stay in this file while the rest of the macro support lives in
-//! `src/private/`: moving them would change those messages (and `ui-tests/cases/*.stderr`).
+//! rustc names the file that declares a bound ("required by a bound in `PlainKind::<R>::finish`
+//! --> voqalize/src/tools/private.rs") and the module holding an inherent impl, so these stay in
+//! this file while the rest of the macro support lives in `src/private/`: moving them would change
+//! those messages (and `ui-tests/cases/*.stderr`). `voqalize::tools` re-exports them (hidden), so
+//! rustc names them without the `__private` path.
 
 use std::marker::PhantomData;
 
@@ -45,7 +46,7 @@ pub struct ResultKind<T, E>(pub(crate) PhantomData<fn() -> (T, E)>);
 pub struct PlainKind<R>(pub(crate) PhantomData<fn() -> R>);
 
 // The inherent impls are declared beside their types: rustc names an impl by the module holding
-// it, and `voqalize::__private::PlainKind::<R>::finish` is what the compile errors say.
+// it, and `PlainKind::<R>::finish` is what the compile errors say.
 impl<T, E> ResultKind<T, E> {
     /// The result the model reads: the `Ok` value as JSON, or the `Err`'s text.
     ///

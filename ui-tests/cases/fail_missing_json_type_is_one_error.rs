@@ -1,0 +1,20 @@
+#![allow(dead_code)]
+use voqalize::prelude::*;
+
+/// Forgot `#[json_type]`.
+struct Section {
+    name: String,
+}
+
+struct Coach;
+
+#[brain]
+impl Coach {
+    /// Show a section.
+    #[tool]
+    async fn show(&self, args: Section) -> String {
+        args.name
+    }
+}
+
+fn main() {}
