@@ -146,4 +146,13 @@ fn main() {
     ] {
         assert!(renamed.contains(line), "missing {line:?} in\n{renamed}");
     }
+
+    // Discovery finds every derived type without registering one by hand, sorted by wire name.
+    let found = TypeScript::new().discover().render().unwrap();
+    for line in [
+        "export const ACTION_COMMANDS: readonly ActionCommand[] = [\"open_url\", \"row2_added\", \"serve\"];\n",
+        "export const APP_EVENT_NAMES: readonly AppEventName[] = [\"ping\", \"row_tapped\", \"closed_all\", \"scrolled\"];\n",
+    ] {
+        assert!(found.contains(line), "missing {line:?} in\n{found}");
+    }
 }

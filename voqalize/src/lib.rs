@@ -99,6 +99,8 @@ pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, 
 #[doc(hidden)]
 pub mod __private {
     pub use crate::private::*;
+    pub use crate::typescript::Discovered;
+    pub use ::inventory;
     pub use ::schemars;
     pub use ::serde;
     pub use ::serde_json;

@@ -17,8 +17,9 @@
 //!
 //! # The `voqalize` command
 //!
-//! Rust has no run-time list of a crate's types, so the crate names them once, in a small binary
-//! that is its `voqalize` command:
+//! A small binary is the crate's `voqalize` command. Every `#[derive(Action)]` and
+//! `#[derive(AppEvent)]` type registers itself as it is compiled, so `discover()` finds them all
+//! and a type added later cannot be forgotten:
 //!
 #![cfg_attr(feature = "typescript", doc = "```no_run")]
 #![cfg_attr(not(feature = "typescript"), doc = "```ignore")]
@@ -29,12 +30,16 @@
 //! # #[derive(AppEvent)] enum UiEvent { Tapped { id: u32 } }
 //!
 //! fn main() -> std::process::ExitCode {
-//!     TypeScript::new()
-//!         .action::<ShowSection>()
-//!         .event::<UiEvent>()
-//!         .main()
+//!     TypeScript::new().discover().main()
 //! }
 //! ```
+//!
+//! # Discovery
+//!
+//! `discover()` adds every derived type linked into the binary, sorted by wire name (actions
+//! first, then app events). Types whose `Action` or `AppEvent` impl is written by hand do not
+//! register: add them with `.action::<T>()` / `.event::<T>()`, which also pick types one by one
+//! when you want only some.
 //!
 //! ```text
 //! cargo run --bin voqalize -- types                       # print to stdout
@@ -138,6 +143,43 @@ pub trait Payloads {
     #[doc(hidden)]
     fn __payloads(out: &mut PayloadCollector<'_>);
 }
+
+/// A type `#[derive(Action)]` or `#[derive(AppEvent)]` registered itself for
+/// [`TypeScript::discover`](self#discovery): its wire names and payload shapes. Not a public API.
+#[doc(hidden)]
+pub struct Discovered {
+    event: bool,
+    names: &'static [&'static str],
+    payloads: fn(&mut PayloadCollector<'_>),
+}
+
+impl Discovered {
+    /// An action type.
+    pub const fn action(
+        names: &'static [&'static str],
+        payloads: fn(&mut PayloadCollector<'_>),
+    ) -> Self {
+        Discovered {
+            event: false,
+            names,
+            payloads,
+        }
+    }
+
+    /// An app event type.
+    pub const fn event(
+        names: &'static [&'static str],
+        payloads: fn(&mut PayloadCollector<'_>),
+    ) -> Self {
+        Discovered {
+            event: true,
+            names,
+            payloads,
+        }
+    }
+}
+
+inventory::collect!(Discovered);
 
 /// Where [`Payloads`] puts its schemas.
 pub struct PayloadCollector<'a> {
@@ -289,6 +331,26 @@ mod generate {
         #[must_use]
         pub fn event<E: AppEvent + Payloads>(mut self) -> Self {
             self.events.push((E::NAMES, E::__payloads));
+            self
+        }
+
+        /// Adds every `#[derive(Action)]` and `#[derive(AppEvent)]` type linked into the program,
+        /// sorted by wire name, so that a type added later cannot be forgotten. Use it instead of
+        /// [`action`](Self::action) / [`event`](Self::event) (a type added both ways is refused
+        /// as a duplicate name). Types whose `Action`/`AppEvent` impls are written by hand are not
+        /// found: add those with `action`/`event`.
+        #[must_use]
+        pub fn discover(mut self) -> Self {
+            let mut found: Vec<&super::Discovered> =
+                inventory::iter::<super::Discovered>.into_iter().collect();
+            found.sort_by_key(|d| (d.event, d.names.first().copied()));
+            for d in found {
+                if d.event {
+                    self.events.push((d.names, d.payloads));
+                } else {
+                    self.actions.push((d.names, d.payloads));
+                }
+            }
             self
         }
 

@@ -67,6 +67,13 @@ fn generate(ident: &Ident, name: &str) -> TokenStream {
                 #add(out, #name);
             }
         }
+
+        ::voqalize::__private::inventory::submit! {
+            ::voqalize::__private::Discovered::action(
+                &[#name],
+                <#ident as ::voqalize::typescript::Payloads>::__payloads,
+            )
+        }
     }
 }
 

@@ -42,6 +42,13 @@ pub(super) fn app_event(ident: &Ident, events: &[Event<'_>]) -> TokenStream {
                     #(#schemas)*
                 }
             }
+
+            ::voqalize::__private::inventory::submit! {
+                ::voqalize::__private::Discovered::event(
+                    <#ident as ::voqalize::actions::AppEvent>::NAMES,
+                    <#ident as ::voqalize::typescript::Payloads>::__payloads,
+                )
+            }
         };
     }
 }
