@@ -147,6 +147,9 @@ pub trait Payloads {
 /// A type `#[derive(Action)]` or `#[derive(AppEvent)]` registered itself for
 /// [`TypeScript::discover`](self#discovery): its wire names and payload shapes. Not a public API.
 #[doc(hidden)]
+// Read by `TypeScript::discover` only, which the `typescript` feature brings; the derives register
+// every type either way.
+#[cfg_attr(not(feature = "typescript"), allow(dead_code))]
 pub struct Discovered {
     event: bool,
     names: &'static [&'static str],

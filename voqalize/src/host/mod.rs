@@ -245,6 +245,7 @@ impl HostOptions {
     }
 
     /// The session limits these options set.
+    #[cfg(feature = "relay")]
     pub(crate) fn limits(&self) -> Limits {
         self.limits
     }

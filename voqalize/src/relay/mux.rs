@@ -222,9 +222,11 @@ impl ChannelReceiver for RelayReceiver {
     }
 }
 
-/// A running session: where its inbound frames go.
+/// A running session: where its inbound frames go, and which run it is (a prefix freed by an
+/// ended session may start a new one before the old task is reaped).
 struct Running {
     inbox: mpsc::Sender<Incoming>,
+    run: u64,
 }
 
 async fn run_connection<M: MakeBrain>(
@@ -252,7 +254,8 @@ async fn run_connection<M: MakeBrain>(
         .in_current_span(),
     );
     let mut sessions: HashMap<Prefix, Running> = HashMap::new();
-    let mut tasks: JoinSet<Prefix> = JoinSet::new();
+    let mut tasks: JoinSet<(Prefix, u64)> = JoinSet::new();
+    let mut runs = 0u64;
     let mut junk = Repeated::new("text, short or malformed relay frames");
     let mut strays = Repeated::new("frames for sessions that are not running");
     let mut draining: Option<tokio::time::Instant> = None;
@@ -272,8 +275,10 @@ async fn run_connection<M: MakeBrain>(
                 break Ended::Shutdown;
             }
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                if let Ok(prefix) = done {
-                    sessions.remove(&prefix);
+                if let Ok((prefix, run)) = done {
+                    if sessions.get(&prefix).is_some_and(|r| r.run == run) {
+                        sessions.remove(&prefix);
+                    }
                     tracing::info!("relay: closed session {}", uuid(&prefix));
                 }
                 if draining.is_some() && sessions.is_empty() {
@@ -307,10 +312,18 @@ async fn run_connection<M: MakeBrain>(
                 };
                 let prefix = *prefix;
                 if let Some(running) = sessions.get(&prefix) {
-                    if running.inbox.try_send(Incoming::Binary(bytes.slice(16..))).is_err() {
-                        tracing::warn!("relay: session {} is not reading; dropping a frame", uuid(&prefix));
+                    match running.inbox.try_send(Incoming::Binary(bytes.slice(16..))) {
+                        Ok(()) => continue,
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            tracing::warn!("relay: session {} is not reading; dropping a frame", uuid(&prefix));
+                            continue;
+                        }
+                        // The session ended and its task has not been reaped yet: the prefix is
+                        // free, and a SessionStart on it opens a new session below.
+                        Err(mpsc::error::TrySendError::Closed(_)) => {
+                            sessions.remove(&prefix);
+                        }
                     }
-                    continue;
                 }
                 let starts = matches!(wire::decode_limited(envelope, limits.max_json), Ok(Some(Frame::SessionStart(_))));
                 if !starts || draining.is_some() {
@@ -322,18 +335,20 @@ async fn run_connection<M: MakeBrain>(
                 let (inbox, rx) = mpsc::channel(SESSION_INBOX);
                 let channel = RelayChannel { prefix, fair: fair.clone(), inbox: rx };
                 let factory = factory.clone();
+                runs += 1;
+                let run = runs;
                 let span = tracing::info_span!("session", service = "brain", session_id = %uuid(&prefix));
                 tasks.spawn(
                     async move {
                         tracing::info!("relay: opened session {}", uuid(&prefix));
                         let (sender, receiver) = channel.split();
                         let _ = runtime::run(sender, receiver, factory, limits, None).await;
-                        prefix
+                        (prefix, run)
                     }
                     .instrument(span),
                 );
                 let _ = inbox.try_send(Incoming::Binary(bytes.slice(16..)));
-                sessions.insert(prefix, Running { inbox });
+                sessions.insert(prefix, Running { inbox, run });
             }
         }
     };

@@ -330,6 +330,7 @@ impl Session {
 
     /// [`report_step`](Self::report_step) for an explicit turn, sent even from a turn a barge-in
     /// cancelled: the voice core reports a model request it paid for, however the turn ended.
+    #[cfg(feature = "model")]
     pub(crate) fn report_step_always(&self, step: Step, turn_id: u64) -> Result<(), SessionError> {
         let frame = self.turn_step(step, turn_id)?;
         self.shared.out.push(frame);
@@ -367,6 +368,7 @@ impl Session {
     /// passed (a peer that does not read must not hold a turn forever), or the session ended. The
     /// voice core awaits it before running a tool, so the speech before a call is on the wire
     /// first.
+    #[cfg(feature = "model")]
     pub(crate) async fn flushed(&self, within: Duration) {
         let _ = tokio::time::timeout(within, self.shared.out.flushed()).await;
     }
