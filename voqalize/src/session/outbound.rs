@@ -134,6 +134,7 @@ impl Outbound {
     }
 
     /// Completes once every frame queued before the call has been written (or the lane closed).
+    #[cfg(feature = "model")]
     pub(crate) async fn flushed(&self) {
         let target = lock(&self.lane).queued;
         let mut rx = self.written.subscribe();
