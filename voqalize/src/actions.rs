@@ -19,7 +19,6 @@ use serde::Serialize;
 // What `#[derive(Action)]`'s compile errors name, re-exported (hidden) outside `__private` so that
 // rustc names it by its bare name, without an SDK-internal path.
 #[doc(hidden)]
-pub use crate::private::{ActionSchema, action_payload};
 use serde_json::{Map, Value};
 
 use crate::wire::{Rtvi, RtviType};

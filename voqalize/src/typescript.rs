@@ -184,6 +184,35 @@ impl Discovered {
 
 inventory::collect!(Discovered);
 
+// What `#[derive(Action)]`'s generated code names. Defined here, beside `Payloads`, so that the
+// compile error for an action without `JsonSchema` names them by their bare names; re-exported
+// through `__private` for the generated code.
+
+#[doc(hidden)]
+/// The payload schema of an action, for `voqalize types`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not implement `JsonSchema`, which `#[derive(Action)]` needs",
+    label = "`voqalize types` describes the action's payload to the app from its JSON Schema",
+    note = "put `#[json_type]` on the type (or derive `schemars::JsonSchema`, schemars 1.x)"
+)]
+pub trait ActionSchema {
+    /// Adds the payload.
+    fn add_to(out: &mut PayloadCollector<'_>, name: &'static str);
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: schemars::JsonSchema> ActionSchema for T {
+    fn add_to(out: &mut PayloadCollector<'_>, name: &'static str) {
+        out.add::<T>(name);
+    }
+}
+
+#[doc(hidden)]
+/// Adds an action's payload (used by `#[derive(Action)]`).
+pub fn action_payload<A: ActionSchema>(out: &mut PayloadCollector<'_>, name: &'static str) {
+    A::add_to(out, name);
+}
+
 /// Where [`Payloads`] puts its schemas.
 pub struct PayloadCollector<'a> {
     generator: &'a mut SchemaGenerator,

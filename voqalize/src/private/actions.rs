@@ -5,24 +5,6 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The payload schema of an action, for `voqalize types`.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` does not implement `JsonSchema`, which `#[derive(Action)]` needs",
-    label = "`voqalize types` describes the action's payload to the app from its JSON Schema",
-    note = "put `#[json_type]` on the type (or derive `schemars::JsonSchema`, schemars 1.x)"
-)]
-pub trait ActionSchema {
-    /// Adds the payload.
-    fn add_to(out: &mut crate::typescript::PayloadCollector<'_>, name: &'static str);
-}
-
-#[diagnostic::do_not_recommend]
-impl<T: JsonSchema> ActionSchema for T {
-    fn add_to(out: &mut crate::typescript::PayloadCollector<'_>, name: &'static str) {
-        out.add::<T>(name);
-    }
-}
-
 /// Adds an app event's payload (its generated payload struct).
 pub fn event_payload_schema<P: JsonSchema>(
     out: &mut crate::typescript::PayloadCollector<'_>,

@@ -19,7 +19,8 @@ mod args;
 mod returns;
 mod table;
 
-pub use crate::tools::private::{PlainKind, ResultKind, action_payload, declare, parse_args};
+pub use crate::tools::private::{PlainKind, ResultKind, declare, parse_args};
+pub use crate::typescript::{ActionSchema, action_payload};
 pub use actions::*;
 pub use args::*;
 pub use returns::*;

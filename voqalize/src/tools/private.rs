@@ -12,9 +12,7 @@ use std::marker::PhantomData;
 use serde_json::Value;
 
 use super::{ToolDecl, ToolError, ToolErrorKind};
-use crate::private::{
-    ActionSchema, ArgsDeserialize, ArgsSchema, ToolFailure, ToolInfo, ToolOutput,
-};
+use crate::private::{ArgsDeserialize, ArgsSchema, ToolFailure, ToolInfo, ToolOutput};
 
 /// Declares a tool whose argument is `A`.
 pub fn declare<A: ArgsSchema + ?Sized>(info: ToolInfo) -> ToolDecl {
@@ -75,12 +73,4 @@ impl<R> PlainKind<R> {
     {
         value.to_json()
     }
-}
-
-/// Adds an action's payload (used by `#[derive(Action)]`).
-pub fn action_payload<A: ActionSchema>(
-    out: &mut crate::typescript::PayloadCollector<'_>,
-    name: &'static str,
-) {
-    A::add_to(out, name);
 }
