@@ -126,19 +126,6 @@ pub mod json {
 
 pub use schema::Dialect;
 
-// The checks and bounds that `#[brain]`'s compile errors name, re-exported (hidden) outside
-// `__private` so that rustc names them by their bare names, without an SDK-internal path.
-#[doc(hidden)]
-pub use crate::private::{
-    ArgsDeserialize, ArgsSchema, PlainKind, ResultKind, ToolFailure, ToolOutput, declare,
-    parse_args,
-};
-#[doc(hidden)]
-pub use crate::private::{
-    Deserializable, JsonType, NotACollection, NotANewtype, NotAScalar, NotATupleStruct,
-    NotAUnitStruct, NotAnEnum, NotAnOption, NotAnyJson, NotTheSession, WithJsonSchema,
-};
-
 /// How long a tool call may take before it logs a warning, in ms. Nothing is cancelled: the user
 /// waited for the tool, and the warning says so.
 pub const TOOL_BUDGET_MS: u64 = 20;
