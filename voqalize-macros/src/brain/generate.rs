@@ -299,7 +299,7 @@ fn arg_kind_check(ty: &Type) -> TokenStream {
         let check = Ident::new(check, Span::call_site());
         let verdict = Ident::new(verdict, Span::call_site());
         let bound = quote_spanned! {ty.span()=>
-            ::voqalize::tools::#check<{ __VOQALIZE_VERDICT != ::voqalize::__private::ArgVerdict::#verdict as u8 }>
+            ::voqalize::#check<{ __VOQALIZE_VERDICT != ::voqalize::__private::ArgVerdict::#verdict as u8 }>
         };
         quote!(let _: () = <#ty as #bound>::OK;)
     });
