@@ -1,0 +1,41 @@
+//! The comparison workload: every user message gets one unit of 8 chunks, 41 words. The Python
+//! SDK's twin is `examples/python/workload_brain.py`; `scripts/compare` runs both under the same
+//! load.
+//!
+//! ```text
+//! cargo run --release --example workload -- --listen 127.0.0.1:8787 --allow-unverified
+//! ```
+
+use voqalize::prelude::*;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+/// 8 chunks, 41 words in all.
+const CHUNKS: [&str; 8] = [
+    "Thanks for calling, I heard every word you said ",
+    "and I am looking at your account right now, ",
+    "so give me a moment while I check ",
+    "the details of your booking for tonight ",
+    "and the table you asked for. ",
+    "It looks like everything is in order, ",
+    "the reservation is confirmed ",
+    "and we will see you soon.",
+];
+
+struct Workload;
+
+impl Brain for Workload {
+    async fn on_user_message(&self, turn: &mut Turn, _message: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        for chunk in CHUNKS {
+            unit.write(chunk);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    cli::serve(|| Workload).await
+}
