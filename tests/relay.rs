@@ -492,3 +492,35 @@ async fn two_agents_on_one_relay_each_carry_the_sessions_routed_to_them() {
     assert_eq!(first.spoken().await, (A, "from the first".to_owned()));
     assert_eq!(second.spoken().await, (B, "from the second".to_owned()));
 }
+
+#[tokio::test]
+async fn relay_sessions_count_against_max_sessions() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().max_sessions(1))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("first")).await;
+    link.send(B, &start("refused")).await;
+    link.send(B, &says(2, "not served")).await;
+    link.send(A, &says(2, "served")).await;
+    assert_eq!(link.spoken().await, (A, "served".to_owned()));
+    // Once the first call ends, its place is free for a new one.
+    link.send(A, &Frame::End).await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    // The place is given back when the first call's task returns, just after `on_session_end`:
+    // a start refused in between is dropped, so try again until it is taken.
+    for attempt in 0..50u64 {
+        link.send(B, &start("now")).await;
+        link.send(B, &says(2 + attempt, "now served")).await;
+        if let Ok(spoken) = tokio::time::timeout(Duration::from_millis(200), link.spoken()).await {
+            assert_eq!(spoken, (B, "now served".to_owned()));
+            return;
+        }
+    }
+    panic!("the freed place was never given to a new session");
+}

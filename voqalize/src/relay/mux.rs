@@ -332,6 +332,14 @@ async fn run_connection<M: MakeBrain>(
                     }
                     continue;
                 }
+                // The relay's sessions count against `HostOptions::max_sessions` like the direct
+                // leg's calls: a relay cannot open more than the process takes.
+                let Some(admitted) = relay.options.admit() else {
+                    if strays.allow() {
+                        tracing::warn!("relay: refusing session {}: at max_sessions", uuid(&prefix));
+                    }
+                    continue;
+                };
                 let (inbox, rx) = mpsc::channel(SESSION_INBOX);
                 let channel = RelayChannel { prefix, fair: fair.clone(), inbox: rx };
                 let factory = factory.clone();
@@ -343,6 +351,7 @@ async fn run_connection<M: MakeBrain>(
                         tracing::info!("relay: opened session {}", uuid(&prefix));
                         let (sender, receiver) = channel.split();
                         let _ = runtime::run(sender, receiver, factory, limits, None).await;
+                        drop(admitted);
                         (prefix, run)
                     }
                     .instrument(span),
