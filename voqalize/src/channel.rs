@@ -70,6 +70,18 @@ pub trait Channel: Send + 'static {
 pub trait ChannelSender: Send + 'static {
     /// Sends one binary message.
     fn send(&mut self, frame: Vec<u8>) -> impl Future<Output = Result<(), ChannelError>> + Send;
+
+    /// Queues one binary message to go out with the next [`ChannelSender::flush`]. The session
+    /// feeds every frame that is ready, then flushes once, so that a transport that can batch
+    /// writes sends a turn's frames in one system call. The default sends at once.
+    fn feed(&mut self, frame: Vec<u8>) -> impl Future<Output = Result<(), ChannelError>> + Send {
+        self.send(frame)
+    }
+
+    /// Sends what [`ChannelSender::feed`] queued. The default has nothing to send.
+    fn flush(&mut self) -> impl Future<Output = Result<(), ChannelError>> + Send {
+        async { Ok(()) }
+    }
     /// Sends a WebSocket Ping; the peer's Pong arrives as [`Incoming::Pong`]. The session pings an
     /// idle peer so that a half-open connection ends. The default does nothing (a transport
     /// without pings, such as an in-process pipe).

@@ -9,9 +9,19 @@
 //! Frames that are never shed are still bounded: past [`HARD_BOUND_FACTOR`] times the bound a push
 //! is refused as an overflow, and the owner ends the call. A peer that floods a lane (or never
 //! reads its own) cannot grow a session's memory without limit.
+//!
+//! Beside the lanes: [`Alerts`], where a shedding lane leaves its congestion error for the brain,
+//! and [`Flag`], a one-way switch a task can wait on. Both live inline in the session's shared
+//! state and allocate nothing while a call is quiet: an idle call costs a few kilobytes, so a
+//! channel per signal (a kilobyte or more each) would be most of it.
 
 use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio::sync::Notify;
+
+use crate::recover::lock;
 use crate::wire::{ErrorCode, ErrorFrame};
 
 /// What [`Shedding::push`] did with an item.
@@ -87,6 +97,86 @@ pub(crate) fn overload(message: &str) -> ErrorFrame {
     }
 }
 
+/// How many congestion errors may wait for the brain at once. Each lane raises one per congestion
+/// episode, so more only pile up while `on_error` itself is stuck; those are dropped (and logged).
+pub(crate) const ALERT_BOUND: usize = 8;
+
+/// Congestion errors waiting for the brain's `on_error`, which hears them beside the feeder (a busy
+/// feeder is why they happen). Bounded by [`ALERT_BOUND`]; holds no heap memory while empty.
+#[derive(Debug, Default)]
+pub(crate) struct Alerts {
+    waiting: Mutex<VecDeque<&'static str>>,
+    raised: Notify,
+}
+
+impl Alerts {
+    /// Leaves an `OVERLOAD` error with `message` for the brain.
+    pub(crate) fn raise(&self, message: &'static str) {
+        let mut waiting = lock(&self.waiting);
+        if waiting.len() >= ALERT_BOUND {
+            tracing::debug!("{ALERT_BOUND} congestion errors already wait; dropping one");
+            return;
+        }
+        waiting.push_back(message);
+        drop(waiting);
+        self.raised.notify_one();
+    }
+
+    /// The oldest waiting error, once there is one.
+    pub(crate) async fn next(&self) -> ErrorFrame {
+        loop {
+            let raised = self.raised.notified();
+            {
+                let mut waiting = lock(&self.waiting);
+                if let Some(message) = waiting.pop_front() {
+                    if waiting.is_empty() {
+                        // Give the memory back: alerts are rare, a quiet call should hold none.
+                        *waiting = VecDeque::new();
+                    }
+                    return overload(message);
+                }
+            }
+            raised.await;
+        }
+    }
+}
+
+/// A switch that goes from off to on once, and that tasks can wait on: a watch channel's job for
+/// a boolean, inline (a `watch` channel allocates its shared state).
+#[derive(Debug, Default)]
+pub(crate) struct Flag {
+    on: AtomicBool,
+    changed: Notify,
+}
+
+impl Flag {
+    /// Turns the flag on and wakes every waiter. Returns whether it was already on.
+    pub(crate) fn set(&self) -> bool {
+        let was = self.on.swap(true, Ordering::AcqRel);
+        if !was {
+            self.changed.notify_waiters();
+        }
+        was
+    }
+
+    /// Whether the flag is on.
+    pub(crate) fn is_set(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Completes once the flag is on.
+    pub(crate) async fn wait(&self) {
+        loop {
+            // Registered before the check: a `set` between the check and the await still wakes it.
+            let changed = self.changed.notified();
+            if self.is_set() {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +199,38 @@ mod tests {
         // Drained to half the bound: the episode is over, the next shed is reported again.
         assert_eq!(q.push(6, true), Admitted::Queued);
         assert_eq!(q.push(7, true), Admitted::Shed { first: true });
+    }
+
+    #[tokio::test]
+    async fn alerts_are_bounded_and_come_out_in_order() {
+        let alerts = Alerts::default();
+        for _ in 0..ALERT_BOUND {
+            alerts.raise("first");
+        }
+        alerts.raise("over the bound");
+        for _ in 0..ALERT_BOUND {
+            let e = alerts.next().await;
+            assert_eq!(
+                (e.code, e.message.as_str(), e.fatal),
+                (ErrorCode::Overload, "first", false)
+            );
+        }
+        alerts.raise("later");
+        assert_eq!(alerts.next().await.message, "later");
+    }
+
+    #[tokio::test]
+    async fn a_flag_wakes_a_waiter_that_registered_before_it_was_set() {
+        let flag = std::sync::Arc::new(Flag::default());
+        let waiter = tokio::spawn({
+            let flag = flag.clone();
+            async move { flag.wait().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!flag.set());
+        waiter.await.unwrap();
+        assert!(flag.set(), "a second set reports the flag was on");
+        flag.wait().await;
     }
 
     #[test]

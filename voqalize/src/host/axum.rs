@@ -102,6 +102,17 @@ impl ChannelSender for AxumSender {
             .map_err(ChannelError::new)
     }
 
+    async fn feed(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.0
+            .feed(Message::Binary(frame.into()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
+    async fn flush(&mut self) -> Result<(), ChannelError> {
+        SinkExt::flush(&mut self.0).await.map_err(ChannelError::new)
+    }
+
     async fn ping(&mut self) -> Result<(), ChannelError> {
         self.0
             .send(Message::Ping(Default::default()))

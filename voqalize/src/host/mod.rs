@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod axum;
+mod coalesce;
 pub mod tungstenite;
 
 use std::sync::Arc;
@@ -359,15 +360,29 @@ impl Upgrade {
 /// # Errors
 /// [`HostError::MissingSessionId`] (closed with 1008), [`HostError::Rejected`] (closed with 4000),
 /// [`HostError::SendFailed`] when the channel broke under the session.
-pub async fn run_session<C: Channel, M: MakeBrain>(
+///
+/// The channel is split before the returned future first runs, so the future does not carry the
+/// unsplit channel for the call's whole life (a few hundred bytes a call).
+pub fn run_session<C: Channel, M: MakeBrain>(
     channel: C,
     factory: Arc<M>,
     upgrade: Upgrade,
     options: &HostOptions,
+) -> impl Future<Output = Result<(), HostError>> + Send + '_ {
+    let (sender, receiver) = channel.split();
+    host_split(sender, receiver, factory, upgrade, options)
+}
+
+/// [`run_session`] once the channel is split.
+async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
+    mut sender: S,
+    receiver: R,
+    factory: Arc<M>,
+    upgrade: Upgrade,
+    options: &HostOptions,
 ) -> Result<(), HostError> {
-    let (mut sender, receiver) = channel.split();
     let Some(session_id) = upgrade.session_id else {
-        sender.close(CLOSE_POLICY, "expected ?session_id=").await;
+        Box::pin(sender.close(CLOSE_POLICY, "expected ?session_id=")).await;
         return Err(HostError::MissingSessionId);
     };
     let span = tracing::info_span!(
@@ -381,7 +396,7 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     let claims = match verified {
         Ok(c) => c,
         Err(e) => {
-            sender.close(CLOSE_UNAUTHORIZED, "unauthorized").await;
+            Box::pin(sender.close(CLOSE_UNAUTHORIZED, "unauthorized")).await;
             return Err(e);
         }
     };
@@ -392,7 +407,10 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
     if let Some(a) = claims.agent_id() {
         span.record("agent_id", a.as_str());
     }
+    // Not kept for the call's life: the session future would carry it throughout.
+    drop(claims);
     let connection = Some(Arc::from(session_id.as_str()));
+    drop(session_id);
     let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits, connection)
         .instrument(span)
         .await;
@@ -401,7 +419,9 @@ pub async fn run_session<C: Channel, M: MakeBrain>(
         Outcome::SendFailed(_) => CLOSE_NORMAL,
     };
     if let Some(mut sender) = sender {
-        sender.close(code, "").await;
+        // Boxed, as the refusals above: inline, the close's state would be carried by this
+        // future for the whole call.
+        Box::pin(sender.close(code, "")).await;
     }
     match outcome {
         Outcome::Ended(_) => Ok(()),

@@ -1,6 +1,7 @@
 //! Host a brain with tokio-tungstenite: an accept loop ([`serve`]) or one accepted TCP stream
 //! ([`accept`]), and [`Channel`] for any tokio-tungstenite `WebSocketStream`.
 
+use super::coalesce::Coalesced;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,14 +128,16 @@ pub async fn accept<M: MakeBrain>(
         tracing::debug!("brain: could not set TCP_NODELAY: {e}");
     }
     set_keepalive(&stream);
-    let ws = tokio::time::timeout(
+    // Boxed: the handshake's state is large and only lives for the handshake; inline, it would
+    // size this future (which lives as long as the call) for its whole life.
+    let ws = Box::pin(tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         tokio_tungstenite::accept_hdr_async_with_config(
-            stream,
+            Coalesced::new(stream),
             callback,
             Some(options.websocket_config()),
         ),
-    )
+    ))
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
     .map_err(|e| {
@@ -145,13 +148,22 @@ pub async fn accept<M: MakeBrain>(
         }
     })?;
     let upgrade = std::mem::take(&mut *lock(&seen));
-    run_session(TungsteniteChannel(ws), factory, upgrade, options).await?;
+    drop(seen);
+    run_session(TungsteniteChannel::batched(ws), factory, upgrade, options).await?;
     drop(admitted);
     Ok(())
 }
 
 /// [`Channel`] over a tokio-tungstenite [`WebSocketStream`].
 pub struct TungsteniteChannel<S>(pub WebSocketStream<S>);
+
+impl TungsteniteChannel<Coalesced<TcpStream>> {
+    /// The channel of an accepted call, whose writes from now on wait for the writer's flush.
+    fn batched(mut ws: WebSocketStream<Coalesced<TcpStream>>) -> Self {
+        ws.get_mut().batch();
+        TungsteniteChannel(ws)
+    }
+}
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Channel for TungsteniteChannel<S> {
     type Sender = TungsteniteSender<S>;
@@ -173,6 +185,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ChannelSender for Tungs
             .send(Message::Binary(frame.into()))
             .await
             .map_err(ChannelError::new)
+    }
+
+    async fn feed(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.0
+            .feed(Message::Binary(frame.into()))
+            .await
+            .map_err(ChannelError::new)
+    }
+
+    async fn flush(&mut self) -> Result<(), ChannelError> {
+        SinkExt::flush(&mut self.0).await.map_err(ChannelError::new)
     }
 
     async fn ping(&mut self) -> Result<(), ChannelError> {

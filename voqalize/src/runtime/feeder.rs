@@ -3,10 +3,13 @@
 //! one RTVI task per session; the error pump for local congestion errors; teardown.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::Fuse;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -16,6 +19,7 @@ use super::turns::{Control, RunningTurn};
 use super::{Limits, guarded};
 use crate::brain::{Brain, MakeBrain};
 use crate::logline::clip;
+use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use crate::session::{Session, Turn, context};
@@ -29,9 +33,9 @@ pub(super) struct Feeder<M: MakeBrain> {
     lanes: Arc<Lanes>,
     out: Arc<Outbound>,
     control: Arc<Control>,
-    brain: Option<Arc<M::Brain>>,
-    err_rx: Option<mpsc::UnboundedReceiver<ErrorFrame>>,
-    pump: Option<JoinHandle<()>>,
+    /// Set once, at `SessionStart`; shared with the alert pump.
+    brain: Arc<OnceLock<Arc<M::Brain>>>,
+    alerts: Arc<Alerts>,
     rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
     rtvi_worker: Option<JoinHandle<()>>,
     rtvi_congested: bool,
@@ -51,7 +55,7 @@ impl<M: MakeBrain> Feeder<M> {
         lanes: Arc<Lanes>,
         out: Arc<Outbound>,
         control: Arc<Control>,
-        err_rx: mpsc::UnboundedReceiver<ErrorFrame>,
+        alerts: Arc<Alerts>,
     ) -> Self {
         Feeder {
             factory,
@@ -60,9 +64,8 @@ impl<M: MakeBrain> Feeder<M> {
             lanes,
             out,
             control,
-            brain: None,
-            err_rx: Some(err_rx),
-            pump: None,
+            brain: Arc::default(),
+            alerts,
             rtvi_tx: None,
             rtvi_worker: None,
             rtvi_congested: false,
@@ -70,8 +73,22 @@ impl<M: MakeBrain> Feeder<M> {
     }
 
     pub(super) async fn run(mut self) -> Stop {
+        // Congestion errors reach `on_error` beside the feeder's own callbacks (a busy feeder is
+        // why they happen, even inside `on_session_start`), from this task: the pump never
+        // completes, and is polled beside whatever the feeder awaits.
+        let pump = pump_alerts(
+            self.alerts.clone(),
+            self.control.clone(),
+            self.brain.clone(),
+        );
+        let mut pump = pin!(pump.fuse());
         let stop = loop {
-            match self.lanes.next().await {
+            let next = tokio::select! {
+                biased;
+                next = self.lanes.next() => next,
+                () = &mut pump => continue,
+            };
+            match next {
                 Next::Stop(stop) => break stop,
                 Next::Item(item) => {
                     // Cancel, a closed channel, a failed send, or an End that waited too long
@@ -79,14 +96,19 @@ impl<M: MakeBrain> Feeder<M> {
                     let lanes = self.lanes.clone();
                     tokio::select! {
                         biased;
-                        () = self.handle(item) => {}
+                        // Boxed: the feeder mostly waits, and inline the state of a callback
+                        // would size it for the whole call.
+                        () = Box::pin(self.handle(item)) => {}
                         () = lanes.halted() => {
                             tracing::warn!("session: abandoning a callback that had not returned");
                         }
+                        () = &mut pump => {}
                     }
                 }
             }
         };
+        // No congestion error reaches the brain once teardown begins.
+        pump.set(Fuse::terminated());
         if stop == Stop::Overloaded {
             // Tell the peer why the call ends (it is dropped if the peer does not read).
             self.out.push(Frame::Error(ErrorFrame {
@@ -96,12 +118,15 @@ impl<M: MakeBrain> Feeder<M> {
             }));
             self.out.push(Frame::End);
         }
-        self.teardown(&stop).await;
+        Box::pin(self.teardown(&stop)).await;
         stop
     }
 
     fn session(&self) -> Option<(Session, Arc<M::Brain>)> {
-        Some((self.control.session.get()?.clone(), self.brain.clone()?))
+        Some((
+            self.control.session.get()?.clone(),
+            self.brain.get()?.clone(),
+        ))
     }
 
     fn dead(&self) -> bool {
@@ -142,7 +167,9 @@ impl<M: MakeBrain> Feeder<M> {
             Inbound::Frame(frame) => frame,
         };
         if let Frame::SessionStart(start) = frame {
-            return self.start(start).await;
+            // Boxed, as is teardown: each runs once a call, and inline their state would size the
+            // feeder for the call's whole life.
+            return Box::pin(self.start(start)).await;
         }
         let Some((session, brain)) = self.session() else {
             tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
@@ -161,7 +188,9 @@ impl<M: MakeBrain> Feeder<M> {
             } => {
                 let fin = session.settle_unit(speech_id, heard_text);
                 let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
-                if let Err(e) = guarded(fut).await {
+                // Boxed (as every brain callback the feeder awaits): the brain's futures are its
+                // own size, and inline they would size the feeder for the whole call.
+                if let Err(e) = Box::pin(guarded(fut)).await {
                     tracing::error!("brain: on_finalize failed: {e}");
                 }
             }
@@ -178,7 +207,7 @@ impl<M: MakeBrain> Feeder<M> {
             }
             Frame::Error(e) => {
                 let fut = context::scope(session.clone(), None, brain.on_error(&session, e));
-                if let Err(e) = guarded(fut).await {
+                if let Err(e) = Box::pin(guarded(fut)).await {
                     tracing::error!("brain: on_error failed: {e}");
                 }
             }
@@ -236,8 +265,7 @@ impl<M: MakeBrain> Feeder<M> {
         );
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());
-        self.brain = Some(brain.clone());
-        self.spawn_pump(&session, &brain);
+        let _ = self.brain.set(brain.clone());
 
         if start.wire_version != WIRE_VERSION {
             let v = start.wire_version;
@@ -309,26 +337,6 @@ impl<M: MakeBrain> Feeder<M> {
                 }
             }
         }
-    }
-
-    fn spawn_pump(&mut self, session: &Session, brain: &Arc<M::Brain>) {
-        let Some(mut rx) = self.err_rx.take() else {
-            return;
-        };
-        let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
-        let pump = async move {
-            while let Some(e) = rx.recv().await {
-                if control.dead.load(Ordering::Acquire) {
-                    continue;
-                }
-                if let Err(e) = guarded(b.on_error(&s, e)).await {
-                    tracing::error!("session: delivering congestion Error failed: {e}");
-                }
-            }
-        };
-        self.pump = Some(tokio::spawn(
-            context::scope(session.clone(), None, pump).in_current_span(),
-        ));
     }
 
     fn spawn_turn(&self, turn_id: u64, stimulus: Stimulus) {
@@ -410,10 +418,6 @@ impl<M: MakeBrain> Feeder<M> {
         if let Some(h) = rtvi_worker {
             let _ = h.await;
         }
-        if let Some(pump) = self.pump.take() {
-            pump.abort();
-            let _ = pump.await;
-        }
         if let Some((session, brain)) = self.session() {
             session.abandon_waiters();
             let fut = context::scope(session.clone(), None, async {
@@ -428,6 +432,28 @@ impl<M: MakeBrain> Feeder<M> {
                     self.limits.request_timeout
                 ),
             }
+        }
+    }
+}
+
+/// Delivers the session's congestion errors to `on_error`, one at a time, until dropped. Nothing is
+/// delivered before `SessionStart` made the brain, nor after a refusal (docs/protocol.md §7 D1).
+async fn pump_alerts<B: Brain>(
+    alerts: Arc<Alerts>,
+    control: Arc<Control>,
+    brain: Arc<OnceLock<Arc<B>>>,
+) {
+    loop {
+        let error = alerts.next().await;
+        let (Some(session), Some(brain)) = (control.session.get(), brain.get()) else {
+            continue;
+        };
+        if control.dead.load(Ordering::Acquire) {
+            continue;
+        }
+        let fut = context::scope(session.clone(), None, brain.on_error(session, error));
+        if let Err(e) = Box::pin(guarded(fut)).await {
+            tracing::error!("session: delivering congestion Error failed: {e}");
         }
     }
 }

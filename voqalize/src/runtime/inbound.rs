@@ -8,13 +8,13 @@
 //! undelivered, so no flood of priority frames can overflow anything.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::Notify;
 
-use crate::queue::{Admitted, Shedding, overload};
+use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
-use crate::wire::{ErrorFrame, Frame};
+use crate::wire::Frame;
 
 pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the call is ended";
 
@@ -61,14 +61,13 @@ struct State {
 pub(crate) struct Lanes {
     state: Mutex<State>,
     notify: Notify,
-    /// Flips to true when a stop reason is recorded, so a callback the feeder is stuck in can be
-    /// abandoned.
-    halt: watch::Sender<bool>,
-    local_errors: mpsc::UnboundedSender<ErrorFrame>,
+    /// Set when a stop reason is recorded, so a callback the feeder is stuck in can be abandoned.
+    halt: Flag,
+    alerts: Arc<Alerts>,
 }
 
 impl Lanes {
-    pub(crate) fn new(maxsize: usize, local_errors: mpsc::UnboundedSender<ErrorFrame>) -> Self {
+    pub(crate) fn new(maxsize: usize, alerts: Arc<Alerts>) -> Self {
         Lanes {
             state: Mutex::new(State {
                 priority: VecDeque::new(),
@@ -76,8 +75,8 @@ impl Lanes {
                 stop: None,
             }),
             notify: Notify::new(),
-            halt: watch::channel(false).0,
-            local_errors,
+            halt: Flag::default(),
+            alerts,
         }
     }
 
@@ -103,7 +102,7 @@ impl Lanes {
             Admitted::Queued => {}
             Admitted::Shed { first } => {
                 if first {
-                    let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
+                    self.alerts.raise(INBOUND_CONGESTED);
                 }
                 tracing::debug!("inbound congested: dropping {name}");
                 return;
@@ -123,7 +122,7 @@ impl Lanes {
 
     /// Reports inbound congestion past the lanes (the RTVI task is behind).
     pub(crate) fn signal_congestion(&self) {
-        let _ = self.local_errors.send(overload(INBOUND_CONGESTED));
+        self.alerts.raise(INBOUND_CONGESTED);
     }
 
     /// Records why the session must stop; the first reason wins. The feeder stops before its next
@@ -134,15 +133,13 @@ impl Lanes {
             s.stop = Some(why);
         }
         drop(s);
-        self.halt.send_replace(true);
+        self.halt.set();
         self.notify.notify_one();
     }
 
     /// Completes once a stop reason has been recorded.
     pub(crate) async fn halted(&self) {
-        let mut rx = self.halt.subscribe();
-        // The sender lives as long as `self`, so `wait_for` only returns once the flag is true.
-        let _ = rx.wait_for(|halted| *halted).await;
+        self.halt.wait().await;
     }
 
     /// The next item for the feeder: SessionStarts first, then bulk frames in order. `Cancel`, a
@@ -153,6 +150,10 @@ impl Lanes {
             {
                 let mut s = self.state();
                 if let Some(item) = s.priority.pop_front() {
+                    if s.priority.is_empty() {
+                        // One SessionStart a call: keep no buffer for it afterwards.
+                        s.priority = VecDeque::new();
+                    }
                     return Next::Item(item);
                 }
                 if let Some(stop) = &s.stop {

@@ -1,12 +1,17 @@
-//! One session's runtime: the reader, the feeder, the writer and the error pump (docs/protocol.md §4).
+//! One session's runtime: the reader, the feeder and the writer (docs/protocol.md §4).
 //!
 //! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
 //!   `Interruption`s itself, at once, so neither waits behind a slow callback (docs/protocol.md §7 D14), and
 //!   queues the rest on the [`Lanes`].
 //! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
 //!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
-//! * The **writer** task sends the outbound lane FIFO.
-//! * The **error pump** delivers local congestion errors to `on_error` beside a busy feeder.
+//! * The **writer** task sends the outbound lane FIFO, every frame that is ready in one batch.
+//! * The **alert pump**, inside the feeder's task, delivers local congestion errors to `on_error`
+//!   beside a busy feeder.
+//!
+//! An idle call is these two tasks' futures, the reader's, and the shared state: each is kept
+//! small (callbacks and once-a-call steps are boxed, signals are inline flags rather than
+//! channels), because a process hosts thousands of calls.
 
 mod feeder;
 mod inbound;
@@ -20,11 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::brain::{BrainResult, MakeBrain};
 use crate::channel::{CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
+use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use feeder::Feeder;
@@ -68,13 +73,14 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     limits: Limits,
     connection: Option<Arc<str>>,
 ) -> (Outcome, Option<S>) {
-    let (err_tx, err_rx) = mpsc::unbounded_channel();
-    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, err_tx.clone()));
-    let out = Arc::new(Outbound::new(limits.queue_maxsize, err_tx));
+    let alerts = Arc::new(Alerts::default());
+    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, alerts.clone()));
+    let out = Arc::new(Outbound::new(limits.queue_maxsize, alerts.clone()));
     let control = Arc::new(Control::default());
 
     let writer = tokio::spawn(
-        writer::write_loop(sender, out.clone(), lanes.clone(), limits).in_current_span(),
+        writer::write_loop(sender, out.clone(), lanes.clone(), limits.ping_interval)
+            .in_current_span(),
     );
     let feeder = Feeder::new(
         factory,
@@ -83,7 +89,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
         lanes.clone(),
         out.clone(),
         control.clone(),
-        err_rx,
+        alerts,
     );
     let mut feeder = tokio::spawn(feeder.run().in_current_span());
 
@@ -91,7 +97,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     let stop = tokio::select! {
         biased;
         stop = &mut feeder => stop,
-        code = reader::read_loop(&mut receiver, &lanes, &control, limits) => {
+        code = reader::read_loop(&mut receiver, &lanes, &control, &limits) => {
             close = code.unwrap_or(CLOSE_NORMAL);
             feeder.await
         }

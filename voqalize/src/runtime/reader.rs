@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::time::{Instant, sleep_until};
 
@@ -21,7 +22,7 @@ pub(super) async fn read_loop(
     receiver: &mut impl ChannelReceiver,
     lanes: &Arc<Lanes>,
     control: &Control,
-    limits: Limits,
+    limits: &Limits,
 ) -> Option<u16> {
     let start_deadline = Instant::now() + limits.start_timeout;
     let silence = limits.ping_interval + limits.pong_timeout;
@@ -75,7 +76,7 @@ pub(super) async fn read_loop(
             continue;
         }
         match wire::decode_limited(&bytes, limits.max_json) {
-            Ok(Some(frame)) => route(frame, lanes, control, limits),
+            Ok(Some(frame)) => route(frame, lanes, control, limits.request_timeout),
             Ok(None) => {
                 if junk.allow() {
                     tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
@@ -100,7 +101,7 @@ pub(super) async fn read_loop(
     close
 }
 
-fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
+fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, request_timeout: Duration) {
     if let Frame::SessionStart(_) = frame {
         control.started.store(true, Ordering::Release);
     } else if !control.started.load(Ordering::Acquire)
@@ -122,7 +123,7 @@ fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, limits: Limits) {
             lanes.push_bulk(Frame::End);
             let lanes_ = lanes.clone();
             let timer = tokio::spawn(async move {
-                tokio::time::sleep(limits.request_timeout).await;
+                tokio::time::sleep(request_timeout).await;
                 lanes_.stop(Stop::End);
             });
             if let Some(old) = lock(&control.end_timer).replace(timer) {

@@ -2,48 +2,80 @@
 
 use std::sync::Arc;
 
-use super::Limits;
+use std::time::Duration;
+
 use super::inbound::{Lanes, Stop};
 use crate::channel::{ChannelError, ChannelSender};
 use crate::session::outbound::Outbound;
-use crate::wire;
+use crate::wire::{self, Frame};
 
 /// Sends the outbound lane FIFO. Returns the sender once the lane is closed and drained, or the
 /// error of a failed send, which stops the session: a brain that cannot be heard is not kept
 /// running.
 ///
-/// Between frames it pings the peer every `limits.ping_interval`, so that the reader hears from a
+/// Between frames it pings the peer every `ping_interval`, so that the reader hears from a
 /// live peer even when the call is silent.
 pub(super) async fn write_loop<S: ChannelSender>(
     mut sender: S,
     out: Arc<Outbound>,
     lanes: Arc<Lanes>,
-    limits: Limits,
+    ping_interval: Duration,
 ) -> Result<S, ChannelError> {
-    let mut ping = tokio::time::interval_at(
-        tokio::time::Instant::now() + limits.ping_interval,
-        limits.ping_interval,
-    );
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let frame = tokio::select! {
             frame = out.pop() => frame,
             _ = ping.tick() => {
-                if let Err(e) = sender.ping().await {
+                // Boxed, as is each batch: inline, their state would size this task for the
+                // call's whole life, while the writer mostly waits.
+                if let Err(e) = Box::pin(sender.ping()).await {
                     tracing::info!("session: ping failed: {e}");
                 }
                 continue;
             }
         };
         let Some(frame) = frame else { break };
-        let bytes = wire::encode(&frame);
-        if let Err(e) = sender.send(bytes).await {
-            tracing::error!("session: send failed, ending the session: {e}");
-            lanes.stop(Stop::SendFailed);
-            out.close();
-            return Err(e);
+        match Box::pin(send_batch(&mut sender, &out, frame)).await {
+            Ok(n) => out.wrote(n),
+            Err(e) => {
+                tracing::error!("session: send failed, ending the session: {e}");
+                lanes.stop(Stop::SendFailed);
+                out.close();
+                return Err(e);
+            }
         }
-        out.wrote();
     }
     Ok(sender)
+}
+
+/// The most frames sent in one batch: one flush, one system call on a socket (docs/protocol.md §3).
+const MAX_BATCH: u64 = 64;
+
+/// Feeds `first` and every frame already queued behind it (up to [`MAX_BATCH`]), then flushes
+/// once. Returns how many frames went out.
+async fn send_batch<S: ChannelSender>(
+    sender: &mut S,
+    out: &Outbound,
+    first: Frame,
+) -> Result<u64, ChannelError> {
+    let mut bytes = wire::encode(&first);
+    drop(first);
+    let mut sent = 0;
+    loop {
+        sender.feed(bytes).await?;
+        sent += 1;
+        let next = if sent < MAX_BATCH {
+            out.try_pop()
+        } else {
+            None
+        };
+        match next {
+            Some(frame) => bytes = wire::encode(&frame),
+            None => break,
+        }
+    }
+    sender.flush().await?;
+    Ok(sent)
 }

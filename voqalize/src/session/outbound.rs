@@ -4,13 +4,14 @@
 //! hears one `OVERLOAD` per congestion episode. `End` is the last frame: anything pushed after it
 //! is dropped.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::Notify;
 
-use crate::queue::{Admitted, Shedding, overload};
+use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
-use crate::wire::{ErrorFrame, Frame};
+use crate::wire::Frame;
 
 pub(crate) const OUTBOUND_CONGESTED: &str =
     "voqalize: outbound queue full; dropping data frames until wire catches up";
@@ -39,14 +40,16 @@ pub(crate) struct Outbound {
     lane: Mutex<Lane>,
     notify: Notify,
     /// How many frames the writer has written (or given up on, once the lane closed).
-    written: watch::Sender<u64>,
-    /// Flips to true when the lane passes its hard bound.
-    overflow: watch::Sender<bool>,
-    local_errors: mpsc::UnboundedSender<ErrorFrame>,
+    written: AtomicU64,
+    /// Wakes [`Outbound::flushed`] waiters as `written` grows.
+    wrote: Notify,
+    /// Set when the lane passes its hard bound.
+    overflow: Flag,
+    alerts: Arc<Alerts>,
 }
 
 impl Outbound {
-    pub(crate) fn new(maxsize: usize, local_errors: mpsc::UnboundedSender<ErrorFrame>) -> Self {
+    pub(crate) fn new(maxsize: usize, alerts: Arc<Alerts>) -> Self {
         Outbound {
             lane: Mutex::new(Lane {
                 queue: Shedding::new(maxsize),
@@ -56,9 +59,10 @@ impl Outbound {
                 closed: false,
             }),
             notify: Notify::new(),
-            written: watch::channel(0).0,
-            overflow: watch::channel(false).0,
-            local_errors,
+            written: AtomicU64::new(0),
+            wrote: Notify::new(),
+            overflow: Flag::default(),
+            alerts,
         }
     }
 
@@ -73,7 +77,7 @@ impl Outbound {
         match lane.queue.push(frame, droppable) {
             Admitted::Shed { first } => {
                 if first {
-                    let _ = self.local_errors.send(overload(OUTBOUND_CONGESTED));
+                    self.alerts.raise(OUTBOUND_CONGESTED);
                 }
                 return Pushed::Shed;
             }
@@ -83,7 +87,7 @@ impl Outbound {
                 tracing::error!(
                     "session: the peer does not read; the outbound lane overflowed, ending the call"
                 );
-                self.overflow.send_replace(true);
+                self.overflow.set();
                 return Pushed::Shed;
             }
             Admitted::Queued => {}
@@ -114,31 +118,46 @@ impl Outbound {
         }
     }
 
+    /// The next frame if one is queued, without waiting.
+    pub(crate) fn try_pop(&self) -> Option<Frame> {
+        lock(&self.lane).queue.pop()
+    }
+
     /// No more frames will be accepted; `pop` drains what is queued, then returns `None`.
     pub(crate) fn close(&self) {
         lock(&self.lane).closed = true;
         self.notify.notify_one();
         // Nobody waits for a flush that will never come.
-        self.written.send_replace(u64::MAX);
+        self.written.store(u64::MAX, Ordering::Release);
+        self.wrote.notify_waiters();
     }
 
     /// Completes once the lane has passed its hard bound (the peer does not read).
     pub(crate) async fn overflowed(&self) {
-        let mut rx = self.overflow.subscribe();
-        let _ = rx.wait_for(|o| *o).await;
+        self.overflow.wait().await;
     }
 
-    /// The writer wrote one more frame.
-    pub(crate) fn wrote(&self) {
-        self.written.send_modify(|n| *n = n.saturating_add(1));
+    /// The writer wrote `n` more frames.
+    pub(crate) fn wrote(&self, n: u64) {
+        let _ = self
+            .written
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(w.saturating_add(n))
+            });
+        self.wrote.notify_waiters();
     }
 
     /// Completes once every frame queued before the call has been written (or the lane closed).
     #[cfg(feature = "model")]
     pub(crate) async fn flushed(&self) {
         let target = lock(&self.lane).queued;
-        let mut rx = self.written.subscribe();
-        let _ = rx.wait_for(|n| *n >= target).await;
+        loop {
+            let wrote = self.wrote.notified();
+            if self.written.load(Ordering::Acquire) >= target {
+                return;
+            }
+            wrote.await;
+        }
     }
 
     pub(crate) fn ended(&self) -> bool {
