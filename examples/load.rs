@@ -174,14 +174,22 @@ fn open_files(pid: u32) -> Result<usize, Box<dyn std::error::Error>> {
     Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
 }
 
-/// Samples the RSS of `pid` every 500 ms until it has made no new low for 3 s, or `cap` passed;
-/// gives the last reading.
-async fn settled_rss(pid: u32, cap: Duration) -> Result<u64, Box<dyn std::error::Error>> {
+/// Samples the RSS of `pid` every 500 ms until it stops falling: back within 2% of `baseline`,
+/// or no new low for 11 s (longer than the examples' 10 s `malloc_trim` period), or `cap` passed.
+/// Gives the last reading.
+async fn settled_rss(
+    pid: u32,
+    baseline: u64,
+    cap: Duration,
+) -> Result<u64, Box<dyn std::error::Error>> {
     let until = Instant::now() + cap;
     let mut low = rss_kb(pid)?;
     let mut last_low = Instant::now();
     let mut now = low;
-    while Instant::now() < until && last_low.elapsed() < Duration::from_secs(3) {
+    while Instant::now() < until
+        && last_low.elapsed() < Duration::from_secs(11)
+        && now > baseline + baseline / 50
+    {
         tokio::time::sleep(Duration::from_millis(500)).await;
         now = rss_kb(pid)?;
         if now < low {
@@ -548,6 +556,8 @@ struct Session {
     leg: Leg,
     /// Open units by speech id.
     units: HashMap<u64, Unit>,
+    /// Units cut by a barge-in and finalized then, whose end has not come yet.
+    cut: std::collections::HashSet<u64>,
     /// The last turn id sent.
     turn_id: u64,
     /// The wait for one frame.
@@ -578,6 +588,7 @@ impl Session {
         let mut s = Session {
             leg,
             units: HashMap::new(),
+            cut: Default::default(),
             turn_id: 1,
             timeout,
         };
@@ -645,6 +656,7 @@ impl Session {
                         },
                     );
                 }
+                Frame::SpeechChunk { speech_id, .. } if self.cut.contains(&speech_id) => {}
                 Frame::SpeechChunk { speech_id, text } => {
                     let unit = self.units.get_mut(&speech_id).ok_or_else(|| {
                         Failure::new(
@@ -658,6 +670,7 @@ impl Session {
                         if on_first == OnFirstChunk::BargeIn {
                             let heard = unit.text.clone();
                             self.units.remove(&speech_id);
+                            self.cut.insert(speech_id);
                             self.leg
                                 .send(&Frame::Interruption {
                                     through_turn: turn_id,
@@ -679,9 +692,15 @@ impl Session {
                 }
                 Frame::SpeechEnd { speech_id } | Frame::SpeechCancel { speech_id } => {
                     // A unit finalized at a barge-in may still end: it is no longer open.
-                    let Some(unit) = self.units.remove(&speech_id) else {
+                    if self.cut.remove(&speech_id) {
                         continue;
-                    };
+                    }
+                    let unit = self.units.remove(&speech_id).ok_or_else(|| {
+                        Failure::new(
+                            Kind::Protocol,
+                            format!("the end of unknown speech {speech_id}"),
+                        )
+                    })?;
                     self.leg
                         .send(&Frame::Finalize {
                             speech_id,
@@ -1173,7 +1192,7 @@ async fn idle(
             dropped_early += 1;
         }
     }
-    let rss_after = settled_rss(pid, Duration::from_secs(15)).await?;
+    let rss_after = settled_rss(pid, rss_before, Duration::from_secs(15)).await?;
     let files_after = open_files(pid)?;
     let per_session = rss_with.saturating_sub(rss_before) as f64 / held.max(1) as f64;
     if args.json {
@@ -1313,11 +1332,13 @@ async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::Error
         count(done?);
     }
     // Let the brain finish tearing down what was cut, then read.
-    let rss_after = settled_rss(pid, Duration::from_secs(20)).await?;
+    let rss_after = settled_rss(pid, rss, Duration::from_secs(20)).await?;
     let files_after = open_files(pid)?;
     // The sessions' ends and tasks: poll the stats file (written every 500 ms) for up to 10 s more.
     let mut stats_after = None;
     if let (Some(path), Some(before)) = (&args.brain_stats, stats_before) {
+        // The file is rewritten every 500 ms: wait for one written after the last call.
+        tokio::time::sleep(Duration::from_millis(600)).await;
         let until = Instant::now() + Duration::from_secs(10);
         loop {
             let now = BrainStats::read(path)?;
