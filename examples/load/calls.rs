@@ -28,6 +28,9 @@ pub struct Plan {
     pub quiet: Duration,
     /// The wait for one frame.
     pub timeout: Duration,
+    /// Every finished turn's times, kept as they come (a call cut at the deadline keeps its
+    /// finished turns).
+    pub times: std::sync::Mutex<Vec<TurnTimes>>,
 }
 
 impl Plan {
@@ -45,9 +48,8 @@ impl Plan {
     }
 }
 
-/// One measured call; gives its turns' times, or the failure and the turns done before it.
-pub async fn one_call(plan: &Plan, id: usize) -> (Vec<TurnTimes>, Option<Failure>) {
-    let mut times = Vec::with_capacity(plan.turns);
+/// One measured call: its turns' times go to `plan.times`; gives the failure that ended it, if any.
+pub async fn one_call(plan: &Plan, id: usize) -> Option<Failure> {
     let out = async {
         let session_id = format!("load-{id}");
         let leg = plan.leg(id, &session_id).await?;
@@ -57,13 +59,17 @@ pub async fn one_call(plan: &Plan, id: usize) -> (Vec<TurnTimes>, Option<Failure
                 tokio::time::sleep(plan.think).await;
             }
             let text = format!("turn {t} of call {id}");
-            times.push(s.turn(text, plan.quiet, OnFirstChunk::Listen).await?);
+            let times = s.turn(text, plan.quiet, OnFirstChunk::Listen).await?;
+            plan.times
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(times);
         }
         s.leg.end(plan.timeout).await;
         Ok::<(), Failure>(())
     }
     .await;
-    (times, out.err())
+    out.err()
 }
 
 /// `p`th percentile of `sorted`, in ms.
@@ -104,6 +110,7 @@ pub async fn load(
         think: Duration::from_millis(args.think_ms),
         quiet: Duration::from_millis(args.quiet_ms),
         timeout: args.timeout(),
+        times: std::sync::Mutex::new(Vec::with_capacity(args.calls * args.turns)),
     });
     let pid = args.brain_pid;
     let cpu_before = pid.map(|p| cpu_ms(&p.to_string())).transpose()?;
@@ -122,20 +129,18 @@ pub async fn load(
         Duration::ZERO
     };
     let mut tasks = tokio::task::JoinSet::new();
-    let mut times = Vec::with_capacity(args.calls * args.turns);
     let mut failures = Failures::default();
     let mut ok = 0usize;
     let mut launched = 0usize;
-    let mut collect = |(t, f): (Vec<TurnTimes>, Option<Failure>)| {
-        times.extend(t);
-        match f {
-            Some(f) => failures.add(f),
-            None => ok += 1,
-        }
+    let mut collect = |f: Option<Failure>| match f {
+        Some(f) => failures.add(f),
+        None => ok += 1,
     };
     for id in 0..args.calls {
-        let at = tokio::time::Instant::from_std(started) + step * id as u32;
-        tokio::time::sleep_until(at).await;
+        if !step.is_zero() {
+            let at = tokio::time::Instant::from_std(started) + step * id as u32;
+            tokio::time::sleep_until(at).await;
+        }
         if tokio::time::Instant::now() >= deadline {
             break;
         }
@@ -159,10 +164,10 @@ pub async fn load(
                 let cut = tasks.len();
                 tasks.abort_all();
                 for _ in 0..cut {
-                    collect((
-                        Vec::new(),
-                        Some(Failure::new(Kind::Timeout, "cut at the run's deadline")),
-                    ));
+                    collect(Some(Failure::new(
+                        Kind::Timeout,
+                        "cut at the run's deadline",
+                    )));
                 }
                 break;
             }
@@ -176,6 +181,7 @@ pub async fn load(
         _ => None,
     };
     let own_cpu = cpu_ms("self")?.saturating_sub(own_cpu_before);
+    let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
     let turns = times.len();
     let mut firsts: Vec<Duration> = times.iter().map(|t| t.first_chunk).collect();
     let mut ends: Vec<Duration> = times.iter().map(|t| t.last_end).collect();
