@@ -97,6 +97,21 @@ pub fn session_start(session_id: String) -> Frame {
     })
 }
 
+/// How long one send may wait for the brain to take it (a brain that stops reading fills the
+/// socket's buffers).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends one message, waiting at most [`SEND_TIMEOUT`].
+pub async fn send_bounded(ws: &mut Ws, message: Message) -> Result<(), Failure> {
+    match tokio::time::timeout(SEND_TIMEOUT, ws.send(message)).await {
+        Ok(sent) => sent.map_err(|e| Failure::new(Kind::Closed, format!("sending: {e}"))),
+        Err(_) => Err(Failure::new(
+            Kind::Timeout,
+            format!("the brain took no frame for {SEND_TIMEOUT:?}"),
+        )),
+    }
+}
+
 /// One session's leg: a WebSocket of its own, or its share of the relay's one connection.
 pub enum Leg {
     /// A WebSocket of its own.
@@ -116,10 +131,9 @@ impl Leg {
     /// Sends one frame.
     pub async fn send(&mut self, frame: &Frame) -> Result<(), Failure> {
         match self {
-            Leg::Direct(ws) => ws
-                .send(Message::Binary(voqalize::wire::encode(frame).into()))
-                .await
-                .map_err(|e| Failure::new(Kind::Closed, format!("sending: {e}"))),
+            Leg::Direct(ws) => {
+                send_bounded(ws, Message::Binary(voqalize::wire::encode(frame).into())).await
+            }
             Leg::Relay { link, prefix, .. } => {
                 link.send(*prefix, frame);
                 Ok(())
@@ -130,10 +144,7 @@ impl Leg {
     /// Sends raw bytes or text (the soak's junk); only on a direct leg.
     pub async fn send_raw(&mut self, message: Message) -> Result<(), Failure> {
         match self {
-            Leg::Direct(ws) => ws
-                .send(message)
-                .await
-                .map_err(|e| Failure::new(Kind::Closed, format!("sending: {e}"))),
+            Leg::Direct(ws) => send_bounded(ws, message).await,
             Leg::Relay { .. } => Ok(()),
         }
     }

@@ -9,8 +9,8 @@ use voqalize::testing::TokenSigner;
 use voqalize::wire::Frame;
 
 use crate::Args;
-use crate::client::{Ws, dial, session_start};
-use crate::failure::{Failure, Failures, Kind};
+use crate::client::{Ws, dial, send_bounded, session_start};
+use crate::failure::{Failure, Failures};
 use crate::probe::{open_files, raise_open_file_limit, rss_kb, settled_rss, steady_rss};
 
 /// Holds `n` idle sessions open and reports the brain's RSS and open files before, with them,
@@ -37,11 +37,8 @@ pub async fn idle(
                 let session_id = format!("idle-{id}");
                 let token = signer.as_ref().as_ref().map(|s| s.mint(&session_id));
                 let mut ws = dial(&url, &session_id, token.as_deref(), timeout).await?;
-                ws.send(Message::Binary(
-                    voqalize::wire::encode(&session_start(session_id)).into(),
-                ))
-                .await
-                .map_err(|e| Failure::new(Kind::Closed, format!("sending: {e}")))?;
+                let start = voqalize::wire::encode(&session_start(session_id));
+                send_bounded(&mut ws, Message::Binary(start.into())).await?;
                 Ok::<Ws, Failure>(ws)
             }
         })
@@ -66,10 +63,9 @@ pub async fn idle(
                             },
                         }
                     }
-                    let _ = ws
-                        .send(Message::Binary(voqalize::wire::encode(&Frame::End).into()))
-                        .await;
                     let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                        let end = voqalize::wire::encode(&Frame::End);
+                        let _ = ws.send(Message::Binary(end.into())).await;
                         let _ = ws.close(None).await;
                         while let Some(Ok(_)) = ws.next().await {}
                     })

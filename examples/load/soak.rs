@@ -65,16 +65,30 @@ pub async fn soak_call(url: &str, id: usize, kind: u64, timeout: Duration) -> Re
     Ok(())
 }
 
+/// The brain's stats once it is quiet (every started session ended, the same reading twice in a
+/// row, 500 ms apart), or the last reading after 10 s: the soak's baseline.
+async fn quiet_stats(path: &std::path::Path) -> Result<BrainStats, Box<dyn std::error::Error>> {
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut last = BrainStats::read(path)?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = BrainStats::read(path)?;
+        if (now == last && now.sessions_started == now.sessions_ended) || Instant::now() >= until {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
 /// Runs the soak and reports the brain's files, memory, tasks and sessions against its baseline.
 pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::Error>> {
     raise_open_file_limit();
     let pid = args.brain_pid.ok_or("--soak needs --brain-pid")?;
     let url = args.url.clone().ok_or("--soak needs --url")?;
-    let stats_before = args
-        .brain_stats
-        .as_deref()
-        .map(BrainStats::read)
-        .transpose()?;
+    let stats_before = match &args.brain_stats {
+        Some(path) => Some(quiet_stats(path).await?),
+        None => None,
+    };
     let (files, rss) = (open_files(pid)?, rss_kb(pid)?);
     let timeout = args.timeout();
     let gate = Arc::new(Semaphore::new(args.concurrency.unwrap_or(50).max(1)));
