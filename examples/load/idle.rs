@@ -11,7 +11,9 @@ use voqalize::wire::Frame;
 use crate::Args;
 use crate::client::{Ws, dial, send_bounded, session_start};
 use crate::failure::{Failure, Failures};
-use crate::probe::{open_files, raise_open_file_limit, rss_kb, settled_rss, steady_rss};
+use crate::probe::{
+    open_files, raise_open_file_limit, rss_kb, settled_files, settled_rss, steady_rss,
+};
 
 /// Holds `n` idle sessions open and reports the brain's RSS and open files before, with them,
 /// and after.
@@ -85,8 +87,8 @@ pub async fn idle(
             dropped_early += 1;
         }
     }
+    let files_after = settled_files(pid, files_before, Duration::from_secs(10)).await?;
     let rss_after = settled_rss(pid, rss_before, Duration::from_secs(15)).await?;
-    let files_after = open_files(pid)?;
     let per_session = rss_with.saturating_sub(rss_before) as f64 / held.max(1) as f64;
     if args.json {
         let out = serde_json::json!({

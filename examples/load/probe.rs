@@ -34,6 +34,22 @@ pub fn open_files(pid: u32) -> Result<usize, Box<dyn std::error::Error>> {
     Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
 }
 
+/// Reads the open files of `pid` every 200 ms until they are back to `baseline` or `cap` passed
+/// (sockets of cut calls close a little after the calls); gives the last reading.
+pub async fn settled_files(
+    pid: u32,
+    baseline: usize,
+    cap: Duration,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let until = Instant::now() + cap;
+    let mut now = open_files(pid)?;
+    while now > baseline && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        now = open_files(pid)?;
+    }
+    Ok(now)
+}
+
 /// Samples the RSS of `pid` every 500 ms until it stops falling: back within 2% of `baseline`,
 /// or no new low for 11 s (longer than the examples' 10 s `malloc_trim` period), or `cap` passed.
 /// Gives the last reading.
@@ -111,6 +127,17 @@ impl BrainStats {
     /// Reads the brain's stats file.
     pub fn read(path: &std::path::Path) -> Result<Self, Box<dyn std::error::Error>> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let age = std::fs::metadata(path)?
+            .modified()?
+            .elapsed()
+            .unwrap_or_default();
+        if age > std::time::Duration::from_secs(3) {
+            return Err(format!(
+                "{}: last written {age:?} ago (is the brain running with --stats-file?)",
+                path.display()
+            )
+            .into());
+        }
         let value: serde_json::Value = serde_json::from_str(&text)?;
         let field = |name: &str| {
             value

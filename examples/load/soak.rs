@@ -9,7 +9,9 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::Args;
 use crate::client::{Leg, OnFirstChunk, Session, dial};
 use crate::failure::{Failure, Failures};
-use crate::probe::{BrainStats, open_files, raise_open_file_limit, rss_kb, settled_rss};
+use crate::probe::{
+    BrainStats, open_files, raise_open_file_limit, rss_kb, settled_files, settled_rss,
+};
 
 /// One soak call: what it does is chosen by `kind`. Errors are expected (the brain may close a
 /// misbehaving call); they are counted, but only the brain's health at the end counts.
@@ -125,8 +127,8 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
         count(done?);
     }
     // Let the brain finish tearing down what was cut, then read.
+    let files_after = settled_files(pid, files, Duration::from_secs(10)).await?;
     let rss_after = settled_rss(pid, rss, Duration::from_secs(20)).await?;
-    let files_after = open_files(pid)?;
     // The sessions' ends and tasks: poll the stats file (written every 500 ms) for up to 10 s more.
     let mut stats_after = None;
     if let (Some(path), Some(before)) = (&args.brain_stats, stats_before) {
