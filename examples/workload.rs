@@ -23,9 +23,19 @@ const CHUNKS: [&str; 8] = [
     "and we will see you soon.",
 ];
 
+/// Answers every message with [`CHUNKS`]; counts sessions for `--stats-file`.
 struct Workload;
 
 impl Brain for Workload {
+    async fn on_session_start(&self, _session: &Session) -> BrainResult {
+        cli::SESSIONS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        cli::SESSIONS_ENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn on_user_message(&self, turn: &mut Turn, _message: UserMessage) -> BrainResult {
         let mut unit = turn.open_unit();
         for chunk in CHUNKS {

@@ -37,6 +37,44 @@ pub struct Args {
     /// The agent version announced to the relay.
     #[arg(long, default_value = "dev")]
     pub agent_version: String,
+    /// Every 500 ms, write `{"alive_tasks": n, "sessions_started": a, "sessions_ended": b}` to
+    /// this file (a temporary file renamed over it): the runtime's live tokio tasks (this writer
+    /// is one of them) and the [`SESSIONS_STARTED`] / [`SESSIONS_ENDED`] counters. The load tool's
+    /// `--brain-stats` reads it.
+    #[arg(long, value_name = "PATH")]
+    pub stats_file: Option<std::path::PathBuf>,
+}
+
+/// Sessions whose `on_session_start` ran, in this process (bumped by the brains that count).
+#[allow(dead_code)] // only the brains that count sessions bump it
+pub static SESSIONS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Sessions whose `on_session_end` ran, in this process (bumped by the brains that count).
+#[allow(dead_code)] // only the brains that count sessions bump it
+pub static SESSIONS_ENDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every 500 ms, writes the live task count and the session counters to `path` as one JSON
+/// object: to `path.tmp`, then renamed over `path`, so a reader never sees half a file.
+fn write_stats(path: std::path::PathBuf) {
+    tokio::spawn(async move {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(500));
+        loop {
+            every.tick().await;
+            let line = format!(
+                "{{\"alive_tasks\": {}, \"sessions_started\": {}, \"sessions_ended\": {}}}\n",
+                tokio::runtime::Handle::current()
+                    .metrics()
+                    .num_alive_tasks(),
+                SESSIONS_STARTED.load(Relaxed),
+                SESSIONS_ENDED.load(Relaxed)
+            );
+            if let Err(e) = std::fs::write(&tmp, line).and_then(|()| std::fs::rename(&tmp, &path)) {
+                eprintln!("--stats-file {}: {e}", path.display());
+            }
+        }
+    });
 }
 
 /// Parses the command line, binds, prints the URL and serves `factory` until killed.
@@ -50,6 +88,9 @@ impl Args {
     pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
         raise_open_file_limit();
         give_back_freed_memory();
+        if let Some(path) = self.stats_file.clone() {
+            write_stats(path);
+        }
         let format = if self.json_logs {
             voqalize::logging::Format::Json
         } else {

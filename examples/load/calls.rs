@@ -1,0 +1,260 @@
+//! Measured calls: saturating or paced, and their report.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use voqalize::testing::TokenSigner;
+
+use crate::Args;
+use crate::client::{Leg, OnFirstChunk, Session, TurnTimes, dial};
+use crate::failure::{Failure, Failures, Kind};
+use crate::probe::{PeakSampler, cpu_ms, raise_open_file_limit, rss_kb};
+use crate::relay::RelayLink;
+
+/// What every call of a run shares.
+pub struct Plan {
+    /// The brain's URL (direct).
+    pub url: String,
+    /// The relay link (relay).
+    pub relay: Option<Arc<RelayLink>>,
+    /// Token signer, when the brain verifies tokens.
+    pub signer: Option<TokenSigner>,
+    /// User turns per call.
+    pub turns: usize,
+    /// Pause between turns.
+    pub think: Duration,
+    /// Extra wait for another unit of a turn.
+    pub quiet: Duration,
+    /// The wait for one frame.
+    pub timeout: Duration,
+    /// Every finished turn's times, kept as they come (a call cut at the deadline keeps its
+    /// finished turns).
+    pub times: std::sync::Mutex<Vec<TurnTimes>>,
+}
+
+impl Plan {
+    /// A leg for session `id` (`session_id`): a new connection, or a share of the relay's.
+    pub async fn leg(&self, id: usize, session_id: &str) -> Result<Leg, Failure> {
+        match &self.relay {
+            Some(link) => Ok(link.leg(id)),
+            None => {
+                let token = self.signer.as_ref().map(|s| s.mint(session_id));
+                Ok(Leg::Direct(Box::new(
+                    dial(&self.url, session_id, token.as_deref(), self.timeout).await?,
+                )))
+            }
+        }
+    }
+}
+
+/// One measured call: its turns' times go to `plan.times`; gives the failure that ended it, if any.
+pub async fn one_call(plan: &Plan, id: usize) -> Option<Failure> {
+    let out = async {
+        let session_id = format!("load-{id}");
+        let leg = plan.leg(id, &session_id).await?;
+        let mut s = Session::start(leg, session_id, plan.timeout).await?;
+        for t in 0..plan.turns {
+            if t > 0 && !plan.think.is_zero() {
+                tokio::time::sleep(plan.think).await;
+            }
+            let text = format!("turn {t} of call {id}");
+            let times = s.turn(text, plan.quiet, OnFirstChunk::Listen).await?;
+            plan.times
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(times);
+        }
+        s.leg.end(plan.timeout).await;
+        Ok::<(), Failure>(())
+    }
+    .await;
+    out.err()
+}
+
+/// `p`th percentile of `sorted`, in ms.
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+/// p50, p90, p99 and max of `values` (sorted here), in ms.
+pub fn spread(values: &mut [Duration]) -> [f64; 4] {
+    values.sort();
+    [50.0, 90.0, 99.0, 100.0].map(|p| percentile(values, p))
+}
+
+/// `{"p50": .., "p90": .., "p99": .., "max": ..}`.
+pub fn spread_json(s: [f64; 4]) -> serde_json::Value {
+    serde_json::json!({ "p50": s[0], "p90": s[1], "p99": s[2], "max": s[3] })
+}
+
+/// Runs `--calls` measured calls and reports them.
+pub async fn load(
+    args: &Args,
+    signer: Option<TokenSigner>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    raise_open_file_limit();
+    let relay = match &args.relay_listen {
+        Some(addr) => Some(RelayLink::accept(addr, args.json).await?),
+        None => None,
+    };
+    let plan = Arc::new(Plan {
+        url: args.url.clone().unwrap_or_default(),
+        relay,
+        signer,
+        turns: args.turns,
+        think: Duration::from_millis(args.think_ms),
+        quiet: Duration::from_millis(args.quiet_ms),
+        timeout: args.timeout(),
+        times: std::sync::Mutex::new(Vec::with_capacity(args.calls * args.turns)),
+    });
+    let pid = args.brain_pid;
+    let cpu_before = pid.map(|p| cpu_ms(&p.to_string())).transpose()?;
+    let own_cpu_before = cpu_ms("self")?;
+    let rss_before = pid.map(rss_kb).transpose()?;
+    let sampler = pid.zip(rss_before).map(|(p, r)| PeakSampler::start(p, r));
+
+    let concurrency = args.concurrency();
+    let gate = Arc::new(Semaphore::new(concurrency));
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(args.deadline_s);
+    let hard_deadline = deadline + args.timeout();
+    let step = if args.ramp_s > 0.0 && args.calls > 0 {
+        Duration::from_secs_f64(args.ramp_s / args.calls as f64)
+    } else {
+        Duration::ZERO
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut failures = Failures::default();
+    let mut ok = 0usize;
+    let mut launched = 0usize;
+    let mut collect = |f: Option<Failure>| match f {
+        Some(f) => failures.add(f),
+        None => ok += 1,
+    };
+    for id in 0..args.calls {
+        if !step.is_zero() {
+            let at = tokio::time::Instant::from_std(started) + step * id as u32;
+            tokio::time::sleep_until(at).await;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        let permit = gate.clone().acquire_owned().await?;
+        let plan = plan.clone();
+        tasks.spawn(async move {
+            let out = one_call(&plan, id).await;
+            drop(permit);
+            out
+        });
+        launched += 1;
+        while let Some(done) = tasks.try_join_next() {
+            collect(done?);
+        }
+    }
+    loop {
+        match tokio::time::timeout_at(hard_deadline, tasks.join_next()).await {
+            Ok(Some(done)) => collect(done?),
+            Ok(None) => break,
+            Err(_) => {
+                let cut = tasks.len();
+                tasks.abort_all();
+                for _ in 0..cut {
+                    collect(Some(Failure::new(
+                        Kind::Timeout,
+                        "cut at the run's deadline",
+                    )));
+                }
+                break;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let peak = sampler.map(PeakSampler::stop);
+    let rss_after = pid.map(rss_kb).transpose()?;
+    let cpu_used = match (pid, cpu_before) {
+        (Some(p), Some(before)) => Some(cpu_ms(&p.to_string())?.saturating_sub(before)),
+        _ => None,
+    };
+    let own_cpu = cpu_ms("self")?.saturating_sub(own_cpu_before);
+    let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
+    let turns = times.len();
+    let mut firsts: Vec<Duration> = times.iter().map(|t| t.first_chunk).collect();
+    let mut ends: Vec<Duration> = times.iter().map(|t| t.last_end).collect();
+    let first = spread(&mut firsts);
+    let end = spread(&mut ends);
+    let turns_per_s = turns as f64 / elapsed.max(1e-9);
+    let cpu_per_turn = cpu_used.map(|c| c as f64 / turns.max(1) as f64);
+    let not_started = args.calls - launched;
+    if args.json {
+        let out = serde_json::json!({
+            "mode": if relay_mode(args) { "relay" } else { "direct" },
+            "paced": args.paced(),
+            "calls": args.calls,
+            "concurrency": concurrency,
+            "turns_per_call": args.turns,
+            "think_ms": args.think_ms,
+            "ramp_s": args.ramp_s,
+            "calls_ok": ok,
+            "calls_failed": failures.total(),
+            "calls_not_started": not_started,
+            "errors": failures.json(),
+            "seconds": elapsed,
+            "turns": turns,
+            "turns_per_s": turns_per_s,
+            "first_chunk_ms": spread_json(first),
+            "last_end_ms": spread_json(end),
+            "brain_cpu_ms": cpu_used,
+            "brain_cpu_ms_per_turn": cpu_per_turn,
+            "brain_rss_kb": { "before": rss_before, "peak": peak, "after": rss_after },
+            "load_cpu_ms": own_cpu,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "calls: {ok} ok, {} failed{} in {elapsed:.1} s; turns: {turns}, {turns_per_s:.1} a second",
+            failures.total(),
+            if not_started > 0 {
+                format!(", {not_started} not started (deadline)")
+            } else {
+                String::new()
+            }
+        );
+        failures.print();
+        println!(
+            "time to first chunk (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+            first[0], first[1], first[2], first[3]
+        );
+        println!(
+            "time to last end (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+            end[0], end[1], end[2], end[3]
+        );
+        if let (Some(used), Some(per)) = (cpu_used, cpu_per_turn) {
+            println!(
+                "brain CPU: {used} ms for {turns} turns, {per:.3} ms a turn (10 ms clock ticks)"
+            );
+        }
+        if let (Some(b), Some(p), Some(a)) = (rss_before, peak, rss_after) {
+            println!("brain RSS: {b} kB before, {p} kB peak, {a} kB after");
+        }
+        println!("load tool CPU: {own_cpu} ms");
+    }
+    if failures.total() == 0 && not_started == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} calls failed, {not_started} not started",
+            failures.total()
+        )
+        .into())
+    }
+}
+
+/// True when the run plays the relay.
+pub fn relay_mode(args: &Args) -> bool {
+    args.relay_listen.is_some()
+}
