@@ -1,0 +1,43 @@
+//! The model-backed comparison workload: a `ModelBrain` with a short instruction and no tools, so
+//! every user message is one model request whose streamed answer is spoken. Against the stand-in
+//! provider (`examples/provider.rs`) each answer is the workload's 56 words in 8 pieces. The Python
+//! SDK's twin is `examples/python/model_brain.py`; `scripts/compare-model` runs both under the
+//! same load against one provider.
+//!
+//! ```text
+//! cargo run --release --example provider -- --listen 127.0.0.1:8790 &
+//! GEMINI_API_KEY=x cargo run --release --example model_workload -- --listen 127.0.0.1:8793 \
+//!     --allow-unverified --provider gemini --base-url http://127.0.0.1:8790 --model workload
+//! ```
+
+use voqalize::prelude::*;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+/// The instruction, the same as the Python twin's.
+const INSTRUCTION: &str = "You are the front desk of a restaurant, on a voice call. Answer in \
+two or three short spoken sentences.";
+
+/// One call's brain: its voice core, which holds this call's conversation.
+struct ModelWorkload {
+    model: Model,
+}
+
+impl ModelBrain for ModelWorkload {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl ModelWorkload {}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (layer, host) = cli::model_and_host();
+    host.serve(move || ModelWorkload {
+        model: Model::new(layer.clone()).instruction(INSTRUCTION),
+    })
+    .await
+}

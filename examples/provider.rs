@@ -1,0 +1,111 @@
+//! A stand-in Gemini provider, as a process, for the model-backed half of the Rust-vs-Python
+//! comparison: every `POST .../models/{model}:streamGenerateContent?alt=sse` gets the same answer,
+//! the workload's 8 chunks (the text of `examples/workload.rs`, 56 words) as 8 SSE events in
+//! Gemini's format, the last with `finishReason: STOP` and `usageMetadata`, written without delay.
+//!
+//! `examples/model_workload.rs` (Rust) and `examples/python/model_brain.py` (the Python SDK) are
+//! the two brains it answers; `scripts/compare-model` runs them against it, one after the other.
+//!
+//! ```text
+//! cargo run --release --example provider -- --listen 127.0.0.1:8790
+//! GEMINI_API_KEY=x cargo run --release --example model_workload -- --allow-unverified \
+//!     --provider gemini --base-url http://127.0.0.1:8790 --model workload
+//! ```
+//!
+//! Any API version prefix (`/v1`, `/v1beta`) is accepted; the key and the request body are not
+//! checked. Anything else gets a 404. (`voqalize::testing::ModelServer` is the in-process twin for
+//! tests: it serves scripted replies one per request, on a free port.)
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use clap::Parser;
+use serde_json::json;
+
+/// The workload's answer, 8 chunks, 56 words in all (the same text as `examples/workload.rs`).
+const CHUNKS: [&str; 8] = [
+    "Thanks for calling, I heard every word you said ",
+    "and I am looking at your account right now, ",
+    "so give me a moment while I check ",
+    "the details of your booking for tonight ",
+    "and the table you asked for. ",
+    "It looks like everything is in order, ",
+    "the reservation is confirmed ",
+    "and we will see you soon.",
+];
+
+/// Serve a stand-in Gemini provider that streams the workload's answer to every request.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Address to listen on, such as 127.0.0.1:8790 (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8790")]
+    listen: String,
+}
+
+/// The 8 SSE events of the answer, rendered once: Gemini's `data: {json}\r\n\r\n` chunks, each a
+/// candidate with one text part; the last also carries the finish reason and the token counts.
+fn events() -> Arc<[Bytes]> {
+    let last = CHUNKS.len() - 1;
+    CHUNKS
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let mut candidate = json!({
+                "content": {"parts": [{"text": text}], "role": "model"},
+                "index": 0,
+            });
+            let mut chunk = json!({
+                "candidates": [],
+                "modelVersion": "workload",
+                "responseId": "workload-1",
+            });
+            if i == last {
+                candidate["finishReason"] = json!("STOP");
+                chunk["usageMetadata"] = json!({
+                    "promptTokenCount": 40,
+                    "candidatesTokenCount": 52,
+                    "totalTokenCount": 92,
+                });
+            }
+            chunk["candidates"] = json!([candidate]);
+            Bytes::from(format!("data: {chunk}\r\n\r\n"))
+        })
+        .collect()
+}
+
+/// Answers a `streamGenerateContent` POST with the rendered events, one body frame each; anything
+/// else with a 404. The request body is read (so the connection can be reused) and ignored.
+async fn answer(
+    State(events): State<Arc<[Bytes]>>,
+    method: Method,
+    uri: Uri,
+    _body: Bytes,
+) -> Response {
+    if method != Method::POST || !uri.path().ends_with(":streamGenerateContent") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let frames: Vec<Result<Bytes, Infallible>> = events.iter().cloned().map(Ok).collect();
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures_util::stream::iter(frames)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let listener = tokio::net::TcpListener::bind(&args.listen).await?;
+    println!("provider on http://{}", listener.local_addr()?);
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    let app = axum::Router::new().fallback(answer).with_state(events());
+    // Small SSE events go out at once (no Nagle delay against the client's delayed ACK).
+    let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
+    axum::serve(listener, app).await?;
+    Ok(())
+}
