@@ -1,6 +1,6 @@
 //! The model-backed comparison workload: a `ModelBrain` with a short instruction and no tools, so
 //! every user message is one model request whose streamed answer is spoken. Against the stand-in
-//! provider (`examples/provider.rs`) each answer is the workload's 56 words in 8 pieces. The Python
+//! provider (`examples/provider.rs`) each answer is the workload's 41 words in 8 pieces. The Python
 //! SDK's twin is `examples/python/model_brain.py`; `scripts/compare-model` runs both under the
 //! same load against one provider.
 //!

@@ -1,6 +1,6 @@
 //! A stand-in Gemini provider, as a process, for the model-backed half of the Rust-vs-Python
 //! comparison: every `POST .../models/{model}:streamGenerateContent?alt=sse` gets the same answer,
-//! the workload's 8 chunks (the text of `examples/workload.rs`, 56 words) as 8 SSE events in
+//! the workload's 8 chunks (the text of `examples/workload.rs`, 41 words) as 8 SSE events in
 //! Gemini's format, the last with `finishReason: STOP` and `usageMetadata`, written without delay.
 //!
 //! `examples/model_workload.rs` (Rust) and `examples/python/model_brain.py` (the Python SDK) are
@@ -27,16 +27,16 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use serde_json::json;
 
-/// The workload's answer, 8 chunks, 56 words in all (the same text as `examples/workload.rs`).
+/// The workload's answer, 8 chunks, 41 words in all (the same text as `examples/workload.rs`).
 const CHUNKS: [&str; 8] = [
-    "Thanks for calling, I heard every word you said ",
-    "and I am looking at your account right now, ",
-    "so give me a moment while I check ",
-    "the details of your booking for tonight ",
+    "Thanks for calling, I heard you ",
+    "and I am looking at your account, ",
+    "so give me a moment ",
+    "to check your booking for tonight ",
     "and the table you asked for. ",
-    "It looks like everything is in order, ",
-    "the reservation is confirmed ",
-    "and we will see you soon.",
+    "Everything is in order, ",
+    "the reservation is confirmed, ",
+    "see you soon.",
 ];
 
 /// Serve a stand-in Gemini provider that streams the workload's answer to every request.

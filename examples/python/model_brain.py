@@ -2,7 +2,7 @@
 gemini extra): a GeminiBrain with a short instruction and no tools, so every user message is one
 model request whose streamed answer is spoken. Same behaviour as examples/model_workload.rs.
 
-Against the stand-in provider (examples/provider.rs) each answer is the workload's 56 words in 8
+Against the stand-in provider (examples/provider.rs) each answer is the workload's 41 words in 8
 pieces; scripts/compare-model runs this brain and the Rust one against one provider.
 
     cargo run --release --example provider -- --listen 127.0.0.1:8790 &

@@ -12,14 +12,14 @@ from voqalize.sdk import Brain, SpeechChunk, SpeechEnd, SpeechStart
 
 # 8 chunks, 41 words in all.
 CHUNKS = [
-    "Thanks for calling, I heard every word you said ",
-    "and I am looking at your account right now, ",
-    "so give me a moment while I check ",
-    "the details of your booking for tonight ",
+    "Thanks for calling, I heard you ",
+    "and I am looking at your account, ",
+    "so give me a moment ",
+    "to check your booking for tonight ",
     "and the table you asked for. ",
-    "It looks like everything is in order, ",
-    "the reservation is confirmed ",
-    "and we will see you soon.",
+    "Everything is in order, ",
+    "the reservation is confirmed, ",
+    "see you soon.",
 ]
 
 

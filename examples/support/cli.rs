@@ -121,7 +121,12 @@ impl Args {
         println!("serving a brain on ws://{}", listener.local_addr()?);
         use std::io::Write as _;
         std::io::stdout().flush()?;
-        voqalize::host::tungstenite::serve(listener, factory, options).await?;
+        // On a worker thread: `#[tokio::main]` polls its own future on the main thread, and an
+        // accept loop there would hand every new call across threads.
+        tokio::spawn(voqalize::host::tungstenite::serve(
+            listener, factory, options,
+        ))
+        .await??;
         Ok(())
     }
 }

@@ -100,7 +100,7 @@ struct SocketLimits {
 impl Default for SocketLimits {
     fn default() -> Self {
         SocketLimits {
-            read_buffer: 1024,
+            read_buffer: 512,
             write_buffer: 0,
             max_write_backlog: 1024 * 1024,
             max_message: 1024 * 1024,
@@ -276,10 +276,12 @@ impl HostOptions {
         self
     }
 
-    /// The WebSocket read and write buffer sizes per connection, in bytes (default 1 KiB read, 0
-    /// write: each frame is written at once, which the session does anyway since speech is
-    /// latency-bound). Voqalize's frames are small: large buffers only cost memory per call
-    /// (tokio-tungstenite's 128 KiB defaults were most of a session's memory).
+    /// The WebSocket read and write buffer sizes per connection, in bytes (default 512 read, 0
+    /// write). Voqalize's frames are small: a `UserMessage` or a `Finalize` fits in one 512-byte
+    /// read, a longer one takes a few, and large buffers only cost memory per call
+    /// (tokio-tungstenite's 128 KiB defaults were most of a session's memory). The write buffer
+    /// can stay 0: the writer flushes once per batch of ready frames, and the tokio-tungstenite
+    /// leg keeps a batch's bytes until that flush (docs/protocol.md §2.1).
     pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
         self.socket.read_buffer = read.max(256);
         self.socket.write_buffer = write;
@@ -411,7 +413,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     drop(claims);
     let connection = Some(Arc::from(session_id.as_str()));
     drop(session_id);
-    let (outcome, sender) = runtime::run(sender, receiver, factory, options.limits, connection)
+    let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, connection)
         .instrument(span)
         .await;
     let code = match &outcome {

@@ -350,7 +350,7 @@ async fn run_connection<M: MakeBrain>(
                     async move {
                         tracing::info!("relay: opened session {}", uuid(&prefix));
                         let (sender, receiver) = channel.split();
-                        let _ = runtime::run(sender, receiver, factory, limits, None).await;
+                        let _ = runtime::run(sender, receiver, factory, &limits, None).await;
                         drop(admitted);
                         (prefix, run)
                     }

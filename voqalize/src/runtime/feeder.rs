@@ -27,7 +27,10 @@ use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION
 
 pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
-    limits: Limits,
+    /// How many app messages may wait for `on_rtvi`.
+    queue_maxsize: usize,
+    /// The bound on `on_session_end`, and each request's timeout.
+    request_timeout: Duration,
     /// The session id the connection was opened and verified for.
     connection: Option<Arc<str>>,
     lanes: Arc<Lanes>,
@@ -50,7 +53,7 @@ enum Stimulus {
 impl<M: MakeBrain> Feeder<M> {
     pub(super) fn new(
         factory: Arc<M>,
-        limits: Limits,
+        limits: &Limits,
         connection: Option<Arc<str>>,
         lanes: Arc<Lanes>,
         out: Arc<Outbound>,
@@ -59,7 +62,8 @@ impl<M: MakeBrain> Feeder<M> {
     ) -> Self {
         Feeder {
             factory,
-            limits,
+            queue_maxsize: limits.queue_maxsize,
+            request_timeout: limits.request_timeout,
             connection,
             lanes,
             out,
@@ -261,7 +265,7 @@ impl<M: MakeBrain> Feeder<M> {
             start.init,
             start.capabilities,
             self.out.clone(),
-            self.limits.request_timeout,
+            self.request_timeout,
         );
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());
@@ -313,7 +317,7 @@ impl<M: MakeBrain> Feeder<M> {
     /// messages already wait, the new one is shed (one `OVERLOAD` per episode).
     fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
         let tx = self.rtvi_tx.get_or_insert_with(|| {
-            let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.limits.queue_maxsize.max(1));
+            let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.queue_maxsize.max(1));
             let (s, b) = (session.clone(), brain.clone());
             let worker = async move {
                 while let Some(message) = rx.recv().await {
@@ -424,12 +428,12 @@ impl<M: MakeBrain> Feeder<M> {
                 brain.on_session_end(&session).await;
                 Ok(())
             });
-            match tokio::time::timeout(self.limits.request_timeout, guarded(fut)).await {
+            match tokio::time::timeout(self.request_timeout, guarded(fut)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!("brain: on_session_end failed: {e}"),
                 Err(_) => tracing::error!(
                     "brain: on_session_end did not return within {:?}; abandoning it",
-                    self.limits.request_timeout
+                    self.request_timeout
                 ),
             }
         }
