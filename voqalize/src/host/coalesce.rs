@@ -18,6 +18,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// The most bytes a batch holds before it is written without waiting for the flush.
 pub const MAX_BATCH_BYTES: usize = 16 * 1024;
 
+/// The buffer a batch starts with.
+const BATCH_START_BYTES: usize = 1024;
+
 /// A stream whose writes are kept until [`AsyncWrite::poll_flush`] once [`Coalesced::batch`] is
 /// on; reads pass through.
 #[derive(Debug)]
@@ -84,6 +87,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Coalesced<S> {
             if buf.len() > MAX_BATCH_BYTES {
                 return Pin::new(&mut this.inner).poll_write(cx, buf);
             }
+        }
+        if this.pending.capacity() == 0 {
+            // One allocation a batch, not one per doubling: a turn is under a kilobyte or so.
+            this.pending.reserve(buf.len().max(BATCH_START_BYTES));
         }
         this.pending.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))
