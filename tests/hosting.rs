@@ -997,3 +997,140 @@ async fn calls_beyond_max_sessions_are_refused_at_the_upgrade() -> TestResult {
     }
     Ok(())
 }
+
+// ---- The writer's batches (docs/protocol.md §2.1) ----
+
+/// What the session did with its sender, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Wrote {
+    Frame(Frame),
+    Flush,
+}
+
+struct RecordingChannel {
+    wrote: Arc<std::sync::Mutex<Vec<Wrote>>>,
+    inbound: mpsc::UnboundedReceiver<Incoming>,
+}
+
+struct RecordingSender(Arc<std::sync::Mutex<Vec<Wrote>>>);
+
+impl Channel for RecordingChannel {
+    type Sender = RecordingSender;
+    type Receiver = QueueReceiver;
+    fn split(self) -> (RecordingSender, QueueReceiver) {
+        (RecordingSender(self.wrote), QueueReceiver(self.inbound))
+    }
+}
+
+impl RecordingSender {
+    fn record(&self, what: Wrote) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(what);
+    }
+}
+
+impl ChannelSender for RecordingSender {
+    async fn send(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        self.feed(frame).await?;
+        self.flush().await
+    }
+
+    async fn feed(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
+        let frame = voqalize::wire::decode(&frame)
+            .map_err(ChannelError::new)?
+            .ok_or_else(|| ChannelError::new(LinkDown))?;
+        self.record(Wrote::Frame(frame));
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), ChannelError> {
+        self.record(Wrote::Flush);
+        Ok(())
+    }
+
+    async fn close(&mut self, _code: u16, _reason: &str) {}
+}
+
+/// Speaks one unit of eight chunks without awaiting between them, as a brain that has its text.
+struct EightChunks;
+
+impl Brain for EightChunks {
+    async fn on_user_message(&self, turn: &mut Turn, _message: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        for i in 0..8 {
+            unit.write(&format!("chunk {i} "));
+        }
+        Ok(())
+    }
+}
+
+/// On the single-threaded runtime the turn runs to its end before the writer is polled, so the
+/// writer finds all of the turn's frames ready and sends them with one flush (one `write` on a
+/// socket).
+#[tokio::test]
+async fn a_turns_frames_leave_in_one_flush() -> TestResult {
+    let wrote = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (to_brain, inbound) = mpsc::unbounded_channel();
+    let channel = RecordingChannel {
+        wrote: wrote.clone(),
+        inbound,
+    };
+    let session_id = unique_id("batch");
+    let upgrade = Upgrade {
+        session_id: Some(session_id.clone()),
+        authorization: None,
+    };
+    let options = HostOptions::allow_unverified();
+    let host = tokio::spawn(async move {
+        run_session(channel, Arc::new(|| EightChunks), upgrade, &options).await
+    });
+    let send =
+        |frame: Frame| to_brain.send(Incoming::Binary(voqalize::wire::encode(&frame).into()));
+    send(Frame::SessionStart(SessionStart {
+        session_id,
+        turn_id: 1,
+        init: Map::new(),
+        wire_version: WIRE_VERSION,
+        capabilities: Default::default(),
+    }))?;
+    send(Frame::UserMessage(voqalize::wire::UserMessage {
+        turn_id: 2,
+        text: "go".into(),
+    }))?;
+    let ended = |w: &Vec<Wrote>| {
+        w.iter()
+            .any(|x| matches!(x, Wrote::Frame(Frame::SpeechEnd { .. })))
+    };
+    tokio::time::timeout(HANG, async {
+        while !ended(&wrote.lock().unwrap_or_else(|p| p.into_inner())) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await?;
+    send(Frame::End)?;
+    tokio::time::timeout(HANG, host).await???;
+
+    let wrote = wrote.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let first = wrote
+        .iter()
+        .position(|w| matches!(w, Wrote::Frame(Frame::SpeechChunk { .. })))
+        .ok_or("no chunk was sent")?;
+    let end = wrote
+        .iter()
+        .position(|w| matches!(w, Wrote::Frame(Frame::SpeechEnd { .. })))
+        .ok_or("no SpeechEnd was sent")?;
+    let chunks = wrote[first..=end]
+        .iter()
+        .filter(|w| matches!(w, Wrote::Frame(Frame::SpeechChunk { .. })))
+        .count();
+    assert_eq!(chunks, 8, "{wrote:?}");
+    assert!(
+        !wrote[first..=end].contains(&Wrote::Flush),
+        "no flush between the turn's first chunk and its SpeechEnd: {wrote:?}"
+    );
+    assert_eq!(
+        wrote.get(end + 1),
+        Some(&Wrote::Flush),
+        "one flush after them: {wrote:?}"
+    );
+    Ok(())
+}
