@@ -27,17 +27,9 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use serde_json::json;
 
-/// The workload's answer, 8 chunks, 41 words in all (the same text as `examples/workload.rs`).
-const CHUNKS: [&str; 8] = [
-    "Thanks for calling, I heard you ",
-    "and I am looking at your account, ",
-    "so give me a moment ",
-    "to check your booking for tonight ",
-    "and the table you asked for. ",
-    "Everything is in order, ",
-    "the reservation is confirmed, ",
-    "see you soon.",
-];
+#[path = "support/answer.rs"]
+mod answer;
+use answer::CHUNKS;
 
 /// Serve a stand-in Gemini provider that streams the workload's answer to every request.
 #[derive(Parser, Debug)]

@@ -11,17 +11,9 @@ use voqalize::prelude::*;
 #[path = "support/cli.rs"]
 mod cli;
 
-/// 8 chunks, 41 words in all.
-const CHUNKS: [&str; 8] = [
-    "Thanks for calling, I heard you ",
-    "and I am looking at your account, ",
-    "so give me a moment ",
-    "to check your booking for tonight ",
-    "and the table you asked for. ",
-    "Everything is in order, ",
-    "the reservation is confirmed, ",
-    "see you soon.",
-];
+#[path = "support/answer.rs"]
+mod answer;
+use answer::CHUNKS;
 
 /// Answers every message with [`CHUNKS`]; counts sessions for `--stats-file`.
 struct Workload;
