@@ -6,7 +6,8 @@
 //! cargo run --release --example fuzz -- --target gemini --seconds 600   # also openai, chat, token
 //! ```
 //!
-//! Targets: `envelope` (the wire decoder, seeded with every frame kind), `gemini`, `openai`, `chat`
+//! Targets: `envelope` (the wire decoder, seeded with every frame kind), `relay` (a relay message:
+//! the 16-byte session prefix, then an envelope), `gemini`, `openai`, `chat`
 //! (our SSE parser and that provider's stream decoder, seeded with real-shaped streams), `token`
 //! (the RS256 token checks), `schema` (the per-provider schema rewrites, on any JSON). A panic prints the input (hex) and exits 1: keep it as a regression
 //! test. The generator is a small deterministic PRNG: `--seed` replays a run.
@@ -21,7 +22,7 @@ use voqalize::wire::{self, Frame, UserMessage};
 /// Fuzz one decoder for a while.
 #[derive(Parser, Debug)]
 struct Args {
-    /// envelope, gemini, openai, chat, token or schema.
+    /// envelope, relay, gemini, openai, chat, token or schema.
     #[arg(long)]
     target: String,
     /// How long to run.
@@ -171,6 +172,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             envelope_seeds(),
             Box::new(|input: &[u8]| {
                 let _ = wire::decode(input);
+            }),
+        ),
+        "relay" => (
+            // A session prefix, then an envelope: what the relay sends on its one connection.
+            envelope_seeds()
+                .into_iter()
+                .map(|envelope| [[7u8; 16].as_slice(), &envelope].concat())
+                .collect(),
+            Box::new(|input: &[u8]| {
+                if let Some(inbound) = voqalize::relay::RelayInbound::parse(input) {
+                    let _ = inbound.opens_session(64 * 1024);
+                }
             }),
         ),
         provider @ ("gemini" | "openai" | "chat") => {

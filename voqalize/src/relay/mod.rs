@@ -44,6 +44,8 @@ use crate::brain::MakeBrain;
 use crate::host::HostOptions;
 
 pub use connect::RelayError;
+#[doc(hidden)]
+pub use mux::RelayInbound;
 
 /// How the `Authorization` header of each connect attempt is made.
 #[derive(Clone)]

@@ -27,6 +27,38 @@ use crate::wire::{self, Frame};
 /// A session's id on the relay: 16 raw bytes, echoed byte for byte.
 type Prefix = [u8; 16];
 
+/// One binary message from the relay as the mux reads it before routing: the session's 16-byte
+/// prefix and the envelope behind it. Every byte comes from the relay; `examples/fuzz.rs` (target
+/// `relay`) feeds it random and mutated messages.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayInbound<'a> {
+    /// The session prefix.
+    pub prefix: [u8; 16],
+    /// The envelope, for the session's runtime.
+    pub envelope: &'a [u8],
+}
+
+impl<'a> RelayInbound<'a> {
+    /// Splits `message`; `None` when it is shorter than its prefix.
+    pub fn parse(message: &'a [u8]) -> Option<Self> {
+        let (prefix, envelope) = message.split_first_chunk::<16>()?;
+        Some(RelayInbound {
+            prefix: *prefix,
+            envelope,
+        })
+    }
+
+    /// Whether the envelope is a `SessionStart` (decoded within `max_json`), which opens a session
+    /// on a free prefix. Decoded only for a prefix with no running session.
+    pub fn opens_session(&self, max_json: usize) -> bool {
+        matches!(
+            wire::decode_limited(self.envelope, max_json),
+            Ok(Some(Frame::SessionStart(_)))
+        )
+    }
+}
+
 /// How many frames one session may have waiting for the relay socket. Past it the session's own
 /// writer waits, its outbound lane fills, and the session ends at that lane's hard bound: a stalled
 /// session cannot grow the connection's memory.
@@ -304,13 +336,13 @@ async fn run_connection<M: MakeBrain>(
                     }
                     Some(Ok(_)) => continue,
                 };
-                let Some((prefix, envelope)) = bytes.split_first_chunk::<16>() else {
+                let Some(inbound) = RelayInbound::parse(&bytes) else {
                     if junk.allow() {
                         tracing::warn!("relay: a frame of {} bytes, shorter than its 16-byte session prefix; skipping", bytes.len());
                     }
                     continue;
                 };
-                let prefix = *prefix;
+                let prefix = inbound.prefix;
                 if let Some(running) = sessions.get(&prefix) {
                     match running.inbox.try_send(Incoming::Binary(bytes.slice(16..))) {
                         Ok(()) => continue,
@@ -325,8 +357,7 @@ async fn run_connection<M: MakeBrain>(
                         }
                     }
                 }
-                let starts = matches!(wire::decode_limited(envelope, limits.max_json), Ok(Some(Frame::SessionStart(_))));
-                if !starts || draining.is_some() {
+                if !inbound.opens_session(limits.max_json) || draining.is_some() {
                     if strays.allow() {
                         tracing::warn!("relay: dropping a frame for session {}, which is not running", uuid(&prefix));
                     }
