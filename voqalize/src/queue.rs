@@ -74,6 +74,11 @@ impl<T> Shedding<T> {
     /// The oldest item. A congestion episode ends once the lane has drained to half its bound.
     pub(crate) fn pop(&mut self) -> Option<T> {
         let item = self.items.pop_front()?;
+        if self.items.is_empty() {
+            // A drained lane holds no memory: a call between turns keeps none of its last
+            // turn's frames' room (a turn's dozen frames would be two kilobytes a call).
+            self.items = VecDeque::new();
+        }
         if self.congested && self.items.len() <= (self.bound / 2).max(1) {
             self.congested = false;
         }
@@ -84,6 +89,12 @@ impl<T> Shedding<T> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// How many items the lane has room for without allocating.
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.items.capacity()
     }
 }
 
@@ -199,6 +210,16 @@ mod tests {
         // Drained to half the bound: the episode is over, the next shed is reported again.
         assert_eq!(q.push(6, true), Admitted::Queued);
         assert_eq!(q.push(7, true), Admitted::Shed { first: true });
+    }
+
+    #[test]
+    fn a_drained_lane_holds_no_memory() {
+        let mut q = Shedding::new(16);
+        for i in 0..10 {
+            q.push(i, false);
+        }
+        while q.pop().is_some() {}
+        assert_eq!(q.capacity(), 0);
     }
 
     #[tokio::test]
