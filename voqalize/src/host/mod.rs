@@ -281,7 +281,9 @@ impl HostOptions {
     /// read, a longer one takes a few, and large buffers only cost memory per call
     /// (tokio-tungstenite's 128 KiB defaults were most of a session's memory). The write buffer
     /// can stay 0: the writer flushes once per batch of ready frames, and the tokio-tungstenite
-    /// leg keeps a batch's bytes until that flush (docs/protocol.md §2.1).
+    /// leg keeps a batch's bytes until that flush (docs/protocol.md §2.1). Behind axum each frame
+    /// is written as it is fed unless the write buffer holds a batch: a few KiB there trade that
+    /// much memory per speaking call for one `write` per batch.
     pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
         self.socket.read_buffer = read.max(256);
         self.socket.write_buffer = write;
