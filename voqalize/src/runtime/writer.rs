@@ -1,4 +1,4 @@
-//! The writer task: sends the outbound lane FIFO.
+//! The writer: sends the outbound lane FIFO, polled in the call's task beside the reader.
 
 use std::sync::Arc;
 
