@@ -1,9 +1,9 @@
 //! [`Coalesced`]: a socket whose writes wait for a flush, so a turn's frames leave in one `write`
 //! (docs/protocol.md §3).
 //!
-//! The session's writer hands the WebSocket every frame that is ready, then flushes once. The WebSocket
-//! library writes each frame to its stream as it comes; this stream keeps those bytes until the
-//! flush and sends them with one system call. On loopback or a LAN a `write` costs more CPU than
+//! The session's writer hands the WebSocket every frame that is ready, then flushes once. The
+//! WebSocket library writes each frame to its stream as it comes; this stream keeps those bytes
+//! until the flush and sends them with one system call. On loopback or a LAN a `write` costs more CPU than
 //! encoding a frame, and a turn is a dozen small frames.
 //!
 //! The buffer is allocated when a batch starts and freed when it is written, so a quiet call holds

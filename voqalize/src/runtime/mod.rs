@@ -5,13 +5,14 @@
 //!   queues the rest on the [`Lanes`].
 //! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
 //!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
-//! * The **writer** task sends the outbound lane FIFO, every frame that is ready in one batch.
+//! * The **writer** (a future beside the reader, in this task) sends the outbound lane FIFO,
+//!   every frame that is ready in one batch.
 //! * The **alert pump**, inside the feeder's task, delivers local congestion errors to `on_error`
 //!   beside a busy feeder.
 //!
-//! An idle call is these two tasks' futures, the reader's, and the shared state: each is kept
-//! small (callbacks and once-a-call steps are boxed, signals are inline flags rather than
-//! channels), because a process hosts thousands of calls.
+//! An idle call is two tasks (this one and the feeder) and the shared state: each is kept small
+//! (callbacks and once-a-call steps are boxed, signals are inline flags rather than channels),
+//! because a process hosts thousands of calls.
 
 mod feeder;
 mod inbound;
