@@ -12,23 +12,28 @@
 //! `{"timestamp":"2026-12-01T03:30:00.123456Z","level":"INFO","target":"voqalize::voice::turn",
 //! "service":"brain","session_id":"3f1c…","tenant_id":"t_1","agent_id":"a_9","message":"turn: …"}`.
 
-use std::fmt;
-use std::io::IsTerminal;
+use std::collections::HashMap;
+use std::fmt::{self, Write as _};
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::recover::lock;
 
 /// How log lines are written (to standard error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// Human-readable lines; colours only when standard error is a terminal.
+    /// Human-readable lines: time, level, the spans with their fields, target, message, fields.
     Human,
     /// One JSON object per line, span fields at the top level.
     Json,
@@ -55,6 +60,10 @@ pub enum LoggingError {
 /// Installs the global subscriber: `level` is an `EnvFilter` directive (`info`,
 /// `voqalize=debug,warn`...), overridden by `RUST_LOG` when that is set.
 ///
+/// Span fields are kept by the subscriber itself, in one table, and dropped when the span closes:
+/// not in tracing-subscriber's per-span extensions, whose storage outlives the span and, for
+/// thousands of calls at once, keeps megabytes after they end (docs/protocol.md §4.1).
+///
 /// # Errors
 /// [`LoggingError::Level`] for a directive that does not parse; [`LoggingError::AlreadySet`] when
 /// a global subscriber exists already.
@@ -67,128 +76,233 @@ pub fn init(level: &str, format: Format) -> Result<(), LoggingError> {
         level: level.to_owned(),
         source,
     })?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let result = match format {
-        Format::Human => tracing::subscriber::set_global_default(
-            builder.with_ansi(std::io::stderr().is_terminal()).finish(),
-        ),
-        Format::Json => tracing::subscriber::set_global_default(
-            builder
-                .with_ansi(false)
-                .fmt_fields(JsonFields)
-                .event_format(FlatJson)
-                .finish(),
-        ),
-    };
-    result.map_err(LoggingError::AlreadySet)
+    let subscriber = tracing_subscriber::registry()
+        .with(filter)
+        .with(Lines::new(format, std::io::stderr));
+    tracing::subscriber::set_global_default(subscriber).map_err(LoggingError::AlreadySet)
 }
 
-/// Collects fields into a JSON object.
-struct Collect<'m>(&'m mut Map<String, Value>);
+/// Recorded fields, kept in the form their line needs: `name=value` pairs for a human line (a
+/// string field quoted, as `Debug` shows it), JSON values in recording order for a JSON line (a
+/// field recorded again replaces its value).
+#[derive(Debug)]
+enum Fields {
+    Human(String),
+    Json(Vec<(&'static str, Value)>),
+}
 
-impl Visit for Collect<'_> {
+impl Fields {
+    fn new(format: Format) -> Self {
+        match format {
+            Format::Human => Fields::Human(String::new()),
+            Format::Json => Fields::Json(Vec::new()),
+        }
+    }
+
+    fn human(&mut self, name: &str, value: fmt::Arguments<'_>) {
+        if let Fields::Human(text) = self {
+            let sep = if text.is_empty() { "" } else { " " };
+            let _ = write!(text, "{sep}{name}={value}");
+        }
+    }
+
+    fn json(&mut self, name: &'static str, value: Value) {
+        if let Fields::Json(pairs) = self {
+            match pairs.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => pairs.push((name, value)),
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        name: &'static str,
+        json: impl FnOnce() -> Value,
+        human: fmt::Arguments<'_>,
+    ) {
+        match self {
+            Fields::Human(_) => self.human(name, human),
+            Fields::Json(_) => self.json(name, json()),
+        }
+    }
+}
+
+impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.record(
+            field.name(),
+            || Value::from(value),
+            format_args!("{value:?}"),
+        );
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.record(field.name(), || Value::from(value), format_args!("{value}"));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.record(field.name(), || Value::from(value), format_args!("{value}"));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.record(field.name(), || Value::from(value), format_args!("{value}"));
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.0.insert(field.name().to_owned(), Value::from(value));
+        self.record(field.name(), || Value::from(value), format_args!("{value}"));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0
-            .insert(field.name().to_owned(), Value::from(format!("{value:?}")));
+        self.record(
+            field.name(),
+            || Value::from(format!("{value:?}")),
+            format_args!("{value:?}"),
+        );
     }
 }
 
-/// Span fields stored as a JSON object, so that fields recorded later (`tenant_id` once the token
-/// is verified) merge into it.
-struct JsonFields;
+/// An event's fields for a human line: the message as it reads, then the other fields.
+#[derive(Default)]
+struct MessageFirst {
+    message: Option<String>,
+    rest: String,
+}
 
-impl<'w> FormatFields<'w> for JsonFields {
-    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'w>, fields: R) -> fmt::Result {
-        let mut map = Map::new();
-        fields.record(&mut Collect(&mut map));
-        write!(writer, "{}", Value::Object(map))
-    }
-
-    fn add_fields(
-        &self,
-        current: &'w mut FormattedFields<Self>,
-        fields: &tracing::span::Record<'_>,
-    ) -> fmt::Result {
-        let mut map = match serde_json::from_str(&current.fields) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
-        fields.record(&mut Collect(&mut map));
-        current.fields = Value::Object(map).to_string();
-        Ok(())
+impl Visit for MessageFirst {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.message = Some(format!("{value:?}"));
+        } else {
+            let sep = if self.rest.is_empty() { "" } else { " " };
+            let _ = write!(self.rest, "{sep}{}={value:?}", field.name());
+        }
     }
 }
 
-/// One JSON object per event: time, level, target, the fields of every span it is in (outermost
-/// first, so the session's fields are at the top level), then the event's own fields.
-struct FlatJson;
+/// The layer that writes the lines. It keeps the fields of each open span in its own table,
+/// removed when the span closes.
+struct Lines<W> {
+    format: Format,
+    make_writer: W,
+    spans: Arc<Mutex<HashMap<Id, Fields>>>,
+}
 
-impl<S, N> FormatEvent<S, N> for FlatJson
+impl<W> Lines<W> {
+    fn new(format: Format, make_writer: W) -> Self {
+        Lines {
+            format,
+            make_writer,
+            spans: Arc::default(),
+        }
+    }
+}
+
+impl<S, W> Layer<S> for Lines<W>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
+    W: for<'w> MakeWriter<'w> + 'static,
 {
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let mut line = Map::new();
-        let mut time = String::new();
-        SystemTime.format_time(&mut Writer::new(&mut time))?;
-        line.insert("timestamp".into(), Value::from(time));
-        let meta = event.metadata();
-        line.insert("level".into(), Value::from(meta.level().as_str()));
-        line.insert("target".into(), Value::from(meta.target()));
-        if let Some(scope) = ctx.event_scope() {
-            for span in scope.from_root() {
-                if let Some(fields) = span.extensions().get::<FormattedFields<N>>()
-                    && let Ok(Value::Object(map)) = serde_json::from_str(&fields.fields)
-                {
-                    line.extend(map);
-                }
-            }
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        let mut fields = Fields::new(self.format);
+        attrs.record(&mut fields);
+        lock(&self.spans).insert(id.clone(), fields);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if let Some(fields) = lock(&self.spans).get_mut(id) {
+            values.record(fields);
         }
-        event.record(&mut Collect(&mut line));
-        writeln!(writer, "{}", Value::Object(line))
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let mut spans = lock(&self.spans);
+        spans.remove(&id);
+        if spans.is_empty() && spans.capacity() > 64 {
+            // Quiet again: give the table's room back.
+            *spans = HashMap::new();
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let meta = event.metadata();
+        let mut time = String::new();
+        if SystemTime.format_time(&mut Writer::new(&mut time)).is_err() {
+            time.clear();
+        }
+        // The spans the event is in, outermost first.
+        let scope: Vec<(&'static str, Id)> = ctx
+            .event_scope(event)
+            .map(|scope| scope.from_root().map(|s| (s.name(), s.id())).collect())
+            .unwrap_or_default();
+        let spans = lock(&self.spans);
+        let mut line = match self.format {
+            Format::Json => {
+                let mut line = Map::new();
+                line.insert("timestamp".into(), Value::from(time));
+                line.insert("level".into(), Value::from(meta.level().as_str()));
+                line.insert("target".into(), Value::from(meta.target()));
+                for (_, id) in &scope {
+                    if let Some(Fields::Json(pairs)) = spans.get(id) {
+                        for (name, value) in pairs {
+                            line.insert((*name).to_owned(), value.clone());
+                        }
+                    }
+                }
+                drop(spans);
+                let mut own = Fields::new(Format::Json);
+                event.record(&mut own);
+                if let Fields::Json(pairs) = own {
+                    for (name, value) in pairs {
+                        line.insert(name.to_owned(), value);
+                    }
+                }
+                Value::Object(line).to_string()
+            }
+            Format::Human => {
+                let mut text = format!("{time} {:>5} ", meta.level().as_str());
+                for (span, id) in &scope {
+                    text.push_str(span);
+                    if let Some(Fields::Human(fields)) = spans.get(id)
+                        && !fields.is_empty()
+                    {
+                        let _ = write!(text, "{{{fields}}}");
+                    }
+                    text.push_str(": ");
+                }
+                drop(spans);
+                text.push_str(meta.target());
+                text.push(':');
+                let mut message = MessageFirst::default();
+                event.record(&mut message);
+                if let Some(m) = message.message {
+                    let _ = write!(text, " {m}");
+                }
+                if !message.rest.is_empty() {
+                    let _ = write!(text, " {}", message.rest);
+                }
+                text
+            }
+        };
+        line.push('\n');
+        // One write a line, so lines from several threads do not interleave.
+        let _ = self
+            .make_writer
+            .make_writer_for(meta)
+            .write_all(line.as_bytes());
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use super::*;
 
     #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
+    struct Sink(Arc<Mutex<Vec<u8>>>);
 
-    impl std::io::Write for Lines {
+    impl std::io::Write for Sink {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            crate::recover::lock(&self.0).extend_from_slice(buf);
+            lock(&self.0).extend_from_slice(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -196,27 +310,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn json_lines_carry_the_session_fields_at_the_top_level() {
-        let lines = Lines::default();
-        let sink = lines.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || sink.clone())
-            .with_ansi(false)
-            .fmt_fields(JsonFields)
-            .event_format(FlatJson)
-            .finish();
+    /// Logs one event inside a session span (whose `tenant_id` is recorded later) with `format`;
+    /// returns the text written and how many spans the layer still holds.
+    fn log_in_a_session(format: Format) -> (String, usize) {
+        let sink = Sink::default();
+        let out = sink.clone();
+        let lines = Lines::new(format, move || out.clone());
+        let spans = lines.spans.clone();
+        let subscriber = tracing_subscriber::registry().with(lines);
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!(
                 "session",
                 service = "brain",
-                session_id = "s-1",
+                session_id = %"s-1",
                 tenant_id = tracing::field::Empty
             );
             span.record("tenant_id", "t-9");
             span.in_scope(|| tracing::info!(hops = 2, "turn: done"));
         });
-        let text = String::from_utf8(crate::recover::lock(&lines.0).clone()).unwrap();
+        let text = String::from_utf8(lock(&sink.0).clone()).unwrap();
+        let held = lock(&spans).len();
+        (text, held)
+    }
+
+    #[test]
+    fn json_lines_carry_the_session_fields_at_the_top_level() {
+        let (text, held) = log_in_a_session(Format::Json);
         let line: Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(line["service"], "brain");
         assert_eq!(line["session_id"], "s-1");
@@ -225,5 +344,19 @@ mod tests {
         assert_eq!(line["hops"], 2);
         assert_eq!(line["level"], "INFO");
         assert!(line["timestamp"].as_str().is_some_and(|t| t.contains('T')));
+        assert_eq!(held, 0, "a closed span's fields are dropped");
+    }
+
+    #[test]
+    fn human_lines_name_the_span_and_its_fields() {
+        let (text, held) = log_in_a_session(Format::Human);
+        let line = text.trim();
+        assert!(
+            line.ends_with(
+                r#" INFO session{service="brain" session_id=s-1 tenant_id="t-9"}: voqalize::logging::tests: turn: done hops=2"#
+            ),
+            "{line}"
+        );
+        assert_eq!(held, 0);
     }
 }
