@@ -62,7 +62,7 @@ pub enum LoggingError {
 ///
 /// Span fields are kept by the subscriber itself, in one table, and dropped when the span closes:
 /// not in tracing-subscriber's per-span extensions, whose storage outlives the span and, for
-/// thousands of calls at once, keeps megabytes after they end (docs/protocol.md §4.1).
+/// thousands of calls at once, keeps megabytes after they end (docs/protocol.md §5.3).
 ///
 /// # Errors
 /// [`LoggingError::Level`] for a directive that does not parse; [`LoggingError::AlreadySet`] when
