@@ -1,6 +1,7 @@
 //! The feeder task: takes inbound frames one at a time and runs the brain's callbacks for them
 //! (docs/protocol.md §4): the start hooks, `on_finalize` and `on_error` in order; a task per turn;
-//! one RTVI task per session; the error pump for local congestion errors; teardown.
+//! one RTVI task per session; the alert pump for local congestion errors (a future in this task);
+//! teardown.
 
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;

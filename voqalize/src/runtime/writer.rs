@@ -1,7 +1,6 @@
 //! The writer: sends the outbound lane FIFO, polled in the call's task beside the reader.
 
 use std::sync::Arc;
-
 use std::time::Duration;
 
 use super::inbound::{Lanes, Stop};
