@@ -1,16 +1,63 @@
-//! Bounded log output. A peer controls what it sends, so it must not control how much the brain
-//! logs: strings from the wire are cut to a length, and a warning a peer can trigger per frame is
-//! written once, then summed up at most once per window ("skipped 51,234 malformed frames in the
-//! last 10 s").
+//! Bounded log output. A peer, the relay, a provider or a model controls what it sends, so it must
+//! not control how much the brain logs, nor what a log line looks like:
+//!
+//! * every string from outside goes into a log line through [`outside`]: at most
+//!   [`OUTSIDE_CHARS`] characters, its length in bytes noted when cut, and control characters
+//!   escaped, so it can neither flood the log nor forge a line (a newline) nor reach the terminal
+//!   (an ESC);
+//! * a warning a peer can trigger repeatedly is written once, then summed up at most once per
+//!   window ([`Repeated`]: "skipped 51,234 malformed frames in the last 10 s").
 
-use std::borrow::Cow;
+use std::fmt;
 use std::time::{Duration, Instant};
 
-/// At most `max` characters of a peer-controlled string, with the full length in bytes when cut.
-pub(crate) fn clip(text: &str, max: usize) -> Cow<'_, str> {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => Cow::Owned(format!("{}… ({} bytes)", &text[..at], text.len())),
-        None => Cow::Borrowed(text),
+/// How many characters of a string from outside a log line keeps (200).
+pub(crate) const OUTSIDE_CHARS: usize = 200;
+
+/// A string from outside as a log line shows it; see [`outside`]. Formats without allocating.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outside<'a> {
+    text: &'a str,
+    max: usize,
+}
+
+/// `text` (from a peer, the relay, a provider or a model) as it goes into a log line: its first
+/// [`OUTSIDE_CHARS`] characters, then `… (N bytes)` when it was longer; every control character
+/// (newline, carriage return, ESC, DEL...) written as an escape (`\n`, `\u{1b}`), so one string
+/// can never start a new log line or drive the terminal. Formats lazily, as a `Display`.
+pub(crate) fn outside(text: &str) -> Outside<'_> {
+    outside_n(text, OUTSIDE_CHARS)
+}
+
+/// [`outside`] cut at `max` characters (session ids and other short fields keep 64).
+pub(crate) fn outside_n(text: &str, max: usize) -> Outside<'_> {
+    Outside { text, max }
+}
+
+/// Bidirectional embeddings, overrides and isolates: they reorder what a terminal shows after them.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+impl fmt::Display for Outside<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write as _;
+        for (n, c) in self.text.chars().enumerate() {
+            if n == self.max {
+                return write!(f, "… ({} bytes)", self.text.len());
+            }
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                // Bidirectional overrides and isolates reorder what a terminal shows.
+                c if c.is_control() || is_bidi_control(c) => {
+                    write!(f, "\\u{{{:x}}}", u32::from(c))?;
+                }
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -79,9 +126,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn clip_cuts_on_a_character_boundary_and_says_how_long_the_text_was() {
-        assert_eq!(clip("short", 10), "short");
-        assert_eq!(clip("ééééé", 2), "éé… (10 bytes)");
+    fn outside_cuts_on_a_character_boundary_and_says_how_long_the_text_was() {
+        assert_eq!(outside_n("short", 10).to_string(), "short");
+        assert_eq!(outside_n("ééééé", 2).to_string(), "éé… (10 bytes)");
+        let long = "x".repeat(3_000_000);
+        let line = outside(&long).to_string();
+        assert_eq!(
+            line.chars().count(),
+            OUTSIDE_CHARS + " (3000000 bytes)".len() + 1
+        );
+    }
+
+    #[test]
+    fn outside_escapes_what_could_forge_a_line_or_reach_the_terminal() {
+        let text = "name\n2026-12-01 ERROR forged\r\t\u{1b}[2J\u{7f}\u{202e}end";
+        assert_eq!(
+            outside(text).to_string(),
+            r"name\n2026-12-01 ERROR forged\r\t\u{1b}[2J\u{7f}\u{202e}end"
+        );
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl Verifier {
         if token.is_empty() {
             tracing::warn!(
                 "session: no token for {}",
-                crate::logline::clip(session_id, 64)
+                crate::logline::outside_n(session_id, 64)
             );
             return Err(rejected());
         }
@@ -121,7 +121,7 @@ impl Verifier {
             if claims.get("sub").and_then(Value::as_str) != Some(session_id) {
                 tracing::warn!(
                     "session: token sub != session id for {}",
-                    crate::logline::clip(session_id, 64)
+                    crate::logline::outside_n(session_id, 64)
                 );
                 return Err(rejected());
             }
@@ -129,7 +129,7 @@ impl Verifier {
         }
         tracing::warn!(
             "session: token for {} did not verify against any trusted key",
-            crate::logline::clip(session_id, 64)
+            crate::logline::outside_n(session_id, 64)
         );
         Err(rejected())
     }

@@ -392,7 +392,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     let span = tracing::info_span!(
         "session",
         service = "brain",
-        session_id = %crate::logline::clip(&session_id, 64),
+        session_id = %crate::logline::outside_n(&session_id, 64),
         tenant_id = tracing::field::Empty,
         agent_id = tracing::field::Empty,
     );

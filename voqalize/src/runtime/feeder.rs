@@ -19,7 +19,7 @@ use super::inbound::{Inbound, Lanes, Next, Stop};
 use super::turns::{Control, RunningTurn};
 use super::{Limits, guarded};
 use crate::brain::{Brain, MakeBrain};
-use crate::logline::clip;
+use crate::logline::outside_n;
 use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
@@ -236,7 +236,7 @@ impl<M: MakeBrain> Feeder<M> {
         {
             tracing::error!(
                 "brain: refusing a SessionStart for session {} on a connection opened for {connection}",
-                clip(&sid, 64),
+                outside_n(&sid, 64),
             );
             self.refuse(
                 ErrorCode::Protocol,

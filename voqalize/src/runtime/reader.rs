@@ -11,7 +11,7 @@ use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
 use crate::channel::{ChannelReceiver, Incoming};
-use crate::logline::{Repeated, clip};
+use crate::logline::{Repeated, outside};
 use crate::recover::lock;
 use crate::wire::{self, Frame};
 
@@ -83,7 +83,7 @@ pub(super) async fn read_loop(
                 }
             }
             Err(wire::WireError::BadInit { session_id, why }) => {
-                tracing::error!("session: {}", clip(&why, 200));
+                tracing::error!("session: {}", outside(&why));
                 control.started.store(true, Ordering::Release);
                 lanes.push_priority(Inbound::BadStart(session_id));
             }
@@ -91,7 +91,7 @@ pub(super) async fn read_loop(
                 if junk.allow() {
                     tracing::error!(
                         "session: malformed payload; skipping: {}",
-                        clip(&e.to_string(), 200)
+                        outside(&e.to_string())
                     );
                 }
             }
