@@ -46,6 +46,10 @@
 //! against its baseline; with `--brain-stats PATH` (the brain's `--stats-file`) also its live tokio
 //! tasks and sessions started and ended, and it fails when they differ or the tasks did not return
 //! to their baseline.
+//!
+//! With `--attack NAME` it plays a hostile peer instead (a relay, a provider or a caller that
+//! misbehaves one way, beside a bystander call it times), and with `--brain-pid` reports the
+//! brain's RSS, its log lines and its longest line: `--attack list` names them.
 
 use std::time::Duration;
 
@@ -56,7 +60,7 @@ use voqalize::testing::TokenSigner;
 #[derive(Parser, Debug)]
 struct Args {
     /// The brain's WebSocket URL (direct leg, `ws://` only).
-    #[arg(long, required_unless_present = "relay_listen")]
+    #[arg(long, required_unless_present_any = ["relay_listen", "attack"])]
     url: Option<String>,
     /// Act as the Cortex relay instead: listen here, wait for the agent to dial
     /// (`--cortex ws://ADDR/agent`), and run every call over that one connection.
@@ -108,6 +112,13 @@ struct Args {
     /// soak (the soak fails when they do not come back).
     #[arg(long, value_name = "PATH")]
     brain_stats: Option<std::path::PathBuf>,
+    /// Instead of calls: play one hostile peer (`--attack list` names them) against the brain,
+    /// beside a bystander call, and report what it cost the brain.
+    #[arg(long, value_name = "NAME")]
+    attack: Option<String>,
+    /// With `--attack`: the brain's log file (its stderr), to count its lines and find the longest.
+    #[arg(long, value_name = "PATH")]
+    brain_log: Option<std::path::PathBuf>,
     /// Print one JSON object with every number on stdout, and nothing else.
     #[arg(long)]
     json: bool,
@@ -131,6 +142,7 @@ impl Args {
     }
 }
 
+mod attack;
 mod calls;
 mod client;
 mod failure;
@@ -156,6 +168,9 @@ async fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     if let Some(n) = args.idle {
         return idle::idle(args, n, signer).await;
+    }
+    if let Some(name) = &args.attack {
+        return attack::attack(args, name).await;
     }
     if let Some(seconds) = args.soak {
         return soak::soak(args, seconds).await;
