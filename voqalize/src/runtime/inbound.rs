@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+use crate::logline::Repeated;
 use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
 use crate::wire::Frame;
@@ -30,6 +31,27 @@ pub(crate) enum Inbound {
     Frame(Frame),
     /// A SessionStart whose `init` was not a JSON object (docs/protocol.md §7 D3).
     BadStart(String),
+    /// A `Finalize`, with how many outbound frames had been handed to the transport when it was
+    /// read: a unit whose `SpeechStart` was not among them cannot have been heard (docs/protocol.md §4.7).
+    Finalize {
+        speech_id: u64,
+        heard: String,
+        seen: u64,
+    },
+}
+
+impl Inbound {
+    fn name(&self) -> &'static str {
+        match self {
+            Inbound::Frame(frame) => frame.name(),
+            Inbound::BadStart(_) => "SessionStart",
+            Inbound::Finalize { .. } => "Finalize",
+        }
+    }
+
+    fn droppable(&self) -> bool {
+        matches!(self, Inbound::Frame(frame) if frame.droppable())
+    }
 }
 
 /// Why the feeder stops.
@@ -45,6 +67,8 @@ pub(crate) enum Stop {
     SendFailed,
     /// A lane passed its hard bound: the peer floods it (inbound) or does not read (outbound).
     Overloaded,
+    /// The brain built a frame over the socket's limit; the writer sent `Error` and `End` instead.
+    FrameTooBig,
 }
 
 pub(crate) enum Next {
@@ -56,6 +80,8 @@ struct State {
     priority: VecDeque<Inbound>,
     bulk: Shedding<Inbound>,
     stop: Option<Stop>,
+    /// SessionStarts dropped past [`PRIORITY_BOUND`].
+    dropped_starts: Repeated,
 }
 
 pub(crate) struct Lanes {
@@ -73,6 +99,7 @@ impl Lanes {
                 priority: VecDeque::new(),
                 bulk: Shedding::new(maxsize),
                 stop: None,
+                dropped_starts: Repeated::new("SessionStarts dropped past the bound"),
             }),
             notify: Notify::new(),
             halt: Flag::default(),
@@ -87,7 +114,11 @@ impl Lanes {
     pub(crate) fn push_priority(&self, item: Inbound) {
         let mut s = self.state();
         if s.priority.len() >= PRIORITY_BOUND {
-            tracing::warn!("inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one");
+            if s.dropped_starts.allow() {
+                tracing::warn!(
+                    "inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one"
+                );
+            }
             return;
         }
         s.priority.push_back(item);
@@ -95,10 +126,16 @@ impl Lanes {
         self.notify.notify_one();
     }
 
-    pub(crate) fn push_bulk(&self, frame: Frame) {
+    /// Queues `item` on the bulk lane. Once the session is stopping nothing more is queued (the
+    /// feeder will not take it), so a flood past the hard bound ends the call with one line, not
+    /// one per frame that follows.
+    pub(crate) fn push_bulk(&self, item: Inbound) {
         let mut s = self.state();
-        let (name, droppable) = (frame.name(), frame.droppable());
-        match s.bulk.push(Inbound::Frame(frame), droppable) {
+        if s.stop.is_some() {
+            return;
+        }
+        let (name, droppable) = (item.name(), item.droppable());
+        match s.bulk.push(item, droppable) {
             Admitted::Queued => {}
             Admitted::Shed { first } => {
                 if first {

@@ -2,12 +2,19 @@
 //! generated, and the Finalizes remembered for late `cancel_speech` calls (docs/protocol.md §4.5,
 //! §4.7, §4.8). Only this file touches its fields; the handles call its methods under the book's
 //! lock, so a `Finalize` never settles a unit between a check and the write that depends on it.
+//!
+//! Heard truth is checked here, since the peer reports it: a `Finalize` counts only for a unit
+//! that is open and whose `SpeechStart` had gone out when the Finalize was read, and its heard
+//! text is cut to the longest prefix it shares with what the unit generated. A forged or stray
+//! Finalize is ignored, so it can neither put words the brain never said into a history nor answer
+//! a later `cancel_speech`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use tokio::sync::oneshot;
 
 use super::error::SessionError;
+use crate::logline::Repeated;
 
 /// How many settled Finalizes a session remembers for late `cancel_speech` calls.
 pub(crate) const SETTLED_KEPT: usize = 64;
@@ -23,9 +30,10 @@ pub(crate) const OPEN_KEPT: usize = 1024;
 pub struct Finalized {
     /// The unit.
     pub speech_id: u64,
-    /// What was played to the user: a verbatim prefix of `generated` (`Finalize.heard_text`).
+    /// What was played to the user (`Finalize.heard_text`): always a prefix of `generated`, since
+    /// a heard text that is not is cut to the longest prefix the two share.
     pub heard: String,
-    /// What this brain put on the wire for the unit; empty for a unit it never opened.
+    /// What this brain put on the wire for the unit.
     pub generated: String,
 }
 
@@ -58,11 +66,13 @@ pub(crate) enum CancelStart {
     },
 }
 
-#[derive(Default)]
 pub(crate) struct UnitBook {
     speech_seq: u64,
     /// Opened and not yet finalized.
     open: HashSet<u64>,
+    /// Where each open unit's `SpeechStart` stands in the outbound lane's order (see
+    /// `Outbound::push_numbered`); a unit whose SpeechStart never reached the lane has none.
+    started_at: HashMap<u64, u64>,
     /// Cancelled by this brain, not yet finalized.
     cancelled: HashSet<u64>,
     /// Cancelled units whose SpeechEnd the brain wrote after the cancel and which was held back.
@@ -73,6 +83,31 @@ pub(crate) struct UnitBook {
     generated: HashMap<u64, String>,
     settled: VecDeque<Finalized>,
     cancel_waiters: HashMap<u64, Vec<oneshot::Sender<Finalized>>>,
+    /// Finalizes ignored: for no unit this session has on the wire.
+    ignored: Repeated,
+    /// Heard texts cut to what their unit generated.
+    cut: Repeated,
+    /// Open units forgotten past [`OPEN_KEPT`].
+    forgotten: Repeated,
+}
+
+impl Default for UnitBook {
+    fn default() -> Self {
+        UnitBook {
+            speech_seq: 0,
+            open: HashSet::new(),
+            started_at: HashMap::new(),
+            cancelled: HashSet::new(),
+            withheld_end: HashSet::new(),
+            ended: HashSet::new(),
+            generated: HashMap::new(),
+            settled: VecDeque::new(),
+            cancel_waiters: HashMap::new(),
+            ignored: Repeated::new("Finalizes for no unit on the wire"),
+            cut: Repeated::new("heard texts that were not a prefix of their unit"),
+            forgotten: Repeated::new("speech units forgotten without a Finalize"),
+        }
+    }
 }
 
 impl UnitBook {
@@ -81,7 +116,9 @@ impl UnitBook {
         if self.open.len() >= OPEN_KEPT
             && let Some(&oldest) = self.open.iter().min()
         {
-            tracing::warn!("speech {oldest} was never finalized; forgetting it");
+            if self.forgotten.allow() {
+                tracing::warn!("speech {oldest} was never finalized; forgetting it");
+            }
             self.forget(oldest);
         }
         self.speech_seq += 1;
@@ -89,6 +126,13 @@ impl UnitBook {
         self.open.insert(id);
         self.generated.insert(id, String::new());
         id
+    }
+
+    /// Unit `id`'s `SpeechStart` was queued as frame number `at` of the outbound lane.
+    pub(crate) fn started(&mut self, id: u64, at: u64) {
+        if self.open.contains(&id) {
+            self.started_at.insert(id, at);
+        }
     }
 
     /// Closed = cancelled by this brain or finalized by Voqalize: writes are dropped.
@@ -155,20 +199,56 @@ impl UnitBook {
         self.withheld_end.remove(&id)
     }
 
-    /// Applies a `Finalize`: the unit is settled (closed, remembered, its cancellers answered)
-    /// before `on_finalize` runs.
-    pub(crate) fn settle(&mut self, speech_id: u64, heard: String) -> Finalized {
+    /// Applies a `Finalize` read when `seen` outbound frames had been handed to the transport: the
+    /// unit is settled (closed, remembered, its cancellers answered) before `on_finalize` runs.
+    ///
+    /// `None`, and nothing changes, when the Finalize names no unit on the wire: one this session
+    /// never opened, one not open any more (finalized already, or forgotten), or one whose
+    /// `SpeechStart` had not gone out when the Finalize was read. Heard text that is not a prefix
+    /// of what the unit generated is cut to the longest prefix the two share.
+    pub(crate) fn settle(&mut self, speech_id: u64, heard: String, seen: u64) -> Option<Finalized> {
+        let refused = if !self.open.contains(&speech_id) {
+            Some(if speech_id == 0 || speech_id > self.speech_seq {
+                "this session never opened it"
+            } else {
+                "it is not open (finalized already, or forgotten)"
+            })
+        } else if self.started_at.get(&speech_id).is_none_or(|&at| at > seen) {
+            Some("its SpeechStart had not gone out")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            if self.ignored.allow() {
+                tracing::warn!("session: ignoring a Finalize for speech {speech_id}: {why}");
+            }
+            return None;
+        }
         let generated = self.generated.remove(&speech_id).unwrap_or_default();
+        let shared = shared_prefix(&heard, &generated);
+        let heard = if shared < heard.len() {
+            if self.cut.allow() {
+                tracing::warn!(
+                    "session: the heard text of speech {speech_id} ({} bytes) is not a prefix of \
+                     what it said; keeping the {shared} bytes they share",
+                    heard.len()
+                );
+            }
+            // A fresh string: the rest of a long forged text is not kept.
+            generated[..shared].to_owned()
+        } else {
+            heard
+        };
         let fin = Finalized {
             speech_id,
             heard,
             generated,
         };
         self.open.remove(&speech_id);
+        self.started_at.remove(&speech_id);
         self.cancelled.remove(&speech_id);
         self.withheld_end.remove(&speech_id);
         self.ended.remove(&speech_id);
-        self.settled.retain(|f| f.speech_id != speech_id);
         if self.settled.len() == SETTLED_KEPT {
             self.settled.pop_front();
         }
@@ -176,11 +256,12 @@ impl UnitBook {
         for tx in self.cancel_waiters.remove(&speech_id).unwrap_or_default() {
             let _ = tx.send(fin.clone());
         }
-        fin
+        Some(fin)
     }
 
     fn forget(&mut self, id: u64) {
         self.open.remove(&id);
+        self.started_at.remove(&id);
         self.cancelled.remove(&id);
         self.withheld_end.remove(&id);
         self.ended.remove(&id);
@@ -191,5 +272,77 @@ impl UnitBook {
     /// Drops every cancel waiter (teardown).
     pub(crate) fn abandon_waiters(&mut self) {
         self.cancel_waiters.clear();
+    }
+}
+
+/// The length in bytes of the longest prefix `heard` and `generated` share, at a character boundary.
+fn shared_prefix(heard: &str, generated: &str) -> usize {
+    heard
+        .char_indices()
+        .zip(generated.chars())
+        .find(|((_, h), g)| h != g)
+        .map_or(heard.len().min(generated.len()), |((at, _), _)| at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A book with unit 1 open and its SpeechStart queued as frame 1, having generated `text`.
+    fn one_unit(text: &str) -> UnitBook {
+        let mut book = UnitBook::default();
+        let id = book.open();
+        book.started(id, 1);
+        book.generated(id, text);
+        book
+    }
+
+    #[test]
+    fn the_shared_prefix_ends_at_a_character_boundary() {
+        assert_eq!(shared_prefix("hello there", "hello world"), 6);
+        assert_eq!(shared_prefix("hel", "hello"), 3);
+        assert_eq!(shared_prefix("hello, and more", "hello"), 5);
+        // é and è share their first byte: the cut is before them, not inside.
+        assert_eq!(shared_prefix("aè", "aé"), 1);
+        assert_eq!(shared_prefix("", "x"), 0);
+    }
+
+    #[test]
+    fn heard_text_is_cut_to_what_the_unit_said() {
+        let mut book = one_unit("hello world");
+        let fin = book.settle(1, format!("hello {}", "x".repeat(1 << 20)), 1);
+        let fin = fin.expect("a unit on the wire");
+        assert_eq!(fin.heard, "hello ");
+        assert!(fin.heard.capacity() < 64, "the forged rest is not kept");
+        assert!(fin.interrupted());
+    }
+
+    #[test]
+    fn a_finalize_for_no_unit_on_the_wire_is_ignored() {
+        let mut book = one_unit("hi");
+        assert!(book.settle(0, "x".into(), 9).is_none(), "never minted");
+        assert!(book.settle(2, "x".into(), 9).is_none(), "never minted");
+        assert!(
+            book.settle(1, "hi".into(), 0).is_none(),
+            "its SpeechStart had not gone out"
+        );
+        // The unit is untouched: a cancel still waits for the real Finalize.
+        assert!(matches!(
+            book.begin_cancel(1),
+            Ok(CancelStart::Wait { send: true, .. })
+        ));
+        assert_eq!(
+            book.settle(1, "hi".into(), 1).map(|f| f.heard),
+            Some("hi".into())
+        );
+        assert!(
+            book.settle(1, "hi".into(), 9).is_none(),
+            "finalized already"
+        );
+        let unstarted = book.open();
+        assert!(
+            book.settle(unstarted, String::new(), 9).is_none(),
+            "its SpeechStart never reached the lane"
+        );
     }
 }
