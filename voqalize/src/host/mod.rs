@@ -385,7 +385,8 @@ impl Upgrade {
 /// Verifies the upgrade's token (close 4000 and [`HostError::Rejected`] on failure, before the brain
 /// is made), then drives a brain from `factory` until Voqalize sends `End` or `Cancel`, the peer
 /// closes, or a send fails; `on_session_end` has run when it returns. It then closes the channel
-/// with 1000. Every log line inside carries `service="brain"`, `session_id`, and `tenant_id` /
+/// with 1000 ([`CLOSE_INTERNAL`], 1011, when the brain built a frame over the message limit and
+/// ended the call in its place). Every log line inside carries `service="brain"`, `session_id`, and `tenant_id` /
 /// `agent_id` from the verified claims.
 ///
 /// # Errors

@@ -1,7 +1,7 @@
 //! The inbound lanes of one session (docs/protocol.md §3).
 //!
-//! The reader task puts frames here and the feeder takes them one at a time. `SessionStart` rides
-//! the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
+//! The reader task puts frames here and the feeder takes them one at a time. The call's first
+//! `SessionStart` rides the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
 //! droppable frame (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one
 //! `OVERLOAD` error per congestion episode. `Interruption` and `Response` never enter the lanes
 //! (the reader applies them at once), and `Cancel` is a flag: it stops the feeder with queued data
