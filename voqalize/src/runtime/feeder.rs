@@ -52,13 +52,10 @@ pub(super) struct Feeder<M: MakeBrain> {
     rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
     rtvi_worker: Option<JoinHandle<()>>,
     rtvi_congested: bool,
-    /// SessionStarts after the first: the first is answered with an error, every one is counted.
-    second_starts: Repeated,
+    /// Frames the peer should not send: SessionStarts after the first (the first of them is
+    /// answered with an error) and RTVI types only the brain sends.
+    unwanted: Repeated,
     answered_second_start: bool,
-    /// Brain-only RTVI types the peer sent.
-    brain_only_rtvi: Repeated,
-    /// `on_finalize` and `on_error` failures: a peer triggers them as often as it sends frames.
-    callback_failures: Repeated,
 }
 
 enum Stimulus {
@@ -95,10 +92,8 @@ impl<M: MakeBrain> Feeder<M> {
             rtvi_tx: None,
             rtvi_worker: None,
             rtvi_congested: false,
-            second_starts: Repeated::new("SessionStarts after the first"),
+            unwanted: Repeated::new("second SessionStarts and brain-only RTVI frames"),
             answered_second_start: false,
-            brain_only_rtvi: Repeated::new("inbound RTVI messages of types only the brain sends"),
-            callback_failures: Repeated::new("failed on_finalize and on_error callbacks"),
         }
     }
 
@@ -222,7 +217,7 @@ impl<M: MakeBrain> Feeder<M> {
             Frame::UserIdle(i) => self.spawn_turn(i.turn_id, Stimulus::Idle(i)),
             Frame::Rtvi(mut rtvi) => {
                 if rtvi.kind.brain_may_send() {
-                    if self.brain_only_rtvi.allow() {
+                    if self.unwanted.allow() {
                         tracing::warn!(
                             "dropping inbound RTVI {}: only the brain sends it",
                             rtvi.kind
@@ -238,7 +233,7 @@ impl<M: MakeBrain> Feeder<M> {
                 // Boxed (as every brain callback the feeder awaits): the brain's futures are its
                 // own size, and inline they would size the feeder for the whole call.
                 if let Err(e) = Box::pin(guarded(fut)).await
-                    && self.callback_failures.allow()
+                    && lock(&self.control.failures).allow()
                 {
                     tracing::error!("brain: on_error failed: {}", outside(&e));
                 }
@@ -263,7 +258,7 @@ impl<M: MakeBrain> Feeder<M> {
         };
         let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
         if let Err(e) = Box::pin(guarded(fut)).await
-            && self.callback_failures.allow()
+            && lock(&self.control.failures).allow()
         {
             tracing::error!("brain: on_finalize failed: {}", outside(&e));
         }
@@ -273,7 +268,7 @@ impl<M: MakeBrain> Feeder<M> {
         if self.control.session.get().is_some() || self.dead() {
             // A peer may send these without end (and without reading): one line and one answer a
             // session, the rest counted.
-            if self.second_starts.allow() {
+            if self.unwanted.allow() {
                 tracing::warn!("ignoring a second SessionStart on a live session");
             }
             if !std::mem::replace(&mut self.answered_second_start, true) {
@@ -388,14 +383,12 @@ impl<M: MakeBrain> Feeder<M> {
     fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
         let tx = self.rtvi_tx.get_or_insert_with(|| {
             let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.queue_maxsize.max(1));
-            let (s, b) = (session.clone(), brain.clone());
+            let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
             let worker = async move {
-                // The app sends as many messages as it likes: one line, then a count.
-                let mut failures = Repeated::new("failed on_rtvi callbacks");
                 while let Some(message) = rx.recv().await {
                     let kind = message.kind;
                     if let Err(e) = guarded(b.on_rtvi(&s, message)).await
-                        && failures.allow()
+                        && lock(&control.failures).allow()
                     {
                         tracing::error!("brain: on_rtvi failed for {kind}: {}", outside(&e));
                     }
@@ -445,7 +438,7 @@ impl<M: MakeBrain> Feeder<M> {
                 Stimulus::Idle(i) => guarded(brain.on_user_idle(&mut turn, i)).await,
             };
             if let Err(e) = result
-                && lock(&control.turn_failures).allow()
+                && lock(&control.failures).allow()
             {
                 tracing::error!(
                     "brain: turn failed (session {}, turn {turn_id}): {}",
@@ -526,7 +519,6 @@ async fn pump_alerts<B: Brain>(
     control: Arc<Control>,
     brain: Arc<OnceLock<Arc<B>>>,
 ) {
-    let mut failures = Repeated::new("failed deliveries of congestion errors");
     loop {
         let error = alerts.next().await;
         let (Some(session), Some(brain)) = (control.session.get(), brain.get()) else {
@@ -537,7 +529,7 @@ async fn pump_alerts<B: Brain>(
         }
         let fut = context::scope(session.clone(), None, brain.on_error(session, error));
         if let Err(e) = Box::pin(guarded(fut)).await
-            && failures.allow()
+            && lock(&control.failures).allow()
         {
             tracing::error!(
                 "session: delivering congestion Error failed: {}",

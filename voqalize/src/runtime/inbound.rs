@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::logline::Repeated;
 use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
 use crate::wire::Frame;
@@ -22,7 +21,8 @@ pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the
 pub(crate) const INBOUND_CONGESTED: &str =
     "voqalize: inbound queue full; dropping data frames until consumer catches up";
 
-/// How many SessionStarts may wait at once; more are bugs on the peer's side and are dropped.
+/// How many SessionStarts may wait at once. Only a call's first one takes this lane (the reader
+/// queues later ones on the bulk lane), so it never holds more than one; the bound is a backstop.
 const PRIORITY_BOUND: usize = 32;
 
 /// What the reader hands the feeder.
@@ -80,8 +80,6 @@ struct State {
     priority: VecDeque<Inbound>,
     bulk: Shedding<Inbound>,
     stop: Option<Stop>,
-    /// SessionStarts dropped past [`PRIORITY_BOUND`].
-    dropped_starts: Repeated,
 }
 
 pub(crate) struct Lanes {
@@ -99,7 +97,6 @@ impl Lanes {
                 priority: VecDeque::new(),
                 bulk: Shedding::new(maxsize),
                 stop: None,
-                dropped_starts: Repeated::new("SessionStarts dropped past the bound"),
             }),
             notify: Notify::new(),
             halt: Flag::default(),
@@ -114,11 +111,9 @@ impl Lanes {
     pub(crate) fn push_priority(&self, item: Inbound) {
         let mut s = self.state();
         if s.priority.len() >= PRIORITY_BOUND {
-            if s.dropped_starts.allow() {
-                tracing::warn!(
-                    "inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one"
-                );
-            }
+            tracing::debug!(
+                "inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one"
+            );
             return;
         }
         s.priority.push_back(item);

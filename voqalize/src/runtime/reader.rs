@@ -34,7 +34,6 @@ pub(super) async fn read_loop(
     let mut heard = Instant::now();
     let mut close = None;
     let mut junk = Repeated::new("malformed, text or unknown frames");
-    let mut bad_starts = Repeated::new("SessionStarts with a bad init");
     // One timer for the whole call, moved at each frame (no timer made per frame).
     let watchdog = sleep_until(start_deadline);
     tokio::pin!(watchdog);
@@ -89,7 +88,7 @@ pub(super) async fn read_loop(
                 }
             }
             Err(wire::WireError::BadInit { session_id, why }) => {
-                if bad_starts.allow() {
+                if junk.allow() {
                     tracing::error!("session: {}", outside(&why));
                 }
                 let first = !control.started.swap(true, Ordering::AcqRel);

@@ -35,9 +35,9 @@ pub(super) struct Control {
     pub(super) started: AtomicBool,
     /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
     pub(super) end_timer: Mutex<Option<JoinHandle<()>>>,
-    /// Turns that failed: a peer starts as many turns as it sends messages, so one line, then a
-    /// count.
-    pub(super) turn_failures: Mutex<Repeated>,
+    /// Failed turns and callbacks: a peer starts as many as it sends frames, so one line, then a
+    /// count (shared by the feeder, the turn tasks, the RTVI task and the alert pump).
+    pub(super) failures: Mutex<Repeated>,
 }
 
 impl Default for Control {
@@ -48,7 +48,7 @@ impl Default for Control {
             dead: AtomicBool::new(false),
             started: AtomicBool::new(false),
             end_timer: Mutex::new(None),
-            turn_failures: Mutex::new(Repeated::new("failed turns")),
+            failures: Mutex::new(Repeated::new("failed turns and callbacks")),
         }
     }
 }

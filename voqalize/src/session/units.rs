@@ -21,7 +21,7 @@ pub(crate) const SETTLED_KEPT: usize = 64;
 
 /// How many units may wait for their Finalize at once. The runtime finalizes every unit, and a
 /// call has a handful open; past this bound the oldest open unit is forgotten (a Finalize for it
-/// then reports no generated text), so a runtime that never finalizes cannot grow the book.
+/// is then ignored), so a runtime that never finalizes cannot grow the book.
 pub(crate) const OPEN_KEPT: usize = 1024;
 
 /// What the user heard of one speech unit: the runtime's `Finalize`, with the text this brain
@@ -70,25 +70,31 @@ pub(crate) struct UnitBook {
     speech_seq: u64,
     /// Opened and not yet finalized.
     open: HashSet<u64>,
-    /// Where each open unit's `SpeechStart` stands in the outbound lane's order (see
-    /// `Outbound::push_numbered`); a unit whose SpeechStart never reached the lane has none.
-    started_at: HashMap<u64, u64>,
     /// Cancelled by this brain, not yet finalized.
     cancelled: HashSet<u64>,
     /// Cancelled units whose SpeechEnd the brain wrote after the cancel and which was held back.
     withheld_end: HashSet<u64>,
     /// Units whose SpeechEnd went out, not yet finalized: later writes are dropped.
     ended: HashSet<u64>,
-    /// Text put on the wire per unit, until its Finalize.
-    generated: HashMap<u64, String>,
+    /// What each unit put on the wire, until its Finalize.
+    spoken: HashMap<u64, Spoken>,
     settled: VecDeque<Finalized>,
     cancel_waiters: HashMap<u64, Vec<oneshot::Sender<Finalized>>>,
     /// Finalizes ignored: for no unit this session has on the wire.
-    ignored: Repeated,
-    /// Heard texts cut to what their unit generated.
-    cut: Repeated,
+    /// Finalizes ignored, and heard texts cut to what their unit generated.
+    untrue: Repeated,
     /// Open units forgotten past [`OPEN_KEPT`].
     forgotten: Repeated,
+}
+
+/// What one unit put on the wire.
+#[derive(Default)]
+struct Spoken {
+    /// Its text.
+    text: String,
+    /// Where its `SpeechStart` stands in the outbound lane's order (see
+    /// `Outbound::push_numbered`); `None` while (or if ever) it has not reached the lane.
+    start: Option<u64>,
 }
 
 impl Default for UnitBook {
@@ -96,15 +102,13 @@ impl Default for UnitBook {
         UnitBook {
             speech_seq: 0,
             open: HashSet::new(),
-            started_at: HashMap::new(),
             cancelled: HashSet::new(),
             withheld_end: HashSet::new(),
             ended: HashSet::new(),
-            generated: HashMap::new(),
+            spoken: HashMap::new(),
             settled: VecDeque::new(),
             cancel_waiters: HashMap::new(),
-            ignored: Repeated::new("Finalizes for no unit on the wire"),
-            cut: Repeated::new("heard texts that were not a prefix of their unit"),
+            untrue: Repeated::new("Finalizes ignored or cut to what their unit said"),
             forgotten: Repeated::new("speech units forgotten without a Finalize"),
         }
     }
@@ -124,14 +128,14 @@ impl UnitBook {
         self.speech_seq += 1;
         let id = self.speech_seq;
         self.open.insert(id);
-        self.generated.insert(id, String::new());
+        self.spoken.insert(id, Spoken::default());
         id
     }
 
     /// Unit `id`'s `SpeechStart` was queued as frame number `at` of the outbound lane.
     pub(crate) fn started(&mut self, id: u64, at: u64) {
-        if self.open.contains(&id) {
-            self.started_at.insert(id, at);
+        if let Some(s) = self.spoken.get_mut(&id) {
+            s.start = Some(at);
         }
     }
 
@@ -142,8 +146,8 @@ impl UnitBook {
 
     /// Records text that reached the outbound lane for unit `id`.
     pub(crate) fn generated(&mut self, id: u64, text: &str) {
-        if let Some(g) = self.generated.get_mut(&id) {
-            g.push_str(text);
+        if let Some(s) = self.spoken.get_mut(&id) {
+            s.text.push_str(text);
         }
     }
 
@@ -213,21 +217,30 @@ impl UnitBook {
             } else {
                 "it is not open (finalized already, or forgotten)"
             })
-        } else if self.started_at.get(&speech_id).is_none_or(|&at| at > seen) {
+        } else if self
+            .spoken
+            .get(&speech_id)
+            .and_then(|s| s.start)
+            .is_none_or(|at| at > seen)
+        {
             Some("its SpeechStart had not gone out")
         } else {
             None
         };
         if let Some(why) = refused {
-            if self.ignored.allow() {
+            if self.untrue.allow() {
                 tracing::warn!("session: ignoring a Finalize for speech {speech_id}: {why}");
             }
             return None;
         }
-        let generated = self.generated.remove(&speech_id).unwrap_or_default();
+        let generated = self
+            .spoken
+            .remove(&speech_id)
+            .map(|s| s.text)
+            .unwrap_or_default();
         let shared = shared_prefix(&heard, &generated);
         let heard = if shared < heard.len() {
-            if self.cut.allow() {
+            if self.untrue.allow() {
                 tracing::warn!(
                     "session: the heard text of speech {speech_id} ({} bytes) is not a prefix of \
                      what it said; keeping the {shared} bytes they share",
@@ -245,7 +258,6 @@ impl UnitBook {
             generated,
         };
         self.open.remove(&speech_id);
-        self.started_at.remove(&speech_id);
         self.cancelled.remove(&speech_id);
         self.withheld_end.remove(&speech_id);
         self.ended.remove(&speech_id);
@@ -261,11 +273,10 @@ impl UnitBook {
 
     fn forget(&mut self, id: u64) {
         self.open.remove(&id);
-        self.started_at.remove(&id);
         self.cancelled.remove(&id);
         self.withheld_end.remove(&id);
         self.ended.remove(&id);
-        self.generated.remove(&id);
+        self.spoken.remove(&id);
         self.cancel_waiters.remove(&id);
     }
 
