@@ -291,8 +291,8 @@ impl HostOptions {
         self
     }
 
-    /// The most bytes of text one `SpeechChunk` carries (default 16 KiB; at most the message limit
-    /// less a frame's overhead). A longer write to a speech unit (a model's text delta can be of
+    /// The most bytes of text one `SpeechChunk` carries (default 16 KiB; at least 4, one character
+    /// of any width, and at most the message limit less 64 bytes of a frame's own). A longer write to a speech unit (a model's text delta can be of
     /// any length) goes out as several chunks, cut at character boundaries, in order: their
     /// concatenation is the text written.
     pub fn max_chunk_bytes(mut self, bytes: usize) -> Self {
