@@ -18,7 +18,7 @@ use voqalize::host::tungstenite::AcceptError;
 use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use voqalize::prelude::*;
 use voqalize::testing::{DriverError, Start, TokenSigner, Voqalize};
-use voqalize::wire::{Frame, SessionStart, WIRE_VERSION};
+use voqalize::wire::{Frame, Response, RtviType, SessionStart, WIRE_VERSION};
 
 use crate::support::logs;
 
@@ -1133,4 +1133,195 @@ async fn a_turns_frames_leave_in_one_flush() -> TestResult {
         "one flush after them: {wrote:?}"
     );
     Ok(())
+}
+
+// ---- A hostile caller does not choose how much the brain logs (issue 15) ----
+
+/// Echoes; `units N` speaks N units at once; a session whose id names `stuck` never returns from
+/// `on_session_start`. Counts the sessions that ended.
+struct Target(Arc<crate::support::Log>);
+
+impl Brain for Target {
+    async fn on_session_start(&self, session: &Session) -> BrainResult {
+        if session.id().contains("stuck") {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        match message.text.strip_prefix("units ") {
+            Some(n) => {
+                for _ in 0..n.parse::<u32>()? {
+                    turn.say("u");
+                }
+            }
+            None => {
+                turn.say(&message.text);
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.0.end();
+    }
+}
+
+/// A brain serving [`Target`] on 127.0.0.1, its log of ended sessions, and a session id for the
+/// hostile call.
+async fn target(
+    tag: &str,
+    options: HostOptions,
+) -> Result<(SocketAddr, Arc<crate::support::Log>, String), Box<dyn std::error::Error>> {
+    logs();
+    let log = Arc::new(crate::support::Log::default());
+    let l = log.clone();
+    let addr = serve_tungstenite(move || Target(l.clone()), options).await?;
+    Ok((addr, log, unique_id(tag)))
+}
+
+/// The captured log lines of session `sid` that contain `needle`.
+fn lines_of(sid: &str, needle: &str) -> Vec<String> {
+    logs()
+        .lines_with(sid)
+        .into_iter()
+        .filter(|l| l.contains(needle))
+        .collect()
+}
+
+/// A bystander call on the same brain is answered.
+async fn bystander(addr: SocketAddr) -> TestResult {
+    let mut v = dial(&format!("ws://{addr}/voice"), &unique_id("bystander"), None).await?;
+    v.start_silent().await?;
+    assert_eq!(v.user_says("hello").await?.text(), "hello");
+    Ok(())
+}
+
+// 5,000 Responses for requests nobody made: one warning, the call and a bystander go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_for_no_request_are_logged_once_not_once_each() -> TestResult {
+    let (addr, _log, sid) = target("strays", HostOptions::allow_unverified()).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
+    v.start_silent().await?;
+    for request_id in 1..=5_000 {
+        v.send(Frame::Response(Response {
+            request_id,
+            accepted: true,
+            detail: String::new(),
+            code: None,
+        }))
+        .await?;
+    }
+    // Responses are applied as they are read: all of them were, before this is answered.
+    assert_eq!(v.user_says("still here").await?.text(), "still here");
+    let lines = lines_of(&sid, "nobody waiting");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    bystander(addr).await
+}
+
+// A peer that repeats SessionStart and never reads: one warning and one Error frame in answer,
+// not one each; the call goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_session_starts_get_one_answer_and_one_line() -> TestResult {
+    let (addr, _log, sid) = target("restarts", HostOptions::allow_unverified()).await?;
+    let mut ws = raw_client(addr, &sid).await.map_err(|e| e.to_string())?;
+    let again = voqalize::wire::encode(&session_start(&sid));
+    for _ in 0..1_000 {
+        futures_util::SinkExt::feed(&mut ws, Message::Binary(again.clone().into())).await?;
+    }
+    let ping = Frame::UserMessage(UserMessage {
+        turn_id: 2,
+        text: "ping".into(),
+    });
+    futures_util::SinkExt::send(
+        &mut ws,
+        Message::Binary(voqalize::wire::encode(&ping).into()),
+    )
+    .await?;
+    // Only now read: every SessionStart was handled before the message behind them.
+    let mut errors = 0;
+    tokio::time::timeout(HANG, async {
+        while let Some(message) = ws.next().await {
+            let Message::Binary(bytes) = message? else {
+                continue;
+            };
+            match voqalize::wire::decode(&bytes)? {
+                Some(Frame::Error(_)) => errors += 1,
+                Some(Frame::SpeechChunk { text, .. }) if text == "ping" => break,
+                _ => {}
+            }
+        }
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })
+    .await??;
+    assert_eq!(errors, 1, "one Error frame answers them all");
+    let lines = lines_of(&sid, "SessionStart");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    bystander(addr).await
+}
+
+// RTVI types only the brain sends, sent inbound 2,000 times: one warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brain_only_rtvi_sent_inbound_is_logged_once() -> TestResult {
+    let (addr, _log, sid) = target("brain-only", HostOptions::allow_unverified()).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
+    v.start_silent().await?;
+    for n in 0..2_000 {
+        v.send_rtvi(RtviType::ServerMessage, json!({ "n": n }))
+            .await?;
+    }
+    assert_eq!(v.user_says("still here").await?.text(), "still here");
+    let lines = lines_of(&sid, "only the brain sends it");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    bystander(addr).await
+}
+
+// A runtime that never finalizes: the book forgets the oldest units past its bound with one
+// warning, not one per unit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
+    let options = HostOptions::allow_unverified().queue_maxsize(4096);
+    let (addr, _log, sid) = target("unfinalized", options).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
+    v.start_silent().await?;
+    let turn_id = v.next_turn_id();
+    v.send(Frame::UserMessage(UserMessage {
+        turn_id,
+        text: "units 1100".into(),
+    }))
+    .await?;
+    let all_ended = v
+        .wait_for(HANG, |v| v.units().filter(|u| u.ended).count() == 1100)
+        .await?;
+    assert!(all_ended);
+    let lines = lines_of(&sid, "was never finalized");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    bystander(addr).await
+}
+
+// A peer that floods the inbound lane past its hard bound ends its call with one line, however
+// many frames it sends after that; a bystander is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbound_flood_ends_the_call_with_one_line() -> TestResult {
+    let options = HostOptions::allow_unverified().queue_maxsize(4);
+    let (addr, log, sid) = target("stuck-flood", options).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
+    v.start_silent().await?;
+    for _ in 0..2_000 {
+        let finalize = Frame::Finalize {
+            speech_id: 1,
+            heard_text: String::new(),
+        };
+        if v.send(finalize).await.is_err() {
+            break;
+        }
+    }
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "the flooding call ended"
+    );
+    let lines = lines_of(&sid, "floods the inbound lane");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    bystander(addr).await
 }

@@ -691,17 +691,17 @@ async fn finalize_reports_heard_and_generated() {
             .await
             .unwrap()
     );
-    v.finalize(1, "H").await.unwrap();
     v.finalize(99, "zz").await.unwrap();
-    assert!(logged(&mut v, &log, "finalize 99").await);
+    v.finalize(1, "H").await.unwrap();
+    assert!(logged(&mut v, &log, "finalize 1").await);
     let events = log.events();
     assert!(
         events.contains(&r#"finalize 1 heard="H" generated="Hi" interrupted=true"#.to_owned()),
         "case 32: {events:?}"
     );
     assert!(
-        events.contains(&r#"finalize 99 heard="zz" generated="" interrupted=true"#.to_owned()),
-        "case 33"
+        !events.iter().any(|e| e.starts_with("finalize 99")),
+        "a Finalize for a unit never opened is not delivered (docs/protocol.md §4.7): {events:?}"
     );
 }
 
@@ -1309,13 +1309,14 @@ async fn end_is_the_last_frame_and_sent_once() {
 async fn end_from_voqalize_delivers_queued_frames_then_ends_once() {
     let gate = Arc::new(Notify::new());
     let (mut v, log) = scripted(Cfg {
+        greeting: Some("Hi".into()),
         rtvi_gate: None,
         finalize_gate: Some(gate.clone()),
         ..Cfg::default()
     })
     .await;
-    v.start_silent().await.unwrap();
-    v.finalize(50, "").await.unwrap();
+    // The greeting's Finalize holds the feeder in on_finalize.
+    v.start().await.unwrap();
     v.send_ui_event("queued", json!({})).await.unwrap();
     v.send(Frame::End).await.unwrap();
     gate.notify_one();
@@ -1329,12 +1330,13 @@ async fn end_from_voqalize_delivers_queued_frames_then_ends_once() {
 async fn cancel_drops_queued_frames_and_ends_once() {
     let gate = Arc::new(Notify::new());
     let (mut v, log) = scripted(Cfg {
+        greeting: Some("Hi".into()),
         finalize_gate: Some(gate.clone()),
         ..Cfg::default()
     })
     .await;
-    v.start_silent().await.unwrap();
-    v.finalize(50, "").await.unwrap();
+    // The greeting's Finalize holds the feeder in on_finalize.
+    v.start().await.unwrap();
     v.send_ui_event("queued", json!({})).await.unwrap();
     v.send(Frame::Cancel { reason: None }).await.unwrap();
     assert!(log.wait(&mut v, |l| l.ended() == 1).await);
@@ -1469,7 +1471,7 @@ async fn interruption_applies_while_on_finalize_blocks() {
             .await
             .unwrap()
     );
-    v.finalize(77, "").await.unwrap(); // on_finalize now blocks the feeder
+    v.finalize(1, "").await.unwrap(); // on_finalize now blocks the feeder
     v.send(Frame::Interruption {
         through_turn: turn_id,
     })
@@ -1692,7 +1694,9 @@ impl Brain for Hung {
         }
         Ok(None)
     }
-    async fn on_user_message(&self, _t: &mut Turn, _m: UserMessage) -> BrainResult {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        // A unit for the runtime to finalize.
+        turn.say("x");
         Ok(())
     }
     async fn on_finalize(&self, _s: &Session, _f: Finalized) -> BrainResult {
@@ -1723,7 +1727,7 @@ async fn a_callback_that_never_returns_does_not_keep_the_session_alive() {
         .await;
         v.start_silent().await.unwrap();
         if at == "finalize" {
-            v.finalize(5, "").await.unwrap();
+            v.user_says("hi").await.unwrap();
             assert!(logged(&mut v, &log, "finalize").await);
         }
         match ending {
@@ -1927,4 +1931,340 @@ async fn json_over_the_limit_is_refused_before_parsing() {
     );
     assert_eq!(v.errors()[0].code, ErrorCode::Protocol);
     assert!(v.errors()[0].fatal);
+}
+
+// ---- Hostile peers and models: frames within the socket's limits, heard truth checked ----
+
+/// Speaks a text far over the chunk limit, reports a step named by a "model" that named it 1 MB
+/// long, sends a configure or an RTVI over the socket's limit on demand, and echoes otherwise.
+struct Oversized(Arc<Log>);
+
+/// 1.5 MB of text, with two-byte characters so that a cut in the wrong place would split one.
+fn long_text() -> String {
+    "voilà, déjà ".repeat(1_500_000 / 14)
+}
+
+impl Brain for Oversized {
+    async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+        match m.text.as_str() {
+            "long" => {
+                turn.say(&long_text());
+            }
+            "step" => {
+                let huge = "n".repeat(1 << 20);
+                let mut step = Step::new("tool", huge.as_str())
+                    .provider(huge.as_str())
+                    .count(huge.as_str(), 7)
+                    .duration_ms(3);
+                for i in 0..100 {
+                    step = step.count(format!("count_{i:03}"), i);
+                }
+                turn.session().report_step(step, None)?;
+                turn.say("stepped");
+            }
+            "rtvi" => {
+                let blob = json!({"blob": "x".repeat(2 << 20)});
+                match turn
+                    .session()
+                    .send_rtvi(RtviType::ServerMessage, Some(&blob), None)
+                {
+                    Err(e) => self.0.push(format!("rtvi refused: {e}")),
+                    Ok(()) => self.0.push("rtvi sent"),
+                }
+                turn.say("refused");
+            }
+            "configure" => {
+                let config = Config::builder().voice("v".repeat(2 << 20)).build()?;
+                turn.say("configuring");
+                let answer = turn.session().configure(config).await;
+                self.0.push(format!("configure: {answer:?}"));
+            }
+            other => {
+                turn.say(other);
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_finalize(&self, _session: &Session, f: Finalized) -> BrainResult {
+        self.0.push(format!(
+            "finalize {} {} of {} bytes heard",
+            f.speech_id,
+            f.heard.len(),
+            f.generated.len()
+        ));
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session) {
+        self.0.end();
+    }
+}
+
+async fn oversized() -> (Voqalize, Arc<Log>) {
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = driver(move || Oversized(l.clone())).await;
+    v.start_silent().await.unwrap();
+    (v, log)
+}
+
+// A text delta far over a frame (1.5 MB) goes out as several chunks, each within the chunk limit
+// and cut between characters, whose concatenation is the text; the call goes on.
+#[tokio::test]
+async fn a_text_longer_than_the_chunk_limit_goes_out_as_several_chunks() {
+    let (mut v, log) = oversized().await;
+    let turn_id = v.next_turn_id();
+    v.send(message(turn_id, "long")).await.unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    let unit = v.turn(turn_id).units[0].clone();
+    assert!(unit.chunks.len() > 1);
+    assert!(
+        unit.chunks.iter().all(|c| c.len() <= 16 * 1024),
+        "every chunk within the default 16 KiB"
+    );
+    assert!(
+        unit.text() == long_text(),
+        "the chunks are the text, in order"
+    );
+    // Heard in part (the whole text could not come back over a 1 MiB socket either).
+    let said = "voilà, déjà voilà";
+    v.finalize(1, said).await.unwrap();
+    let heard = format!(
+        "finalize 1 {} of {} bytes heard",
+        said.len(),
+        long_text().len()
+    );
+    assert!(logged(&mut v, &log, &heard).await, "{:?}", log.events());
+    assert_eq!(
+        v.user_says("still here").await.unwrap().text(),
+        "still here"
+    );
+    v.assert_clean();
+}
+
+// A step named after 1 MB (a tool name a model invented) goes out cut to the documented bounds,
+// and the call goes on.
+#[tokio::test]
+async fn a_step_named_after_a_megabyte_is_cut_and_the_call_goes_on() {
+    let (mut v, _log) = oversized().await;
+    assert_eq!(v.user_says("step").await.unwrap().text(), "stepped");
+    let step = v.turn_steps()[0].clone();
+    assert_eq!(step.name, "n".repeat(Step::MAX_TEXT_BYTES));
+    assert_eq!(step.provider, "n".repeat(Step::MAX_TEXT_BYTES));
+    assert_eq!(step.kind, "tool");
+    assert_eq!(step.counts.len(), Step::MAX_COUNTS);
+    assert_eq!(
+        step.counts.get(&"n".repeat(Step::MAX_KEY_BYTES)),
+        Some(&7),
+        "the long key, cut"
+    );
+    assert_eq!(v.user_says("after").await.unwrap().text(), "after");
+}
+
+// RTVI data that could never fit a frame is refused where it is sent, and the call goes on.
+#[tokio::test]
+async fn rtvi_data_over_the_socket_limit_is_refused_before_it_is_sent() {
+    let (mut v, log) = oversized().await;
+    assert_eq!(v.user_says("rtvi").await.unwrap().text(), "refused");
+    let events = log.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("rtvi refused: send_rtvi: the frame would be over")),
+        "{events:?}"
+    );
+    assert!(v.rtvi().is_empty());
+    assert_eq!(v.user_says("after").await.unwrap().text(), "after");
+}
+
+// A frame the brain built over the socket's limit is never handed to the socket: the call ends
+// with a fatal Error, End and a close frame (1011), and on_session_end runs.
+#[tokio::test]
+async fn a_frame_over_the_socket_limit_ends_the_call_with_end_and_a_close_frame() {
+    let (mut v, log) = oversized().await;
+    let turn_id = v.next_turn_id();
+    v.send(message(turn_id, "configure")).await.unwrap();
+    assert_eq!(v.wait_closed().await.unwrap(), Some(1011));
+    let error = v
+        .errors()
+        .last()
+        .cloned()
+        .expect("a fatal error before End");
+    assert_eq!((error.code, error.fatal), (ErrorCode::Internal, true));
+    assert!(error.message.contains("Request frame"), "{error:?}");
+    assert_eq!(v.received().last(), Some(&Frame::End));
+    assert_eq!(
+        v.turn(turn_id).unit_texts(),
+        ["configuring"],
+        "what came before it went out"
+    );
+    assert!(log.until(|l| l.ended() == 1).await, "on_session_end ran");
+}
+
+// A Finalize for a unit the brain has not opened yet is ignored: it reaches neither on_finalize
+// nor a later cancel_speech, which still sends its SpeechCancel and gets the real Finalize.
+#[tokio::test]
+async fn a_finalize_for_a_unit_never_opened_is_ignored_and_cancel_still_asks() {
+    let (mut v, log) = scripted(Cfg::default()).await;
+    v.start_silent().await.unwrap();
+    // Unit 1 is the next the brain will open.
+    v.finalize(1, "words the brain never said").await.unwrap();
+    let turn = v.user_says("cancel").await.unwrap();
+    assert_eq!(v.speech_cancels(), [1], "the cancel went out");
+    assert_eq!(turn.unit_texts(), ["one ", "fix"]);
+    let events = log.events();
+    assert!(
+        events.contains(&r#"cancelled 1 heard="one " generated="one ""#.to_owned()),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.contains("never said")),
+        "{events:?}"
+    );
+}
+
+/// Sends an app message first (held by the gated transport), then opens a unit whose SpeechStart
+/// therefore waits behind it; cancels the unit once the test says so.
+struct Held {
+    log: Arc<Log>,
+    go: Arc<Notify>,
+}
+
+impl Brain for Held {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        turn.session().dispatch(&Ping)?;
+        let mut unit = turn.open_unit();
+        unit.write("hello there");
+        self.log.push(format!("opened {}", unit.id()));
+        self.go.notified().await;
+        let fin = unit.session().cancel_speech(unit.id()).await?;
+        self.log.push(format!(
+            "cancelled heard={:?} generated={:?}",
+            fin.heard, fin.generated
+        ));
+        Ok(())
+    }
+
+    async fn on_finalize(&self, _session: &Session, f: Finalized) -> BrainResult {
+        self.log
+            .push(format!("finalize {} heard={:?}", f.speech_id, f.heard));
+        Ok(())
+    }
+
+    async fn on_error(&self, _session: &Session, e: ErrorFrame) -> BrainResult {
+        self.log.push(format!("error {}", e.message));
+        Ok(())
+    }
+}
+
+// A Finalize that arrives before its unit's SpeechStart has gone out (the peer cannot have heard
+// a word of it) is ignored; the cancel that follows still asks, and its Finalize is applied.
+#[tokio::test]
+async fn a_finalize_before_its_speech_start_went_out_is_ignored() {
+    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
+    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+    let channel = Gated {
+        to_brain,
+        from_brain,
+        permits: permits.clone(),
+    };
+    let (log, go) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let (l, g) = (log.clone(), go.clone());
+    let factory = Arc::new(move || Held {
+        log: l.clone(),
+        go: g.clone(),
+    });
+    let options = HostOptions::allow_unverified();
+    let host = tokio::spawn(async move {
+        let upgrade = Upgrade {
+            session_id: Some("test-session".into()),
+            authorization: None,
+        };
+        voqalize::run_session(channel, factory, upgrade, &options).await
+    });
+    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
+    let mut start = bare_start();
+    if let Frame::SessionStart(s) = &mut start {
+        s.capabilities = Start::default().capabilities;
+    }
+    send(start);
+    send(message(2, "go"));
+    assert!(log.until(|l| l.events().contains(&"opened 1".into())).await);
+    // The writer holds the app message; the SpeechStart waits behind it.
+    send(Frame::Finalize {
+        speech_id: 1,
+        heard_text: "hello there".into(),
+    });
+    send(Frame::Error(ErrorFrame {
+        code: ErrorCode::Protocol,
+        message: "sync".into(),
+        fatal: false,
+    }));
+    assert!(
+        log.until(|l| l.events().contains(&"error sync".into()))
+            .await
+    );
+    assert!(
+        !log.events().iter().any(|e| e.starts_with("finalize")),
+        "{:?}",
+        log.events()
+    );
+    go.notify_one();
+    permits.add_permits(1000);
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(bytes) = from_brain_rx.recv().await {
+            if voqalize::wire::decode(&bytes).unwrap() == Some(Frame::SpeechCancel { speech_id: 1 })
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(cancelled.ok(), Some(true), "the cancel asked the runtime");
+    send(Frame::Finalize {
+        speech_id: 1,
+        heard_text: "hello".into(),
+    });
+    assert!(
+        log.until(|l| l
+            .events()
+            .contains(&r#"cancelled heard="hello" generated="hello there""#.into()))
+            .await,
+        "{:?}",
+        log.events()
+    );
+    assert!(log.events().contains(&r#"finalize 1 heard="hello""#.into()));
+    drop(to_brain_tx);
+    host.await.unwrap().unwrap();
+}
+
+// Heard text that is not a prefix of what the unit said is cut to the longest prefix they share:
+// the brain never records a word it did not say.
+#[tokio::test]
+async fn heard_text_that_is_not_a_prefix_is_cut_to_what_was_said() {
+    let (mut v, log) = scripted(Cfg::default()).await;
+    v.start_silent().await.unwrap();
+    let turn_id = v.next_turn_id();
+    v.send(message(turn_id, "say déjà vu")).await.unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
+            .await
+            .unwrap()
+    );
+    v.finalize(1, "déjè and then words never said")
+        .await
+        .unwrap();
+    assert!(logged(&mut v, &log, "finalize 1").await);
+    let events = log.events();
+    assert!(
+        events.contains(&r#"finalize 1 heard="déj" generated="déjà vu" interrupted=true"#.into()),
+        "{events:?}"
+    );
 }

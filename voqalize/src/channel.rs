@@ -44,6 +44,10 @@ pub const CLOSE_NORMAL: u16 = 1000;
 /// Close code for an inbound message over the size limit.
 pub const CLOSE_TOO_BIG: u16 = 1009;
 
+/// Close code after the brain ended the call because it could not send a frame it built (one over
+/// the socket's message limit): it sent `Error{INTERNAL, fatal}` and `End` in its place.
+pub const CLOSE_INTERNAL: u16 = 1011;
+
 /// One inbound WebSocket message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming {

@@ -4,15 +4,44 @@
 //!
 //! Each attack lives in its own file and is listed in [`ATTACKS`].
 
-/// Every attack: its name, what it does, and how to run it.
-type Run = for<'a> fn(
-    &'a crate::Args,
-) -> std::pin::Pin<
+mod caller;
+
+/// A running attack.
+pub type Attack<'a> = std::pin::Pin<
     Box<dyn std::future::Future<Output = Result<(), Box<dyn std::error::Error>>> + 'a>,
 >;
 
+/// Every attack: its name, what it does, and how to run it.
+type Run = for<'a> fn(&'a crate::Args) -> Attack<'a>;
+
 /// The attacks by name, with one line each for `--attack list`.
-const ATTACKS: &[(&str, &str, Run)] = &[];
+const ATTACKS: &[(&str, &str, Run)] = &[
+    (
+        "caller-strays",
+        "direct leg: Responses for requests the brain never made, at line rate",
+        caller::strays,
+    ),
+    (
+        "caller-restarts",
+        "direct leg: SessionStart again and again, never reading the answers",
+        caller::restarts,
+    ),
+    (
+        "caller-forged-finalize",
+        "direct leg: 300 Finalizes for units never opened, 1 MB of heard text each",
+        caller::forged,
+    ),
+    (
+        "caller-brain-rtvi",
+        "direct leg: RTVI types only the brain sends, inbound at line rate",
+        caller::brain_rtvi,
+    ),
+    (
+        "caller-flood",
+        "direct leg: UserMessages at line rate, never reading (again on each new call)",
+        caller::flood,
+    ),
+];
 
 /// Runs the attack called `name`, or lists them.
 pub async fn attack(args: &crate::Args, name: &str) -> Result<(), Box<dyn std::error::Error>> {

@@ -71,7 +71,7 @@ fn upgrade<M: MakeBrain>(
     ws.on_upgrade(move |socket| async move {
         match run_session(AxumChannel(socket), factory, upgrade, &options).await {
             Ok(()) | Err(HostError::Rejected { .. }) => {}
-            Err(e) => tracing::warn!("brain: {e}"),
+            Err(e) => tracing::warn!("brain: {}", crate::logline::outside(&e.to_string())),
         }
         drop(admitted);
     })

@@ -28,7 +28,7 @@ use crate::runtime::{self, Limits, Outcome};
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
 /// Close code for an upgrade without `?session_id=`.
 pub const CLOSE_POLICY: u16 = 1008;
-pub use crate::channel::{CLOSE_NORMAL, CLOSE_TOO_BIG};
+pub use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TOO_BIG};
 
 /// Why a call could not be hosted.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +87,14 @@ impl Drop for Admitted {
         self.0.live.fetch_sub(1, Ordering::AcqRel);
     }
 }
+
+/// The default of [`HostOptions::max_chunk_bytes`]: 16 KiB, far above any real text delta and far
+/// below the socket's message limit.
+const DEFAULT_CHUNK_BYTES: usize = 16 * 1024;
+
+/// The most bytes a WebSocket frame header takes (a 64-bit length and a mask): the write backlog
+/// holds a whole message of the limit, header included.
+const FRAME_HEADER_BYTES: usize = 14;
 
 /// The WebSocket's buffers and size limits, per connection.
 #[derive(Debug, Clone, Copy)]
@@ -152,6 +160,8 @@ impl HostOptions {
                 max_json: 64 * 1024,
                 ping_interval: Duration::from_secs(20),
                 pong_timeout: Duration::from_secs(20),
+                max_frame: SocketLimits::default().max_message,
+                chunk_bytes: DEFAULT_CHUNK_BYTES,
             },
             socket: SocketLimits::default(),
             admission: Arc::default(),
@@ -268,11 +278,25 @@ impl HostOptions {
         self
     }
 
-    /// The largest inbound WebSocket message (and frame) accepted, in bytes (default 1 MiB, the
-    /// limit Voqalize's own client uses; the largest legitimate frame is far below it). A bigger
-    /// message ends the call and closes the connection with 1009.
+    /// The largest WebSocket message (and frame) accepted or sent, in bytes (default 1 MiB, at
+    /// least 1 KiB; the limit Voqalize's own client uses, and the largest legitimate frame is far
+    /// below it). A bigger inbound message ends the call and closes the connection with 1009.
+    /// The brain never sends a bigger one: speech is split into chunks
+    /// ([`max_chunk_bytes`](Self::max_chunk_bytes)), step names are cut, `send_rtvi` refuses data
+    /// that would not fit, and any other frame the brain builds over it ends the call with
+    /// `Error{INTERNAL, fatal}`, `End` and close 1011 instead of being sent (docs/protocol.md §3.2).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_message = bytes.max(1024);
+        self.limits.max_frame = self.socket.max_message;
+        self
+    }
+
+    /// The most bytes of text one `SpeechChunk` carries (default 16 KiB; at least 4, one character
+    /// of any width, and at most the message limit less 64 bytes of a frame's own). A longer write to a speech unit (a model's text delta can be of
+    /// any length) goes out as several chunks, cut at character boundaries, in order: their
+    /// concatenation is the text written.
+    pub fn max_chunk_bytes(mut self, bytes: usize) -> Self {
+        self.limits.chunk_bytes = bytes;
         self
     }
 
@@ -304,8 +328,11 @@ impl HostOptions {
         tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
             .read_buffer_size(s.read_buffer)
             .write_buffer_size(s.write_buffer)
-            // The backlog bound holds a whole message beyond the write buffer.
-            .max_write_buffer_size(s.max_write_backlog.max(s.write_buffer + s.max_message))
+            // The backlog bound holds a whole message beyond the write buffer, header included.
+            .max_write_buffer_size(
+                s.max_write_backlog
+                    .max(s.write_buffer + s.max_message + FRAME_HEADER_BYTES),
+            )
             .max_message_size(Some(s.max_message))
             .max_frame_size(Some(s.max_message))
     }
@@ -358,7 +385,8 @@ impl Upgrade {
 /// Verifies the upgrade's token (close 4000 and [`HostError::Rejected`] on failure, before the brain
 /// is made), then drives a brain from `factory` until Voqalize sends `End` or `Cancel`, the peer
 /// closes, or a send fails; `on_session_end` has run when it returns. It then closes the channel
-/// with 1000. Every log line inside carries `service="brain"`, `session_id`, and `tenant_id` /
+/// with 1000 ([`CLOSE_INTERNAL`], 1011, when the brain built a frame over the message limit and
+/// ended the call in its place). Every log line inside carries `service="brain"`, `session_id`, and `tenant_id` /
 /// `agent_id` from the verified claims.
 ///
 /// # Errors

@@ -54,7 +54,11 @@ pub async fn serve<M: MakeBrain>(
                         AcceptError::AtCapacity => {
                             tracing::debug!("brain: refused {peer}: at max_sessions");
                         }
-                        e => tracing::warn!("brain: connection from {peer}: {e}"),
+                        // The error may quote what the peer sent (a handshake's bytes).
+                        e => tracing::warn!(
+                            "brain: connection from {peer}: {}",
+                            crate::logline::outside(&e.to_string())
+                        ),
                     }
                 }
             }

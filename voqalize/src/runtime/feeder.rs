@@ -19,12 +19,19 @@ use super::inbound::{Inbound, Lanes, Next, Stop};
 use super::turns::{Control, RunningTurn};
 use super::{Limits, guarded};
 use crate::brain::{Brain, MakeBrain};
-use crate::logline::outside_n;
+use crate::logline::{Repeated, outside, outside_n};
 use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
-use crate::session::{Session, Turn, context};
-use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION};
+use crate::session::{Session, SessionLimits, Turn, context};
+use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION, clip};
+
+/// The most bytes of text an `Error` frame the brain sends carries: its message quotes the brain's
+/// own error, which may hold a provider's or a model's words of any length.
+const ERROR_MESSAGE_BYTES: usize = 1024;
+
+/// How many bytes of a session id a log line keeps (the id comes from the peer).
+const ID_CHARS: usize = 64;
 
 pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
@@ -32,6 +39,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     queue_maxsize: usize,
     /// The bound on `on_session_end`, and each request's timeout.
     request_timeout: Duration,
+    /// The frame bounds a session speaks within.
+    session_limits: SessionLimits,
     /// The session id the connection was opened and verified for.
     connection: Option<Arc<str>>,
     lanes: Arc<Lanes>,
@@ -43,6 +52,10 @@ pub(super) struct Feeder<M: MakeBrain> {
     rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
     rtvi_worker: Option<JoinHandle<()>>,
     rtvi_congested: bool,
+    /// Frames the peer should not send: SessionStarts after the first (the first of them is
+    /// answered with an error) and RTVI types only the brain sends.
+    unwanted: Repeated,
+    answered_second_start: bool,
 }
 
 enum Stimulus {
@@ -65,6 +78,11 @@ impl<M: MakeBrain> Feeder<M> {
             factory,
             queue_maxsize: limits.queue_maxsize,
             request_timeout: limits.request_timeout,
+            session_limits: SessionLimits {
+                request_timeout: limits.request_timeout,
+                chunk_bytes: limits.chunk_bytes,
+                max_frame: limits.max_frame,
+            },
             connection,
             lanes,
             out,
@@ -74,6 +92,8 @@ impl<M: MakeBrain> Feeder<M> {
             rtvi_tx: None,
             rtvi_worker: None,
             rtvi_congested: false,
+            unwanted: Repeated::new("second SessionStarts and brain-only RTVI frames"),
+            answered_second_start: false,
         }
     }
 
@@ -138,8 +158,10 @@ impl<M: MakeBrain> Feeder<M> {
         self.control.dead.load(Ordering::Acquire)
     }
 
-    /// Sends a fatal `Error` then `End`, and runs no further callbacks.
-    fn refuse(&self, code: ErrorCode, message: String, reason: &str) {
+    /// Sends a fatal `Error` then `End`, and runs no further callbacks. The message is cut to
+    /// [`ERROR_MESSAGE_BYTES`].
+    fn refuse(&self, code: ErrorCode, mut message: String, reason: &str) {
+        clip(&mut message, ERROR_MESSAGE_BYTES);
         self.control.dead.store(true, Ordering::Release);
         self.out.push(Frame::Error(ErrorFrame {
             code,
@@ -159,7 +181,8 @@ impl<M: MakeBrain> Feeder<M> {
             Inbound::BadStart(session_id) => {
                 if self.control.session.get().is_none() && !self.dead() {
                     tracing::error!(
-                        "brain: refusing session {session_id}: SessionStart.init is not a JSON object"
+                        "brain: refusing session {}: SessionStart.init is not a JSON object",
+                        outside_n(&session_id, ID_CHARS)
                     );
                     self.refuse(
                         ErrorCode::Protocol,
@@ -169,6 +192,11 @@ impl<M: MakeBrain> Feeder<M> {
                 }
                 return;
             }
+            Inbound::Finalize {
+                speech_id,
+                heard,
+                seen,
+            } => return Box::pin(self.finalize(speech_id, heard, seen)).await,
             Inbound::Frame(frame) => frame,
         };
         if let Frame::SessionStart(start) = frame {
@@ -187,24 +215,14 @@ impl<M: MakeBrain> Feeder<M> {
         match frame {
             Frame::UserMessage(m) => self.spawn_turn(m.turn_id, Stimulus::Message(m)),
             Frame::UserIdle(i) => self.spawn_turn(i.turn_id, Stimulus::Idle(i)),
-            Frame::Finalize {
-                speech_id,
-                heard_text,
-            } => {
-                let fin = session.settle_unit(speech_id, heard_text);
-                let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
-                // Boxed (as every brain callback the feeder awaits): the brain's futures are its
-                // own size, and inline they would size the feeder for the whole call.
-                if let Err(e) = Box::pin(guarded(fut)).await {
-                    tracing::error!("brain: on_finalize failed: {e}");
-                }
-            }
             Frame::Rtvi(mut rtvi) => {
                 if rtvi.kind.brain_may_send() {
-                    tracing::warn!(
-                        "dropping inbound RTVI {}: only the brain sends it",
-                        rtvi.kind
-                    );
+                    if self.unwanted.allow() {
+                        tracing::warn!(
+                            "dropping inbound RTVI {}: only the brain sends it",
+                            rtvi.kind
+                        );
+                    }
                     return;
                 }
                 rtvi.turn_id = None;
@@ -212,22 +230,54 @@ impl<M: MakeBrain> Feeder<M> {
             }
             Frame::Error(e) => {
                 let fut = context::scope(session.clone(), None, brain.on_error(&session, e));
-                if let Err(e) = Box::pin(guarded(fut)).await {
-                    tracing::error!("brain: on_error failed: {e}");
+                // Boxed (as every brain callback the feeder awaits): the brain's futures are its
+                // own size, and inline they would size the feeder for the whole call.
+                if let Err(e) = Box::pin(guarded(fut)).await
+                    && lock(&self.control.failures).allow()
+                {
+                    tracing::error!("brain: on_error failed: {}", outside(&e));
                 }
             }
             other => tracing::debug!("ignoring inbound {}", other.name()),
         }
     }
 
+    /// Applies a `Finalize` read when `seen` outbound frames had been handed over, then runs
+    /// `on_finalize`; a Finalize for no unit this session has on the wire is dropped by the
+    /// session, and `on_finalize` does not run for it (docs/protocol.md §4.7).
+    async fn finalize(&mut self, speech_id: u64, heard: String, seen: u64) {
+        let Some((session, brain)) = self.session() else {
+            tracing::debug!("dropping a Finalize that arrived before SessionStart");
+            return;
+        };
+        if self.dead() {
+            return;
+        }
+        let Some(fin) = session.settle_unit(speech_id, heard, seen) else {
+            return;
+        };
+        let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
+        if let Err(e) = Box::pin(guarded(fut)).await
+            && lock(&self.control.failures).allow()
+        {
+            tracing::error!("brain: on_finalize failed: {}", outside(&e));
+        }
+    }
+
     async fn start(&mut self, start: SessionStart) {
         if self.control.session.get().is_some() || self.dead() {
-            tracing::warn!("ignoring a second SessionStart on a live session");
-            self.out.push(Frame::Error(ErrorFrame {
-                code: ErrorCode::Protocol,
-                message: "a second SessionStart on a live session is ignored".to_owned(),
-                fatal: false,
-            }));
+            // A peer may send these without end (and without reading): one line and one answer a
+            // session, the rest counted.
+            if self.unwanted.allow() {
+                tracing::warn!("ignoring a second SessionStart on a live session");
+            }
+            if !std::mem::replace(&mut self.answered_second_start, true) {
+                self.out.push(Frame::Error(ErrorFrame {
+                    code: ErrorCode::Protocol,
+                    message: "a second SessionStart on a live session is ignored".to_owned(),
+                    fatal: false,
+                }));
+            }
             return;
         }
         let sid = start.session_id.clone();
@@ -235,8 +285,9 @@ impl<M: MakeBrain> Feeder<M> {
             && *sid != *connection
         {
             tracing::error!(
-                "brain: refusing a SessionStart for session {} on a connection opened for {connection}",
-                outside_n(&sid, 64),
+                "brain: refusing a SessionStart for session {} on a connection opened for {}",
+                outside_n(&sid, ID_CHARS),
+                outside_n(connection, ID_CHARS),
             );
             self.refuse(
                 ErrorCode::Protocol,
@@ -252,7 +303,11 @@ impl<M: MakeBrain> Feeder<M> {
         let brain = match made {
             Ok(brain) => Arc::new(brain),
             Err(why) => {
-                tracing::error!("brain: the brain factory failed for session {sid}: {why}");
+                tracing::error!(
+                    "brain: the brain factory failed for session {}: {}",
+                    outside_n(&sid, ID_CHARS),
+                    outside(&why.to_string())
+                );
                 self.refuse(
                     ErrorCode::Internal,
                     format!("brain factory failed: {why}"),
@@ -266,7 +321,7 @@ impl<M: MakeBrain> Feeder<M> {
             start.init,
             start.capabilities,
             self.out.clone(),
-            self.request_timeout,
+            self.session_limits,
         );
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());
@@ -275,7 +330,8 @@ impl<M: MakeBrain> Feeder<M> {
         if start.wire_version != WIRE_VERSION {
             let v = start.wire_version;
             tracing::error!(
-                "brain: refusing session {sid} — Voqalize speaks wire {v}, this SDK speaks {WIRE_VERSION}"
+                "brain: refusing session {} — Voqalize speaks wire {v}, this SDK speaks {WIRE_VERSION}",
+                outside_n(&sid, ID_CHARS)
             );
             self.refuse(
                 ErrorCode::WireVersion,
@@ -288,7 +344,11 @@ impl<M: MakeBrain> Feeder<M> {
         }
         let fut = context::scope(session.clone(), None, brain.on_session_start(&session));
         if let Err(e) = guarded(fut).await {
-            tracing::error!("brain: on_session_start failed for session {sid}: {e}");
+            tracing::error!(
+                "brain: on_session_start failed for session {}: {}",
+                outside_n(&sid, ID_CHARS),
+                outside(&e)
+            );
             self.refuse(
                 ErrorCode::Internal,
                 format!("on_session_start failed: {e}"),
@@ -299,7 +359,11 @@ impl<M: MakeBrain> Feeder<M> {
         let fut = context::scope(session.clone(), None, brain.greet(&session));
         match guarded(fut).await {
             Err(e) => {
-                tracing::error!("brain: greet failed for session {sid}: {e}");
+                tracing::error!(
+                    "brain: greet failed for session {}: {}",
+                    outside_n(&sid, ID_CHARS),
+                    outside(&e)
+                );
                 self.refuse(
                     ErrorCode::Internal,
                     format!("greet failed: {e}"),
@@ -319,12 +383,14 @@ impl<M: MakeBrain> Feeder<M> {
     fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
         let tx = self.rtvi_tx.get_or_insert_with(|| {
             let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.queue_maxsize.max(1));
-            let (s, b) = (session.clone(), brain.clone());
+            let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
             let worker = async move {
                 while let Some(message) = rx.recv().await {
                     let kind = message.kind;
-                    if let Err(e) = guarded(b.on_rtvi(&s, message)).await {
-                        tracing::error!("brain: on_rtvi failed for {kind}: {e}");
+                    if let Err(e) = guarded(b.on_rtvi(&s, message)).await
+                        && lock(&control.failures).allow()
+                    {
+                        tracing::error!("brain: on_rtvi failed for {kind}: {}", outside(&e));
                     }
                 }
             };
@@ -362,7 +428,6 @@ impl<M: MakeBrain> Feeder<M> {
         let control = self.control.clone();
         let (s, flag) = (session.clone(), cancelled.clone());
         let task = async move {
-            let sid = s.id().to_owned();
             let mut turn = Turn::new(s, turn_id, flag);
             let result = match stimulus {
                 Stimulus::Greeting(text) => {
@@ -372,10 +437,16 @@ impl<M: MakeBrain> Feeder<M> {
                 Stimulus::Message(m) => guarded(brain.on_user_message(&mut turn, m)).await,
                 Stimulus::Idle(i) => guarded(brain.on_user_idle(&mut turn, i)).await,
             };
-            drop(turn);
-            if let Err(e) = result {
-                tracing::error!("brain: turn failed (session {sid}, turn {turn_id}): {e}");
+            if let Err(e) = result
+                && lock(&control.failures).allow()
+            {
+                tracing::error!(
+                    "brain: turn failed (session {}, turn {turn_id}): {}",
+                    outside_n(turn.session().id(), ID_CHARS),
+                    outside(&e)
+                );
             }
+            drop(turn);
             lock(&control.turns).running.remove(&key);
         };
         let handle = tokio::spawn(
@@ -431,7 +502,7 @@ impl<M: MakeBrain> Feeder<M> {
             });
             match tokio::time::timeout(self.request_timeout, guarded(fut)).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!("brain: on_session_end failed: {e}"),
+                Ok(Err(e)) => tracing::error!("brain: on_session_end failed: {}", outside(&e)),
                 Err(_) => tracing::error!(
                     "brain: on_session_end did not return within {:?}; abandoning it",
                     self.request_timeout
@@ -457,8 +528,13 @@ async fn pump_alerts<B: Brain>(
             continue;
         }
         let fut = context::scope(session.clone(), None, brain.on_error(session, error));
-        if let Err(e) = Box::pin(guarded(fut)).await {
-            tracing::error!("session: delivering congestion Error failed: {e}");
+        if let Err(e) = Box::pin(guarded(fut)).await
+            && lock(&control.failures).allow()
+        {
+            tracing::error!(
+                "session: delivering congestion Error failed: {}",
+                outside(&e)
+            );
         }
     }
 }

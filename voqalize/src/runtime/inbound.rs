@@ -1,7 +1,7 @@
 //! The inbound lanes of one session (docs/protocol.md §3).
 //!
-//! The reader task puts frames here and the feeder takes them one at a time. `SessionStart` rides
-//! the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
+//! The reader task puts frames here and the feeder takes them one at a time. The call's first
+//! `SessionStart` rides the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
 //! droppable frame (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one
 //! `OVERLOAD` error per congestion episode. `Interruption` and `Response` never enter the lanes
 //! (the reader applies them at once), and `Cancel` is a flag: it stops the feeder with queued data
@@ -21,7 +21,8 @@ pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the
 pub(crate) const INBOUND_CONGESTED: &str =
     "voqalize: inbound queue full; dropping data frames until consumer catches up";
 
-/// How many SessionStarts may wait at once; more are bugs on the peer's side and are dropped.
+/// How many SessionStarts may wait at once. Only a call's first one takes this lane (the reader
+/// queues later ones on the bulk lane), so it never holds more than one; the bound is a backstop.
 const PRIORITY_BOUND: usize = 32;
 
 /// What the reader hands the feeder.
@@ -30,6 +31,27 @@ pub(crate) enum Inbound {
     Frame(Frame),
     /// A SessionStart whose `init` was not a JSON object (docs/protocol.md §7 D3).
     BadStart(String),
+    /// A `Finalize`, with how many outbound frames had been handed to the transport when it was
+    /// read: a unit whose `SpeechStart` was not among them cannot have been heard (docs/protocol.md §4.7).
+    Finalize {
+        speech_id: u64,
+        heard: String,
+        seen: u64,
+    },
+}
+
+impl Inbound {
+    fn name(&self) -> &'static str {
+        match self {
+            Inbound::Frame(frame) => frame.name(),
+            Inbound::BadStart(_) => "SessionStart",
+            Inbound::Finalize { .. } => "Finalize",
+        }
+    }
+
+    fn droppable(&self) -> bool {
+        matches!(self, Inbound::Frame(frame) if frame.droppable())
+    }
 }
 
 /// Why the feeder stops.
@@ -45,6 +67,8 @@ pub(crate) enum Stop {
     SendFailed,
     /// A lane passed its hard bound: the peer floods it (inbound) or does not read (outbound).
     Overloaded,
+    /// The brain built a frame over the socket's limit; the writer sent `Error` and `End` instead.
+    FrameTooBig,
 }
 
 pub(crate) enum Next {
@@ -87,7 +111,9 @@ impl Lanes {
     pub(crate) fn push_priority(&self, item: Inbound) {
         let mut s = self.state();
         if s.priority.len() >= PRIORITY_BOUND {
-            tracing::warn!("inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one");
+            tracing::debug!(
+                "inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one"
+            );
             return;
         }
         s.priority.push_back(item);
@@ -95,10 +121,16 @@ impl Lanes {
         self.notify.notify_one();
     }
 
-    pub(crate) fn push_bulk(&self, frame: Frame) {
+    /// Queues `item` on the bulk lane. Once the session is stopping nothing more is queued (the
+    /// feeder will not take it), so a flood past the hard bound ends the call with one line, not
+    /// one per frame that follows.
+    pub(crate) fn push_bulk(&self, item: Inbound) {
         let mut s = self.state();
-        let (name, droppable) = (frame.name(), frame.droppable());
-        match s.bulk.push(Inbound::Frame(frame), droppable) {
+        if s.stop.is_some() {
+            return;
+        }
+        let (name, droppable) = (item.name(), item.droppable());
+        match s.bulk.push(item, droppable) {
             Admitted::Queued => {}
             Admitted::Shed { first } => {
                 if first {

@@ -31,7 +31,7 @@ use futures_util::future::FusedFuture;
 use tracing::Instrument;
 
 use crate::brain::{BrainResult, MakeBrain};
-use crate::channel::{CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
+use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
 use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
@@ -52,6 +52,11 @@ pub(crate) struct Limits {
     pub(crate) ping_interval: Duration,
     /// How long the session waits for any sign of life after a ping before it ends.
     pub(crate) pong_timeout: Duration,
+    /// The largest frame handed to the transport, in bytes (the socket's message limit); a bigger
+    /// one ends the call (docs/protocol.md §3.2).
+    pub(crate) max_frame: usize,
+    /// The most bytes of text one `SpeechChunk` carries; a longer write is split (docs/protocol.md §4.5).
+    pub(crate) chunk_bytes: usize,
 }
 
 /// How a session's run ended.
@@ -94,10 +99,16 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
 
     // The reader and the writer run in this task, beside each other; the feeder (which runs the
     // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
-    let writer = writer::write_loop(sender, out.clone(), lanes.clone(), limits.ping_interval);
+    let writer = writer::write_loop(
+        sender,
+        out.clone(),
+        lanes.clone(),
+        limits.ping_interval,
+        limits.max_frame,
+    );
     let mut writer = pin!(writer.fuse());
     let mut written = None;
-    let mut reader = pin!(reader::read_loop(&mut receiver, &lanes, &control, limits).fuse());
+    let mut reader = pin!(reader::read_loop(&mut receiver, &lanes, &out, &control, limits).fuse());
     let mut close = CLOSE_NORMAL;
     let mut overflowed = false;
     let stop = loop {
@@ -118,6 +129,9 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
         tracing::error!("session: feeder task failed: {e}");
         Stop::Closed
     });
+    if stop == Stop::FrameTooBig {
+        close = CLOSE_INTERNAL;
+    }
 
     if let Some(timer) = lock(&control.end_timer).take() {
         timer.abort();

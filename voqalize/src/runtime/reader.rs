@@ -13,14 +13,19 @@ use super::turns::Control;
 use crate::channel::{ChannelReceiver, Incoming};
 use crate::logline::{Repeated, outside};
 use crate::recover::lock;
+use crate::session::outbound::Outbound;
 use crate::wire::{self, Frame};
 
 /// Reads until the channel closes or fails; returns the close code a failure calls for (1009 for
 /// a message over the size limit). A peer that does not send `SessionStart` within
 /// `limits.start_timeout` of the upgrade is dropped: an idle socket must not hold a call slot.
+///
+/// Each `Finalize` is stamped with how many outbound frames the writer had handed over when it was
+/// read (`out`): the writer runs in this task, so the stamp is exact.
 pub(super) async fn read_loop(
     receiver: &mut impl ChannelReceiver,
     lanes: &Arc<Lanes>,
+    out: &Outbound,
     control: &Control,
     limits: &Limits,
 ) -> Option<u16> {
@@ -59,7 +64,7 @@ pub(super) async fn read_loop(
         let bytes = match next {
             None => break,
             Some(Err(e)) => {
-                tracing::info!("session: channel closed: {e}");
+                tracing::info!("session: channel closed: {}", outside(&e.to_string()));
                 close = e.close_code();
                 break;
             }
@@ -76,16 +81,18 @@ pub(super) async fn read_loop(
             continue;
         }
         match wire::decode_limited(&bytes, limits.max_json) {
-            Ok(Some(frame)) => route(frame, lanes, control, limits.request_timeout),
+            Ok(Some(frame)) => route(frame, lanes, out, control, limits.request_timeout),
             Ok(None) => {
                 if junk.allow() {
                     tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
                 }
             }
             Err(wire::WireError::BadInit { session_id, why }) => {
-                tracing::error!("session: {}", outside(&why));
-                control.started.store(true, Ordering::Release);
-                lanes.push_priority(Inbound::BadStart(session_id));
+                if junk.allow() {
+                    tracing::error!("session: {}", outside(&why));
+                }
+                let first = !control.started.swap(true, Ordering::AcqRel);
+                start_lane(lanes, first, Inbound::BadStart(session_id));
             }
             Err(e) => {
                 if junk.allow() {
@@ -101,9 +108,16 @@ pub(super) async fn read_loop(
     close
 }
 
-fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, request_timeout: Duration) {
+fn route(
+    frame: Frame,
+    lanes: &Arc<Lanes>,
+    out: &Outbound,
+    control: &Control,
+    request_timeout: Duration,
+) {
     if let Frame::SessionStart(_) = frame {
-        control.started.store(true, Ordering::Release);
+        let first = !control.started.swap(true, Ordering::AcqRel);
+        return start_lane(lanes, first, Inbound::Frame(frame));
     } else if !control.started.load(Ordering::Acquire)
         && !matches!(frame, Frame::End | Frame::Cancel { .. })
     {
@@ -120,7 +134,7 @@ fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, request_timeout: D
         Frame::End => {
             // End waits behind the frames queued before it; if the feeder is stuck in a callback,
             // it ends the session anyway after the request timeout.
-            lanes.push_bulk(Frame::End);
+            lanes.push_bulk(Inbound::Frame(Frame::End));
             let lanes_ = lanes.clone();
             let timer = tokio::spawn(async move {
                 tokio::time::sleep(request_timeout).await;
@@ -130,7 +144,25 @@ fn route(frame: Frame, lanes: &Arc<Lanes>, control: &Control, request_timeout: D
                 old.abort();
             }
         }
-        Frame::SessionStart(_) => lanes.push_priority(Inbound::Frame(frame)),
-        other => lanes.push_bulk(other),
+        Frame::Finalize {
+            speech_id,
+            heard_text,
+        } => lanes.push_bulk(Inbound::Finalize {
+            speech_id,
+            heard: heard_text,
+            seen: out.handed(),
+        }),
+        other => lanes.push_bulk(Inbound::Frame(other)),
+    }
+}
+
+/// The first SessionStart of a call rides the priority lane, ahead of everything (docs/protocol.md
+/// §3.1). Any later one is only answered with an error, so it waits its turn on the bulk lane,
+/// where a flood of them meets the lane's bounds like any other flood.
+fn start_lane(lanes: &Lanes, first: bool, start: Inbound) {
+    if first {
+        lanes.push_priority(start);
+    } else {
+        lanes.push_bulk(start);
     }
 }

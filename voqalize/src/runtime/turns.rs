@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::task::JoinHandle;
 
+use crate::logline::Repeated;
 use crate::recover::lock;
 use crate::session::Session;
 
@@ -25,7 +26,6 @@ pub(super) struct Turns {
 }
 
 /// State the reader and the feeder share.
-#[derive(Default)]
 pub(super) struct Control {
     pub(super) session: OnceLock<Session>,
     pub(super) turns: Mutex<Turns>,
@@ -35,6 +35,22 @@ pub(super) struct Control {
     pub(super) started: AtomicBool,
     /// Ends the session if a stuck callback keeps the feeder from reaching an inbound End.
     pub(super) end_timer: Mutex<Option<JoinHandle<()>>>,
+    /// Failed turns and callbacks: a peer starts as many as it sends frames, so one line, then a
+    /// count (shared by the feeder, the turn tasks, the RTVI task and the alert pump).
+    pub(super) failures: Mutex<Repeated>,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            session: OnceLock::new(),
+            turns: Mutex::default(),
+            dead: AtomicBool::new(false),
+            started: AtomicBool::new(false),
+            end_timer: Mutex::new(None),
+            failures: Mutex::new(Repeated::new("failed turns and callbacks")),
+        }
+    }
 }
 
 impl Control {

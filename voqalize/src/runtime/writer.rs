@@ -6,11 +6,16 @@ use std::time::Duration;
 use super::inbound::{Lanes, Stop};
 use crate::channel::{ChannelError, ChannelSender};
 use crate::session::outbound::Outbound;
-use crate::wire::{self, Frame};
+use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 
 /// Sends the outbound lane FIFO. Returns the sender once the lane is closed and drained, or the
 /// error of a failed send, which stops the session: a brain that cannot be heard is not kept
 /// running.
+///
+/// No frame over `max_frame` bytes (the socket's message limit) is handed to the transport: the
+/// call ends instead, with an `Error` and `End` in its place and a close frame after teardown
+/// (docs/protocol.md §3.2). Handed over, the transport would fail the write and drop the socket
+/// with nothing said.
 ///
 /// Between frames it pings the peer every `ping_interval`, so that the reader hears from a
 /// live peer even when the call is silent.
@@ -19,6 +24,7 @@ pub(super) async fn write_loop<S: ChannelSender>(
     out: Arc<Outbound>,
     lanes: Arc<Lanes>,
     ping_interval: Duration,
+    max_frame: usize,
 ) -> Result<S, ChannelError> {
     let mut ping =
         tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
@@ -36,8 +42,14 @@ pub(super) async fn write_loop<S: ChannelSender>(
             }
         };
         let Some(frame) = frame else { break };
-        match Box::pin(send_batch(&mut sender, &out, frame)).await {
-            Ok(n) => out.wrote(n),
+        match Box::pin(send_batch(&mut sender, &out, frame, max_frame)).await {
+            Ok(Batch::Sent(n)) => out.wrote(n),
+            Ok(Batch::Refused(n)) => {
+                out.wrote(n);
+                lanes.stop(Stop::FrameTooBig);
+                out.close();
+                return Ok(sender);
+            }
             Err(e) => {
                 tracing::error!("session: send failed, ending the session: {e}");
                 lanes.stop(Stop::SendFailed);
@@ -52,17 +64,49 @@ pub(super) async fn write_loop<S: ChannelSender>(
 /// The most frames sent in one batch: one flush, one system call on a socket (docs/protocol.md §3).
 const MAX_BATCH: u64 = 64;
 
+/// What a batch did.
+enum Batch {
+    /// This many frames went out.
+    Sent(u64),
+    /// This many frames went out, then one over the socket's limit came up: an `Error` and `End`
+    /// went out in its place, and nothing more may follow.
+    Refused(u64),
+}
+
 /// Feeds `first` and every frame already queued behind it (up to [`MAX_BATCH`]), then flushes
-/// once. Returns how many frames went out.
+/// once.
 async fn send_batch<S: ChannelSender>(
     sender: &mut S,
     out: &Outbound,
     first: Frame,
-) -> Result<u64, ChannelError> {
-    let mut bytes = wire::encode(&first);
-    drop(first);
+    max_frame: usize,
+) -> Result<Batch, ChannelError> {
+    let mut frame = first;
     let mut sent = 0;
     loop {
+        let bytes = wire::encode(&frame);
+        if bytes.len() > max_frame {
+            let (name, size) = (frame.name(), bytes.len());
+            drop((frame, bytes));
+            tracing::error!(
+                "session: the brain built a {name} frame of {size} bytes, over the socket's limit \
+                 of {max_frame}; ending the call"
+            );
+            let refusal = Frame::Error(ErrorFrame {
+                code: ErrorCode::Internal,
+                message: format!(
+                    "voqalize: a {name} frame over the socket's limit of {max_frame} bytes; the call is ended"
+                ),
+                fatal: true,
+            });
+            sender.feed(wire::encode(&refusal)).await?;
+            sender.feed(wire::encode(&Frame::End)).await?;
+            sender.flush().await?;
+            return Ok(Batch::Refused(sent));
+        }
+        drop(frame);
+        // Counted before it is handed over: once the transport has it, the peer may answer it.
+        out.handing();
         sender.feed(bytes).await?;
         sent += 1;
         let next = if sent < MAX_BATCH {
@@ -71,10 +115,10 @@ async fn send_batch<S: ChannelSender>(
             None
         };
         match next {
-            Some(frame) => bytes = wire::encode(&frame),
+            Some(next) => frame = next,
             None => break,
         }
     }
     sender.flush().await?;
-    Ok(sent)
+    Ok(Batch::Sent(sent))
 }

@@ -70,6 +70,15 @@ pub enum SessionError {
          error-response, ui-command and ui-job-group"
     )]
     RtviNotAllowed(RtviType),
+    /// The frame would be over the socket's message limit (`HostOptions::max_message_bytes`,
+    /// 1 MiB by default), so the peer could never take it; nothing was sent.
+    #[error("{op}: the frame would be over the socket's limit of {limit} bytes; nothing was sent")]
+    TooLarge {
+        /// The call: `send_rtvi` (or `dispatch`).
+        op: &'static str,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The payload could not be serialised to JSON.
     #[error("payload is not serialisable to JSON: {0}")]
     Json(#[from] serde_json::Error),

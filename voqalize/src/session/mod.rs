@@ -26,6 +26,7 @@ pub use turn::{SpeechUnit, Turn};
 pub use units::Finalized;
 
 use crate::actions::{Action, ui_command_data};
+use crate::logline::{Repeated, outside, outside_n};
 use crate::recover::lock;
 use crate::wire::{Capabilities, Capability, Config, Frame, Response, Rtvi, RtviType, TurnStep};
 use outbound::{Outbound, Pushed};
@@ -34,11 +35,40 @@ use units::{CancelStart, UnitBook};
 /// How many turn start times a session remembers for `report_step` (docs/protocol.md §4.10).
 const TURNS_KEPT: usize = 32;
 
-#[derive(Default)]
 struct Requests {
     seq: u64,
     waiting: HashMap<u64, oneshot::Sender<Response>>,
+    /// Responses for no waiting request: a peer may send them at line rate.
+    strays: Repeated,
 }
+
+impl Default for Requests {
+    fn default() -> Self {
+        Requests {
+            seq: 0,
+            waiting: HashMap::new(),
+            strays: Repeated::new("Responses with nobody waiting"),
+        }
+    }
+}
+
+/// The bounds a session sends within, from the host's settings.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SessionLimits {
+    /// How long `configure` and `cancel_speech` wait for their answer.
+    pub(crate) request_timeout: Duration,
+    /// The most bytes of text one `SpeechChunk` carries (docs/protocol.md §4.5).
+    pub(crate) chunk_bytes: usize,
+    /// The largest frame the socket takes, in bytes.
+    pub(crate) max_frame: usize,
+}
+
+/// What a frame carries besides its text fields, in bytes, at most: ids, tags and lengths. A
+/// chunk of text is kept this far under the frame limit.
+const FRAME_OVERHEAD: usize = 64;
+
+/// How many bytes of the session id a log line keeps (the id comes from the peer).
+const ID_CHARS: usize = 64;
 
 struct Shared {
     id: String,
@@ -49,6 +79,10 @@ struct Shared {
     requests: Mutex<Requests>,
     turn_starts: Mutex<VecDeque<(u64, Instant)>>,
     request_timeout: Duration,
+    /// The most bytes of text in one `SpeechChunk`, kept under the frame limit.
+    chunk_bytes: usize,
+    /// The largest frame the socket takes, in bytes.
+    max_frame: usize,
 }
 
 /// The brain's handle on one call: a cheap `Clone` passed to every callback.
@@ -77,8 +111,9 @@ impl Session {
         init: Map<String, Value>,
         capabilities: Capabilities,
         out: Arc<Outbound>,
-        request_timeout: Duration,
+        limits: SessionLimits,
     ) -> Self {
+        let room = limits.max_frame.saturating_sub(FRAME_OVERHEAD);
         Session {
             shared: Arc::new(Shared {
                 id,
@@ -88,7 +123,10 @@ impl Session {
                 units: Mutex::new(UnitBook::default()),
                 requests: Mutex::new(Requests::default()),
                 turn_starts: Mutex::new(VecDeque::new()),
-                request_timeout,
+                request_timeout: limits.request_timeout,
+                // At least one character of any width (4 bytes), whatever was configured.
+                chunk_bytes: limits.chunk_bytes.min(room).max(4),
+                max_frame: limits.max_frame,
             }),
         }
     }
@@ -130,11 +168,22 @@ impl Session {
     /// Queues a frame on the outbound lane, unless the code emitting it runs for a turn that was
     /// cancelled (a barge-in stops everything the turn sends, not only its speech).
     pub(crate) fn emit(&self, frame: Frame) -> Pushed {
+        self.emit_numbered(frame).0
+    }
+
+    /// [`emit`](Self::emit), and the frame's number in the outbound lane's order when it was
+    /// queued (0 when it was not): see [`Outbound::push_numbered`].
+    fn emit_numbered(&self, frame: Frame) -> (Pushed, u64) {
         if context::current().is_some_and(|c| c.turn_cancelled()) {
             tracing::debug!("dropping {} from a cancelled turn", frame.name());
-            return Pushed::TurnCancelled;
+            return (Pushed::TurnCancelled, 0);
         }
-        self.shared.out.push(frame)
+        self.shared.out.push_numbered(frame)
+    }
+
+    /// The most bytes of text one `SpeechChunk` carries.
+    fn chunk_bytes(&self) -> usize {
+        self.shared.chunk_bytes
     }
 
     /// Sends a UI command to the app: an RTVI `ui-command` with data
@@ -142,7 +191,8 @@ impl Session {
     /// the wire exactly where it was called relative to speech.
     ///
     /// # Errors
-    /// [`SessionError::Json`] when the action cannot be serialised.
+    /// [`SessionError::Json`] when the action cannot be serialised; [`SessionError::TooLarge`]
+    /// when the command would be over the socket's message limit. Nothing is sent in either case.
     pub fn dispatch<A: Action + ?Sized>(&self, action: &A) -> Result<(), SessionError> {
         let data = ui_command_data(action)?;
         self.send_rtvi_value(RtviType::UiCommand, Some(data), None)
@@ -155,7 +205,8 @@ impl Session {
     /// # Errors
     /// [`SessionError::RtviNotAllowed`] for a type only the app may send (client-message, send-text,
     /// ui-event, ui-snapshot, ui-cancel-job-group); [`SessionError::Json`] when `data` cannot be
-    /// serialised. Nothing is sent in either case.
+    /// serialised; [`SessionError::TooLarge`] when the frame would be over the socket's message
+    /// limit (`HostOptions::max_message_bytes`, 1 MiB by default). Nothing is sent in any case.
     pub fn send_rtvi<T: Serialize + ?Sized>(
         &self,
         kind: RtviType,
@@ -174,6 +225,14 @@ impl Session {
     ) -> Result<(), SessionError> {
         if !kind.brain_may_send() {
             return Err(SessionError::RtviNotAllowed(kind));
+        }
+        let limit = self.shared.max_frame;
+        let room = limit.saturating_sub(FRAME_OVERHEAD + id.as_ref().map_or(0, String::len));
+        if data.as_ref().is_some_and(|d| !json_fits(d, room)) {
+            return Err(SessionError::TooLarge {
+                op: "send_rtvi",
+                limit,
+            });
         }
         let turn_id = context::current().and_then(|c| c.turn);
         self.emit(Frame::Rtvi(Rtvi {
@@ -195,7 +254,11 @@ impl Session {
             return;
         }
         if self.emit(Frame::End) == Pushed::Queued {
-            tracing::info!("session {}: ending (reason={reason})", self.shared.id);
+            tracing::info!(
+                "session {}: ending (reason={})",
+                outside_n(&self.shared.id, ID_CHARS),
+                outside(reason)
+            );
         }
     }
 
@@ -245,19 +308,23 @@ impl Session {
     }
 
     /// Hands a `Response` to whoever waits for it (called by the reader, never through the lanes).
+    /// One for no waiting request is logged once, then counted (docs/protocol.md §4.9).
     pub(crate) fn settle_response(&self, response: Response) {
-        let waiter = lock(&self.shared.requests)
-            .waiting
-            .remove(&response.request_id);
-        match waiter {
+        let mut requests = lock(&self.shared.requests);
+        match requests.waiting.remove(&response.request_id) {
             Some(tx) => {
+                drop(requests);
                 let _ = tx.send(response);
             }
-            None => tracing::warn!(
-                "session {}: answer to request {} arrived with nobody waiting",
-                self.shared.id,
-                response.request_id
-            ),
+            None => {
+                if requests.strays.allow() {
+                    tracing::warn!(
+                        "session {}: answer to request {} arrived with nobody waiting",
+                        outside_n(&self.shared.id, ID_CHARS),
+                        response.request_id
+                    );
+                }
+            }
         }
     }
 
@@ -306,9 +373,16 @@ impl Session {
         }
     }
 
-    /// Applies a `Finalize`: settles the unit before `on_finalize` runs (docs/protocol.md §4.7).
-    pub(crate) fn settle_unit(&self, speech_id: u64, heard: String) -> Finalized {
-        lock(&self.shared.units).settle(speech_id, heard)
+    /// Applies a `Finalize` read when `seen` outbound frames had been handed to the transport:
+    /// settles the unit before `on_finalize` runs, or gives `None` when it names no unit this
+    /// session has on the wire (docs/protocol.md §4.7).
+    pub(crate) fn settle_unit(
+        &self,
+        speech_id: u64,
+        heard: String,
+        seen: u64,
+    ) -> Option<Finalized> {
+        lock(&self.shared.units).settle(speech_id, heard, seen)
     }
 
     /// Reports a step of a turn's work (wire `TurnStep`), sent at once and never answered.
@@ -392,4 +466,23 @@ impl Session {
     fn units(&self) -> std::sync::MutexGuard<'_, UnitBook> {
         lock(&self.shared.units)
     }
+}
+
+/// Whether `value` serialises to at most `max` bytes of JSON. It stops counting at the limit, so a
+/// huge value costs no more than the limit to refuse.
+fn json_fits(value: &Value, max: usize) -> bool {
+    struct Budget(usize);
+    impl std::io::Write for Budget {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .checked_sub(buf.len())
+                .ok_or(std::io::ErrorKind::WriteZero)?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Budget(max), value).is_ok()
 }

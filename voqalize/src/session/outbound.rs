@@ -3,6 +3,10 @@
 //! Pushing never blocks. Past the bound a droppable frame is shed ([`Shedding`]) and the brain
 //! hears one `OVERLOAD` per congestion episode. `End` is the last frame: anything pushed after it
 //! is dropped.
+//!
+//! The lane numbers the frames it queues (1, 2, 3, ...) and counts those the writer has handed to
+//! the transport, so the session can tell whether a frame can have reached the peer yet: a
+//! `Finalize` for a unit whose `SpeechStart` has not gone out is not an answer (docs/protocol.md §4.7).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,6 +43,9 @@ struct Lane {
 pub(crate) struct Outbound {
     lane: Mutex<Lane>,
     notify: Notify,
+    /// How many frames the writer has handed to the transport, counted before each is handed over:
+    /// the peer can have seen frame `n` only once this is at least `n`.
+    handed: AtomicU64,
     /// How many frames the writer has written (or given up on, once the lane closed).
     written: AtomicU64,
     /// Wakes [`Outbound::flushed`] waiters as `written` grows.
@@ -59,6 +66,7 @@ impl Outbound {
                 closed: false,
             }),
             notify: Notify::new(),
+            handed: AtomicU64::new(0),
             written: AtomicU64::new(0),
             wrote: Notify::new(),
             overflow: Flag::default(),
@@ -67,10 +75,17 @@ impl Outbound {
     }
 
     pub(crate) fn push(&self, frame: Frame) -> Pushed {
+        self.push_numbered(frame).0
+    }
+
+    /// [`push`](Self::push), and the frame's number in the lane's order when it was queued (the
+    /// first frame ever queued is 1; 0 when it was not): it has gone out once
+    /// [`handed`](Self::handed) reaches it.
+    pub(crate) fn push_numbered(&self, frame: Frame) -> (Pushed, u64) {
         let mut lane = lock(&self.lane);
         if lane.ended || lane.closed || lane.overflowed {
             tracing::debug!("dropping {} emitted after End", frame.name());
-            return Pushed::AfterEnd;
+            return (Pushed::AfterEnd, 0);
         }
         let is_end = matches!(frame, Frame::End);
         let droppable = frame.droppable();
@@ -79,7 +94,7 @@ impl Outbound {
                 if first {
                     self.alerts.raise(OUTBOUND_CONGESTED);
                 }
-                return Pushed::Shed;
+                return (Pushed::Shed, 0);
             }
             Admitted::Overflow => {
                 lane.overflowed = true;
@@ -88,7 +103,7 @@ impl Outbound {
                     "session: the peer does not read; the outbound lane overflowed, ending the call"
                 );
                 self.overflow.set();
-                return Pushed::Shed;
+                return (Pushed::Shed, 0);
             }
             Admitted::Queued => {}
         }
@@ -96,9 +111,10 @@ impl Outbound {
             lane.ended = true;
         }
         lane.queued += 1;
+        let number = lane.queued;
         drop(lane);
         self.notify.notify_one();
-        Pushed::Queued
+        (Pushed::Queued, number)
     }
 
     /// Waits for the next frame; `None` once the lane is closed and empty.
@@ -135,6 +151,17 @@ impl Outbound {
     /// Completes once the lane has passed its hard bound (the peer does not read).
     pub(crate) async fn overflowed(&self) {
         self.overflow.wait().await;
+    }
+
+    /// The writer is about to hand the transport its next frame.
+    pub(crate) fn handing(&self) {
+        self.handed.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many frames the writer has handed to the transport: the peer cannot have seen a frame
+    /// numbered above it.
+    pub(crate) fn handed(&self) -> u64 {
+        self.handed.load(Ordering::Acquire)
     }
 
     /// The writer wrote `n` more frames.

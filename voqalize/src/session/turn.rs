@@ -88,11 +88,17 @@ impl Turn {
         }
         let id = book.open();
         *open = Some(id);
-        let started = !self.is_cancelled()
-            && self.session.emit(Frame::SpeechStart {
+        let started = !self.is_cancelled() && {
+            let (pushed, at) = self.session.emit_numbered(Frame::SpeechStart {
                 speech_id: id,
                 turn_id: self.id,
-            }) == Pushed::Queued;
+            });
+            if pushed == Pushed::Queued {
+                // A Finalize for the unit counts once this frame has gone out.
+                book.started(id, at);
+            }
+            pushed == Pushed::Queued
+        };
         SpeechUnit {
             turn: self,
             id,
@@ -227,26 +233,40 @@ impl SpeechUnit<'_> {
         self.turn.session.units().is_closed(self.id)
     }
 
-    /// Streams `text` as one `SpeechChunk`. Empty text is skipped; text for a closed unit or a
-    /// cancelled turn is dropped. Only text that reaches the outbound lane counts as generated.
+    /// Streams `text` as one `SpeechChunk`, or as several when it is longer than the chunk limit
+    /// ([`HostOptions::max_chunk_bytes`](crate::host::HostOptions::max_chunk_bytes), 16 KiB by
+    /// default): cut at character boundaries, in order,
+    /// so their concatenation is `text` and no frame outgrows the socket (a model's text delta has
+    /// no length of its own). Empty text is skipped; text for a closed unit or a cancelled turn is
+    /// dropped. Only text that reaches the outbound lane counts as generated: when a congested
+    /// lane sheds a chunk, the rest of this `text` is dropped with it.
     pub fn write(&mut self, text: &str) {
         if text.is_empty() || self.turn.is_cancelled() {
             return;
         }
         let session = &self.turn.session;
+        let max = session.chunk_bytes();
         let mut book = session.units();
         if book.is_closed(self.id) {
             return;
         }
         // Pushed under the book's lock so a Finalize cannot settle between the check and the
         // bookkeeping.
-        let pushed = session.emit(Frame::SpeechChunk {
-            speech_id: self.id,
-            text: text.to_owned(),
-        });
-        if pushed == Pushed::Queued {
-            book.generated(self.id, text);
+        let mut rest = text;
+        while !rest.is_empty() {
+            // `max` is at least 4 bytes, one character of any width: every piece holds one.
+            let cut = rest.floor_char_boundary(max);
+            let (piece, after) = rest.split_at(cut);
+            let pushed = session.emit(Frame::SpeechChunk {
+                speech_id: self.id,
+                text: piece.to_owned(),
+            });
+            if pushed != Pushed::Queued {
+                break;
+            }
+            book.generated(self.id, piece);
             self.turn.spoke.store(true, Ordering::Release);
+            rest = after;
         }
     }
 

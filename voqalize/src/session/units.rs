@@ -2,19 +2,26 @@
 //! generated, and the Finalizes remembered for late `cancel_speech` calls (docs/protocol.md §4.5,
 //! §4.7, §4.8). Only this file touches its fields; the handles call its methods under the book's
 //! lock, so a `Finalize` never settles a unit between a check and the write that depends on it.
+//!
+//! Heard truth is checked here, since the peer reports it: a `Finalize` counts only for a unit
+//! that is open and whose `SpeechStart` had gone out when the Finalize was read, and its heard
+//! text is cut to the longest prefix it shares with what the unit generated. A forged or stray
+//! Finalize is ignored, so it can neither put words the brain never said into a history nor answer
+//! a later `cancel_speech`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use tokio::sync::oneshot;
 
 use super::error::SessionError;
+use crate::logline::Repeated;
 
 /// How many settled Finalizes a session remembers for late `cancel_speech` calls.
 pub(crate) const SETTLED_KEPT: usize = 64;
 
 /// How many units may wait for their Finalize at once. The runtime finalizes every unit, and a
 /// call has a handful open; past this bound the oldest open unit is forgotten (a Finalize for it
-/// then reports no generated text), so a runtime that never finalizes cannot grow the book.
+/// is then ignored), so a runtime that never finalizes cannot grow the book.
 pub(crate) const OPEN_KEPT: usize = 1024;
 
 /// What the user heard of one speech unit: the runtime's `Finalize`, with the text this brain
@@ -23,9 +30,10 @@ pub(crate) const OPEN_KEPT: usize = 1024;
 pub struct Finalized {
     /// The unit.
     pub speech_id: u64,
-    /// What was played to the user: a verbatim prefix of `generated` (`Finalize.heard_text`).
+    /// What was played to the user (`Finalize.heard_text`): always a prefix of `generated`, since
+    /// a heard text that is not is cut to the longest prefix the two share.
     pub heard: String,
-    /// What this brain put on the wire for the unit; empty for a unit it never opened.
+    /// What this brain put on the wire for the unit.
     pub generated: String,
 }
 
@@ -58,7 +66,6 @@ pub(crate) enum CancelStart {
     },
 }
 
-#[derive(Default)]
 pub(crate) struct UnitBook {
     speech_seq: u64,
     /// Opened and not yet finalized.
@@ -69,10 +76,42 @@ pub(crate) struct UnitBook {
     withheld_end: HashSet<u64>,
     /// Units whose SpeechEnd went out, not yet finalized: later writes are dropped.
     ended: HashSet<u64>,
-    /// Text put on the wire per unit, until its Finalize.
-    generated: HashMap<u64, String>,
+    /// What each unit put on the wire, until its Finalize.
+    spoken: HashMap<u64, Spoken>,
     settled: VecDeque<Finalized>,
     cancel_waiters: HashMap<u64, Vec<oneshot::Sender<Finalized>>>,
+    /// Finalizes ignored: for no unit this session has on the wire.
+    /// Finalizes ignored, and heard texts cut to what their unit generated.
+    untrue: Repeated,
+    /// Open units forgotten past [`OPEN_KEPT`].
+    forgotten: Repeated,
+}
+
+/// What one unit put on the wire.
+#[derive(Default)]
+struct Spoken {
+    /// Its text.
+    text: String,
+    /// Where its `SpeechStart` stands in the outbound lane's order (see
+    /// `Outbound::push_numbered`); `None` while (or if ever) it has not reached the lane.
+    start: Option<u64>,
+}
+
+impl Default for UnitBook {
+    fn default() -> Self {
+        UnitBook {
+            speech_seq: 0,
+            open: HashSet::new(),
+            cancelled: HashSet::new(),
+            withheld_end: HashSet::new(),
+            ended: HashSet::new(),
+            spoken: HashMap::new(),
+            settled: VecDeque::new(),
+            cancel_waiters: HashMap::new(),
+            untrue: Repeated::new("Finalizes ignored or cut to what their unit said"),
+            forgotten: Repeated::new("speech units forgotten without a Finalize"),
+        }
+    }
 }
 
 impl UnitBook {
@@ -81,14 +120,23 @@ impl UnitBook {
         if self.open.len() >= OPEN_KEPT
             && let Some(&oldest) = self.open.iter().min()
         {
-            tracing::warn!("speech {oldest} was never finalized; forgetting it");
+            if self.forgotten.allow() {
+                tracing::warn!("speech {oldest} was never finalized; forgetting it");
+            }
             self.forget(oldest);
         }
         self.speech_seq += 1;
         let id = self.speech_seq;
         self.open.insert(id);
-        self.generated.insert(id, String::new());
+        self.spoken.insert(id, Spoken::default());
         id
+    }
+
+    /// Unit `id`'s `SpeechStart` was queued as frame number `at` of the outbound lane.
+    pub(crate) fn started(&mut self, id: u64, at: u64) {
+        if let Some(s) = self.spoken.get_mut(&id) {
+            s.start = Some(at);
+        }
     }
 
     /// Closed = cancelled by this brain or finalized by Voqalize: writes are dropped.
@@ -98,8 +146,8 @@ impl UnitBook {
 
     /// Records text that reached the outbound lane for unit `id`.
     pub(crate) fn generated(&mut self, id: u64, text: &str) {
-        if let Some(g) = self.generated.get_mut(&id) {
-            g.push_str(text);
+        if let Some(s) = self.spoken.get_mut(&id) {
+            s.text.push_str(text);
         }
     }
 
@@ -155,10 +203,55 @@ impl UnitBook {
         self.withheld_end.remove(&id)
     }
 
-    /// Applies a `Finalize`: the unit is settled (closed, remembered, its cancellers answered)
-    /// before `on_finalize` runs.
-    pub(crate) fn settle(&mut self, speech_id: u64, heard: String) -> Finalized {
-        let generated = self.generated.remove(&speech_id).unwrap_or_default();
+    /// Applies a `Finalize` read when `seen` outbound frames had been handed to the transport: the
+    /// unit is settled (closed, remembered, its cancellers answered) before `on_finalize` runs.
+    ///
+    /// `None`, and nothing changes, when the Finalize names no unit on the wire: one this session
+    /// never opened, one not open any more (finalized already, or forgotten), or one whose
+    /// `SpeechStart` had not gone out when the Finalize was read. Heard text that is not a prefix
+    /// of what the unit generated is cut to the longest prefix the two share.
+    pub(crate) fn settle(&mut self, speech_id: u64, heard: String, seen: u64) -> Option<Finalized> {
+        let refused = if !self.open.contains(&speech_id) {
+            Some(if speech_id == 0 || speech_id > self.speech_seq {
+                "this session never opened it"
+            } else {
+                "it is not open (finalized already, or forgotten)"
+            })
+        } else if self
+            .spoken
+            .get(&speech_id)
+            .and_then(|s| s.start)
+            .is_none_or(|at| at > seen)
+        {
+            Some("its SpeechStart had not gone out")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            if self.untrue.allow() {
+                tracing::warn!("session: ignoring a Finalize for speech {speech_id}: {why}");
+            }
+            return None;
+        }
+        let generated = self
+            .spoken
+            .remove(&speech_id)
+            .map(|s| s.text)
+            .unwrap_or_default();
+        let shared = shared_prefix(&heard, &generated);
+        let heard = if shared < heard.len() {
+            if self.untrue.allow() {
+                tracing::warn!(
+                    "session: the heard text of speech {speech_id} ({} bytes) is not a prefix of \
+                     what it said; keeping the {shared} bytes they share",
+                    heard.len()
+                );
+            }
+            // A fresh string: the rest of a long forged text is not kept.
+            generated[..shared].to_owned()
+        } else {
+            heard
+        };
         let fin = Finalized {
             speech_id,
             heard,
@@ -168,7 +261,6 @@ impl UnitBook {
         self.cancelled.remove(&speech_id);
         self.withheld_end.remove(&speech_id);
         self.ended.remove(&speech_id);
-        self.settled.retain(|f| f.speech_id != speech_id);
         if self.settled.len() == SETTLED_KEPT {
             self.settled.pop_front();
         }
@@ -176,7 +268,7 @@ impl UnitBook {
         for tx in self.cancel_waiters.remove(&speech_id).unwrap_or_default() {
             let _ = tx.send(fin.clone());
         }
-        fin
+        Some(fin)
     }
 
     fn forget(&mut self, id: u64) {
@@ -184,12 +276,84 @@ impl UnitBook {
         self.cancelled.remove(&id);
         self.withheld_end.remove(&id);
         self.ended.remove(&id);
-        self.generated.remove(&id);
+        self.spoken.remove(&id);
         self.cancel_waiters.remove(&id);
     }
 
     /// Drops every cancel waiter (teardown).
     pub(crate) fn abandon_waiters(&mut self) {
         self.cancel_waiters.clear();
+    }
+}
+
+/// The length in bytes of the longest prefix `heard` and `generated` share, at a character boundary.
+fn shared_prefix(heard: &str, generated: &str) -> usize {
+    heard
+        .char_indices()
+        .zip(generated.chars())
+        .find(|((_, h), g)| h != g)
+        .map_or(heard.len().min(generated.len()), |((at, _), _)| at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A book with unit 1 open and its SpeechStart queued as frame 1, having generated `text`.
+    fn one_unit(text: &str) -> UnitBook {
+        let mut book = UnitBook::default();
+        let id = book.open();
+        book.started(id, 1);
+        book.generated(id, text);
+        book
+    }
+
+    #[test]
+    fn the_shared_prefix_ends_at_a_character_boundary() {
+        assert_eq!(shared_prefix("hello there", "hello world"), 6);
+        assert_eq!(shared_prefix("hel", "hello"), 3);
+        assert_eq!(shared_prefix("hello, and more", "hello"), 5);
+        // é and è share their first byte: the cut is before them, not inside.
+        assert_eq!(shared_prefix("aè", "aé"), 1);
+        assert_eq!(shared_prefix("", "x"), 0);
+    }
+
+    #[test]
+    fn heard_text_is_cut_to_what_the_unit_said() {
+        let mut book = one_unit("hello world");
+        let fin = book.settle(1, format!("hello {}", "x".repeat(1 << 20)), 1);
+        let fin = fin.expect("a unit on the wire");
+        assert_eq!(fin.heard, "hello ");
+        assert!(fin.heard.capacity() < 64, "the forged rest is not kept");
+        assert!(fin.interrupted());
+    }
+
+    #[test]
+    fn a_finalize_for_no_unit_on_the_wire_is_ignored() {
+        let mut book = one_unit("hi");
+        assert!(book.settle(0, "x".into(), 9).is_none(), "never minted");
+        assert!(book.settle(2, "x".into(), 9).is_none(), "never minted");
+        assert!(
+            book.settle(1, "hi".into(), 0).is_none(),
+            "its SpeechStart had not gone out"
+        );
+        // The unit is untouched: a cancel still waits for the real Finalize.
+        assert!(matches!(
+            book.begin_cancel(1),
+            Ok(CancelStart::Wait { send: true, .. })
+        ));
+        assert_eq!(
+            book.settle(1, "hi".into(), 1).map(|f| f.heard),
+            Some("hi".into())
+        );
+        assert!(
+            book.settle(1, "hi".into(), 9).is_none(),
+            "finalized already"
+        );
+        let unstarted = book.open();
+        assert!(
+            book.settle(unstarted, String::new(), 9).is_none(),
+            "its SpeechStart never reached the lane"
+        );
     }
 }

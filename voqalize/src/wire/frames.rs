@@ -296,3 +296,30 @@ impl Frame {
         matches!(self, Frame::SpeechChunk { .. } | Frame::Rtvi(_))
     }
 }
+
+/// Cuts `text` to at most `max_bytes` bytes, at a character boundary, and gives back the memory
+/// past the cut: how a string the brain did not choose (a tool name a model invented, an error's
+/// text) is kept inside a frame's bounds before the frame is queued.
+pub(crate) fn clip(text: &mut String, max_bytes: usize) {
+    if text.len() > max_bytes {
+        let end = text.floor_char_boundary(max_bytes);
+        text.truncate(end);
+        text.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary_and_frees_the_rest() {
+        let mut text = "é".repeat(1000);
+        clip(&mut text, 5);
+        assert_eq!(text, "éé");
+        assert!(text.capacity() < 16);
+        let mut short = "short".to_owned();
+        clip(&mut short, 5);
+        assert_eq!(short, "short");
+    }
+}

@@ -15,6 +15,7 @@ pub use config::{
     Config, ConfigBuilder, ConfigError, IdleConfig, LanguageChoice, SttConfig, TtsConfig,
     VoiceChoice,
 };
+pub(crate) use frames::clip;
 pub use frames::{
     Capabilities, Capability, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType, SessionStart,
     TurnStep, UserIdle, UserMessage,
