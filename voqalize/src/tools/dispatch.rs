@@ -22,7 +22,9 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
     arguments: Arguments,
 ) -> ToolFuture<'a> {
     let failed = |kind, message: String| -> ToolFuture<'a> {
-        tracing::warn!("tool {} failed: {}", outside(name), outside(&message));
+        // The caller decides how loud a failure is: the voice core warns once per session and
+        // then counts, as a model can call a tool that does not exist sixteen times a reply.
+        tracing::debug!("tool {} failed: {}", outside(name), outside(&message));
         let outcome = ToolOutcome {
             result: Err(ToolError::new(kind, message)),
             elapsed: std::time::Duration::ZERO,
@@ -54,7 +56,7 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
             );
         }
         if let Err(e) = &result {
-            tracing::warn!("tool {} failed: {}", decl.name, outside(&e.message));
+            tracing::debug!("tool {} failed: {}", decl.name, outside(&e.message));
         }
         ToolOutcome { result, elapsed }
     })

@@ -103,20 +103,29 @@ impl Tripped {
         }
     }
 
-    /// What tripped, for the turn's one warning.
+    /// What tripped and what came of it, for the turn's one warning.
     pub(crate) fn what(&self) -> String {
         match self {
             Tripped::ResponseBytes(n) => {
-                format!("the response passed max_response_bytes ({n} bytes)")
+                format!(
+                    "the response passed max_response_bytes ({n} bytes); the stream was dropped"
+                )
             }
-            Tripped::Calls(n) => {
-                format!("the response made more than max_calls_per_response ({n}) calls")
+            Tripped::Calls(n) => format!(
+                "the response made more than max_calls_per_response ({n}) calls; the call past it \
+                 was answered with an error"
+            ),
+            Tripped::ArgumentBytes(n) => format!(
+                "a call's arguments passed max_argument_bytes ({n} bytes); the call was answered \
+                 with an error"
+            ),
+            Tripped::ToolRuns(n) => format!(
+                "the turn had run max_tool_runs ({n}) tools; the call past it was answered with \
+                 an error"
+            ),
+            Tripped::Deadline(d) => {
+                format!("the turn passed its turn_deadline ({d:?}); the stream was dropped")
             }
-            Tripped::ArgumentBytes(n) => {
-                format!("a call's arguments passed max_argument_bytes ({n} bytes)")
-            }
-            Tripped::ToolRuns(n) => format!("the turn had run max_tool_runs ({n}) tools"),
-            Tripped::Deadline(d) => format!("the turn passed its turn_deadline ({d:?})"),
         }
     }
 }

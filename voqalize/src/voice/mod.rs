@@ -42,7 +42,8 @@
 //! answer, speech opens on the first word, each tool runs the moment its call arrives (after the
 //! words before it are on the wire) and its result is filed right after the call, a
 //! `#[needs_result_now]` tool makes the model read its result at once, and every `Finalize` cuts
-//! the conversation down to what the user actually heard.
+//! the conversation down to what the user actually heard. What a provider sends is bounded in
+//! bytes, counts and time (the bounds among [`Model`]'s settings, docs/protocol.md §6.14).
 
 #[doc(hidden)]
 pub mod bench;
@@ -132,6 +133,9 @@ struct Inner {
     conversation: Mutex<Conversation>,
     /// The session's responses cut by a bound: the first is logged, then a count per 10 s.
     cuts: Mutex<Repeated>,
+    /// The session's tool calls that failed (an unknown tool, arguments that do not fit, an
+    /// `Err`, a panic): likewise.
+    failed_calls: Mutex<Repeated>,
 }
 
 impl Inner {
@@ -145,6 +149,7 @@ impl Inner {
             settings,
             instruction: Mutex::new(instruction),
             cuts: Mutex::new(Repeated::new("model responses cut by a bound")),
+            failed_calls: Mutex::new(Repeated::new("tool calls that failed")),
         }
     }
 }
@@ -304,7 +309,10 @@ impl Model {
     /// A failed request (connect error, HTTP error with the provider's body, a timeout, a stream
     /// that ends before its terminal event) is logged with the provider and the status, reported
     /// as a `model` TurnStep, and ends the turn; what was spoken stays spoken, and the fallback
-    /// line is spoken if the turn had said nothing. It never returns an error for a model failure.
+    /// line is spoken if the turn had said nothing. So does a turn past its
+    /// [`turn_deadline`](Self::turn_deadline). A response that passes one of the other bounds
+    /// (bytes, calls, argument bytes, tool runs) is cut there and the turn goes on
+    /// (docs/protocol.md §6.14). It never returns an error for a model failure.
     ///
     /// # Errors
     /// None today; the `Result` leaves room for failures a brain must see.

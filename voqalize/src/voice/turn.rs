@@ -151,8 +151,7 @@ impl<'t> TurnState<'t> {
         self.tripped = Some(bound);
         if crate::recover::lock(&self.model.inner.cuts).allow() {
             tracing::warn!(
-                "turn: model={} cut a response: {}; what was said stays, the call that passed a \
-                 bound was answered with an error",
+                "turn: model={} cut a response: {}; what was said stays",
                 self.model.inner.layer.model(),
                 bound.what()
             );
@@ -568,7 +567,13 @@ async fn chunk_in<B: Toolbox + ?Sized>(
                     refused(&kept)
                 } else {
                     st.runs += 1;
-                    brain.call_tool(tools, &name, arguments).await
+                    let outcome = brain.call_tool(tools, &name, arguments).await;
+                    if let Err(e) = &outcome.result
+                        && crate::recover::lock(&st.model.inner.failed_calls).allow()
+                    {
+                        tracing::warn!("tool {} failed: {}", outside(&kept), outside(&e.message));
+                    }
+                    outcome
                 };
                 let result = ToolResult {
                     call_id,
