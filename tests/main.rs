@@ -12,4 +12,5 @@ mod relay;
 mod session;
 mod support;
 mod voice;
+mod voice_bounds;
 mod voice_cases;

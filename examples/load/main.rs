@@ -119,6 +119,10 @@ struct Args {
     /// With `--attack`: the brain's log file (its stderr), to count its lines and find the longest.
     #[arg(long, value_name = "PATH")]
     brain_log: Option<std::path::PathBuf>,
+    /// With `--attack provider-*`: play the brain's model provider here (the brain's `--base-url`,
+    /// such as http://127.0.0.1:8790/v1 for `--provider chat`).
+    #[arg(long, value_name = "ADDR")]
+    provider_listen: Option<String>,
     /// Print one JSON object with every number on stdout, and nothing else.
     #[arg(long)]
     json: bool,

@@ -5,6 +5,7 @@
 //! Each attack lives in its own file and is listed in [`ATTACKS`].
 
 mod caller;
+mod provider;
 
 /// A running attack.
 pub type Attack<'a> = std::pin::Pin<
@@ -40,6 +41,46 @@ const ATTACKS: &[(&str, &str, Run)] = &[
         "caller-flood",
         "direct leg: UserMessages at line rate, never reading (again on each new call)",
         caller::flood,
+    ),
+    (
+        "provider-arguments",
+        "a provider streams one call's arguments as 900 fragments of 1 MB",
+        provider::arguments,
+    ),
+    (
+        "provider-calls",
+        "a provider answers every request with 10,000 calls to a needs-result-now tool",
+        provider::calls,
+    ),
+    (
+        "provider-deltas",
+        "a provider streams 5,000,000 one-byte text deltas",
+        provider::deltas,
+    ),
+    (
+        "provider-keepalive",
+        "a provider says a few words, then sends keep-alives and never ends",
+        provider::keep_alive,
+    ),
+    (
+        "provider-error",
+        "a provider reports a 3 MB error message holding a newline and an ESC",
+        provider::error,
+    ),
+    (
+        "provider-names",
+        "a model calls 16 tools a reply whose 16 KB names hold a newline and an ESC",
+        provider::names,
+    ),
+    (
+        "provider-badargs",
+        "a model calls a tool 16 times a reply with a 60 KB argument that does not fit",
+        provider::bad_arguments,
+    ),
+    (
+        "provider-control",
+        "no attack: the same callers and bystander, every request answered as usual",
+        provider::control,
     ),
 ];
 

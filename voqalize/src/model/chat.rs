@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::history::{Call, Chunk, Entry, Part, RequestSpec, Role, ToolChoice, Usage};
 use super::http::{HttpRequest, Timeouts};
-use super::layer::{Decoder, Layer, StreamError};
+use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
@@ -447,8 +447,8 @@ impl Layer for Chat {
         })
     }
 
-    fn decoder(&self) -> Box<dyn Decoder> {
-        Box::new(ChatDecoder::new(&self.inner.provider))
+    fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {
+        Box::new(ChatDecoder::new(&self.inner.provider, limits))
     }
 }
 
@@ -471,9 +471,15 @@ impl Slot {
 }
 
 /// Decodes a chat-completions stream: text at once, calls assembled until the end.
+///
+/// What it assembles is bounded by its [`DecodeLimits`]: at most `max_calls + 1` calls (fragments
+/// of any call after those are dropped: the core cuts the response at the call past its bound
+/// anyway), and at most `max_argument_bytes + 1` bytes of one call's arguments (the rest cannot
+/// change the core's verdict on them).
 #[derive(Debug)]
 pub(crate) struct ChatDecoder {
     provider: String,
+    limits: DecodeLimits,
     slots: Vec<Slot>,
     usage: Option<Usage>,
     finish_seen: bool,
@@ -481,9 +487,10 @@ pub(crate) struct ChatDecoder {
 }
 
 impl ChatDecoder {
-    pub(crate) fn new(provider: &str) -> Self {
+    pub(crate) fn new(provider: &str, limits: DecodeLimits) -> Self {
         ChatDecoder {
             provider: error_name(provider).to_owned(),
+            limits,
             slots: Vec::new(),
             usage: None,
             finish_seen: false,
@@ -564,10 +571,10 @@ impl ChatDecoder {
             .get("name")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty());
-        let arguments = match function.get("arguments") {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
+        let arguments: std::borrow::Cow<'_, str> = match function.get("arguments") {
+            None | Some(Value::Null) => "".into(),
+            Some(Value::String(s)) => s.as_str().into(),
+            Some(other) => other.to_string().into(),
         };
         let current = self.slots.iter().rposition(|s| s.index == index);
         // Whether the fragment goes on the call its index holds. Two ids tell; without them, a
@@ -584,6 +591,8 @@ impl ChatDecoder {
         };
         let slot = match current {
             Some(i) if continues(&self.slots[i]) || !self.slots[i].complete() => &mut self.slots[i],
+            // A call past the bound: the core refuses the first one and reads nothing after it.
+            _ if self.slots.len() > self.limits.max_calls => return,
             _ => {
                 self.slots.push(Slot {
                     index,
@@ -603,7 +612,17 @@ impl ChatDecoder {
         {
             slot.name = n.to_owned();
         }
-        slot.arguments.push_str(&arguments);
+        // Past the bound by one byte (or one character) is as far as it needs to grow.
+        let room = self
+            .limits
+            .max_argument_bytes
+            .saturating_add(1)
+            .saturating_sub(slot.arguments.len());
+        let mut end = room.min(arguments.len());
+        while !arguments.is_char_boundary(end) {
+            end += 1;
+        }
+        slot.arguments.push_str(&arguments[..end]);
     }
 
     /// The finished chunk: every call in index order (arrival order within an index), then the
@@ -629,18 +648,14 @@ impl ChatDecoder {
                 } else {
                     s.arguments
                 };
-                let raw = json!({
-                    "id": id,
-                    "type": "function",
-                    "function": {"name": s.name, "arguments": arguments},
-                });
+                // Everything a `tool_calls` entry carries is in the call: no raw to keep.
                 Part::Call {
                     call: Call {
                         id: Some(id),
                         name: s.name,
                         arguments: Arguments::Raw(arguments),
                     },
-                    raw,
+                    raw: Value::Null,
                 }
             })
             .collect();

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::history::{Call, Chunk, Entry, Part, RequestSpec, Role, ToolChoice, Usage};
 use super::http::{HttpRequest, Timeouts};
-use super::layer::{Decoder, Layer, StreamError};
+use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, body_bytes, build_error, check_base_url, check_header, check_only, check_options,
     check_word, count, env_var, error_message, instruction, malformed_shape, parse_event,
@@ -438,10 +438,7 @@ fn model_parts(entry: &Entry) -> Result<Vec<Value>, StreamError> {
                 Value::Object(obj)
             }
             Part::Thought { raw } | Part::Other { raw } => raw.clone(),
-            Part::Call { call, raw } => match raw {
-                Value::Object(_) => raw.clone(),
-                _ => call_part(call),
-            },
+            Part::Call { call, raw } => call_part(call, raw),
             Part::Result(_) => {
                 return Err(build_error(PROVIDER, "a model turn holds a call's result"));
             }
@@ -461,9 +458,18 @@ fn is_empty_part(part: &Value) -> bool {
     }
 }
 
-/// A `functionCall` part built from the call (for a call that has no raw part).
-fn call_part(call: &Call) -> Value {
-    let mut fc = Map::new();
+/// A `functionCall` part: the id, name and arguments from the call, over the rest of the part as
+/// Gemini sent it (`raw`: its `thoughtSignature`, any other key), so a signature stays on its part
+/// and a call the core refused is replayed with the arguments it was given instead.
+fn call_part(call: &Call, raw: &Value) -> Value {
+    let mut part = match raw {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    let mut fc = match part.shift_remove("functionCall") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     if let Some(id) = &call.id {
         fc.insert("id".into(), json!(id));
     }
@@ -474,7 +480,10 @@ fn call_part(call: &Call) -> Value {
         Arguments::Raw(s) => serde_json::from_str(s).unwrap_or_else(|_| json!({})),
     };
     fc.insert("args".into(), args);
-    json!({ "functionCall": fc })
+    let mut out = Map::new();
+    out.insert("functionCall".into(), Value::Object(fc));
+    out.extend(part);
+    Value::Object(out)
 }
 
 /// The `functionResponse` parts of a results turn, in call order; `id` only when the call had one.
@@ -530,18 +539,30 @@ impl Layer for Gemini {
         })
     }
 
-    fn decoder(&self) -> Box<dyn Decoder> {
-        Box::new(GeminiDecoder::default())
+    fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {
+        Box::new(GeminiDecoder::new(limits))
     }
 }
 
-/// Decodes a `streamGenerateContent?alt=sse` stream: one chunk per `data:` event.
-#[derive(Debug, Default)]
+/// Decodes a `streamGenerateContent?alt=sse` stream: one chunk per `data:` event. One event can
+/// hold any number of parts; once `max_calls + 1` calls of the response were decoded it decodes
+/// no more parts (the core cuts the response at the call past its bound).
+#[derive(Debug)]
 pub(crate) struct GeminiDecoder {
+    limits: DecodeLimits,
+    calls: usize,
     done: bool,
 }
 
 impl GeminiDecoder {
+    pub(crate) fn new(limits: DecodeLimits) -> Self {
+        GeminiDecoder {
+            limits,
+            calls: 0,
+            done: false,
+        }
+    }
+
     fn chunk(&mut self, data: &str) -> Result<Vec<Chunk>, StreamError> {
         // Gemini sends no `[DONE]`; a proxy in front of it may.
         if data.trim().is_empty() || data.trim() == "[DONE]" {
@@ -570,7 +591,11 @@ impl GeminiDecoder {
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             for part in parts {
+                if self.calls > self.limits.max_calls {
+                    break;
+                }
                 if let Some(p) = decode_part(part)? {
+                    self.calls += usize::from(matches!(p, Part::Call { .. }));
                     chunk.parts.push(p);
                 }
             }
@@ -620,9 +645,16 @@ fn decode_part(part: &Value) -> Result<Option<Part>, StreamError> {
             name: name.to_owned(),
             arguments: Arguments::Json(args),
         };
+        // The rest of the part is replayed as sent; what the call holds is rendered from it.
+        let mut raw = obj.clone();
+        if let Some(Value::Object(fc)) = raw.get_mut("functionCall") {
+            for key in ["id", "name", "args"] {
+                fc.shift_remove(key);
+            }
+        }
         return Ok(Some(Part::Call {
             call,
-            raw: part.clone(),
+            raw: Value::Object(raw),
         }));
     }
     if obj.get("thought").and_then(Value::as_bool) == Some(true) {

@@ -30,6 +30,22 @@ pub(crate) struct Entry {
     pub id: EntryId,
     pub role: Role,
     pub parts: Vec<Part>,
+    /// What the parts hold, in bytes ([`Part::bytes`] summed): kept up to date by the
+    /// conversation for its byte bound; layers never read it.
+    pub bytes: usize,
+}
+
+impl Entry {
+    /// An entry whose [`bytes`](Self::bytes) are counted from its parts.
+    pub(crate) fn new(id: EntryId, role: Role, parts: Vec<Part>) -> Entry {
+        let bytes = parts.iter().map(Part::bytes).sum();
+        Entry {
+            id,
+            role,
+            parts,
+            bytes,
+        }
+    }
 }
 
 /// One piece of a turn.
@@ -47,8 +63,11 @@ pub(crate) enum Part {
     /// Reasoning: a Gemini part with `thought: true`, an OpenAI reasoning item. Never spoken,
     /// never rewritten by heard truth; replayed verbatim (within each provider's rules).
     Thought { raw: Value },
-    /// A function call the model made. `raw` is what the layer replays for it (Gemini: the whole
-    /// part, signature included; Responses: the `function_call` item; chat: the `tool_calls` entry).
+    /// A function call the model made. The layer renders its id, name and arguments from `call`
+    /// (so the core can refuse a call by rewriting them) and replays whatever else the provider
+    /// sent with it from `raw`: Gemini's part without the `functionCall`'s `id`, `name` and
+    /// `args` (its `thoughtSignature` kept byte for byte); `Value::Null` where the provider sends
+    /// nothing else (Responses, chat completions).
     Call { call: Call, raw: Value },
     /// Anything else the provider sent in a response (a signature on an empty text part, an
     /// unknown part type): kept and replayed, never spoken.
@@ -66,6 +85,46 @@ impl Part {
             trimmed: false,
         }
     }
+
+    /// What the part holds, in bytes: its text, ids, names, arguments and provider JSON (at its
+    /// serialised size, roughly). What the conversation's byte bound counts.
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Part::Text { text, raw, .. } => text.len() + json_bytes(raw),
+            Part::Thought { raw } | Part::Other { raw } => json_bytes(raw),
+            Part::Call { call, raw } => call.bytes() + json_bytes(raw),
+            Part::Result(r) => {
+                r.call_id.as_ref().map_or(0, String::len) + r.name.len() + json_bytes(&r.response)
+            }
+        }
+    }
+}
+
+/// About how many bytes `value` takes serialised (exact for what `serde_json` writes compactly,
+/// but for escapes): a walk, no allocation.
+pub(crate) fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_bytes(v) + 1).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_bytes(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// The bytes of a call's arguments as sent: the text's length, or a JSON value's
+/// [`json_bytes`].
+pub(crate) fn arguments_bytes(arguments: &Arguments) -> usize {
+    match arguments {
+        Arguments::Raw(text) => text.len(),
+        Arguments::Json(value) => json_bytes(value),
+    }
 }
 
 /// A function call as the SDK reads it.
@@ -78,6 +137,13 @@ pub(crate) struct Call {
     pub name: String,
     /// Its arguments as sent.
     pub arguments: Arguments,
+}
+
+impl Call {
+    /// Its id, name and arguments, in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.id.as_ref().map_or(0, String::len) + self.name.len() + arguments_bytes(&self.arguments)
+    }
 }
 
 /// The answer filed for one call.

@@ -7,7 +7,10 @@
 //!   concurrent stream instead.
 //! * **Timers, never a whole-body timeout** (a reply streams for as long as the model speaks):
 //!   connect ([`Timeouts::connect`]), first byte ([`Timeouts::first_byte`]: the response head and
-//!   the first item) and the gap between items ([`Timeouts::gap`]).
+//!   the first item) and the gap between items ([`Timeouts::gap`]). What bounds a whole turn is
+//!   the voice core's deadline, which drops the stream.
+//! * **A byte bound per response**: the body bytes a stream reads are counted where they are
+//!   read, and past the caller's bound the stream ends with [`ModelError::ResponseTooLarge`].
 //! * **One retry, before the first byte only**: a 429 that is not a quota error, a 5xx, a connect
 //!   failure, or a pooled connection the server had closed. Once an item was handed on, nothing is
 //!   retried: the model layer has already spoken it.
@@ -25,7 +28,8 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
-use super::sse::{SseError, SseItem, SseParser};
+use super::sse::{DEFAULT_MAX_EVENT_BYTES, SseError, SseItem, SseParser};
+use crate::logline::outside;
 use crate::recover::lock;
 
 /// How much of an error response's body is kept in [`ModelError::Status`], in bytes (2 KiB): enough
@@ -127,6 +131,13 @@ pub enum ModelError {
     /// The stream could not be framed as server-sent events.
     #[error("the model stream could not be read as server-sent events")]
     Sse(#[from] SseError),
+    /// The response body passed the byte bound it was read with (the voice core's
+    /// `max_response_bytes`); nothing past the bound was read.
+    #[error("the model response passed its {limit}-byte bound")]
+    ResponseTooLarge {
+        /// The bound in bytes.
+        limit: usize,
+    },
 }
 
 impl ModelError {
@@ -143,7 +154,9 @@ impl ModelError {
             Self::Status { status, body, .. } => {
                 *status >= 500 || (*status == 429 && !is_quota_body(body))
             }
-            Self::Client(_) | Self::Request(_) | Self::Sse(_) => false,
+            Self::Client(_) | Self::Request(_) | Self::Sse(_) | Self::ResponseTooLarge { .. } => {
+                false
+            }
         }
     }
 
@@ -216,7 +229,9 @@ fn build_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
 /// Sends `req` and returns its response as a stream of server-sent events, once the response head
 /// arrived with a 2xx status. Retries once before the first byte (see the [module docs](self)),
 /// after the server's `Retry-After` (at most 2 s) or 200 ms; dropping the future cancels the
-/// wait and the retry (nothing is spawned). `max_event_bytes` bounds the SSE parser's buffers.
+/// wait and the retry (nothing is spawned). The stream reads at most `max_response_bytes` of the
+/// body (then [`ModelError::ResponseTooLarge`]); its SSE parser's buffers are bounded by the
+/// smaller of that and [`DEFAULT_MAX_EVENT_BYTES`].
 ///
 /// # Errors
 /// [`ModelError::Status`] for a non-2xx answer (its body read within `first_byte`, 2 KiB kept),
@@ -226,19 +241,22 @@ fn build_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
 pub(crate) async fn open(
     req: &HttpRequest,
     t: Timeouts,
-    max_event_bytes: usize,
+    max_response_bytes: usize,
 ) -> Result<EventStream, ModelError> {
     let client = client(t.connect)?;
-    let err = match attempt(&client, req, t, max_event_bytes).await {
+    let err = match attempt(&client, req, t, max_response_bytes).await {
         Ok(stream) => return Ok(stream),
         Err(err) => err,
     };
     let Some(delay) = err.retry_delay() else {
         return Err(err);
     };
-    tracing::debug!(error = %err, ?delay, "model request failed before its first byte; retrying once");
+    tracing::debug!(
+        "model request failed before its first byte ({}); retrying once in {delay:?}",
+        outside(&err.to_string())
+    );
     sleep(delay).await;
-    attempt(&client, req, t, max_event_bytes).await
+    attempt(&client, req, t, max_response_bytes).await
 }
 
 /// One try of [`open`].
@@ -246,7 +264,7 @@ async fn attempt(
     client: &reqwest::Client,
     req: &HttpRequest,
     t: Timeouts,
-    max_event_bytes: usize,
+    max_response_bytes: usize,
 ) -> Result<EventStream, ModelError> {
     let deadline = Instant::now() + t.first_byte;
     let mut builder = client.post(&req.url).body(req.body.clone());
@@ -271,7 +289,9 @@ async fn attempt(
     }
     Ok(EventStream {
         response,
-        parser: SseParser::new(max_event_bytes),
+        parser: SseParser::new(DEFAULT_MAX_EVENT_BYTES.min(max_response_bytes)),
+        read: 0,
+        max_bytes: max_response_bytes,
         request_id,
         first_deadline: Some(deadline),
         first_byte: t.first_byte,
@@ -350,6 +370,10 @@ async fn error_body(mut response: reqwest::Response, deadline: Instant) -> Strin
 pub(crate) struct EventStream {
     response: reqwest::Response,
     parser: SseParser,
+    /// Body bytes read so far.
+    read: usize,
+    /// The most body bytes this stream reads.
+    max_bytes: usize,
     request_id: Option<String>,
     /// The deadline for the first item, set when the request was sent; taken by the first `next`.
     first_deadline: Option<Instant>,
@@ -370,7 +394,9 @@ impl EventStream {
     /// [`ModelError::FirstByteTimeout`] when the first item does not come within
     /// [`Timeouts::first_byte`] of sending the request, [`ModelError::Stalled`] when a later one
     /// does not come within [`Timeouts::gap`] of this call, [`ModelError::Read`] when the
-    /// connection breaks, [`ModelError::Sse`] when an event passes the size bound.
+    /// connection breaks, [`ModelError::Sse`] when an event passes the size bound,
+    /// [`ModelError::ResponseTooLarge`] when the body passes the stream's byte bound (the bytes
+    /// that passed it are not parsed).
     pub(crate) async fn next(&mut self) -> Option<Result<SseItem, ModelError>> {
         if self.done {
             return None;
@@ -398,7 +424,14 @@ impl EventStream {
                 Err(err) => return self.fail(err.into()),
             }
             match timeout_at(deadline, self.response.chunk()).await {
-                Ok(Ok(Some(bytes))) => self.parser.push(&bytes),
+                Ok(Ok(Some(bytes))) => {
+                    self.read = self.read.saturating_add(bytes.len());
+                    if self.read > self.max_bytes {
+                        let limit = self.max_bytes;
+                        return self.fail(ModelError::ResponseTooLarge { limit });
+                    }
+                    self.parser.push(&bytes);
+                }
                 Ok(Ok(None)) => self.eof = true,
                 Ok(Err(err)) => return self.fail(ModelError::Read(err)),
                 Err(_) if first => return self.fail(ModelError::FirstByteTimeout(self.first_byte)),
@@ -772,6 +805,42 @@ mod tests {
         let err = stream.next().await.unwrap().unwrap_err();
         assert!(matches!(err, ModelError::Stalled(_)), "{err:?}");
         assert!(err.is_retryable());
+        assert!(stream.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_body_past_its_byte_bound_ends_the_stream_unread() {
+        let (senders_tx, mut senders) = mpsc::unbounded_channel();
+        let app = Router::new().route(
+            "/s",
+            post(move || {
+                let (tx, response) = streamed();
+                let _ = senders_tx.send(tx);
+                async move { response }
+            }),
+        );
+        let base = serve(app).await;
+        let url = format!("{base}/s");
+        let mut stream = open(&request(&url), Timeouts::default(), 64).await.unwrap();
+        let tx = senders.recv().await.unwrap();
+        tx.send("data: first\n\n").await.unwrap();
+        assert_eq!(data(stream.next().await), "first");
+        // Tiny events, each complete: the bytes, not the events, are what is bounded.
+        tokio::spawn(async move { while tx.send("data: x\n\n").await.is_ok() {} });
+        let mut events = 0;
+        let err = loop {
+            match stream.next().await {
+                Some(Ok(_)) => events += 1,
+                Some(Err(err)) => break err,
+                None => panic!("the stream ended without its bound"),
+            }
+        };
+        assert!(
+            matches!(err, ModelError::ResponseTooLarge { limit: 64 }),
+            "{err:?}"
+        );
+        assert!(events <= 6, "{events} events past the bound");
+        assert!(!err.is_retryable());
         assert!(stream.next().await.is_none());
     }
 

@@ -23,8 +23,29 @@ pub(crate) trait Layer: Send + Sync + 'static {
     /// # Errors
     /// A history the provider cannot express (never expected from the core's own history).
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError>;
-    /// A fresh decoder for one response stream.
-    fn decoder(&self) -> Box<dyn Decoder>;
+    /// A fresh decoder for one response stream, holding no more than `limits` lets through.
+    fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder>;
+}
+
+/// What a decoder may hold of one response, set by the voice core from its bounds
+/// (docs/protocol.md §6.14). The core decides what a call past a bound gets; a decoder only keeps
+/// its memory within the same numbers, so it hands the core enough to see a bound trip and no
+/// more: at most `max_calls + 1` calls, each with at most `max_argument_bytes + 1` bytes of
+/// arguments assembled from fragments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DecodeLimits {
+    /// The most calls the core runs from one response.
+    pub max_calls: usize,
+    /// The most bytes of one call's arguments the core takes.
+    pub max_argument_bytes: usize,
+}
+
+impl DecodeLimits {
+    /// No bound a test or a benchmark would reach.
+    pub(crate) const UNBOUNDED: DecodeLimits = DecodeLimits {
+        max_calls: usize::MAX - 1,
+        max_argument_bytes: usize::MAX - 1,
+    };
 }
 
 /// Decodes one provider response stream, item by item.
@@ -55,7 +76,7 @@ pub enum StreamError {
     Provider {
         /// `google`, `openai`, or the chat route's company.
         provider: String,
-        /// The provider's message (status and code included when given).
+        /// The provider's message (status and code included when given), at most 1 KiB of it.
         message: String,
     },
     /// An event that is not the JSON the provider documents.

@@ -9,7 +9,7 @@
 //! * `render`: the JSON helpers and construction checks the three layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
-//!   and the single retry before the first byte.
+//!   the byte bound per response, and the single retry before the first byte.
 //!
 //! Built with the `model` cargo feature (on by default), which brings in reqwest and rustls.
 #![cfg(feature = "model")]

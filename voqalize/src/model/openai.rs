@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::history::{Call, Chunk, Entry, Part, RequestSpec, Role, ToolChoice, Usage};
 use super::http::{HttpRequest, Timeouts};
-use super::layer::{Decoder, Layer, StreamError};
+use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
@@ -459,7 +459,8 @@ impl Layer for OpenAi {
         })
     }
 
-    fn decoder(&self) -> Box<dyn Decoder> {
+    fn decoder(&self, _limits: DecodeLimits) -> Box<dyn Decoder> {
+        // Each call is an event of its own, whole: the core's bounds apply as they come.
         Box::new(OpenAiDecoder::default())
     }
 }
@@ -551,8 +552,8 @@ impl OpenAiDecoder {
     }
 }
 
-/// A finished `function_call` output item → a call part whose `raw` is the item as it is
-/// replayed (`type`, `call_id`, `name`, `arguments`; no `id`, no `status`).
+/// A finished `function_call` output item → a call part. Its input item is rendered from the call
+/// alone (`call_id`, `name`, `arguments`; never the item's `id` or `status`), so no raw is kept.
 fn call_part(item: &Value) -> Result<Part, StreamError> {
     let field = |k: &str| item.get(k).and_then(Value::as_str);
     let (Some(call_id), Some(name)) = (field("call_id"), field("name")) else {
@@ -562,19 +563,13 @@ fn call_part(item: &Value) -> Result<Part, StreamError> {
         ));
     };
     let arguments = field("arguments").unwrap_or_default().to_owned();
-    let raw = json!({
-        "type": "function_call",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-    });
     Ok(Part::Call {
         call: Call {
             id: Some(call_id.to_owned()),
             name: name.to_owned(),
             arguments: Arguments::Raw(arguments),
         },
-        raw,
+        raw: Value::Null,
     })
 }
 

@@ -301,8 +301,17 @@ pub(crate) fn error_message(error: &Value) -> String {
     }
 }
 
-/// A [`StreamError::Provider`].
+/// How much of a provider's error message a [`StreamError::Provider`] keeps, in bytes (1 KiB):
+/// enough for any real message, bounded whatever a provider sends.
+pub(crate) const ERROR_MESSAGE_BYTES: usize = 1024;
+
+/// A [`StreamError::Provider`], its message cut to [`ERROR_MESSAGE_BYTES`].
 pub(crate) fn provider_error(provider: &str, message: String) -> StreamError {
+    let message = if message.len() > ERROR_MESSAGE_BYTES {
+        crate::tools::shortened_to(&message, ERROR_MESSAGE_BYTES)
+    } else {
+        message
+    };
     StreamError::Provider {
         provider: provider.to_owned(),
         message,

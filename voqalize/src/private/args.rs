@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::session::Session;
 use crate::tools::schema;
+use crate::tools::shortened;
 use crate::tools::{ToolDecl, ToolError, ToolErrorKind, ToolInfo};
 
 /// The parameter schema of a tool's argument type.
@@ -49,8 +50,10 @@ pub trait ArgsDeserialize: Sized {
 impl<T: DeserializeOwned> ArgsDeserialize for T {
     fn parse(arguments: Value) -> Result<Self, ToolError> {
         serde_path_to_error::deserialize(arguments).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
+            // Both come from the model: a path through its keys, and serde's words, which repeat
+            // a wrong value whole (`invalid type: string "..."`). The model reads them cut.
+            let path = shortened(&e.path().to_string());
+            let inner = shortened(&e.into_inner().to_string());
             let message = if path == "." {
                 format!("invalid arguments: {inner}")
             } else {

@@ -1,6 +1,10 @@
 //! [`ModelServer`]: a stand-in for a model provider on 127.0.0.1 that streams scripted replies in
-//! the provider's own SSE format, can pause mid-stream, and records every request. Test a
-//! model-backed brain end to end without the network:
+//! the provider's own SSE format, can pause mid-stream, and records every request. It misbehaves
+//! on request too, as a broken or hostile provider would: raw bytes of any size
+//! ([`Reply::raw`]), thousands of calls or deltas (repeat a step), an error body of any size
+//! ([`Reply::status`]), a stream that stalls ([`Reply::hang`]) or that sends keep-alives forever
+//! and never ends ([`Reply::keep_alive`]). Test a model-backed brain end to end without the
+//! network:
 //!
 //! ```no_run
 //! use voqalize::testing::{ModelServer, Provider, Reply};
@@ -86,6 +90,7 @@ pub struct Reply {
     usage: Option<(u64, u64)>,
     status: Option<(u16, String)>,
     hang: bool,
+    keep_alive: Option<Duration>,
 }
 
 impl Reply {
@@ -169,6 +174,17 @@ impl Reply {
     #[must_use]
     pub fn hang(mut self) -> Reply {
         self.hang = true;
+        self
+    }
+
+    /// After the steps, writes a keep-alive every `every` until the client goes away, and never
+    /// the terminal event: a stream that never stalls and never ends. The keep-alive is an event
+    /// the client reads and the layer ignores (Gemini: a chunk without candidates; OpenAI: an
+    /// event of a type it does not know; chat: a chunk without choices), so no gap timer ever
+    /// fires on it.
+    #[must_use]
+    pub fn keep_alive(mut self, every: Duration) -> Reply {
+        self.keep_alive = Some(every);
         self
     }
 }
@@ -339,6 +355,15 @@ async fn answer(
                 }
             }
         }
+        if let Some(every) = reply.keep_alive {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                if tx.send(Ok(Bytes::from(writer.keep_alive()))).await.is_err() {
+                    return;
+                }
+            }
+        }
         if reply.hang {
             tx.closed().await;
         }
@@ -376,6 +401,15 @@ impl Writer {
             Provider::Gemini => self.gemini(step),
             Provider::OpenAi => self.openai(step),
             Provider::Chat => self.chat(step),
+        }
+    }
+
+    /// One event the layer reads and ignores.
+    fn keep_alive(&self) -> &'static str {
+        match self.provider {
+            Provider::Gemini => "data: {\"candidates\": []}\r\n\r\n",
+            Provider::OpenAi => "event: keepalive\ndata: {\"type\": \"keepalive\"}\n\n",
+            Provider::Chat => "data: {\"id\": \"chatcmpl-1\", \"choices\": []}\n\n",
         }
     }
 

@@ -13,6 +13,7 @@ use super::{
     Arguments, TOOL_BUDGET_MS, ToolDecl, ToolError, ToolErrorKind, ToolFuture, ToolOutcome,
     ToolSet, Toolbox,
 };
+use crate::logline::outside;
 
 pub(crate) fn call<'a, T: Toolbox + ?Sized>(
     brain: &'a T,
@@ -21,7 +22,9 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
     arguments: Arguments,
 ) -> ToolFuture<'a> {
     let failed = |kind, message: String| -> ToolFuture<'a> {
-        tracing::warn!("tool {name} failed: {message}");
+        // The caller decides how loud a failure is: the voice core warns once per session and
+        // then counts, as a model can call a tool that does not exist sixteen times a reply.
+        tracing::debug!("tool {} failed: {}", outside(name), outside(&message));
         let outcome = ToolOutcome {
             result: Err(ToolError::new(kind, message)),
             elapsed: std::time::Duration::ZERO,
@@ -31,13 +34,13 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
     let Some(decl) = brain.tools().iter().find(|t| t.name == name) else {
         return failed(
             ToolErrorKind::Unknown,
-            format!("there is no tool named '{name}'"),
+            format!("there is no tool named '{}'", shortened(name)),
         );
     };
     if !turn.holds(decl) {
         return failed(
             ToolErrorKind::Hidden,
-            format!("the tool '{name}' is not available now"),
+            format!("the tool '{}' is not available now", shortened(name)),
         );
     }
     Box::pin(async move {
@@ -53,7 +56,7 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
             );
         }
         if let Err(e) = &result {
-            tracing::warn!("tool {} failed: {}", decl.name, e.message);
+            tracing::debug!("tool {} failed: {}", decl.name, outside(&e.message));
         }
         ToolOutcome { result, elapsed }
     })
@@ -92,8 +95,12 @@ pub(crate) fn prepare(decl: &ToolDecl, arguments: Arguments) -> Result<Value, To
     let mut value = match arguments {
         Arguments::Json(v) => v,
         Arguments::Raw(text) if text.trim().is_empty() => Value::Object(Map::new()),
-        Arguments::Raw(text) => serde_json::from_str(&text)
-            .map_err(|e| invalid(format!("the arguments are not valid JSON: {e}")))?,
+        Arguments::Raw(text) => serde_json::from_str(&text).map_err(|e| {
+            invalid(format!(
+                "the arguments are not valid JSON: {}",
+                shortened(&e.to_string())
+            ))
+        })?,
     };
     if value.is_null() {
         value = Value::Object(Map::new());
@@ -110,14 +117,19 @@ pub(crate) fn prepare(decl: &ToolDecl, arguments: Arguments) -> Result<Value, To
     Ok(value)
 }
 
-/// At most about 200 characters of `text` (cut on a character boundary), with the full length
-/// in bytes when it was cut: error text the model reads stays short.
+/// At most about 200 bytes of `text` (cut on a character boundary), with the full length in bytes
+/// when it was cut: error text the model reads stays short.
 pub(crate) fn shortened(text: &str) -> String {
-    const KEEP: usize = 200;
-    if text.len() <= KEEP {
+    shortened_to(text, 200)
+}
+
+/// At most `keep` bytes of `text` (cut on a character boundary), then `... (N bytes)` with the
+/// full length when it was cut.
+pub(crate) fn shortened_to(text: &str, keep: usize) -> String {
+    if text.len() <= keep {
         return text.to_owned();
     }
-    let mut end = KEEP;
+    let mut end = keep;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

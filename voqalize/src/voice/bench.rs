@@ -2,6 +2,7 @@
 //! model-backed turn that are internal to the crate. Not a public API.
 
 use crate::model::history::RequestSpec;
+use crate::model::layer::DecodeLimits;
 use crate::model::sse::{DEFAULT_MAX_EVENT_BYTES, SseParser};
 use crate::model::{ModelError, StreamError, ToolChoice};
 use crate::tools::{Arguments, ToolSet};
@@ -21,7 +22,7 @@ pub struct RequestBench {
 impl RequestBench {
     /// `turns` exchanges of history over `layer`, declaring `tools`.
     pub fn new(layer: impl Into<ModelLayer>, tools: ToolSet, turns: usize) -> RequestBench {
-        let mut conversation = Conversation::new(turns * 4 + 8);
+        let mut conversation = Conversation::new(turns * 4 + 8, usize::MAX);
         for i in 0..turns {
             conversation.push_user(&format!("Please book a table for {i} people tonight."));
             let model = conversation.push(
@@ -82,7 +83,7 @@ impl RequestBench {
     /// The SSE parser refused the bytes (an event over its size limit).
     pub fn decode(&self, sse: &[u8]) -> Result<usize, ModelError> {
         let mut parser = SseParser::new(DEFAULT_MAX_EVENT_BYTES);
-        let mut decoder = self.layer.0.decoder();
+        let mut decoder = self.layer.0.decoder(DecodeLimits::UNBOUNDED);
         parser.push(sse);
         let mut chunks = 0;
         while let Some(item) = parser.next_item()? {

@@ -1,8 +1,10 @@
 //! The conversation a model-backed brain keeps: entries found by id, results filed right after
-//! their call, unanswered calls dropped, and heard truth applied (docs/protocol.md §6).
+//! their call, unanswered calls dropped, heard truth applied, and the whole bounded in entries and
+//! in bytes (docs/protocol.md §6).
 //!
 //! Every operation here is synchronous and runs under the conversation's lock, so a turn cut by a
-//! barge-in can still clean up from a `Drop`.
+//! barge-in can still clean up from a `Drop`. Every operation that changes an entry keeps its
+//! [`Entry::bytes`] and the conversation's total up to date, so the byte bound costs no walk.
 
 use std::collections::VecDeque;
 
@@ -14,6 +16,9 @@ use crate::model::history::{Entry, EntryId, Part, Role, ToolResult};
 /// finalizes every unit, so this only bounds memory against a runtime that does not.
 const SPEAKING_KEPT: usize = 256;
 
+/// The smallest byte bound a conversation takes (1 KiB): below it not even one exchange fits.
+const MIN_BYTES: usize = 1024;
+
 /// The history, and which model turn each speaking unit belongs to.
 #[derive(Debug, Default)]
 pub(crate) struct Conversation {
@@ -24,12 +29,19 @@ pub(crate) struct Conversation {
     speaking: VecDeque<(u64, Option<EntryId>)>,
     /// The oldest entries are dropped beyond this many (whole exchanges, from a user turn on).
     max_entries: usize,
+    /// ... and beyond this many bytes ([`Entry::bytes`] summed).
+    max_bytes: usize,
+    /// The entries' bytes, summed.
+    bytes: usize,
 }
 
 impl Conversation {
-    pub(crate) fn new(max_entries: usize) -> Self {
+    /// A conversation that keeps at most `max_entries` entries (8 at least) and `max_bytes`
+    /// bytes (1 KiB at least), dropping the oldest whole exchanges first.
+    pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
         Conversation {
             max_entries: max_entries.max(8),
+            max_bytes: max_bytes.max(MIN_BYTES),
             ..Conversation::default()
         }
     }
@@ -39,11 +51,19 @@ impl Conversation {
         &self.entries
     }
 
+    /// What the history holds, in bytes.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Appends an entry and returns its id.
     pub(crate) fn push(&mut self, role: Role, parts: Vec<Part>) -> EntryId {
         self.next_id += 1;
         let id = self.next_id;
-        self.entries.push(Entry { id, role, parts });
+        let entry = Entry::new(id, role, parts);
+        self.bytes += entry.bytes;
+        self.entries.push(entry);
         self.bound();
         id
     }
@@ -57,16 +77,39 @@ impl Conversation {
         self.entries.iter().position(|e| e.id == id)
     }
 
-    pub(crate) fn entry_mut(&mut self, id: EntryId) -> Option<&mut Entry> {
-        self.entries.iter_mut().find(|e| e.id == id)
-    }
-
     /// Appends a part to the model turn `id` (gone if heard truth removed it meanwhile: then the
-    /// part is dropped with it).
+    /// part is dropped with it). Plain text right after plain text joins it: a response streamed
+    /// as a million one-byte deltas is one text part, not a million. Text with more than its
+    /// words (a Gemini signature) stays a part of its own, and so does text after a call.
     pub(crate) fn extend(&mut self, id: EntryId, part: Part) {
-        if let Some(e) = self.entry_mut(id) {
-            e.parts.push(part);
-        }
+        let Some(at) = self.position(id) else {
+            return;
+        };
+        let entry = &mut self.entries[at];
+        let added = match (entry.parts.last_mut(), part) {
+            (
+                Some(Part::Text {
+                    text,
+                    raw: Value::Null,
+                    trimmed: false,
+                }),
+                Part::Text {
+                    text: more,
+                    raw: Value::Null,
+                    trimmed: false,
+                },
+            ) => {
+                text.push_str(&more);
+                more.len()
+            }
+            (_, part) => {
+                let added = part.bytes();
+                entry.parts.push(part);
+                added
+            }
+        };
+        entry.bytes += added;
+        self.bytes += added;
     }
 
     /// Files a call's result: into the results turn `results` if the unit has one already, else
@@ -78,8 +121,13 @@ impl Conversation {
         results: &mut Option<EntryId>,
         result: ToolResult,
     ) {
-        if let Some(r) = results.and_then(|r| self.entry_mut(r)) {
-            r.parts.push(Part::Result(result));
+        let part = Part::Result(result);
+        if let Some(r) = results.and_then(|r| self.position(r)) {
+            let added = part.bytes();
+            let entry = &mut self.entries[r];
+            entry.parts.push(part);
+            entry.bytes += added;
+            self.bytes += added;
             return;
         }
         let Some(at) = self.position(model) else {
@@ -87,67 +135,82 @@ impl Conversation {
         };
         self.next_id += 1;
         let id = self.next_id;
-        self.entries.insert(
-            at + 1,
-            Entry {
-                id,
-                role: Role::Results,
-                parts: vec![Part::Result(result)],
-            },
-        );
+        let entry = Entry::new(id, Role::Results, vec![part]);
+        self.bytes += entry.bytes;
+        self.entries.insert(at + 1, entry);
         *results = Some(id);
         self.bound();
+    }
+
+    /// Changes the entry at `at` with `change`, then counts its bytes again (for the operations
+    /// that rewrite parts: a dropped call, heard truth, a strip; never per streamed delta).
+    fn rewrite(&mut self, at: usize, change: impl FnOnce(&mut Entry)) {
+        let entry = &mut self.entries[at];
+        change(entry);
+        let bytes = entry.parts.iter().map(Part::bytes).sum();
+        self.bytes = self.bytes.saturating_sub(entry.bytes) + bytes;
+        entry.bytes = bytes;
+    }
+
+    /// Removes the entry at `at`.
+    fn remove(&mut self, at: usize) {
+        let entry = self.entries.remove(at);
+        self.bytes = self.bytes.saturating_sub(entry.bytes);
     }
 
     /// Removes the `ordinal`-th call of model turn `model` (a barge-in cut its tool: no result
     /// will ever come), with the reasoning directly before it; the turn goes if nothing spoken or
     /// called is left in it.
     pub(crate) fn drop_call(&mut self, model: EntryId, ordinal: usize) {
-        let Some(entry) = self.entry_mut(model) else {
+        let Some(at) = self.position(model) else {
             return;
         };
-        let Some(at) = entry
-            .parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| matches!(p, Part::Call { .. }))
-            .nth(ordinal)
-            .map(|(i, _)| i)
-        else {
-            return;
-        };
-        entry.parts.remove(at);
-        let mut start = at;
-        while start > 0 && matches!(entry.parts[start - 1], Part::Thought { .. }) {
-            start -= 1;
-        }
-        entry.parts.drain(start..at);
+        self.rewrite(at, |entry| {
+            let Some(call) = entry
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| matches!(p, Part::Call { .. }))
+                .nth(ordinal)
+                .map(|(i, _)| i)
+            else {
+                return;
+            };
+            entry.parts.remove(call);
+            let mut start = call;
+            while start > 0 && matches!(entry.parts[start - 1], Part::Thought { .. }) {
+                start -= 1;
+            }
+            entry.parts.drain(start..call);
+        });
         self.remove_if_hollow(model);
     }
 
     /// A response that wrote a call as text: keep only what was really said (`said`, maybe
     /// nothing) and the real calls, in order (docs/protocol.md §6.7).
     pub(crate) fn strip(&mut self, model: EntryId, said: &str) {
-        let Some(entry) = self.entry_mut(model) else {
+        let Some(at) = self.position(model) else {
             return;
         };
-        if said.is_empty() {
-            entry.parts.retain(|p| matches!(p, Part::Call { .. }));
-        } else {
-            let mut placed = false;
-            entry.parts.retain_mut(|p| match p {
-                Part::Text { text, trimmed, .. } => {
-                    if placed {
-                        return false;
+        self.rewrite(at, |entry| {
+            if said.is_empty() {
+                entry.parts.retain(|p| matches!(p, Part::Call { .. }));
+            } else {
+                let mut placed = false;
+                entry.parts.retain_mut(|p| match p {
+                    Part::Text { text, trimmed, .. } => {
+                        if placed {
+                            return false;
+                        }
+                        placed = true;
+                        *text = said.to_owned();
+                        *trimmed = true;
+                        true
                     }
-                    placed = true;
-                    *text = said.to_owned();
-                    *trimmed = true;
-                    true
-                }
-                _ => true,
-            });
-        }
+                    _ => true,
+                });
+            }
+        });
         self.remove_if_hollow(model);
     }
 
@@ -163,13 +226,13 @@ impl Conversation {
             _ => false,
         });
         if hollow {
-            self.entries.remove(at);
+            self.remove(at);
             if self
                 .entries
                 .get(at)
                 .is_some_and(|e| e.role == Role::Results)
             {
-                self.entries.remove(at);
+                self.remove(at);
             }
         }
     }
@@ -203,75 +266,109 @@ impl Conversation {
                 return;
             }
         };
-        let Some(entry) = self.entry_mut(model) else {
+        let Some(at) = self.position(model) else {
             return;
         };
-        let mut placed = false;
-        let parts = std::mem::take(&mut entry.parts);
-        for part in parts {
-            match part {
-                Part::Text { raw, .. } if !placed && !heard.is_empty() => {
-                    placed = true;
-                    entry.parts.push(Part::Text {
-                        text: heard.to_owned(),
-                        raw,
-                        trimmed: interrupted,
-                    });
-                }
-                Part::Text { raw, .. } if !placed && interrupted => {
-                    // Heard as nothing: an empty, trimmed text keeps its place (and signature),
-                    // so a reasoning item before it is known to have lost what followed it.
-                    entry.parts.push(Part::Text {
-                        text: String::new(),
-                        raw: signature_only(raw).unwrap_or(Value::Null),
-                        trimmed: true,
-                    });
-                }
-                Part::Text { raw, .. } => {
-                    if let Some(signed) = signature_only(raw) {
-                        entry.parts.push(Part::Other { raw: signed });
-                    }
-                }
-                other => entry.parts.push(other),
-            }
-        }
-        if !placed && interrupted {
-            // Nothing of the text was heard: what follows it was never reached by the user.
-            for part in &mut entry.parts {
-                if let Part::Text { trimmed, .. } = part {
-                    *trimmed = true;
-                }
-            }
-        }
+        self.rewrite(at, |entry| apply_heard(entry, heard, interrupted));
         self.remove_if_hollow(model);
     }
 
-    /// Drops the oldest exchanges beyond the bound, cutting only in front of a user turn so no
-    /// call is ever separated from its result. When the exchange in progress alone outgrows the
-    /// bound (a long tool chain), everything before it goes and it stays whole, its user turn
-    /// first; it is bounded by `max_tool_hops`.
+    /// Drops the oldest exchanges beyond the bounds (entries and bytes), cutting only in front of
+    /// a user turn so no call is ever separated from its result. When the exchange in progress
+    /// alone outgrows a bound (a long tool chain, a huge response), everything before it goes and
+    /// it stays whole, its user turn first: its size is bounded by the turn's own bounds
+    /// (`max_tool_hops`, `max_response_bytes`).
     fn bound(&mut self) {
-        if self.entries.len() <= self.max_entries {
+        let fits =
+            |entries: usize, bytes: usize| entries <= self.max_entries && bytes <= self.max_bytes;
+        if fits(self.entries.len(), self.bytes) {
             return;
         }
-        let excess = self.entries.len() - self.max_entries;
         let user = |e: &Entry| e.role == Role::User;
-        let cut = match self.entries.iter().skip(excess).position(user) {
-            Some(i) => excess + i,
-            // No user turn after the excess: never cut into an exchange (that would leave a
-            // result without its call, or a request that starts with the model's words).
+        let len = self.entries.len();
+        // The first cut in front of a user turn after which the rest fits.
+        let mut rest = self.bytes;
+        let mut first_fit = None;
+        for (i, entry) in self.entries.iter().enumerate() {
+            if i > 0 && user(entry) && fits(len - i, rest) {
+                first_fit = Some(i);
+                break;
+            }
+            rest = rest.saturating_sub(entry.bytes);
+        }
+        let cut = match first_fit {
+            Some(i) => i,
+            // Nothing fits: never cut into an exchange (that would leave a result without its
+            // call, or a request that starts with the model's words).
             None => match self.entries.iter().rposition(user) {
                 Some(last) => last,
-                // No user turn at all (lines spoken without one): cut before a model turn.
-                None => self
-                    .entries
-                    .iter()
-                    .skip(excess)
-                    .position(|e| e.role != Role::Results)
-                    .map_or(0, |i| excess + i),
+                // No user turn at all (lines spoken without one): the first model turn after
+                // which the rest fits, else the last one.
+                None => self.model_cut(),
             },
         };
+        let dropped: usize = self.entries[..cut].iter().map(|e| e.bytes).sum();
+        self.bytes = self.bytes.saturating_sub(dropped);
         self.entries.drain(..cut);
+    }
+
+    /// Where [`bound`](Self::bound) cuts a history with no user turn: in front of the first
+    /// model turn after which the rest fits, else in front of the last one.
+    fn model_cut(&self) -> usize {
+        let len = self.entries.len();
+        let mut rest = self.bytes;
+        let mut last = 0;
+        for (i, entry) in self.entries.iter().enumerate() {
+            if entry.role != Role::Results {
+                if len - i <= self.max_entries && rest <= self.max_bytes {
+                    return i;
+                }
+                last = i;
+            }
+            rest = rest.saturating_sub(entry.bytes);
+        }
+        last
+    }
+}
+
+/// Heard truth on one model turn (see [`Conversation::heard`]).
+fn apply_heard(entry: &mut Entry, heard: &str, interrupted: bool) {
+    let mut placed = false;
+    let parts = std::mem::take(&mut entry.parts);
+    for part in parts {
+        match part {
+            Part::Text { raw, .. } if !placed && !heard.is_empty() => {
+                placed = true;
+                entry.parts.push(Part::Text {
+                    text: heard.to_owned(),
+                    raw,
+                    trimmed: interrupted,
+                });
+            }
+            Part::Text { raw, .. } if !placed && interrupted => {
+                // Heard as nothing: an empty, trimmed text keeps its place (and signature),
+                // so a reasoning item before it is known to have lost what followed it.
+                entry.parts.push(Part::Text {
+                    text: String::new(),
+                    raw: signature_only(raw).unwrap_or(Value::Null),
+                    trimmed: true,
+                });
+            }
+            Part::Text { raw, .. } => {
+                if let Some(signed) = signature_only(raw) {
+                    entry.parts.push(Part::Other { raw: signed });
+                }
+            }
+            other => entry.parts.push(other),
+        }
+    }
+    if !placed && interrupted {
+        // Nothing of the text was heard: what follows it was never reached by the user.
+        for part in &mut entry.parts {
+            if let Part::Text { trimmed, .. } = part {
+                *trimmed = true;
+            }
+        }
     }
 }
 
@@ -340,7 +437,7 @@ mod tests {
 
     #[test]
     fn results_land_right_after_their_call_even_after_a_note() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         c.push_user("book Paris");
         let m = c.push(Role::Model, vec![Part::text("Opening"), call("open")]);
         c.push_user("(they tapped X)");
@@ -360,7 +457,7 @@ mod tests {
 
     #[test]
     fn an_unanswered_call_goes_with_its_reasoning_and_an_answered_one_stays() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         let m = c.push(
             Role::Model,
             vec![
@@ -384,7 +481,7 @@ mod tests {
 
     #[test]
     fn heard_truth_keeps_the_heard_prefix_calls_and_signatures() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         let m = c.push(
             Role::Model,
             vec![
@@ -408,7 +505,7 @@ mod tests {
 
     #[test]
     fn nothing_heard_removes_a_text_only_turn_and_keeps_calls() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         c.push_user("Hi");
         let m = c.push(Role::Model, vec![Part::text("Would you like Friday?")]);
         c.speaking(1, Some(m));
@@ -429,7 +526,7 @@ mod tests {
 
     #[test]
     fn a_unit_the_conversation_did_not_open_is_recorded_when_heard() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         c.heard(1, "Hello! What can I do?", false);
         c.heard(2, "", true);
         c.speaking(3, None);
@@ -439,7 +536,7 @@ mod tests {
 
     #[test]
     fn strip_keeps_what_was_said_and_the_real_calls() {
-        let mut c = Conversation::new(100);
+        let mut c = Conversation::new(100, 1 << 20);
         let m = c.push(
             Role::Model,
             vec![
@@ -457,7 +554,7 @@ mod tests {
 
     #[test]
     fn the_bound_cuts_whole_exchanges() {
-        let mut c = Conversation::new(8);
+        let mut c = Conversation::new(8, 1 << 20);
         for i in 0..10 {
             c.push_user(&format!("q{i}"));
             let m = c.push(Role::Model, vec![call("x")]);
@@ -466,5 +563,129 @@ mod tests {
         }
         assert!(c.entries().len() <= 8);
         assert_eq!(c.entries()[0].role, Role::User);
+    }
+
+    /// The total the bound reads is the entries' bytes, counted again from their parts.
+    fn assert_counted(c: &Conversation) {
+        let counted: usize = c
+            .entries()
+            .iter()
+            .map(|e| {
+                let parts: usize = e.parts.iter().map(Part::bytes).sum();
+                assert_eq!(e.bytes, parts, "entry {} counts its parts", e.id);
+                parts
+            })
+            .sum();
+        assert_eq!(c.bytes(), counted);
+    }
+
+    #[test]
+    fn consecutive_plain_text_is_one_part_and_a_signed_part_stays_its_own() {
+        let mut c = Conversation::new(100, 1 << 20);
+        let m = c.push(Role::Model, Vec::new());
+        for piece in ["O", "p", "e", "n", "."] {
+            c.extend(m, Part::text(piece));
+        }
+        let signed = Part::Text {
+            text: "Signed".into(),
+            raw: json!({"text": "Signed", "thoughtSignature": "c2ln"}),
+            trimmed: false,
+        };
+        c.extend(m, signed.clone());
+        c.extend(m, Part::text(" after"));
+        c.extend(m, call("x"));
+        c.extend(m, Part::text("B"));
+        c.extend(m, Part::text("ye."));
+        assert_eq!(texts(&c), ["Model T(Open.)T(Signed)T( after)C(x)T(Bye.)"]);
+        assert_eq!(
+            c.entries()[0].parts[1],
+            signed,
+            "the signature stays on its part"
+        );
+        assert_counted(&c);
+        // Heard truth still works on the joined text.
+        c.speaking(1, Some(m));
+        c.heard(1, "Op", true);
+        assert_eq!(texts(&c), ["Model T(Op)OC(x)"]);
+        assert_counted(&c);
+    }
+
+    #[test]
+    fn a_million_one_byte_deltas_are_one_part_of_a_million_bytes() {
+        let mut c = Conversation::new(100, usize::MAX);
+        let m = c.push(Role::Model, Vec::new());
+        for _ in 0..1_000_000 {
+            c.extend(m, Part::text("a"));
+        }
+        assert_eq!(c.entries()[0].parts.len(), 1);
+        // The text, and one null `raw`: not ~270 bytes a delta.
+        assert_eq!(c.bytes(), 1_000_000 + 4);
+    }
+
+    #[test]
+    fn the_byte_bound_cuts_whole_exchanges_and_keeps_the_one_in_progress() {
+        let mut c = Conversation::new(400, 4096);
+        let kilobyte = "k".repeat(1000);
+        for i in 0..10 {
+            c.push_user(&format!("q{i}"));
+            let m = c.push(Role::Model, vec![Part::text(kilobyte.clone()), call("x")]);
+            let mut r = None;
+            c.file(m, &mut r, result("x"));
+            assert_counted(&c);
+            assert!(c.bytes() <= 4096, "{} bytes after exchange {i}", c.bytes());
+            assert_eq!(c.entries()[0].role, Role::User);
+        }
+        assert_eq!(texts(&c)[0], "User T(q7)");
+        // One exchange over the bound on its own stays whole, its user turn first.
+        c.push_user("big");
+        let m = c.push(Role::Model, vec![Part::text("b".repeat(10_000)), call("x")]);
+        let mut r = None;
+        c.file(m, &mut r, result("x"));
+        assert_eq!(
+            texts(&c)
+                .iter()
+                .map(|t| t.split(' ').next().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            ["User", "Model", "Results"]
+        );
+        assert_eq!(texts(&c)[0], "User T(big)");
+        assert_counted(&c);
+    }
+
+    #[test]
+    fn lines_without_a_user_turn_are_bounded_in_bytes_too() {
+        let mut c = Conversation::new(400, 4096);
+        let heard = "h".repeat(3000);
+        for id in 0..5 {
+            c.heard(id, &heard, false);
+        }
+        assert_eq!(c.entries().len(), 1, "only the newest line fits");
+        assert_counted(&c);
+    }
+
+    #[test]
+    fn dropped_calls_strips_and_removals_keep_the_count() {
+        let mut c = Conversation::new(100, 1 << 20);
+        c.push_user("go");
+        let m = c.push(
+            Role::Model,
+            vec![
+                Part::text("A. "),
+                Part::Thought {
+                    raw: json!({"id": "rs_1"}),
+                },
+                call("first"),
+                call("second"),
+            ],
+        );
+        let mut r = None;
+        c.file(m, &mut r, result("first"));
+        c.drop_call(m, 1);
+        assert_counted(&c);
+        c.strip(m, "");
+        assert_counted(&c);
+        c.drop_call(m, 0);
+        assert_counted(&c);
+        assert_eq!(texts(&c), ["User T(go)"]);
     }
 }

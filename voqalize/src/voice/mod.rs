@@ -42,10 +42,12 @@
 //! answer, speech opens on the first word, each tool runs the moment its call arrives (after the
 //! words before it are on the wire) and its result is filed right after the call, a
 //! `#[needs_result_now]` tool makes the model read its result at once, and every `Finalize` cuts
-//! the conversation down to what the user actually heard.
+//! the conversation down to what the user actually heard. What a provider sends is bounded in
+//! bytes, counts and time (the bounds among [`Model`]'s settings, docs/protocol.md §6.14).
 
 #[doc(hidden)]
 pub mod bench;
+mod bounds;
 mod conversation;
 mod guard;
 mod report;
@@ -53,10 +55,13 @@ mod turn;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use bounds::Bounds;
 use conversation::Conversation;
 
 use crate::brain::{Brain, BrainResult};
+use crate::logline::Repeated;
 use crate::model::http;
 use crate::model::layer::Layer;
 use crate::model::{Chat, Gemini, OpenAi};
@@ -104,6 +109,21 @@ struct Settings {
     report_steps: bool,
     fallback: Option<String>,
     max_history: usize,
+    max_history_bytes: usize,
+    bounds: Bounds,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_tool_hops: 6,
+            report_steps: true,
+            fallback: None,
+            max_history: 400,
+            max_history_bytes: bounds::MAX_HISTORY_BYTES,
+            bounds: Bounds::default(),
+        }
+    }
 }
 
 struct Inner {
@@ -111,6 +131,27 @@ struct Inner {
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
     conversation: Mutex<Conversation>,
+    /// The session's responses cut by a bound: the first is logged, then a count per 10 s.
+    cuts: Mutex<Repeated>,
+    /// The session's tool calls that failed (an unknown tool, arguments that do not fit, an
+    /// `Err`, a panic): likewise.
+    failed_calls: Mutex<Repeated>,
+}
+
+impl Inner {
+    fn new(layer: Arc<dyn Layer>, settings: Settings, instruction: Option<Arc<str>>) -> Self {
+        Inner {
+            conversation: Mutex::new(Conversation::new(
+                settings.max_history,
+                settings.max_history_bytes,
+            )),
+            layer,
+            settings,
+            instruction: Mutex::new(instruction),
+            cuts: Mutex::new(Repeated::new("model responses cut by a bound")),
+            failed_calls: Mutex::new(Repeated::new("tool calls that failed")),
+        }
+    }
 }
 
 /// The voice core of one session: a model layer, the system instruction, and the conversation.
@@ -134,20 +175,11 @@ impl std::fmt::Debug for Model {
 
 impl Model {
     /// A voice core over `layer`, with no system instruction, `max_tool_hops` 6, TurnSteps
-    /// reported, no fallback line, and at most 400 history entries.
+    /// reported, no fallback line, at most 400 history entries and 1 MiB of history, and every
+    /// response bound at its default (see the bounds below and docs/protocol.md §6.14).
     pub fn new(layer: impl Into<ModelLayer>) -> Model {
         Model {
-            inner: Arc::new(Inner {
-                layer: layer.into().0,
-                settings: Settings {
-                    max_tool_hops: 6,
-                    report_steps: true,
-                    fallback: None,
-                    max_history: 400,
-                },
-                instruction: Mutex::new(None),
-                conversation: Mutex::new(Conversation::new(400)),
-            }),
+            inner: Arc::new(Inner::new(layer.into().0, Settings::default(), None)),
         }
     }
 
@@ -156,12 +188,7 @@ impl Model {
         change(&mut settings);
         let instruction = lock(&self.inner.instruction).clone();
         Model {
-            inner: Arc::new(Inner {
-                layer: self.inner.layer.clone(),
-                instruction: Mutex::new(instruction),
-                conversation: Mutex::new(Conversation::new(settings.max_history)),
-                settings,
-            }),
+            inner: Arc::new(Inner::new(self.inner.layer.clone(), settings, instruction)),
         }
     }
 
@@ -187,19 +214,70 @@ impl Model {
         self.with(|s| s.report_steps = on)
     }
 
-    /// A line spoken when a turn's model request fails before anything was said ("Sorry, I
-    /// didn't catch that — could you say it again?"), so an outage never leaves the caller in
-    /// silence. None by default.
+    /// A line spoken when a turn's model request fails, or its deadline passes, before anything
+    /// was said ("Sorry, I didn't catch that — could you say it again?"), so an outage never
+    /// leaves the caller in silence. None by default.
     #[must_use]
     pub fn fallback_line(self, line: impl Into<String>) -> Model {
         let line = line.into();
         self.with(|s| s.fallback = Some(line))
     }
 
-    /// The most history entries kept (default 400); the oldest whole exchanges go first.
+    /// The most history entries kept (default 400; 8 at least); the oldest whole exchanges go
+    /// first.
     #[must_use]
     pub fn max_history(self, entries: usize) -> Model {
         self.with(|s| s.max_history = entries)
+    }
+
+    /// The most bytes of history kept (default 1 MiB; 1 KiB at least): text, calls, results and
+    /// the provider's own JSON (signatures, reasoning) at about their serialised size. Past it
+    /// the oldest whole exchanges go first, as with [`max_history`](Self::max_history); the
+    /// exchange in progress is kept whole (its own size is bounded by the turn's bounds below).
+    #[must_use]
+    pub fn max_history_bytes(self, bytes: usize) -> Model {
+        self.with(|s| s.max_history_bytes = bytes)
+    }
+
+    /// The most bytes of one model response read (default 1 MiB), counted on the response body
+    /// as it arrives. Past it the response is cut: nothing more of it is read, what was spoken
+    /// stays, and the turn's one warning is logged (docs/protocol.md §6.14).
+    #[must_use]
+    pub fn max_response_bytes(self, bytes: usize) -> Model {
+        self.with(|s| s.bounds.response_bytes = bytes)
+    }
+
+    /// The most function calls taken from one model response (default 16). The call past it does
+    /// not run: it is answered with an error result the model reads, and the response is cut
+    /// there (nothing after it is read).
+    #[must_use]
+    pub fn max_calls_per_response(self, calls: usize) -> Model {
+        self.with(|s| s.bounds.calls_per_response = calls)
+    }
+
+    /// The most bytes of one call's arguments (default 64 KiB). A call with more does not run:
+    /// it stays in the history with no arguments, answered with an error result the model
+    /// reads, and the response is cut there.
+    #[must_use]
+    pub fn max_argument_bytes(self, bytes: usize) -> Model {
+        self.with(|s| s.bounds.argument_bytes = bytes)
+    }
+
+    /// The most tools one turn runs, over all its requests (default 16). The call past it does
+    /// not run: it is answered with an error result the model reads, the response is cut there,
+    /// and a follow-up the turn still owes is its last request, with tools off.
+    #[must_use]
+    pub fn max_tool_runs(self, runs: usize) -> Model {
+        self.with(|s| s.bounds.tool_runs = runs)
+    }
+
+    /// How long a turn may wait on the model, from the user's words (default 60 s): opening
+    /// requests and reading their streams, never a tool that is running. Past it the stream is
+    /// dropped and the turn ends; what was spoken stays, and the fallback line is spoken when the
+    /// turn had said nothing. A stream of keep-alives can hold a turn no longer than this.
+    #[must_use]
+    pub fn turn_deadline(self, deadline: Duration) -> Model {
+        self.with(|s| s.bounds.turn_deadline = deadline)
     }
 
     /// Replaces the system instruction, from now on (typically from `on_session_start`, where the
@@ -231,7 +309,10 @@ impl Model {
     /// A failed request (connect error, HTTP error with the provider's body, a timeout, a stream
     /// that ends before its terminal event) is logged with the provider and the status, reported
     /// as a `model` TurnStep, and ends the turn; what was spoken stays spoken, and the fallback
-    /// line is spoken if the turn had said nothing. It never returns an error for a model failure.
+    /// line is spoken if the turn had said nothing. So does a turn past its
+    /// [`turn_deadline`](Self::turn_deadline). A response that passes one of the other bounds
+    /// (bytes, calls, argument bytes, tool runs) is cut there and the turn goes on
+    /// (docs/protocol.md §6.14). It never returns an error for a model failure.
     ///
     /// # Errors
     /// None today; the `Result` leaves room for failures a brain must see.

@@ -8,31 +8,68 @@
 //! the call. A barge-in drops the turn's future at its next `.await`: [`TurnState`]'s `Drop` then
 //! removes an unanswered call, strips a unit whose words were never released, reports the request
 //! it paid for and logs the `turn:` line.
+//!
+//! Every response is read within the session's [`Bounds`] (docs/protocol.md §6.14): a bound that
+//! trips cuts the response where it tripped, answers the call that tripped it with an error the
+//! model reads, and logs one warning for the turn.
 
 use std::time::{Duration, Instant};
 
+use serde_json::json;
+
 use super::Model;
+use super::bounds::{Bounds, Tripped, kept_name};
 use super::guard::{Guard, RETRY_NOTE};
 use super::report::{Clock, Hop, Tally, report, turn_line};
 use crate::brain::BrainResult;
-use crate::model::history::{Part, RequestSpec, Role, ToolResult};
+use crate::logline::{outside, outside_n};
+use crate::model::history::{Call, Part, RequestSpec, Role, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::Decoder;
-use crate::model::sse::DEFAULT_MAX_EVENT_BYTES;
 use crate::model::{ModelError, StreamError, ToolChoice};
 use crate::session::{Session, SpeechUnit, Step, Turn};
-use crate::tools::{ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox};
+use crate::tools::{Arguments, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox};
 
 /// How long a tool waits for the speech before its call to reach the socket.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
-/// Why a request failed: the transport, or the provider's stream.
+/// How many stream items and parts a turn handles before it yields its worker: a provider that
+/// sends a megabyte of tiny events (or one event of a hundred thousand parts) at once must not
+/// hold up the other calls the worker serves.
+const WORK_PER_YIELD: usize = 64;
+
+/// How many characters of a failed request's error its log line keeps (the error holds the
+/// provider's own words).
+const ERROR_CHARS: usize = 500;
+
+/// Why a request failed: the transport, the provider's stream, or the turn's deadline.
 #[derive(Debug, thiserror::Error)]
 enum RequestError {
     #[error(transparent)]
     Http(#[from] ModelError),
     #[error(transparent)]
     Stream(#[from] StreamError),
+    #[error("the turn passed its {0:?} deadline")]
+    Deadline(Duration),
+}
+
+/// How one request ended, for the turn loop.
+#[derive(Debug, Default)]
+struct HopEnd {
+    /// A `#[needs_result_now]` tool ran.
+    awaited: bool,
+    /// A call failed as text or malformed (the turn may ask once more).
+    stranded: bool,
+    /// A bound cut the response.
+    cut: Option<Tripped>,
+}
+
+impl HopEnd {
+    fn add(&mut self, other: HopEnd) {
+        self.awaited |= other.awaited;
+        self.stranded |= other.stranded;
+        self.cut = self.cut.or(other.cut);
+    }
 }
 
 /// One response being written: its model turn in the history, the guard on its text, the
@@ -59,11 +96,23 @@ pub(crate) struct TurnState<'t> {
     hop: Option<Hop>,
     /// The provider's id of the last request, for the `turn:` line.
     request_id: Option<String>,
+    bounds: Bounds,
+    /// When the turn's deadline passes.
+    deadline: tokio::time::Instant,
+    /// Tools run this turn, over all its requests.
+    runs: usize,
+    /// Calls read from the request in flight.
+    hop_calls: usize,
+    /// The first bound that tripped this turn (its one warning is logged then).
+    tripped: Option<Tripped>,
+    /// Items and parts handled since the turn last yielded its worker.
+    work: usize,
     done: bool,
 }
 
 impl<'t> TurnState<'t> {
     fn new(model: &'t Model, turn: &'t Turn) -> Self {
+        let bounds = model.inner.settings.bounds;
         TurnState {
             model,
             turn,
@@ -74,8 +123,79 @@ impl<'t> TurnState<'t> {
             running: None,
             hop: None,
             request_id: None,
+            bounds,
+            deadline: tokio::time::Instant::now() + bounds.turn_deadline,
+            runs: 0,
+            hop_calls: 0,
+            tripped: None,
+            work: 0,
             done: false,
         }
+    }
+
+    /// Counts one item or part handled; yields the worker every [`WORK_PER_YIELD`].
+    async fn pace(&mut self) {
+        self.work += 1;
+        if self.work >= WORK_PER_YIELD {
+            self.work = 0;
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A bound tripped: the first of the turn is logged, once per turn and through the session's
+    /// summariser (a provider that trips a bound on every turn writes one line per 10 s).
+    fn trip(&mut self, bound: Tripped) {
+        if self.tripped.is_some() {
+            return;
+        }
+        self.tripped = Some(bound);
+        if crate::recover::lock(&self.model.inner.cuts).allow() {
+            tracing::warn!(
+                "turn: model={} cut a response: {}; what was said stays",
+                self.model.inner.layer.model(),
+                bound.what()
+            );
+        }
+    }
+
+    /// Whether the call about to be read passes a bound: the calls of this response, its
+    /// arguments' bytes, the tools this turn ran (a call that would not run counts for neither).
+    fn over_bound(&self, call: &Call, runs: bool) -> Option<Tripped> {
+        let b = &self.bounds;
+        if self.hop_calls >= b.calls_per_response {
+            Some(Tripped::Calls(b.calls_per_response))
+        } else if arguments_bytes(&call.arguments) > b.argument_bytes {
+            Some(Tripped::ArgumentBytes(b.argument_bytes))
+        } else if runs && self.runs >= b.tool_runs {
+            Some(Tripped::ToolRuns(b.tool_runs))
+        } else {
+            None
+        }
+    }
+
+    /// Files a call that passed a bound: in the history with no arguments (a name no tool has is
+    /// cut), answered with an error the model reads; no tool runs and no `tool` step is reported.
+    fn refuse(&mut self, entry: u64, call: Call, raw: serde_json::Value, bound: Tripped) {
+        let r = self.response();
+        r.calls += 1;
+        r.called = true;
+        let name = kept_name(&call.name);
+        let result = ToolResult {
+            call_id: call.id.clone(),
+            name: name.clone(),
+            response: json!({ "error": bound.answer(&name) }),
+        };
+        let call = Call {
+            id: call.id,
+            name,
+            arguments: Arguments::Raw("{}".to_owned()),
+        };
+        self.model
+            .conversation()
+            .extend(entry, Part::Call { call, raw });
+        let mut results = self.response().results;
+        self.model.conversation().file(entry, &mut results, result);
+        self.response().results = results;
     }
 
     fn steps_on(&self) -> bool {
@@ -152,6 +272,26 @@ impl<'t> TurnState<'t> {
         (leaked || r.guard.malformed()) && !r.called
     }
 
+    /// Closes a response a bound cut: its speech ends, held text is never released, and the
+    /// history keeps only what was said (and its calls). No retry follows a cut.
+    fn cut_response(&mut self) {
+        let Some(mut r) = self.response.take() else {
+            return;
+        };
+        let started = r.speech.as_ref().is_some_and(SpeechUnit::started);
+        if let Some(unit) = r.speech.take() {
+            unit.close();
+        }
+        if r.guard.leaked() != Some(false) {
+            let said = if started {
+                r.guard.said()
+            } else {
+                String::new()
+            };
+            self.model.conversation().strip(r.entry, &said);
+        }
+    }
+
     /// Turn cleanup, on every exit: a barge-in, an error, or the end.
     fn finish(&mut self) {
         if std::mem::replace(&mut self.done, true) {
@@ -179,7 +319,7 @@ impl<'t> TurnState<'t> {
         let layer = &self.model.inner.layer;
         let line = turn_line(layer.model(), &self.tally, &self.clock);
         match &self.request_id {
-            Some(id) => tracing::info!("{line} request_id={id}"),
+            Some(id) => tracing::info!("{line} request_id={}", outside(id)),
             None => tracing::info!("{line}"),
         }
     }
@@ -204,27 +344,29 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
     let (mut retried, mut note, mut followups) = (false, false, 0usize);
     loop {
         st.tally.hops += 1;
-        let forced = followups > 0 && followups == max_hops;
-        if forced {
+        let capped = followups > 0 && followups == max_hops;
+        if capped {
             tracing::warn!(
                 "turn: model={} reached max_tool_hops={max_hops}; the last request may not call a tool",
                 model.inner.layer.model()
             );
         }
+        // After a bound tripped, a follow-up the turn owes is its last request, with tools off.
+        let forced = capped || (followups > 0 && st.tripped.is_some());
         let request_choice = if forced {
             ToolChoice::None
         } else {
             choice.clone()
         };
-        let (awaited, stranded) = match hop(&mut st, brain, &tools, &request_choice, note).await {
-            Ok(outcome) => outcome,
+        let end = match hop(&mut st, brain, &tools, &request_choice, note).await {
+            Ok(end) => end,
             Err(e) => {
                 failed(&mut st, &e);
                 return Ok(());
             }
         };
         note = false;
-        if stranded {
+        if end.stranded && end.cut.is_none() {
             let m = model.inner.layer.model();
             if retried {
                 tracing::warn!(
@@ -239,7 +381,7 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
             note = true;
             continue;
         }
-        if !awaited || followups == max_hops {
+        if !end.awaited || followups == max_hops || forced {
             break;
         }
         followups += 1;
@@ -259,12 +401,17 @@ fn failed(st: &mut TurnState<'_>, e: &RequestError) {
     {
         st.request_id = Some(id.clone());
     }
-    let layer = &st.model.inner.layer;
-    tracing::error!(
-        "turn: model={} provider={} request failed: {e}",
-        layer.model(),
-        layer.provider()
-    );
+    if let RequestError::Deadline(after) = e {
+        st.trip(Tripped::Deadline(*after));
+    } else {
+        let layer = &st.model.inner.layer;
+        tracing::error!(
+            "turn: model={} provider={} request failed: {}",
+            layer.model(),
+            layer.provider(),
+            outside_n(&e.to_string(), ERROR_CHARS)
+        );
+    }
     st.end_hop();
     if let Some(r) = st.response.as_mut()
         && let Some(unit) = r.speech.take()
@@ -280,14 +427,28 @@ fn failed(st: &mut TurnState<'_>, e: &RequestError) {
     st.finish();
 }
 
-/// One request and its stream. Returns (a marked tool ran, a call failed as text or malformed).
+/// Waits for `future` until the turn's `deadline`.
+async fn before<T>(
+    deadline: tokio::time::Instant,
+    limit: Duration,
+    future: impl Future<Output = T>,
+) -> Result<T, RequestError> {
+    if tokio::time::Instant::now() >= deadline {
+        return Err(RequestError::Deadline(limit));
+    }
+    tokio::time::timeout_at(deadline, future)
+        .await
+        .map_err(|_| RequestError::Deadline(limit))
+}
+
+/// One request and its stream, read within the turn's bounds and deadline.
 async fn hop<B: Toolbox + ?Sized>(
     st: &mut TurnState<'_>,
     brain: &B,
     tools: &ToolSet,
     choice: &ToolChoice,
     note: bool,
-) -> Result<(bool, bool), RequestError> {
+) -> Result<HopEnd, RequestError> {
     let layer = st.model.inner.layer.clone();
     let request = {
         let conversation = st.model.conversation();
@@ -302,50 +463,65 @@ async fn hop<B: Toolbox + ?Sized>(
         layer.build(&spec)?
     };
     st.hop = Some(Hop::start());
-    let mut stream: EventStream =
-        http::open(&request, layer.timeouts(), DEFAULT_MAX_EVENT_BYTES).await?;
+    st.hop_calls = 0;
+    let (bounds, deadline) = (st.bounds, st.deadline);
+    let limit = bounds.turn_deadline;
+    let open = http::open(&request, layer.timeouts(), bounds.response_bytes);
+    let mut stream: EventStream = before(deadline, limit, open).await??;
     st.request_id = stream.request_id().map(str::to_owned);
-    let mut decoder: Box<dyn Decoder> = layer.decoder();
-    let (mut awaited, mut stranded) = (false, false);
+    let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
+    let mut end = HopEnd::default();
     let tools_off = matches!(choice, ToolChoice::None);
     loop {
-        let chunks = match stream.next().await {
-            Some(item) => decoder.item(item?)?,
+        let chunks = match before(deadline, limit, stream.next()).await? {
+            Some(Ok(item)) => decoder.item(item)?,
+            Some(Err(ModelError::ResponseTooLarge { limit })) => {
+                end.cut = Some(Tripped::ResponseBytes(limit));
+                break;
+            }
+            Some(Err(e)) => return Err(e.into()),
             None => {
                 for chunk in decoder.end()? {
-                    let (a, s) = chunk_in(st, brain, tools, tools_off, chunk).await;
-                    awaited |= a;
-                    stranded |= s;
+                    end.add(chunk_in(st, brain, tools, tools_off, chunk).await);
+                    if end.cut.is_some() {
+                        break;
+                    }
                 }
                 break;
             }
         };
         for chunk in chunks {
-            let (a, s) = chunk_in(st, brain, tools, tools_off, chunk).await;
-            awaited |= a;
-            stranded |= s;
+            end.add(chunk_in(st, brain, tools, tools_off, chunk).await);
+            if end.cut.is_some() {
+                break;
+            }
         }
-        if decoder.done() {
+        if end.cut.is_some() || decoder.done() {
             break;
         }
+        st.pace().await;
     }
     drop(stream);
-    if st.response.is_some() {
+    if let Some(bound) = end.cut {
+        st.cut_response();
+        st.trip(bound);
+    } else if st.response.is_some() {
         // The stream ended with a response still open: close it so its speech is bracketed.
-        stranded |= st.close_response(false, true);
+        end.stranded |= st.close_response(false, true);
     }
     st.end_hop();
-    Ok((awaited, stranded))
+    Ok(end)
 }
 
-/// One decoded chunk: parts in order (a call runs the moment it is read), then the finish.
+/// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A call
+/// past a bound is refused and ends the chunk: the response is cut there.
 async fn chunk_in<B: Toolbox + ?Sized>(
     st: &mut TurnState<'_>,
     brain: &B,
     tools: &ToolSet,
     tools_off: bool,
     chunk: crate::model::history::Chunk,
-) -> (bool, bool) {
+) -> HopEnd {
     st.clock.mark_open();
     if let Some(hop) = st.hop.as_mut() {
         hop.first.get_or_insert_with(|| hop.started.elapsed());
@@ -353,36 +529,55 @@ async fn chunk_in<B: Toolbox + ?Sized>(
             hop.usage = chunk.usage;
         }
     }
-    let (mut awaited, mut stranded) = (false, false);
+    let mut end = HopEnd::default();
     let mut speak = Vec::new();
-    for part in chunk.parts {
+    for part in joined(chunk.parts) {
+        // Released words are on their way before the turn yields: a barge-in that lands here
+        // must find every released word in a unit, or it would stay in the history unsaid.
+        st.speak(std::mem::take(&mut speak));
+        st.pace().await;
         let entry = st.response().entry;
         match part {
-            Part::Call { call, raw } => {
+            Part::Call { mut call, raw } => {
                 // Speech before a call is heard before the tool runs, with a tail the guard
                 // held in case it began a call written as text: this call is a real one.
                 speak.extend(st.response().guard.before_call());
                 st.speak(std::mem::take(&mut speak));
+                if let Some(bound) = st.over_bound(&call, !tools_off) {
+                    st.refuse(entry, call, raw, bound);
+                    end.cut = Some(bound);
+                    return end;
+                }
+                st.hop_calls += 1;
                 st.session.flushed(FLUSH_WAIT).await;
                 let r = st.response();
                 let ordinal = r.calls;
                 r.calls += 1;
                 r.called = true;
-                let (name, arguments, call_id) =
-                    (call.name.clone(), call.arguments.clone(), call.id.clone());
+                let kept = kept_name(&call.name);
+                let name = std::mem::replace(&mut call.name, kept);
+                let (arguments, call_id) = (call.arguments.clone(), call.id.clone());
+                let kept = call.name.clone();
                 st.model
                     .conversation()
                     .extend(entry, Part::Call { call, raw });
                 st.running = Some((entry, ordinal));
                 let started = Instant::now();
                 let outcome = if tools_off {
-                    refused(&name)
+                    refused(&kept)
                 } else {
-                    brain.call_tool(tools, &name, arguments).await
+                    st.runs += 1;
+                    let outcome = brain.call_tool(tools, &name, arguments).await;
+                    if let Err(e) = &outcome.result
+                        && crate::recover::lock(&st.model.inner.failed_calls).allow()
+                    {
+                        tracing::warn!("tool {} failed: {}", outside(&kept), outside(&e.message));
+                    }
+                    outcome
                 };
                 let result = ToolResult {
                     call_id,
-                    name: name.clone(),
+                    name: kept.clone(),
                     response: outcome.response(),
                 };
                 let mut results = st.response().results;
@@ -390,18 +585,19 @@ async fn chunk_in<B: Toolbox + ?Sized>(
                 st.response().results = results;
                 st.running = None;
                 st.tally.calls += 1;
-                if st.steps_on() {
+                // A `tool` step for a tool that ran; a call refused because tools were off did not.
+                if st.steps_on() && !tools_off {
                     let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
                     report(
                         &st.session,
-                        Step::new("tool", name.clone()).duration_ms(ms),
+                        Step::new("tool", kept).duration_ms(ms),
                         st.turn.id(),
                         false,
                     );
                 }
                 if !tools_off && tools.get(&name).is_some_and(|t| t.needs_result_now()) {
                     st.tally.awaited += 1;
-                    awaited = true;
+                    end.awaited = true;
                 }
             }
             Part::Text { text, raw, trimmed } => {
@@ -432,12 +628,36 @@ async fn chunk_in<B: Toolbox + ?Sized>(
     }
     if chunk.finished {
         if st.response.is_some() {
-            stranded |= st.close_response(chunk.malformed, false);
+            end.stranded |= st.close_response(chunk.malformed, false);
         } else if chunk.malformed {
-            stranded = true;
+            end.stranded = true;
         }
     }
-    (awaited, stranded)
+    end
+}
+
+/// The parts of one chunk with each run of plain text joined into one piece (one event may hold
+/// thousands of text parts: they are one piece to screen, speak and store).
+fn joined(parts: Vec<Part>) -> Vec<Part> {
+    let mut out: Vec<Part> = Vec::with_capacity(parts.len());
+    for part in parts {
+        if let Part::Text {
+            text: more,
+            raw: serde_json::Value::Null,
+            trimmed: false,
+        } = &part
+            && let Some(Part::Text {
+                text,
+                raw: serde_json::Value::Null,
+                trimmed: false,
+            }) = out.last_mut()
+        {
+            text.push_str(more);
+            continue;
+        }
+        out.push(part);
+    }
+    out
 }
 
 /// A call on a request that allowed none: not run, answered with an error the model reads.

@@ -13,12 +13,13 @@ fn layer(model: &str) -> Chat {
         .unwrap()
 }
 
+/// A call as the decoder hands it on: everything in the call, no raw.
 fn tc(id: &str, name: &str, arguments: &str) -> Part {
     call(
         Some(id),
         name,
         Arguments::Raw(arguments.into()),
-        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}),
+        Value::Null,
     )
 }
 
@@ -33,7 +34,7 @@ fn messages_of(l: &Chat, instruction: Option<&str>, history: &[Entry]) -> Value 
 
 /// Feeds `data:` events, then ends the stream; returns every chunk.
 fn decode(events: &[&str]) -> Vec<Chunk> {
-    let mut d = ChatDecoder::new("openai");
+    let mut d = ChatDecoder::new("openai", DecodeLimits::UNBOUNDED);
     let mut out = Vec::new();
     for e in events {
         out.extend(d.item(data(e)).unwrap());
@@ -281,7 +282,7 @@ fn case65_captured_stream() {
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[],"usage":{"prompt_tokens":100,"completion_tokens":30,"total_tokens":130,"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":10}}}"#,
     ];
-    let mut d = ChatDecoder::new("openai");
+    let mut d = ChatDecoder::new("openai", DecodeLimits::UNBOUNDED);
     let mut chunks = Vec::new();
     for e in events {
         chunks.extend(d.item(data(e)).unwrap());
@@ -448,7 +449,7 @@ fn text_only_stream_finishes_without_calls() {
 
 #[test]
 fn a_stream_without_finish_reason_is_truncated() {
-    let mut d = ChatDecoder::new("anthropic");
+    let mut d = ChatDecoder::new("anthropic", DecodeLimits::UNBOUNDED);
     d.item(data(&delta(json!({"content": "Hi"})))).unwrap();
     match d.item(data("[DONE]")).unwrap_err() {
         StreamError::Truncated { provider, expected } => {
@@ -459,13 +460,13 @@ fn a_stream_without_finish_reason_is_truncated() {
         }
         other => panic!("{other:?}"),
     }
-    let mut d = ChatDecoder::new("");
+    let mut d = ChatDecoder::new("", DecodeLimits::UNBOUNDED);
     d.item(data(&delta(json!({"content": "Hi"})))).unwrap();
     let err = d.end().unwrap_err();
     assert!(matches!(err, StreamError::Truncated { .. }));
     assert!(err.to_string().contains("chat completions"), "{err}");
     // A finish_reason then a closed stream without [DONE]: the end delivers the calls.
-    let mut d = ChatDecoder::new("openai");
+    let mut d = ChatDecoder::new("openai", DecodeLimits::UNBOUNDED);
     d.item(data(&delta(
         json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "show_help"}}]}),
     )))
@@ -479,10 +480,12 @@ fn a_stream_without_finish_reason_is_truncated() {
 #[test]
 fn malformed_and_error_chunks() {
     for bad in ["{nope", "[]", r#"{"choices": 3}"#] {
-        let err = ChatDecoder::new("openai").item(data(bad)).unwrap_err();
+        let err = ChatDecoder::new("openai", DecodeLimits::UNBOUNDED)
+            .item(data(bad))
+            .unwrap_err();
         assert!(matches!(err, StreamError::Malformed { .. }), "{bad}: {err}");
     }
-    let err = ChatDecoder::new("groq")
+    let err = ChatDecoder::new("groq", DecodeLimits::UNBOUNDED)
         .item(data(
             r#"{"error":{"message":"overloaded","type":"server_error","code":503}}"#,
         ))
@@ -491,7 +494,7 @@ fn malformed_and_error_chunks() {
         err.to_string(),
         "groq reported an error: overloaded (server_error, 503)"
     );
-    let err = ChatDecoder::new("openai")
+    let err = ChatDecoder::new("openai", DecodeLimits::UNBOUNDED)
         .item(SseItem::Bare(r#"{"error":{"message":"bad key"}}"#.into()))
         .unwrap_err();
     assert!(matches!(err, StreamError::Provider { .. }));
@@ -630,4 +633,58 @@ fn from_env_reads_the_openai_variables() {
             .unwrap(),
     );
     assert_eq!(b["tools"], json!(tools.chat(true)));
+}
+
+/// What one `tool_calls` fragment on `index` carries.
+fn fragment(index: usize, id: Option<&str>, name: Option<&str>, arguments: &str) -> String {
+    let mut f = json!({"index": index, "function": {"arguments": arguments}});
+    if let Some(id) = id {
+        f["id"] = json!(id);
+    }
+    if let Some(name) = name {
+        f["function"]["name"] = json!(name);
+    }
+    delta(json!({"tool_calls": [f]}))
+}
+
+#[test]
+fn assembled_arguments_stop_one_past_the_bound() {
+    let limits = DecodeLimits {
+        max_calls: 4,
+        max_argument_bytes: 1000,
+    };
+    let mut d = ChatDecoder::new("openai", limits);
+    d.item(data(&fragment(0, Some("call_a"), Some("x"), "{\"v\":\"")))
+        .unwrap();
+    // A thousand fragments of a hundred bytes: 100 KB sent, a kilobyte and a byte kept.
+    let piece = "é".repeat(50);
+    for _ in 0..1000 {
+        d.item(data(&fragment(0, None, None, &piece))).unwrap();
+    }
+    d.item(data(&finish("tool_calls"))).unwrap();
+    let chunks = d.item(data("[DONE]")).unwrap();
+    let assembled = calls(&chunks[0]);
+    let kept = assembled[0].2.len();
+    assert!(
+        (1001..=1002).contains(&kept),
+        "{kept} bytes kept: one past the bound, on a character boundary"
+    );
+}
+
+#[test]
+fn calls_past_the_bound_are_not_assembled() {
+    let limits = DecodeLimits {
+        max_calls: 3,
+        max_argument_bytes: 1000,
+    };
+    let mut d = ChatDecoder::new("openai", limits);
+    for i in 0..10_000 {
+        let id = format!("call_{i}");
+        d.item(data(&fragment(i, Some(&id), Some("x"), "{}")))
+            .unwrap();
+    }
+    d.item(data(&finish("tool_calls"))).unwrap();
+    let chunks = d.item(data("[DONE]")).unwrap();
+    let ids: Vec<String> = calls(&chunks[0]).into_iter().map(|c| c.0).collect();
+    assert_eq!(ids, ["call_0", "call_1", "call_2", "call_3"]);
 }

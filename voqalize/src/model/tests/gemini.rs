@@ -12,7 +12,7 @@ fn layer() -> Gemini {
 }
 
 fn decode(items: &[&str]) -> Vec<Chunk> {
-    let mut d = GeminiDecoder::default();
+    let mut d = GeminiDecoder::new(DecodeLimits::UNBOUNDED);
     let mut out = Vec::new();
     for i in items {
         out.extend(d.item(data(i)).unwrap());
@@ -226,9 +226,8 @@ fn decode_captured_stream() {
                     Some("c1"),
                     "open_booking",
                     Arguments::Json(json!({"city": "Paris", "nights": 2})),
-                    json!({"functionCall": {"id": "c1", "name": "open_booking",
-                                            "args": {"city": "Paris", "nights": 2}},
-                           "thoughtSignature": "c2lnMQ=="}),
+                    // The rest of the part: what the call holds is rendered from it.
+                    json!({"functionCall": {}, "thoughtSignature": "c2lnMQ=="}),
                 )],
                 finished: true,
                 malformed: false,
@@ -249,11 +248,12 @@ fn call_without_id_or_args() {
             None,
             "show_help",
             Arguments::Json(json!({})),
-            json!({"functionCall": {"name": "show_help"}})
+            json!({"functionCall": {}})
         )]
     );
     assert_eq!(chunks[0].usage, None);
-    // Replayed without an id, answered without one.
+    // Replayed without an id (its arguments as the empty object they were read as), answered
+    // without one.
     let history = [
         user(1, "help"),
         model(2, chunks[0].parts.clone()),
@@ -270,7 +270,7 @@ fn call_without_id_or_args() {
     );
     assert_eq!(
         b["contents"][1],
-        json!({"role": "model", "parts": [{"functionCall": {"name": "show_help"}}]})
+        json!({"role": "model", "parts": [{"functionCall": {"name": "show_help", "args": {}}}]})
     );
     assert_eq!(
         b["contents"][2],
@@ -355,7 +355,7 @@ fn case61_usage() {
 
 #[test]
 fn error_chunk_and_bare_error_body_are_provider_errors() {
-    let mut d = GeminiDecoder::default();
+    let mut d = GeminiDecoder::new(DecodeLimits::UNBOUNDED);
     let err = d
         .item(data(
             r#"{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}"#,
@@ -368,7 +368,7 @@ fn error_chunk_and_bare_error_body_are_provider_errors() {
         }
         other => panic!("{other:?}"),
     }
-    let err = GeminiDecoder::default()
+    let err = GeminiDecoder::new(DecodeLimits::UNBOUNDED)
         .item(SseItem::Bare(
             r#"{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}"#
                 .into(),
@@ -388,14 +388,16 @@ fn unparseable_chunk_is_malformed() {
         "[1,2]",
         r#"{"candidates":[{"content":{"parts":[{"functionCall":{}}]}}]}"#,
     ] {
-        let err = GeminiDecoder::default().item(data(bad)).unwrap_err();
+        let err = GeminiDecoder::new(DecodeLimits::UNBOUNDED)
+            .item(data(bad))
+            .unwrap_err();
         assert!(matches!(err, StreamError::Malformed { .. }), "{bad}: {err}");
     }
 }
 
 #[test]
 fn truncated_without_finish_reason() {
-    let mut d = GeminiDecoder::default();
+    let mut d = GeminiDecoder::new(DecodeLimits::UNBOUNDED);
     d.item(data(
         r#"{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}]}"#,
     ))
@@ -803,6 +805,54 @@ fn layer_is_cheap_to_clone_and_reports_itself() {
     assert!(std::sync::Arc::ptr_eq(&g.inner, &h.inner));
     assert_eq!(g.provider(), "google");
     assert_eq!(g.timeouts().connect, Timeouts::default().connect);
-    let d = g.decoder();
+    let d = g.decoder(DecodeLimits::UNBOUNDED);
     assert!(!d.done());
+}
+
+#[test]
+fn one_event_of_ten_thousand_calls_hands_on_one_past_the_bound() {
+    let parts: Vec<Value> = (0..10_000)
+        .map(|i| json!({"functionCall": {"id": format!("c{i}"), "name": "show_help"}}))
+        .collect();
+    let event = json!({"candidates": [{"content": {"parts": parts, "role": "model"},
+        "finishReason": "STOP"}]});
+    let limits = DecodeLimits {
+        max_calls: 16,
+        max_argument_bytes: 1000,
+    };
+    let mut d = GeminiDecoder::new(limits);
+    let chunks = d.item(data(&event.to_string())).unwrap();
+    assert_eq!(chunks[0].parts.len(), 17);
+    assert!(chunks[0].finished);
+}
+
+#[test]
+fn a_call_is_rendered_from_what_the_core_holds_with_its_signature() {
+    let chunks = decode(&[
+        r#"{"candidates":[{"content":{"parts":[{"functionCall":{"id":"c1","name":"open_booking","args":{"city":"Paris"}},"thoughtSignature":"c2ln"}],"role":"model"},"finishReason":"STOP"}]}"#,
+    ]);
+    let Part::Call { call, raw } = chunks[0].parts[0].clone() else {
+        panic!("a call")
+    };
+    assert_eq!(raw, json!({"functionCall": {}, "thoughtSignature": "c2ln"}));
+    // The core refused it: no arguments; the signature is still replayed on its part.
+    let refused = Part::Call {
+        call: Call {
+            arguments: Arguments::Raw("{}".into()),
+            ..call
+        },
+        raw,
+    };
+    let history = [user(1, "go"), model(2, vec![refused])];
+    let tools = tools();
+    let b = body(
+        &layer()
+            .build(&spec(None, &history, &tools, &ToolChoice::Auto))
+            .unwrap(),
+    );
+    assert_eq!(
+        b["contents"][1]["parts"][0],
+        json!({"functionCall": {"id": "c1", "name": "open_booking", "args": {}},
+               "thoughtSignature": "c2ln"})
+    );
 }

@@ -19,12 +19,13 @@ fn reasoning_item(id: &str, encrypted: Option<&str>) -> Part {
     Part::Thought { raw }
 }
 
+/// A call as the decoder hands it on: everything in the call, no raw.
 fn fc(call_id: &str, name: &str, arguments: &str) -> Part {
     call(
         Some(call_id),
         name,
         Arguments::Raw(arguments.into()),
-        json!({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}),
+        Value::Null,
     )
 }
 

@@ -52,27 +52,19 @@ pub(crate) fn tools_named(name: &str) -> ToolSet {
 }
 
 pub(crate) fn user(id: u64, text: &str) -> Entry {
-    Entry {
-        id,
-        role: Role::User,
-        parts: vec![Part::text(text)],
-    }
+    Entry::new(id, Role::User, vec![Part::text(text)])
 }
 
 pub(crate) fn model(id: u64, parts: Vec<Part>) -> Entry {
-    Entry {
-        id,
-        role: Role::Model,
-        parts,
-    }
+    Entry::new(id, Role::Model, parts)
 }
 
 pub(crate) fn results(id: u64, results: Vec<ToolResult>) -> Entry {
-    Entry {
+    Entry::new(
         id,
-        role: Role::Results,
-        parts: results.into_iter().map(Part::Result).collect(),
-    }
+        Role::Results,
+        results.into_iter().map(Part::Result).collect(),
+    )
 }
 
 pub(crate) fn result(call_id: Option<&str>, name: &str, response: Value) -> ToolResult {

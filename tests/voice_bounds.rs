@@ -1,0 +1,535 @@
+//! A model response is bounded in bytes, counts and time (docs/protocol.md §6.14), and what a
+//! provider or a model says reaches the log clipped and escaped: a `ModelBrain` on a real session
+//! socket against the stand-in provider misbehaving over real HTTP, with small configured bounds
+//! so each test stays fast. Each test checks the bound held and that the session, and a bystander
+//! session on the same layer, go on being answered.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use voqalize::model::Timeouts;
+use voqalize::prelude::*;
+use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+use voqalize::voice::ModelLayer;
+
+use crate::support::{driver, logs};
+
+/// Something to repeat.
+#[json_type]
+struct Repeat {
+    /// The piece.
+    name: String,
+    /// How often.
+    count: u32,
+}
+
+/// The brain under attack: tools that count their runs.
+struct Teller {
+    model: Model,
+    runs: Arc<AtomicUsize>,
+}
+
+impl ModelBrain for Teller {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Teller {
+    /// Show help.
+    #[tool]
+    async fn show_help(&self) -> &'static str {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        "shown"
+    }
+
+    /// The account balance.
+    #[tool]
+    #[needs_result_now]
+    async fn get_balance(&self) -> &'static str {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        "12.50"
+    }
+
+    /// Repeats a piece.
+    #[tool]
+    async fn repeat(&self, args: Repeat) -> String {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        args.name.repeat(args.count as usize)
+    }
+}
+
+type Settings = Arc<dyn Fn(Model) -> Model + Send + Sync>;
+
+/// One stand-in provider and one layer shared by every session of the test.
+struct Rig {
+    server: ModelServer,
+    layer: ModelLayer,
+    settings: Settings,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Rig {
+    async fn new(
+        provider: Provider,
+        settings: impl Fn(Model) -> Model + Send + Sync + 'static,
+    ) -> Rig {
+        logs(); // before anything is logged: tests read the log
+        let server = ModelServer::start(provider).await.expect("a loopback port");
+        let base = server.base_url();
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(5),
+            gap: Duration::from_secs(5),
+        };
+        let layer: ModelLayer = match provider {
+            Provider::Gemini => Gemini::new("test-key")
+                .model("bounds-gemini")
+                .base_url(&base)
+                .timeouts(timeouts)
+                .build()
+                .expect("a valid layer")
+                .into(),
+            Provider::OpenAi => OpenAi::new("test-key", "bounds-openai")
+                .base_url(&base)
+                .timeouts(timeouts)
+                .build()
+                .expect("a valid layer")
+                .into(),
+            Provider::Chat => Chat::new(&base, "bounds-chat")
+                .timeouts(timeouts)
+                .build()
+                .expect("a valid layer")
+                .into(),
+        };
+        Rig {
+            server,
+            layer,
+            settings: Arc::new(settings),
+            runs: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A started session of the brain on the shared layer.
+    async fn session(&self) -> Voqalize {
+        let (layer, settings, runs) =
+            (self.layer.clone(), self.settings.clone(), self.runs.clone());
+        let mut v = driver(move || Teller {
+            model: settings(Model::new(layer.clone())),
+            runs: runs.clone(),
+        })
+        .await;
+        v.start_silent().await.unwrap();
+        v
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+
+    /// The session `v` is answered, as is a new session on the same layer.
+    async fn both_answered(&self, v: &mut Voqalize) {
+        self.server.reply(Reply::new().text("Still here.").finish());
+        assert_eq!(v.user_says("hello?").await.unwrap().text(), "Still here.");
+        let mut bystander = self.session().await;
+        self.server.reply(Reply::new().text("Hi there.").finish());
+        assert_eq!(
+            bystander.user_says("hi").await.unwrap().text(),
+            "Hi there.",
+            "a bystander on the same layer is answered"
+        );
+    }
+}
+
+/// The user says `text` on a turn that may speak nothing: waits for its `hops` model steps, then
+/// for the session to go quiet, and finalizes what it spoke.
+async fn silent_turn(v: &mut Voqalize, text: &str, hops: usize) -> u64 {
+    let turn = v.send_user_message(text).await.unwrap();
+    let stepped = v
+        .wait_for(Duration::from_secs(5), |v| {
+            v.turn_steps()
+                .iter()
+                .filter(|s| s.turn_id == turn && s.kind == "model")
+                .count()
+                >= hops
+        })
+        .await
+        .unwrap();
+    assert!(stepped, "turn {turn} reported {hops} model steps");
+    v.quiesce(Duration::from_millis(60), Duration::from_secs(1))
+        .await
+        .unwrap();
+    let units: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    for (id, text) in units {
+        v.finalize(id, &text).await.unwrap();
+    }
+    turn
+}
+
+fn tool_steps(v: &Voqalize, turn: u64) -> usize {
+    v.turn_steps()
+        .iter()
+        .filter(|s| s.turn_id == turn && s.kind == "tool")
+        .count()
+}
+
+/// A chat completions SSE chunk with this delta.
+fn chat_chunk(delta: Value, finish: Value) -> String {
+    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {c}\n\n")
+}
+
+/// The end of a chat stream whose response called tools.
+fn chat_end() -> String {
+    format!(
+        "{}data: [DONE]\n\n",
+        chat_chunk(json!({}), json!("tool_calls"))
+    )
+}
+
+/// The chat `messages` of request `i`.
+fn messages(server: &ModelServer, i: usize) -> Vec<Value> {
+    server.requests()[i].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone()
+}
+
+/// The tool results request `i` carries, parsed.
+fn chat_results(server: &ModelServer, i: usize) -> Vec<Value> {
+    messages(server, i)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| serde_json::from_str(m["content"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+/// The one log line holding `needle`, checked to be a whole line: short, escaped, alone.
+fn one_clean_line(needle: &str) -> String {
+    let lines = logs().lines_with(needle);
+    assert_eq!(lines.len(), 1, "one line holds {needle:?}: {lines:?}");
+    let line = lines[0].clone();
+    assert!(line.len() < 8 * 1024, "a {}-byte log line", line.len());
+    assert!(
+        !line.contains('\u{1b}'),
+        "a raw ESC reached the log: {line}"
+    );
+    line
+}
+
+/// A call's arguments streamed as 200 fragments of a kilobyte: the call does not run, it is
+/// answered with an error the model reads, and its arguments are not kept.
+#[tokio::test]
+async fn a_call_over_max_argument_bytes_does_not_run_and_keeps_no_arguments() {
+    let rig = Rig::new(Provider::Chat, |m| m.max_argument_bytes(1000)).await;
+    let fragment = |first: bool, arguments: &str| {
+        let mut call = json!({"index": 0, "function": {"arguments": arguments}});
+        if first {
+            call["id"] = json!("call_1");
+            call["function"]["name"] = json!("repeat");
+        }
+        chat_chunk(json!({"tool_calls": [call]}), Value::Null)
+    };
+    let mut reply = Reply::new()
+        .text("Repeating. ")
+        .raw(&fragment(true, "{\"name\": \""));
+    let kilobyte = "x".repeat(1000);
+    for _ in 0..200 {
+        reply = reply.raw(&fragment(false, &kilobyte));
+    }
+    rig.server.reply(
+        reply
+            .raw(&fragment(false, "\", \"count\": 1}"))
+            .raw(&chat_end()),
+    );
+    let mut v = rig.session().await;
+    let turn = silent_turn(&mut v, "repeat it", 1).await;
+    assert_eq!(rig.runs(), 0, "the tool did not run");
+    assert_eq!(
+        tool_steps(&v, turn),
+        0,
+        "no tool step for a call that did not run"
+    );
+    assert_eq!(v.turn(turn).text(), "Repeating. ", "what was said stays");
+    rig.both_answered(&mut v).await;
+    let history = messages(&rig.server, 1);
+    let call = &history[1]["tool_calls"][0]["function"];
+    assert_eq!(call["arguments"], "{}", "{history:?}");
+    let results = chat_results(&rig.server, 1);
+    let error = results[0]["error"].as_str().unwrap();
+    assert!(error.contains("over 1000 bytes"), "{error}");
+}
+
+/// One event holding ten thousand calls: four run, the fifth is answered with an error, nothing
+/// after it is read, and only the four that ran report a `tool` step.
+#[tokio::test]
+async fn ten_thousand_calls_in_one_response_stop_at_max_calls_per_response() {
+    let rig = Rig::new(Provider::Gemini, |m| m.max_calls_per_response(4)).await;
+    let parts: Vec<Value> = (0..10_000)
+        .map(|i| json!({"functionCall": {"id": format!("c{i}"), "name": "show_help"}}))
+        .collect();
+    let event = json!({"candidates": [{"content": {"parts": parts, "role": "model"},
+        "finishReason": "STOP", "index": 0}]});
+    rig.server
+        .reply(Reply::new().raw(&format!("data: {event}\r\n\r\n")));
+    let mut v = rig.session().await;
+    let turn = silent_turn(&mut v, "help", 1).await;
+    assert_eq!(rig.runs(), 4);
+    assert_eq!(tool_steps(&v, turn), 4);
+    rig.both_answered(&mut v).await;
+    let contents = rig.server.requests()[1].body["contents"].clone();
+    let calls = contents[1]["parts"].as_array().unwrap();
+    let answers = contents[2]["parts"].as_array().unwrap();
+    assert_eq!(
+        (calls.len(), answers.len()),
+        (5, 5),
+        "every call kept has one answer"
+    );
+    let last = &answers[4]["functionResponse"];
+    assert_eq!(last["id"], "c4");
+    let error = last["response"]["error"].as_str().unwrap();
+    assert!(error.contains("more than 4 function calls"), "{error}");
+}
+
+/// A needs-result-now tool called three times per response, on every hop: the turn runs five
+/// tools in all, refuses the sixth, and asks once more with tools off so the model speaks.
+#[tokio::test]
+async fn tool_runs_are_bounded_across_the_hops_of_a_turn() {
+    let rig = Rig::new(Provider::OpenAi, |m| m.max_tool_runs(5)).await;
+    for _ in 0..7 {
+        let mut reply = Reply::new();
+        for _ in 0..3 {
+            reply = reply.call("get_balance", json!({}));
+        }
+        rig.server.reply(reply.finish());
+    }
+    let mut v = rig.session().await;
+    let turn = silent_turn(&mut v, "balance?", 3).await;
+    assert_eq!(rig.runs(), 5, "five tools ran over the turn's hops");
+    assert_eq!(tool_steps(&v, turn), 5);
+    let requests = rig.server.requests();
+    assert_eq!(requests.len(), 3, "two hops, then the last request");
+    assert_eq!(requests[2].body["tool_choice"], "none");
+    let outputs: Vec<String> = requests[2].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        outputs.len(),
+        6,
+        "every call kept has one answer: {outputs:?}"
+    );
+    assert!(outputs[5].contains("already ran 5 tools"), "{outputs:?}");
+}
+
+/// Ten thousand one-letter deltas, a megabyte on the wire, against a 32 KiB bound: the response
+/// is cut, what was said stays spoken and closed, and the turn logs one warning.
+#[tokio::test]
+async fn a_response_over_max_response_bytes_is_cut_and_what_was_said_stays() {
+    let rig = Rig::new(Provider::Chat, |m| m.max_response_bytes(32 * 1024)).await;
+    let deltas: String = (0..10_000)
+        .map(|_| chat_chunk(json!({"content": "a"}), Value::Null))
+        .collect();
+    rig.server.reply(
+        Reply::new()
+            .text("Hello there. ")
+            .raw(&deltas)
+            .raw(&chat_end()),
+    );
+    let mut v = rig.session().await;
+    let turn = v.user_says("talk").await.unwrap();
+    let said = turn.text();
+    assert!(said.starts_with("Hello there. a"), "{said}");
+    assert!(
+        said.len() < 1000,
+        "{} bytes said past the bound",
+        said.len()
+    );
+    assert!(turn.completed(), "its unit ended");
+    rig.both_answered(&mut v).await;
+    let kept = messages(&rig.server, 1)[1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(kept, said, "the history holds what was said");
+    assert!(
+        !logs()
+            .lines_with("passed max_response_bytes (32768 bytes)")
+            .is_empty()
+    );
+}
+
+/// Three hundred one-letter deltas are one text part in the follow-up request (sent before any
+/// Finalize could rewrite the turn); a part carrying a signature stays a part of its own.
+#[tokio::test]
+async fn consecutive_text_deltas_are_one_history_part() {
+    let rig = Rig::new(Provider::Gemini, |m| m).await;
+    let mut reply = Reply::new();
+    for _ in 0..300 {
+        reply = reply.text("a");
+    }
+    let signed = json!({"candidates": [{"content": {"parts": [
+        {"text": " Signed.", "thoughtSignature": "c2ln"}], "role": "model"}, "index": 0}]});
+    rig.server.reply(
+        reply
+            .raw(&format!("data: {signed}\r\n\r\n"))
+            .call("get_balance", json!({}))
+            .finish(),
+    );
+    rig.server.reply(Reply::new().text("It is 12.50.").finish());
+    let mut v = rig.session().await;
+    v.user_says("go").await.unwrap();
+    rig.both_answered(&mut v).await;
+    let contents = rig.server.requests()[1].body["contents"].clone();
+    assert_eq!(
+        contents[1]["parts"],
+        json!([{"text": "a".repeat(300)}, {"text": " Signed.", "thoughtSignature": "c2ln"},
+               {"functionCall": {"id": "call_1", "name": "get_balance", "args": {}}}])
+    );
+}
+
+/// A stream that sends a keep-alive every 20 ms and never its end holds the turn only until its
+/// deadline: the stream is dropped, the fallback line is spoken when nothing was said, and a
+/// bystander is answered meanwhile.
+#[tokio::test]
+async fn keep_alives_forever_end_at_the_turn_deadline() {
+    let rig = Rig::new(Provider::Chat, |m| {
+        m.turn_deadline(Duration::from_millis(500))
+            .fallback_line("Sorry, say that again?")
+    })
+    .await;
+    rig.server
+        .reply(Reply::new().keep_alive(Duration::from_millis(20)));
+    let mut v = rig.session().await;
+    let turn = v.send_user_message("hello").await.unwrap();
+    let requested = v
+        .run_until(Duration::from_secs(5), rig.server.wait_requests(1))
+        .await
+        .unwrap();
+    assert_eq!(requested, Some(true));
+    let mut bystander = rig.session().await;
+    rig.server.reply(Reply::new().text("Hi there.").finish());
+    assert_eq!(bystander.user_says("hi").await.unwrap().text(), "Hi there.");
+    let ended = v
+        .wait_for(Duration::from_secs(5), |v| v.turn(turn).completed())
+        .await
+        .unwrap();
+    assert!(ended, "the turn ended at its deadline");
+    assert_eq!(v.turn(turn).text(), "Sorry, say that again?");
+    // A turn that had spoken keeps its words and says no fallback.
+    rig.server.reply(
+        Reply::new()
+            .text("One moment.")
+            .keep_alive(Duration::from_millis(20)),
+    );
+    assert_eq!(v.user_says("and?").await.unwrap().text(), "One moment.");
+    rig.both_answered(&mut v).await;
+}
+
+/// Eight exchanges of a kilobyte each against a 4 KiB history: the request carries the newest
+/// whole exchanges only, from a user turn on.
+#[tokio::test]
+async fn the_history_is_bounded_in_bytes() {
+    let rig = Rig::new(Provider::Chat, |m| m.max_history_bytes(4096)).await;
+    let mut v = rig.session().await;
+    let kilobyte = "k".repeat(1000);
+    for i in 0..8 {
+        rig.server.reply(Reply::new().text(&kilobyte).finish());
+        v.user_says(&format!("question {i}")).await.unwrap();
+    }
+    rig.server.reply(Reply::new().text("Done.").finish());
+    v.user_says("last").await.unwrap();
+    let history = messages(&rig.server, 8);
+    let bytes: usize = history.iter().map(|m| m.to_string().len()).sum();
+    assert!(bytes < 5000, "{bytes} bytes of history");
+    assert_eq!(history[0]["role"], "user");
+    assert_eq!(history.last().unwrap()["content"], "last");
+}
+
+/// A provider's 3 MB error message, with a newline and an ESC in it, in a stream event and in an
+/// HTTP error body: one short, escaped log line each, and the session goes on.
+#[tokio::test]
+async fn a_provider_error_message_is_one_short_escaped_log_line() {
+    let rig = Rig::new(Provider::Gemini, |m| m.max_response_bytes(8 * 1024 * 1024)).await;
+    let message = |tag: &str| {
+        format!(
+            "{tag} overloaded\n2026-01-01T00:00:00Z ERROR FORGED-{tag} \u{1b}[2J{}",
+            "x".repeat(3_000_000)
+        )
+    };
+    let event = json!({"error": {"code": 500, "message": message("stream-3mb")}});
+    rig.server
+        .reply(Reply::new().raw(&format!("data: {event}\r\n\r\n")));
+    let mut v = rig.session().await;
+    silent_turn(&mut v, "hello", 1).await;
+    let line = one_clean_line("stream-3mb overloaded");
+    assert!(
+        line.contains("request failed") && line.contains("\\n2026"),
+        "{line}"
+    );
+    assert!(
+        logs().lines_with("FORGED-stream-3mb").len() == 1,
+        "no forged line"
+    );
+    let body = json!({"error": {"code": 400, "message": message("status-3mb")}});
+    rig.server.reply(Reply::status(400, body));
+    silent_turn(&mut v, "again", 1).await;
+    one_clean_line("status-3mb overloaded");
+    assert!(
+        logs().lines_with("FORGED-status-3mb").len() == 1,
+        "no forged line"
+    );
+    rig.both_answered(&mut v).await;
+}
+
+/// A tool name holding a newline and an ESC: the warning about it is one escaped line.
+#[tokio::test]
+async fn a_tool_name_with_a_newline_and_esc_cannot_forge_a_log_line() {
+    let rig = Rig::new(Provider::Chat, |m| m).await;
+    let name = "nope\n2026-01-01T00:00:00Z ERROR FORGED-by-name \u{1b}[2J";
+    rig.server
+        .reply(Reply::new().call(name, json!({})).finish());
+    let mut v = rig.session().await;
+    silent_turn(&mut v, "go", 1).await;
+    let line = one_clean_line("FORGED-by-name");
+    assert!(line.contains("tool nope\\n2026"), "{line}");
+    rig.both_answered(&mut v).await;
+}
+
+/// Arguments whose wrong value is 50 KB: the error the model reads and the warning both name it
+/// cut, never whole.
+#[tokio::test]
+async fn an_argument_error_never_repeats_the_whole_value() {
+    let rig = Rig::new(Provider::Chat, |m| m).await;
+    let value = format!("big-value-{}", "v".repeat(50_000));
+    rig.server.reply(
+        Reply::new()
+            .call("repeat", json!({"name": "ab", "count": value}))
+            .finish(),
+    );
+    let mut v = rig.session().await;
+    silent_turn(&mut v, "go", 1).await;
+    assert_eq!(rig.runs(), 0);
+    rig.both_answered(&mut v).await;
+    let error = chat_results(&rig.server, 1)[0]["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        error.contains("count") && error.contains("big-value-"),
+        "{error}"
+    );
+    assert!(error.len() < 1000, "the model reads {} bytes", error.len());
+    one_clean_line("big-value-");
+}
