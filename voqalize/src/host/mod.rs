@@ -152,6 +152,7 @@ impl HostOptions {
                 max_json: 64 * 1024,
                 ping_interval: Duration::from_secs(20),
                 pong_timeout: Duration::from_secs(20),
+                session_keepalive: true,
             },
             socket: SocketLimits::default(),
             admission: Arc::default(),
@@ -419,7 +420,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         .instrument(span)
         .await;
     let code = match &outcome {
-        Outcome::Ended(code) => *code,
+        Outcome::Ended { close, .. } => *close,
         Outcome::SendFailed(_) => CLOSE_NORMAL,
     };
     if let Some(mut sender) = sender {
@@ -428,7 +429,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         Box::pin(sender.close(code, "")).await;
     }
     match outcome {
-        Outcome::Ended(_) => Ok(()),
+        Outcome::Ended { .. } => Ok(()),
         Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
     }
 }
