@@ -252,6 +252,18 @@ impl HostOptions {
         self.limits
     }
 
+    /// The largest inbound message of one session, in bytes ([`HostOptions::max_message_bytes`]).
+    #[cfg(feature = "relay")]
+    pub(crate) fn max_message(&self) -> usize {
+        self.socket.max_message
+    }
+
+    /// How many bytes may wait unsent for one session ([`HostOptions::max_write_backlog_bytes`]).
+    #[cfg(feature = "relay")]
+    pub(crate) fn max_write_backlog(&self) -> usize {
+        self.socket.max_write_backlog
+    }
+
     /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
     /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
     /// connection (a peer gone without a close) ends and `on_session_end` runs.
@@ -271,7 +283,9 @@ impl HostOptions {
 
     /// The largest inbound WebSocket message (and frame) accepted, in bytes (default 1 MiB, the
     /// limit Voqalize's own client uses; the largest legitimate frame is far below it). A bigger
-    /// message ends the call and closes the connection with 1009.
+    /// message ends the call and closes the connection with 1009. On the relay leg it bounds each
+    /// call's messages after the demux: a bigger one ends that call only, with its `End`
+    /// (`RelayBuilder::frame_headroom` sizes the shared socket's own limit).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_message = bytes.max(1024);
         self
@@ -292,7 +306,9 @@ impl HostOptions {
     }
 
     /// How many bytes may wait unsent for a peer that does not read (default 1 MiB, Pongs
-    /// included): past it the write fails and the call ends, instead of buffering forever.
+    /// included): past it the write fails and the call ends, instead of buffering forever. On the
+    /// relay leg it bounds each call's bytes waiting for the shared socket: past it that call's
+    /// writer waits (a single bigger frame fails its send and the call ends, with its `End`).
     pub fn max_write_backlog_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_write_backlog = bytes;
         self
