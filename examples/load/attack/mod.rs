@@ -11,8 +11,31 @@ type Run = for<'a> fn(
     Box<dyn std::future::Future<Output = Result<(), Box<dyn std::error::Error>>> + 'a>,
 >;
 
+mod relay;
+
 /// The attacks by name, with one line each for `--attack list`.
-const ATTACKS: &[(&str, &str, Run)] = &[];
+const ATTACKS: &[(&str, &str, Run)] = &[
+    (
+        "relay-silent",
+        "the relay goes silent, then sends half a frame and goes silent again",
+        relay::silent,
+    ),
+    (
+        "relay-accept-close",
+        "the relay accepts and closes at once (1011, EOF) for 20 s",
+        relay::accept_close,
+    ),
+    (
+        "relay-oversized",
+        "1.5 MiB frames for running sessions and unknown prefixes beside a bystander",
+        relay::oversized,
+    ),
+    (
+        "relay-never-reads",
+        "20 sessions ask for --turns 900 KB answers each; the relay reads none",
+        relay::never_reads,
+    ),
+];
 
 /// Runs the attack called `name`, or lists them.
 pub async fn attack(args: &crate::Args, name: &str) -> Result<(), Box<dyn std::error::Error>> {
