@@ -777,3 +777,25 @@ async fn a_relay_that_stops_reading_is_redialled_and_serves_again() {
     assert_eq!(live.spoken().await, (B, "served again".to_owned()));
     drop(deaf);
 }
+
+#[tokio::test]
+async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().max_write_backlog_bytes(64 * 1024))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("says-too-much")).await;
+    link.send(B, &start("bystander")).await;
+    // Its echo is one 100 KB SpeechChunk: more than the session may have waiting, ever.
+    link.send(A, &says(2, &"x".repeat(100 * 1000))).await;
+    link.until_end_of(A).await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    link.send(B, &says(2, "still served")).await;
+    assert_eq!(link.spoken().await, (B, "still served".to_owned()));
+    assert_eq!(relay.attempts.load(Ordering::SeqCst), 1);
+}

@@ -83,7 +83,7 @@ impl Backoff {
     /// Waits the delay (±10 %), then doubles it for the next time.
     pub(super) async fn wait(&mut self) {
         tokio::time::sleep(jittered(self.next)).await;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
     }
 }
 
@@ -134,9 +134,10 @@ fn websocket_config(relay: &Relay) -> WebSocketConfig {
     let options = &relay.options;
     let max_message = options
         .max_message()
-        .saturating_add(PREFIX + relay.settings.frame_headroom);
+        .saturating_add(PREFIX)
+        .saturating_add(relay.settings.frame_headroom);
     // A batch, then at most one more frame (never bigger than a session's backlog) and a Ping.
-    let max_write = BATCH_BYTES + options.max_write_backlog().max(PREFIX) + 1024;
+    let max_write = BATCH_BYTES + relay.session_backlog() + 1024;
     options
         .websocket_config()
         .read_buffer_size(READ_BUFFER)

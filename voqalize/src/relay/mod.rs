@@ -65,6 +65,10 @@ type Prefix = [u8; 16];
 /// The bytes of a [`Prefix`] in front of every message.
 const PREFIX: usize = 16;
 
+/// The longest duration a setting takes: longer ones (`Duration::MAX` for "never") are taken as a
+/// year, so deadlines computed from them cannot overflow.
+const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The relay connection's own settings (the sessions' are the [`HostOptions`]).
 #[derive(Debug, Clone, Copy)]
 struct Settings {
@@ -164,6 +168,14 @@ impl Relay {
     }
 }
 
+impl Relay {
+    /// The bytes one session may have waiting for the socket: `max_write_backlog_bytes`, at
+    /// least one write batch (so a tiny setting does not refuse ordinary frames).
+    fn session_backlog(&self) -> usize {
+        self.options.max_write_backlog().max(outbound::BATCH_BYTES)
+    }
+}
+
 impl RelayBuilder {
     /// A static API key, sent as `Authorization: Bearer <key>` on every connect.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
@@ -187,8 +199,9 @@ impl RelayBuilder {
     /// * `keepalive` does not apply: the relay connection owns liveness
     ///   ([`RelayBuilder::keepalive`]), and a call is never ended for being silent;
     /// * `max_message_bytes` bounds each session's inbound messages (a bigger one ends that
-    ///   session only), and `max_write_backlog_bytes` each session's bytes waiting for the relay
-    ///   socket (a frame bigger than that fails the session's send; it ends with its `End`).
+    ///   session only), and `max_write_backlog_bytes` (at least 64 KiB here) each session's bytes
+    ///   waiting for the relay socket (a frame bigger than that fails the session's send; it ends
+    ///   with its `End`).
     pub fn host_options(mut self, options: HostOptions) -> Self {
         self.options = options;
         self
@@ -197,7 +210,7 @@ impl RelayBuilder {
     /// How long running calls may go on after shutdown was asked for (default 30 s). Past it,
     /// each call still running ends: the relay gets its `End`, then the socket closes with 1000.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
-        self.drain = timeout;
+        self.drain = timeout.min(LONGEST);
         self
     }
 
@@ -209,8 +222,9 @@ impl RelayBuilder {
     /// nothing is replayed) and the relay is redialled with backoff. The dialled socket also has
     /// TCP keepalive (probes after 30 s of silence, every 10 s).
     pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
-        self.settings.ping_interval = ping_interval.max(Duration::from_millis(10));
-        self.settings.pong_timeout = pong_timeout.max(Duration::from_millis(10));
+        let least = Duration::from_millis(10);
+        self.settings.ping_interval = ping_interval.clamp(least, LONGEST);
+        self.settings.pong_timeout = pong_timeout.clamp(least, LONGEST);
         self
     }
 
@@ -220,8 +234,8 @@ impl RelayBuilder {
     /// A relay that accepts and then closes at once (any close but 4000, or a plain EOF) is backed
     /// off exactly like one that refuses the connection.
     pub fn reconnect_backoff(mut self, first_delay: Duration, max_delay: Duration) -> Self {
-        self.settings.first_delay = first_delay.max(Duration::from_millis(1));
-        self.settings.max_delay = max_delay.max(self.settings.first_delay);
+        self.settings.first_delay = first_delay.clamp(Duration::from_millis(1), LONGEST);
+        self.settings.max_delay = max_delay.clamp(self.settings.first_delay, LONGEST);
         self
     }
 

@@ -377,7 +377,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             },
             max_message: options.max_message(),
             backlog: Arc::new(Backlog::new(Bounds {
-                session_bytes: options.max_write_backlog(),
+                session_bytes: relay.session_backlog(),
                 total_bytes: relay.settings.max_backlog,
             })),
             sessions: HashMap::new(),
