@@ -6,10 +6,11 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Map;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::WebSocketStream;
@@ -24,13 +25,26 @@ use voqalize::wire::{self, Capabilities, Frame, SessionStart, WIRE_VERSION};
 use crate::support::Log;
 
 /// The stand-in relay: accepts agent connections on `/agent`, records their headers, and can
-/// answer the next upgrades with an HTTP status instead.
+/// answer the next upgrades with an HTTP status instead, or close them right after the upgrade.
 struct StandIn {
     addr: SocketAddr,
     agents: mpsc::UnboundedReceiver<Agent>,
     headers: Arc<Mutex<Vec<(String, String)>>>,
     refuse: Arc<Mutex<VecDeque<u16>>>,
     attempts: Arc<AtomicUsize>,
+    /// How the next upgraded connections are closed at once instead of handed to the test.
+    hang_up: Arc<Mutex<VecDeque<HangUp>>>,
+    /// When each upgrade completed.
+    upgraded: Arc<Mutex<Vec<Instant>>>,
+}
+
+/// How the stand-in closes a connection right after accepting it.
+#[derive(Debug, Clone, Copy)]
+enum HangUp {
+    /// A close frame with 1011.
+    Close1011,
+    /// The TCP connection ends without a close frame.
+    Eof,
 }
 
 /// One agent connection as the relay sees it.
@@ -43,10 +57,14 @@ async fn stand_in() -> StandIn {
     let headers = Arc::new(Mutex::new(Vec::new()));
     let refuse: Arc<Mutex<VecDeque<u16>>> = Arc::new(Mutex::new(VecDeque::new()));
     let attempts = Arc::new(AtomicUsize::new(0));
+    let hang_up: Arc<Mutex<VecDeque<HangUp>>> = Arc::default();
+    let upgraded: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let (h, r, a) = (headers.clone(), refuse.clone(), attempts.clone());
+    let (hu, up) = (hang_up.clone(), upgraded.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (h, r, a, tx) = (h.clone(), r.clone(), a.clone(), tx.clone());
+            let (hu, up) = (hu.clone(), up.clone());
             tokio::spawn(async move {
                 // The ErrorResponse type is tungstenite's callback contract.
                 #[allow(clippy::result_large_err)]
@@ -66,8 +84,23 @@ async fn stand_in() -> StandIn {
                         }
                         Ok(resp)
                     };
-                if let Ok(ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await {
-                    let _ = tx.send(Agent(ws));
+                if let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await {
+                    up.lock().unwrap().push(Instant::now());
+                    let hang_up = hu.lock().unwrap().pop_front();
+                    match hang_up {
+                        Some(HangUp::Close1011) => {
+                            let _ = ws
+                                .close(Some(CloseFrame {
+                                    code: 1011.into(),
+                                    reason: "".into(),
+                                }))
+                                .await;
+                        }
+                        Some(HangUp::Eof) => drop(ws),
+                        None => {
+                            let _ = tx.send(Agent(ws));
+                        }
+                    }
                 }
             });
         }
@@ -78,6 +111,8 @@ async fn stand_in() -> StandIn {
         headers,
         refuse,
         attempts,
+        hang_up,
+        upgraded,
     }
 }
 
@@ -160,6 +195,33 @@ impl Agent {
         }
     }
 
+    /// Reads until the connection closes; the close code, if a close frame came.
+    async fn until_closed(&mut self) -> Option<u16> {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(5), self.0.next())
+                .await
+                .expect("the agent closes");
+            match next {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(Message::Binary(bytes))) => {
+                    panic!("a frame after the last End: {:?}", &bytes[16..])
+                }
+                Some(Ok(_)) => continue,
+                None | Some(Err(_)) => return None,
+            }
+        }
+    }
+
+    /// Frames until `prefix`'s `End` (5 s at most for each); panics at an `End` for any other.
+    async fn until_end_of(&mut self, prefix: [u8; 16]) {
+        loop {
+            if let (p, Frame::End) = self.recv().await {
+                assert_eq!(p, prefix, "only that session ends");
+                return;
+            }
+        }
+    }
+
     async fn close(&mut self, code: u16) {
         let frame = CloseFrame {
             code: code.into(),
@@ -182,6 +244,14 @@ impl Brain for Echo {
         }
         if message.text == "panic" {
             panic!("a bug in the brain");
+        }
+        if let Some(n) = message.text.strip_prefix("flood ") {
+            // Far more than a relay that stops reading can take: the socket's buffers fill.
+            let chunk = "x".repeat(64 * 1024);
+            for _ in 0..n.parse::<usize>().unwrap() {
+                turn.say(&chunk);
+            }
+            return Ok(());
         }
         turn.say(&message.text);
         Ok(())
@@ -523,4 +593,209 @@ async fn relay_sessions_count_against_max_sessions() {
         }
     }
     panic!("the freed place was never given to a new session");
+}
+
+#[tokio::test]
+async fn a_silent_caller_on_the_relay_outlives_the_session_ping_deadline() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    // A direct-leg call this quiet would end after 100 ms; on the relay the connection owns
+    // liveness and the call stays up.
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .host_options(
+            HostOptions::allow_unverified()
+                .keepalive(Duration::from_millis(50), Duration::from_millis(50)),
+        )
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("quiet")).await;
+    link.send(A, &says(2, "hello")).await;
+    assert_eq!(link.spoken().await, (A, "hello".to_owned()));
+    // Nothing to await: the point is that nothing happens for several session deadlines.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(log.ended(), 0, "the session is still up");
+    link.send(A, &says(3, "still here")).await;
+    assert_eq!(link.spoken().await, (A, "still here".to_owned()));
+}
+
+#[tokio::test]
+async fn a_relay_that_goes_silent_is_redialled_and_its_sessions_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .keepalive(Duration::from_millis(100), Duration::from_millis(100))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut hung = relay.agent().await;
+    hung.send(A, &start("on-a-hung-relay")).await;
+    hung.send(A, &says(2, "hi")).await;
+    assert_eq!(hung.spoken().await.1, "hi");
+    // The relay hangs: it neither reads nor sends (not even a Pong).
+    let mut half_open = relay.agent().await;
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "the session on the hung relay ended"
+    );
+    // The next relay sends half a frame header and a few bytes, then nothing.
+    half_open
+        .0
+        .get_mut()
+        .write_all(&[0x82, 0x7e, 0x10, 0x00, 1, 2, 3])
+        .await
+        .unwrap();
+    let mut live = relay.agent().await;
+    // The third connection serves again.
+    live.send(B, &start("after")).await;
+    live.send(B, &says(2, "served again")).await;
+    assert_eq!(live.spoken().await, (B, "served again".to_owned()));
+    drop((hung, half_open));
+}
+
+#[tokio::test]
+async fn a_relay_that_accepts_then_closes_is_backed_off_like_a_failed_dial() {
+    let mut relay = stand_in().await;
+    relay.hang_up.lock().unwrap().extend([
+        HangUp::Close1011,
+        HangUp::Eof,
+        HangUp::Close1011,
+        HangUp::Eof,
+    ]);
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let first = Duration::from_millis(20);
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .reconnect_backoff(first, Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    // The fifth connection is kept: the agent serves on it.
+    let mut link = relay.agent().await;
+    link.send(A, &start("at-last")).await;
+    link.send(A, &says(2, "hello")).await;
+    assert_eq!(link.spoken().await.1, "hello");
+    let upgraded = relay.upgraded.lock().unwrap().clone();
+    assert_eq!(upgraded.len(), 5);
+    // Each short-lived connection doubled the wait: 20 + 40 + 80 + 160 ms, less the jitter.
+    let waited = upgraded[4] - upgraded[0];
+    let backoff: Duration = (0..4).map(|i| first * (1 << i)).sum();
+    assert!(
+        waited >= backoff.mul_f64(0.9),
+        "redialled after {waited:?}, sooner than the backoff of {backoff:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_frame_over_a_sessions_limit_ends_that_session_only_with_its_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("gets-a-huge-frame")).await;
+    link.send(B, &start("bystander")).await;
+    link.send(B, &says(2, "before")).await;
+    assert_eq!(link.spoken().await, (B, "before".to_owned()));
+    // 1.5 MiB for a running session and for a prefix with no session: over the 1 MiB a session
+    // takes, within what the relay socket takes.
+    let huge = vec![0u8; 1536 * 1024];
+    for prefix in [[0xc; 16], A] {
+        link.send_raw(Message::Binary([&prefix[..], &huge].concat().into()))
+            .await;
+    }
+    link.until_end_of(A).await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    link.send(B, &says(3, "after")).await;
+    assert_eq!(link.spoken().await, (B, "after".to_owned()));
+    assert_eq!(
+        relay.attempts.load(Ordering::SeqCst),
+        1,
+        "the connection stayed"
+    );
+}
+
+#[tokio::test]
+async fn sessions_still_running_at_the_drain_deadline_end_with_an_end_before_the_close() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .drain_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let (stop, task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("stuck")).await;
+    link.send(A, &says(2, "block")).await;
+    link.send(B, &start("idle")).await;
+    link.send(B, &says(2, "ready")).await;
+    // Both sessions run (the relay's frames are routed in order).
+    assert_eq!(link.spoken().await, (B, "ready".to_owned()));
+    stop.send(()).unwrap();
+    // The brain ends both calls: the relay hears it from each, then the socket closes.
+    let mut ended = Vec::new();
+    while ended.len() < 2 {
+        if let (p, Frame::End) = link.recv().await {
+            ended.push(p);
+        }
+    }
+    ended.sort();
+    assert_eq!(ended, [A, B]);
+    assert_eq!(link.until_closed().await, Some(1000));
+    assert!(task.await.unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn a_relay_that_stops_reading_is_redialled_and_serves_again() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        // A long Ping interval: the relay is not silent for the test's life, it only takes no
+        // bytes; the write deadline is what ends the connection.
+        .keepalive(Duration::from_secs(30), Duration::from_millis(200))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(10))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut deaf = relay.agent().await;
+    socket2::SockRef::from(deaf.0.get_ref())
+        .set_recv_buffer_size(4096)
+        .unwrap();
+    deaf.send(A, &start("floods")).await;
+    deaf.send(A, &says(2, "flood 300")).await;
+    // The relay reads nothing more: the agent's writes stall, and it redials.
+    let mut live = relay.agent().await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    live.send(B, &start("after")).await;
+    live.send(B, &says(2, "served again")).await;
+    assert_eq!(live.spoken().await, (B, "served again".to_owned()));
+    drop(deaf);
+}
+
+#[tokio::test]
+async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().max_write_backlog_bytes(64 * 1024))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("says-too-much")).await;
+    link.send(B, &start("bystander")).await;
+    // Its echo is one 100 KB SpeechChunk: more than the session may have waiting, ever.
+    link.send(A, &says(2, &"x".repeat(100 * 1000))).await;
+    link.until_end_of(A).await;
+    assert!(log.until(|l| l.ended() == 1).await);
+    link.send(B, &says(2, "still served")).await;
+    assert_eq!(link.spoken().await, (B, "still served".to_owned()));
+    assert_eq!(relay.attempts.load(Ordering::SeqCst), 1);
 }

@@ -6,6 +6,7 @@
 
 mod caller;
 mod provider;
+mod relay;
 
 /// A running attack.
 pub type Attack<'a> = std::pin::Pin<
@@ -81,6 +82,26 @@ const ATTACKS: &[(&str, &str, Run)] = &[
         "provider-control",
         "no attack: the same callers and bystander, every request answered as usual",
         provider::control,
+    ),
+    (
+        "relay-silent",
+        "the relay goes silent, then sends half a frame and goes silent again",
+        relay::silent,
+    ),
+    (
+        "relay-accept-close",
+        "the relay accepts and closes at once (1011, EOF) for 20 s",
+        relay::accept_close,
+    ),
+    (
+        "relay-oversized",
+        "1.5 MiB frames for running sessions and unknown prefixes beside a bystander",
+        relay::oversized,
+    ),
+    (
+        "relay-never-reads",
+        "20 sessions ask for --turns 900 KB answers each; the relay reads none",
+        relay::never_reads,
     ),
 ];
 

@@ -162,6 +162,7 @@ impl HostOptions {
                 pong_timeout: Duration::from_secs(20),
                 max_frame: SocketLimits::default().max_message,
                 chunk_bytes: DEFAULT_CHUNK_BYTES,
+                session_keepalive: true,
             },
             socket: SocketLimits::default(),
             admission: Arc::default(),
@@ -261,6 +262,18 @@ impl HostOptions {
         self.limits
     }
 
+    /// The largest inbound message of one session, in bytes ([`HostOptions::max_message_bytes`]).
+    #[cfg(feature = "relay")]
+    pub(crate) fn max_message(&self) -> usize {
+        self.socket.max_message
+    }
+
+    /// How many bytes may wait unsent for one session ([`HostOptions::max_write_backlog_bytes`]).
+    #[cfg(feature = "relay")]
+    pub(crate) fn max_write_backlog(&self) -> usize {
+        self.socket.max_write_backlog
+    }
+
     /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
     /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
     /// connection (a peer gone without a close) ends and `on_session_end` runs.
@@ -285,6 +298,8 @@ impl HostOptions {
     /// ([`max_chunk_bytes`](Self::max_chunk_bytes)), step names are cut, `send_rtvi` refuses data
     /// that would not fit, and any other frame the brain builds over it ends the call with
     /// `Error{INTERNAL, fatal}`, `End` and close 1011 instead of being sent (docs/protocol.md §3.2).
+    /// On the relay leg it bounds each call's messages after the demux: a bigger one ends that call
+    /// only, with its `End` (`RelayBuilder::frame_headroom` sizes the shared socket's own limit).
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_message = bytes.max(1024);
         self.limits.max_frame = self.socket.max_message;
@@ -315,7 +330,9 @@ impl HostOptions {
     }
 
     /// How many bytes may wait unsent for a peer that does not read (default 1 MiB, Pongs
-    /// included): past it the write fails and the call ends, instead of buffering forever.
+    /// included): past it the write fails and the call ends, instead of buffering forever. On the
+    /// relay leg it bounds each call's bytes waiting for the shared socket: past it that call's
+    /// writer waits (a single bigger frame fails its send and the call ends, with its `End`).
     pub fn max_write_backlog_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_write_backlog = bytes;
         self
@@ -447,7 +464,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         .instrument(span)
         .await;
     let code = match &outcome {
-        Outcome::Ended(code) => *code,
+        Outcome::Ended { close, .. } => *close,
         Outcome::SendFailed(_) => CLOSE_NORMAL,
     };
     if let Some(mut sender) = sender {
@@ -456,7 +473,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         Box::pin(sender.close(code, "")).await;
     }
     match outcome {
-        Outcome::Ended(_) => Ok(()),
+        Outcome::Ended { .. } => Ok(()),
         Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
     }
 }

@@ -1,5 +1,6 @@
-//! Dialing the relay: the upgrade with its headers, TLS for `wss://`, and the backoff between
-//! attempts (one reconnect authority: only this loop dials).
+//! Dialing the relay: the upgrade with its headers, TLS for `wss://`, the socket's limits and TCP
+//! keepalive, and the backoff between attempts and connections (one reconnect authority: only
+//! this module dials).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,12 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::http::header::InvalidHeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::{Authorization, Relay};
+use super::outbound::BATCH_BYTES;
+use super::{Authorization, PREFIX, Relay, Settings};
+use crate::logline::outside;
 
 /// The relay connection.
 pub(super) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -43,9 +47,45 @@ pub(super) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue
 
 /// How long one connect attempt may take.
 const ATTEMPT: Duration = Duration::from_secs(10);
-/// The first and the longest wait between attempts.
-const FIRST_DELAY: Duration = Duration::from_millis(100);
-const MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// The wait before each redial, kept across connections: it doubles after every failed attempt
+/// and every connection that did not stay up for `reset_after`, and starts over only after one
+/// that did. A relay that accepts and closes at once is backed off like one that refuses.
+pub(super) struct Backoff {
+    first: Duration,
+    max: Duration,
+    reset_after: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(settings: &Settings) -> Self {
+        Backoff {
+            first: settings.first_delay,
+            max: settings.max_delay,
+            reset_after: settings.backoff_reset_after,
+            next: settings.first_delay,
+        }
+    }
+
+    /// The wait before the next attempt (before jitter).
+    pub(super) fn delay(&self) -> Duration {
+        self.next
+    }
+
+    /// A connection ended after `up`: one that stayed up long enough starts the delay over.
+    pub(super) fn connection_ended(&mut self, up: Duration) {
+        if up >= self.reset_after {
+            self.next = self.first;
+        }
+    }
+
+    /// Waits the delay (±10 %), then doubles it for the next time.
+    pub(super) async fn wait(&mut self) {
+        tokio::time::sleep(jittered(self.next)).await;
+        self.next = self.next.saturating_mul(2).min(self.max);
+    }
+}
 
 /// What one attempt gave.
 enum Attempt {
@@ -54,9 +94,12 @@ enum Attempt {
     Retry(String),
 }
 
-/// Dials until a connection opens; fails at once only when the relay refuses the agent.
-pub(super) async fn connect(relay: &Relay) -> Result<Box<Socket>, RelayError> {
-    let mut delay = FIRST_DELAY;
+/// Dials until a connection opens, waiting `backoff` between attempts; fails at once only when
+/// the relay refuses the agent.
+pub(super) async fn connect(
+    relay: &Relay,
+    backoff: &mut Backoff,
+) -> Result<Box<Socket>, RelayError> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -64,10 +107,11 @@ pub(super) async fn connect(relay: &Relay) -> Result<Box<Socket>, RelayError> {
             Attempt::Open(socket) => return Ok(socket),
             Attempt::Retry(why) => {
                 tracing::warn!(
-                    "relay: connect attempt {attempt} failed ({why}); retrying in {delay:?}"
+                    "relay: connect attempt {attempt} failed ({}); retrying in {:?}",
+                    outside(&why),
+                    backoff.delay()
                 );
-                tokio::time::sleep(jittered(delay)).await;
-                delay = (delay * 2).min(MAX_DELAY);
+                backoff.wait().await;
             }
         }
     }
@@ -81,6 +125,39 @@ fn jittered(delay: Duration) -> Duration {
         .map_or(0, |d| d.subsec_nanos());
     let factor = 0.9 + 0.2 * (f64::from(nanos % 1000) / 1000.0);
     delay.mul_f64(factor)
+}
+
+/// The relay socket's buffers and limits: a message may be a session's largest plus its prefix
+/// plus the headroom (so one over a session's limit reaches the demux, which ends that session
+/// only); the write buffer holds one batch until its flush.
+fn websocket_config(relay: &Relay) -> WebSocketConfig {
+    let options = &relay.options;
+    let max_message = options
+        .max_message()
+        .saturating_add(PREFIX)
+        .saturating_add(relay.settings.frame_headroom);
+    // A batch, then at most one more frame (never bigger than a session's backlog) and a Ping.
+    let max_write = BATCH_BYTES + relay.session_backlog() + 1024;
+    options
+        .websocket_config()
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(BATCH_BYTES)
+        .max_write_buffer_size(max_write)
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message))
+}
+
+/// The relay socket's read buffer: one connection carries every call.
+const READ_BUFFER: usize = 16 * 1024;
+
+/// TCP keepalive on the dialled socket, below the WebSocket Pings (see
+/// [`crate::host::tungstenite::set_keepalive`]).
+fn set_keepalive(socket: &Socket) {
+    match socket.get_ref() {
+        MaybeTlsStream::Plain(tcp) => crate::host::tungstenite::set_keepalive(tcp),
+        MaybeTlsStream::Rustls(tls) => crate::host::tungstenite::set_keepalive(tls.get_ref().0),
+        _ => {}
+    }
 }
 
 async fn once(relay: &Relay) -> Result<Attempt, RelayError> {
@@ -104,7 +181,7 @@ async fn once(relay: &Relay) -> Result<Attempt, RelayError> {
             ));
         }
     }
-    let config = relay.options.websocket_config();
+    let config = websocket_config(relay);
     let dial = tokio_tungstenite::connect_async_tls_with_config(
         request,
         Some(config),
@@ -113,7 +190,10 @@ async fn once(relay: &Relay) -> Result<Attempt, RelayError> {
     );
     match tokio::time::timeout(ATTEMPT, dial).await {
         Err(_) => Ok(Attempt::Retry(format!("no answer within {ATTEMPT:?}"))),
-        Ok(Ok((socket, _))) => Ok(Attempt::Open(Box::new(socket))),
+        Ok(Ok((socket, _))) => {
+            set_keepalive(&socket);
+            Ok(Attempt::Open(Box::new(socket)))
+        }
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
             let status = response.status().as_u16();
             if status == 401 || status == 403 {
@@ -141,5 +221,54 @@ fn connector() -> tokio_tungstenite::Connector {
             tracing::error!("relay: TLS is not available ({e})");
             tokio_tungstenite::Connector::Plain
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relay(url: &str) -> Relay {
+        Relay::new(url, "v9")
+            .api_key("k")
+            .reconnect_backoff(Duration::from_millis(1), Duration::from_millis(4))
+            .backoff_reset_after(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_delay_doubles_until_a_connection_stayed_up_long_enough() {
+        let mut backoff = Backoff::new(&relay("ws://127.0.0.1:1/agent").settings);
+        let ms = Duration::from_millis;
+        assert_eq!(backoff.delay(), ms(1));
+        backoff.wait().await;
+        // A connection that closed at once does not start the delay over.
+        backoff.connection_ended(ms(5));
+        assert_eq!(backoff.delay(), ms(2));
+        backoff.wait().await;
+        backoff.wait().await;
+        assert_eq!(backoff.delay(), ms(4), "at most max_delay");
+        backoff.connection_ended(Duration::from_secs(30));
+        assert_eq!(backoff.delay(), ms(1));
+    }
+
+    #[tokio::test]
+    async fn the_dialled_socket_has_tcp_keepalive() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio_tungstenite::accept_async(stream).await.unwrap()
+        });
+        let Attempt::Open(socket) = once(&relay(&format!("ws://{addr}/agent"))).await.unwrap()
+        else {
+            panic!("the stand-in accepts");
+        };
+        let MaybeTlsStream::Plain(tcp) = socket.get_ref() else {
+            panic!("ws:// is plain TCP");
+        };
+        assert!(socket2::SockRef::from(tcp).keepalive().unwrap());
+        drop(server.await.unwrap());
     }
 }

@@ -22,12 +22,23 @@
 //! direct leg (lanes, barge-in, heard truth, `fallible` factories). What the relay adds:
 //! * **sessions by prefix**: a `SessionStart` on a new prefix makes a fresh brain; other frames
 //!   for an unknown prefix are dropped; a session that ends frees its prefix;
-//! * **a fair writer**: one frame per session in turn, so a busy session cannot starve the others;
-//!   a session's own backlog is bounded like on the direct leg;
-//! * **reconnect**: with backoff from 0.1 s doubling to 60 s, ±10 % jitter, 10 s per attempt. HTTP
-//!   401/403 on the upgrade fail at once ([`RelayError::AuthRejected`]); close 4000 is permanent
-//!   ([`RelayError::NoAgent`]); any other close reconnects and ends every session (each runs
-//!   `on_session_end`; nothing is replayed);
+//! * **a fair writer**: one frame per session in turn, every ready frame fed and flushed once per
+//!   batch, so a busy session cannot starve the others; each session's backlog is bounded in bytes
+//!   (`HostOptions::max_write_backlog_bytes`) and so is the connection's
+//!   ([`RelayBuilder::max_backlog_bytes`]);
+//! * **liveness, owned by the connection**: a Ping every 20 s, and a relay that sends nothing (not
+//!   even a Pong) or takes no bytes past its deadline is redialled; TCP keepalive on the socket
+//!   ([`RelayBuilder::keepalive`]). Sessions run no Ping deadline of their own: a silent caller stays
+//!   up. A session the brain ends for its own reasons (a bound, an error, a panic, shutdown) is
+//!   always told to the relay with its `End`;
+//! * **reconnect**: with backoff from 0.1 s doubling to 60 s, ±10 % jitter, 10 s per attempt; a
+//!   connection that closes before it stayed up 30 s is backed off like a failed dial
+//!   ([`RelayBuilder::reconnect_backoff`]). HTTP 401/403 on the upgrade fail at once
+//!   ([`RelayError::AuthRejected`]); close 4000 is permanent ([`RelayError::NoAgent`]); any other
+//!   close reconnects and ends every session (each runs `on_session_end`; nothing is replayed);
+//! * **limits per session**: a message over a session's `HostOptions::max_message_bytes` ends that
+//!   session only (its `End` goes to the relay); the socket itself takes that much plus the prefix
+//!   plus [`RelayBuilder::frame_headroom`];
 //! * **bad input**: a text frame, a frame shorter than 16 bytes or a malformed envelope is logged
 //!   (once per window) and skipped; it never stops `serve`;
 //! * **graceful shutdown**: when the future given to [`Relay::serve`] completes, no new session is
@@ -35,6 +46,7 @@
 
 mod connect;
 mod mux;
+mod outbound;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +58,42 @@ use crate::host::HostOptions;
 pub use connect::RelayError;
 #[doc(hidden)]
 pub use mux::RelayInbound;
+
+/// A session's id on the relay: 16 raw bytes, echoed byte for byte.
+type Prefix = [u8; 16];
+
+/// The bytes of a [`Prefix`] in front of every message.
+const PREFIX: usize = 16;
+
+/// The longest duration a setting takes: longer ones (`Duration::MAX` for "never") are taken as a
+/// year, so deadlines computed from them cannot overflow.
+const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The relay connection's own settings (the sessions' are the [`HostOptions`]).
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    ping_interval: Duration,
+    pong_timeout: Duration,
+    first_delay: Duration,
+    max_delay: Duration,
+    backoff_reset_after: Duration,
+    frame_headroom: usize,
+    max_backlog: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            ping_interval: Duration::from_secs(20),
+            pong_timeout: Duration::from_secs(20),
+            first_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(60),
+            backoff_reset_after: Duration::from_secs(30),
+            frame_headroom: 1024 * 1024,
+            max_backlog: 16 * 1024 * 1024,
+        }
+    }
+}
 
 /// How the `Authorization` header of each connect attempt is made.
 #[derive(Clone)]
@@ -64,6 +112,7 @@ pub struct RelayBuilder {
     provider: Option<Arc<dyn Fn() -> String + Send + Sync>>,
     options: HostOptions,
     drain: Duration,
+    settings: Settings,
 }
 
 /// A configured connection to the Cortex relay. Cheap to clone.
@@ -74,6 +123,7 @@ pub struct Relay {
     authorization: Authorization,
     options: HostOptions,
     drain: Duration,
+    settings: Settings,
 }
 
 impl std::fmt::Debug for Relay {
@@ -81,6 +131,7 @@ impl std::fmt::Debug for Relay {
         f.debug_struct("Relay")
             .field("url", &self.url)
             .field("version", &self.version)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -98,6 +149,7 @@ impl Relay {
             provider: None,
             options: HostOptions::allow_unverified(),
             drain: Duration::from_secs(30),
+            settings: Settings::default(),
         }
     }
 
@@ -113,6 +165,14 @@ impl Relay {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), RelayError> {
         mux::serve(self, Arc::new(factory), shutdown).await
+    }
+}
+
+impl Relay {
+    /// The bytes one session may have waiting for the socket: `max_write_backlog_bytes`, at
+    /// least one write batch (so a tiny setting does not refuse ordinary frames).
+    fn session_backlog(&self) -> usize {
+        self.options.max_write_backlog().max(outbound::BATCH_BYTES)
     }
 }
 
@@ -133,17 +193,77 @@ impl RelayBuilder {
         self
     }
 
-    /// The session limits (queue bound, timeouts, JSON size...) each call runs with; token checks
-    /// do not apply on this leg (the relay authenticates the agent). Default:
-    /// `HostOptions::allow_unverified()`'s limits.
+    /// The session limits (queue bound, timeouts, JSON size...) each call runs with. Default:
+    /// `HostOptions::allow_unverified()`'s limits. On this leg:
+    /// * token checks do not apply (the relay authenticates the agent);
+    /// * `keepalive` does not apply: the relay connection owns liveness
+    ///   ([`RelayBuilder::keepalive`]), and a call is never ended for being silent;
+    /// * `max_message_bytes` bounds each session's inbound messages (a bigger one ends that
+    ///   session only), and `max_write_backlog_bytes` (at least 64 KiB here) each session's bytes
+    ///   waiting for the relay socket (a frame bigger than that fails the session's send; it ends
+    ///   with its `End`).
     pub fn host_options(mut self, options: HostOptions) -> Self {
         self.options = options;
         self
     }
 
-    /// How long running calls may go on after shutdown was asked for (default 30 s).
+    /// How long running calls may go on after shutdown was asked for (default 30 s). Past it,
+    /// each call still running ends: the relay gets its `End`, then the socket closes with 1000.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
-        self.drain = timeout;
+        self.drain = timeout.min(LONGEST);
+        self
+    }
+
+    /// The relay connection's liveness: a WebSocket Ping every `ping_interval` (default 20 s,
+    /// at least 10 ms), and `pong_timeout` (default 20 s, at least 10 ms) of grace. The connection
+    /// is lost when the relay sends nothing at all (no frame, no Pong) for `ping_interval +
+    /// pong_timeout`, or takes none of a batch of bytes (or a Ping) for `pong_timeout`: a hung,
+    /// half-open or never-reading relay. Every session on it then ends (`on_session_end` runs,
+    /// nothing is replayed) and the relay is redialled with backoff. The dialled socket also has
+    /// TCP keepalive (probes after 30 s of silence, every 10 s).
+    pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
+        let least = Duration::from_millis(10);
+        self.settings.ping_interval = ping_interval.clamp(least, LONGEST);
+        self.settings.pong_timeout = pong_timeout.clamp(least, LONGEST);
+        self
+    }
+
+    /// The wait before redialling: `first_delay` (default 0.1 s, at least 1 ms), doubled after
+    /// each failed attempt and each connection that ended sooner than
+    /// [`RelayBuilder::backoff_reset_after`], up to `max_delay` (default 60 s), jittered by ±10 %.
+    /// A relay that accepts and then closes at once (any close but 4000, or a plain EOF) is backed
+    /// off exactly like one that refuses the connection.
+    pub fn reconnect_backoff(mut self, first_delay: Duration, max_delay: Duration) -> Self {
+        self.settings.first_delay = first_delay.clamp(Duration::from_millis(1), LONGEST);
+        self.settings.max_delay = max_delay.clamp(self.settings.first_delay, LONGEST);
+        self
+    }
+
+    /// How long a connection must stay up for the reconnect delay to start over at its first
+    /// value (default 30 s). Shorter connections keep doubling it.
+    pub fn backoff_reset_after(mut self, up: Duration) -> Self {
+        self.settings.backoff_reset_after = up;
+        self
+    }
+
+    /// Bytes the relay socket accepts in one message beyond a session's largest
+    /// (`HostOptions::max_message_bytes`, 1 MiB by default) and its 16-byte prefix (default
+    /// 1 MiB). A message over its session's limit but within the socket's ends that session only,
+    /// with its `End` to the relay (for a prefix with no session it is dropped, logged once per
+    /// window); only a message over the socket's limit ends the connection, which is then
+    /// redialled with backoff.
+    pub fn frame_headroom(mut self, bytes: usize) -> Self {
+        self.settings.frame_headroom = bytes;
+        self
+    }
+
+    /// How many bytes every session of the connection together may have waiting for the relay
+    /// socket (default 16 MiB; at least one session's `max_write_backlog_bytes`). Past it, or past
+    /// a session's own bound, the session's writer waits; its outbound lane then fills as on the
+    /// direct leg. A relay that takes no bytes for `pong_timeout` is redialled
+    /// ([`RelayBuilder::keepalive`]).
+    pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
+        self.settings.max_backlog = bytes;
         self
     }
 
@@ -179,6 +299,7 @@ impl RelayBuilder {
             authorization,
             options: self.options,
             drain: self.drain,
+            settings: self.settings,
         })
     }
 }

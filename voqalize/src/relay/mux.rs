@@ -1,31 +1,35 @@
 //! One relay connection: sessions by their 16-byte prefix, each running the same session runtime as
-//! the direct leg, and a fair writer that sends one frame per session in turn.
+//! the direct leg; the connection's liveness (a read deadline here, Pings and a write deadline in
+//! the [writer](super::outbound::write_loop)); and what the brain owes the relay when it ends a
+//! session (docs/protocol.md §2.2).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 
-use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinSet;
+use bytes::Bytes;
+use futures_util::{FutureExt, SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
-use super::Relay;
-use super::connect::{RelayError, Socket, connect};
+use super::connect::{Backoff, RelayError, Socket, connect};
+use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
+use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
-use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
-use crate::logline::Repeated;
-use crate::recover::lock;
-use crate::runtime;
+use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
+use crate::host::Admitted;
+use crate::logline::{Repeated, outside};
+use crate::recover::panic_text;
+use crate::runtime::{self, Limits, Outcome};
 use crate::wire::{self, Frame};
-
-/// A session's id on the relay: 16 raw bytes, echoed byte for byte.
-type Prefix = [u8; 16];
 
 /// One binary message from the relay as the mux reads it before routing: the session's 16-byte
 /// prefix and the envelope behind it. Every byte comes from the relay; `examples/fuzz.rs` (target
@@ -59,13 +63,12 @@ impl<'a> RelayInbound<'a> {
     }
 }
 
-/// How many frames one session may have waiting for the relay socket. Past it the session's own
-/// writer waits, its outbound lane fills, and the session ends at that lane's hard bound: a stalled
-/// session cannot grow the connection's memory.
-const SESSION_BACKLOG: usize = 64;
-
-/// How many inbound frames may wait for one session's reader before the next is dropped.
+/// How many inbound frames may wait for one session's reader before the next is dropped. Their
+/// bytes are bounded too, by the session's `max_message_bytes` (one frame always fits).
 const SESSION_INBOX: usize = 256;
+
+/// The bytes of an `End` envelope (the encoding is deterministic).
+static END: LazyLock<Vec<u8>> = LazyLock::new(|| wire::encode(&Frame::End));
 
 /// The prefix as a hyphenated UUID, for logs.
 fn uuid(p: &Prefix) -> String {
@@ -80,13 +83,21 @@ fn uuid(p: &Prefix) -> String {
     )
 }
 
+/// `envelope` as a relay message of session `prefix`.
+fn prefixed(prefix: &Prefix, envelope: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(PREFIX + envelope.len());
+    bytes.extend_from_slice(prefix);
+    bytes.extend_from_slice(envelope);
+    bytes
+}
+
 /// Why a connection's run ended.
 enum Ended {
     /// The caller asked for shutdown and the running calls were drained.
     Shutdown,
     /// Close 4000: the relay does not accept this agent.
     NoAgent,
-    /// Anything else: reconnect.
+    /// Anything else: reconnect, after the backoff.
     Lost(String),
 }
 
@@ -96,151 +107,60 @@ pub(super) async fn serve<M: MakeBrain>(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), RelayError> {
     let mut shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(shutdown);
+    let mut backoff = Backoff::new(&relay.settings);
     let mut reconnect = false;
     loop {
         let socket = tokio::select! {
-            socket = connect(relay) => socket?,
+            socket = connect(relay, &mut backoff) => socket?,
             () = &mut shutdown => return Ok(()),
         };
         if reconnect {
             tracing::info!("relay: reconnected");
         }
         reconnect = true;
+        let opened = Instant::now();
         match run_connection(relay, &factory, *socket, &mut shutdown).await {
             Ended::Shutdown => return Ok(()),
             Ended::NoAgent => return Err(RelayError::NoAgent),
-            Ended::Lost(why) => tracing::warn!("relay: connection lost ({why}); reconnecting"),
-        }
-    }
-}
-
-/// The outbound side shared by every session of one connection.
-struct Fair {
-    state: Mutex<FairState>,
-    /// A frame was queued.
-    work: Notify,
-    /// A frame was sent: a session waiting for room may go on.
-    room: Notify,
-}
-
-#[derive(Default)]
-struct FairState {
-    queues: HashMap<Prefix, VecDeque<Vec<u8>>>,
-    ready: VecDeque<Prefix>,
-    closed: bool,
-}
-
-impl Fair {
-    fn new() -> Self {
-        Fair {
-            state: Mutex::new(FairState::default()),
-            work: Notify::new(),
-            room: Notify::new(),
-        }
-    }
-
-    /// Queues one frame of session `prefix`, waiting while its backlog is full.
-    async fn push(&self, prefix: Prefix, frame: Vec<u8>) -> Result<(), ()> {
-        loop {
-            let room = self.room.notified();
-            {
-                let mut s = lock(&self.state);
-                if s.closed {
-                    return Err(());
-                }
-                let queue = s.queues.entry(prefix).or_default();
-                if queue.len() < SESSION_BACKLOG {
-                    let was_empty = queue.is_empty();
-                    queue.push_back(frame);
-                    if was_empty {
-                        s.ready.push_back(prefix);
-                    }
-                    drop(s);
-                    self.work.notify_one();
-                    return Ok(());
-                }
+            Ended::Lost(why) => {
+                // However the connection ended, the next dial waits: a relay that accepts and
+                // closes at once is backed off like one that refuses.
+                backoff.connection_ended(opened.elapsed());
+                tracing::warn!(
+                    "relay: connection lost ({}); reconnecting in {:?}",
+                    outside(&why),
+                    backoff.delay()
+                );
             }
-            room.await;
         }
-    }
-
-    /// The next frame to send: one of the session at the head of the line, which then goes to the
-    /// back if it has more.
-    async fn pop(&self) -> Option<(Prefix, Vec<u8>)> {
-        loop {
-            let work = self.work.notified();
-            {
-                let mut s = lock(&self.state);
-                if s.closed {
-                    return None;
-                }
-                if let Some(prefix) = s.ready.pop_front() {
-                    let (frame, more) = match s.queues.get_mut(&prefix) {
-                        Some(q) => (q.pop_front(), !q.is_empty()),
-                        None => (None, false),
-                    };
-                    if more {
-                        s.ready.push_back(prefix);
-                    } else {
-                        s.queues.remove(&prefix);
-                    }
-                    drop(s);
-                    self.room.notify_waiters();
-                    if let Some(frame) = frame {
-                        return Some((prefix, frame));
-                    }
-                    continue;
-                }
-            }
-            work.await;
+        tokio::select! {
+            () = backoff.wait() => {}
+            () = &mut shutdown => return Ok(()),
         }
-    }
-
-    fn close(&self) {
-        lock(&self.state).closed = true;
-        self.work.notify_waiters();
-        self.room.notify_waiters();
     }
 }
 
-/// One session's [`Channel`] over the shared connection.
-struct RelayChannel {
-    prefix: Prefix,
-    fair: Arc<Fair>,
-    inbox: mpsc::Receiver<Incoming>,
-}
-
+/// One session's sending half: its frames, prefixed, onto the connection's [`Backlog`].
 struct RelaySender {
     prefix: Prefix,
-    fair: Arc<Fair>,
-}
-
-struct RelayReceiver(mpsc::Receiver<Incoming>);
-
-#[derive(Debug, thiserror::Error)]
-#[error("the relay connection is gone")]
-struct Gone;
-
-impl Channel for RelayChannel {
-    type Sender = RelaySender;
-    type Receiver = RelayReceiver;
-    fn split(self) -> (RelaySender, RelayReceiver) {
-        (
-            RelaySender {
-                prefix: self.prefix,
-                fair: self.fair,
-            },
-            RelayReceiver(self.inbox),
-        )
-    }
+    backlog: Arc<Backlog>,
+    /// Set once the session's own `End` is queued.
+    end_sent: Arc<AtomicBool>,
 }
 
 impl ChannelSender for RelaySender {
     async fn send(&mut self, frame: Vec<u8>) -> Result<(), ChannelError> {
-        self.fair
-            .push(self.prefix, frame)
+        let is_end = frame == *END;
+        let bytes = prefixed(&self.prefix, &frame);
+        drop(frame);
+        self.backlog
+            .push(self.prefix, bytes)
             .await
-            .map_err(|()| ChannelError::new(Gone))
+            .map_err(ChannelError::new)?;
+        if is_end {
+            self.end_sent.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 
     async fn close(&mut self, _code: u16, _reason: &str) {
@@ -248,17 +168,122 @@ impl ChannelSender for RelaySender {
     }
 }
 
+/// One session's receiving half: the frames the mux routed to it.
+struct RelayReceiver {
+    inbox: mpsc::Receiver<Incoming>,
+    /// Bytes waiting in `inbox`.
+    queued: Arc<AtomicUsize>,
+}
+
 impl ChannelReceiver for RelayReceiver {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
-        self.0.recv().await.map(Ok)
+        let incoming = self.inbox.recv().await?;
+        if let Incoming::Binary(bytes) = &incoming {
+            self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
+        }
+        Some(Ok(incoming))
     }
 }
 
-/// A running session: where its inbound frames go, and which run it is (a prefix freed by an
-/// ended session may start a new one before the old task is reaped).
+/// Where the mux puts a running session's inbound frames.
+struct Inbox {
+    tx: mpsc::Sender<Incoming>,
+    queued: Arc<AtomicUsize>,
+    /// The bytes that may wait (one frame always may).
+    bound: usize,
+}
+
+/// What became of a frame offered to an [`Inbox`].
+enum Offered {
+    Taken,
+    /// The session's reader is behind: the frame is dropped.
+    Deaf,
+    /// The session has ended (its task is not reaped yet).
+    Gone,
+}
+
+impl Inbox {
+    fn offer(&self, envelope: Bytes) -> Offered {
+        let len = envelope.len();
+        let queued = self.queued.load(Ordering::Acquire);
+        if queued > 0 && queued + len > self.bound {
+            return if self.tx.is_closed() {
+                Offered::Gone
+            } else {
+                Offered::Deaf
+            };
+        }
+        self.queued.fetch_add(len, Ordering::AcqRel);
+        match self.tx.try_send(Incoming::Binary(envelope)) {
+            Ok(()) => Offered::Taken,
+            Err(e) => {
+                self.queued.fetch_sub(len, Ordering::AcqRel);
+                match e {
+                    mpsc::error::TrySendError::Full(_) => Offered::Deaf,
+                    mpsc::error::TrySendError::Closed(_) => Offered::Gone,
+                }
+            }
+        }
+    }
+}
+
+/// A running session, and which run it is (a prefix freed by an ended session may start a new one
+/// before the old task is reaped).
 struct Running {
-    inbox: mpsc::Sender<Incoming>,
+    /// `None` once the brain is ending the session (a frame over its limit): nothing more reaches
+    /// it, and its prefix stays taken until its task is reaped.
+    inbox: Option<Inbox>,
     run: u64,
+}
+
+/// Runs one session until it ends. Then, unless the relay ended it (`End`, `Cancel`) or its own
+/// `End` already went out, queues its `End`: a session the brain ends for its own reasons (a bound,
+/// an error, a panic, shutdown) is never a silent drop for the relay.
+async fn session<M: MakeBrain>(
+    sender: RelaySender,
+    receiver: RelayReceiver,
+    factory: Arc<M>,
+    limits: Limits,
+    admitted: Admitted,
+) {
+    let (prefix, backlog, end_sent) = (
+        sender.prefix,
+        sender.backlog.clone(),
+        sender.end_sent.clone(),
+    );
+    tracing::info!("relay: opened session {}", uuid(&prefix));
+    let ran = AssertUnwindSafe(runtime::run(sender, receiver, factory, &limits, None))
+        .catch_unwind()
+        .await;
+    let by_peer = match ran {
+        Ok((Outcome::Ended { by_peer, .. }, _)) => by_peer,
+        Ok((Outcome::SendFailed(_), _)) => false,
+        Err(panic) => {
+            tracing::error!("relay: session failed: {}", panic_text(&*panic));
+            false
+        }
+    };
+    if !by_peer && !end_sent.load(Ordering::Acquire) {
+        backlog.push_end(prefix, prefixed(&prefix, &END));
+    }
+    drop(admitted);
+}
+
+/// The sessions of one connection and the mux's state.
+struct Connection<'r, M> {
+    relay: &'r Relay,
+    factory: &'r Arc<M>,
+    /// What every session runs with: the host options' limits, without a Ping deadline of its own.
+    limits: Limits,
+    max_message: usize,
+    backlog: Arc<Backlog>,
+    sessions: HashMap<Prefix, Running>,
+    tasks: JoinSet<(Prefix, u64)>,
+    runs: u64,
+    junk: Repeated,
+    strays: Repeated,
+    oversized: Repeated,
+    deaf: Repeated,
 }
 
 async fn run_connection<M: MakeBrain>(
@@ -267,58 +292,56 @@ async fn run_connection<M: MakeBrain>(
     socket: Socket,
     shutdown: &mut Pin<Box<dyn Future<Output = ()> + Send + '_>>,
 ) -> Ended {
-    let (mut sink, mut stream) = socket.split();
-    let fair = Arc::new(Fair::new());
-    let writer_fair = fair.clone();
-    let writer = tokio::spawn(
-        async move {
-            while let Some((prefix, frame)) = writer_fair.pop().await {
-                let mut bytes = Vec::with_capacity(16 + frame.len());
-                bytes.extend_from_slice(&prefix);
-                bytes.extend_from_slice(&frame);
-                if let Err(e) = sink.send(Message::Binary(bytes.into())).await {
-                    tracing::warn!("relay: send failed: {e}");
-                    break;
-                }
-            }
-            sink
-        }
+    let (sink, mut stream) = socket.split();
+    let settings = relay.settings;
+    let mut c = Connection::new(relay, factory);
+    let mut writer = tokio::spawn(
+        write_loop(
+            sink,
+            c.backlog.clone(),
+            settings.ping_interval,
+            settings.pong_timeout,
+        )
         .in_current_span(),
     );
-    let mut sessions: HashMap<Prefix, Running> = HashMap::new();
-    let mut tasks: JoinSet<(Prefix, u64)> = JoinSet::new();
-    let mut runs = 0u64;
-    let mut junk = Repeated::new("text, short or malformed relay frames");
-    let mut strays = Repeated::new("frames for sessions that are not running");
-    let mut draining: Option<tokio::time::Instant> = None;
-    let limits = relay.options.limits();
+    // Anything from the relay, a Pong to our Ping included, shows it alive.
+    let silence = settings.ping_interval + settings.pong_timeout;
+    let quiet = tokio::time::sleep(silence);
+    tokio::pin!(quiet);
+    let mut draining: Option<Instant> = None;
     let ended = loop {
-        let drain_deadline = draining.unwrap_or_else(tokio::time::Instant::now);
+        let drain_deadline = draining.unwrap_or_else(Instant::now);
         tokio::select! {
             () = &mut *shutdown, if draining.is_none() => {
-                tracing::info!("relay: shutting down; {} calls running", sessions.len());
-                if sessions.is_empty() {
+                tracing::info!("relay: shutting down; {} calls running", c.sessions.len());
+                if c.sessions.is_empty() {
                     break Ended::Shutdown;
                 }
-                draining = Some(tokio::time::Instant::now() + relay.drain);
+                draining = Some(Instant::now() + relay.drain);
             }
             () = tokio::time::sleep_until(drain_deadline), if draining.is_some() => {
-                tracing::warn!("relay: {} calls still running at the drain deadline; ending them", sessions.len());
+                tracing::warn!("relay: {} calls still running at the drain deadline; ending them", c.sessions.len());
                 break Ended::Shutdown;
             }
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                if let Ok((prefix, run)) = done {
-                    if sessions.get(&prefix).is_some_and(|r| r.run == run) {
-                        sessions.remove(&prefix);
-                    }
-                    tracing::info!("relay: closed session {}", uuid(&prefix));
-                }
-                if draining.is_some() && sessions.is_empty() {
+            Some(done) = c.tasks.join_next(), if !c.tasks.is_empty() => {
+                c.reap(done);
+                if draining.is_some() && c.sessions.is_empty() {
                     break Ended::Shutdown;
                 }
             }
+            written = &mut writer => {
+                break Ended::Lost(match written {
+                    Ok(Err(e)) => e.to_string(),
+                    Ok(Ok(_)) => "the writer stopped".to_owned(),
+                    Err(e) => format!("the writer failed: {e}"),
+                });
+            }
+            () = &mut quiet => {
+                break Ended::Lost(format!("nothing from the relay for {silence:?}, not even a Pong"));
+            }
             message = stream.next() => {
-                let bytes = match message {
+                quiet.as_mut().reset(Instant::now() + silence);
+                match message {
                     None => break Ended::Lost("the relay closed the connection".into()),
                     Some(Err(e)) => break Ended::Lost(e.to_string()),
                     Some(Ok(Message::Close(frame))) => {
@@ -327,130 +350,236 @@ async fn run_connection<M: MakeBrain>(
                         }
                         break Ended::Lost(format!("closed with {:?}", frame.map(|f| u16::from(f.code))));
                     }
-                    Some(Ok(Message::Binary(bytes))) => bytes,
+                    Some(Ok(Message::Binary(bytes))) => c.route(bytes, draining.is_some()),
                     Some(Ok(Message::Text(_))) => {
-                        if junk.allow() {
+                        if c.junk.allow() {
                             tracing::warn!("relay: a text frame; skipping");
                         }
-                        continue;
                     }
-                    Some(Ok(_)) => continue,
-                };
-                let Some(inbound) = RelayInbound::parse(&bytes) else {
-                    if junk.allow() {
-                        tracing::warn!("relay: a frame of {} bytes, shorter than its 16-byte session prefix; skipping", bytes.len());
-                    }
-                    continue;
-                };
-                let prefix = inbound.prefix;
-                if let Some(running) = sessions.get(&prefix) {
-                    match running.inbox.try_send(Incoming::Binary(bytes.slice(16..))) {
-                        Ok(()) => continue,
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            tracing::warn!("relay: session {} is not reading; dropping a frame", uuid(&prefix));
-                            continue;
-                        }
-                        // The session ended and its task has not been reaped yet: the prefix is
-                        // free, and a SessionStart on it opens a new session below.
-                        Err(mpsc::error::TrySendError::Closed(_)) => {
-                            sessions.remove(&prefix);
-                        }
-                    }
+                    // A Ping or a Pong: the relay is alive (tungstenite answers Pings itself).
+                    Some(Ok(_)) => {}
                 }
-                if !inbound.opens_session(limits.max_json) || draining.is_some() {
-                    if strays.allow() {
-                        tracing::warn!("relay: dropping a frame for session {}, which is not running", uuid(&prefix));
-                    }
-                    continue;
-                }
-                // The relay's sessions count against `HostOptions::max_sessions` like the direct
-                // leg's calls: a relay cannot open more than the process takes.
-                let Some(admitted) = relay.options.admit() else {
-                    if strays.allow() {
-                        tracing::warn!("relay: refusing session {}: at max_sessions", uuid(&prefix));
-                    }
-                    continue;
-                };
-                let (inbox, rx) = mpsc::channel(SESSION_INBOX);
-                let channel = RelayChannel { prefix, fair: fair.clone(), inbox: rx };
-                let factory = factory.clone();
-                runs += 1;
-                let run = runs;
-                let span = tracing::info_span!("session", service = "brain", session_id = %uuid(&prefix));
-                tasks.spawn(
-                    async move {
-                        tracing::info!("relay: opened session {}", uuid(&prefix));
-                        let (sender, receiver) = channel.split();
-                        let _ = runtime::run(sender, receiver, factory, &limits, None).await;
-                        drop(admitted);
-                        (prefix, run)
-                    }
-                    .instrument(span),
-                );
-                let _ = inbox.try_send(Incoming::Binary(bytes.slice(16..)));
-                sessions.insert(prefix, Running { inbox, run });
             }
         }
     };
-    // Every session ends: their inboxes close, so each runtime stops and runs on_session_end.
-    let n = sessions.len();
-    if n > 0 {
-        tracing::info!("relay: ending {n} sessions");
+    c.end(ended, writer).await
+}
+
+impl<'r, M: MakeBrain> Connection<'r, M> {
+    fn new(relay: &'r Relay, factory: &'r Arc<M>) -> Self {
+        let options = &relay.options;
+        Connection {
+            relay,
+            factory,
+            limits: Limits {
+                session_keepalive: false,
+                ..options.limits()
+            },
+            max_message: options.max_message(),
+            backlog: Arc::new(Backlog::new(Bounds {
+                session_bytes: relay.session_backlog(),
+                total_bytes: relay.settings.max_backlog,
+            })),
+            sessions: HashMap::new(),
+            tasks: JoinSet::new(),
+            runs: 0,
+            junk: Repeated::new("text, short or malformed relay frames"),
+            strays: Repeated::new("frames for sessions that are not running"),
+            oversized: Repeated::new("relay frames over a session's message limit"),
+            deaf: Repeated::new("frames for sessions that are not reading"),
+        }
     }
-    sessions.clear();
-    let bound = limits.request_timeout + std::time::Duration::from_secs(1);
-    let _ = tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
-    tasks.abort_all();
-    fair.close();
-    if let Ok(mut sink) = writer.await
-        && matches!(ended, Ended::Shutdown)
-    {
-        let frame = CloseFrame {
-            code: CloseCode::Normal,
-            reason: "".into(),
+
+    /// Routes one binary message from the relay to its session, or opens one.
+    fn route(&mut self, bytes: Bytes, draining: bool) {
+        let Some(inbound) = RelayInbound::parse(&bytes) else {
+            if self.junk.allow() {
+                tracing::warn!(
+                    "relay: a frame of {} bytes, shorter than its 16-byte session prefix; skipping",
+                    bytes.len()
+                );
+            }
+            return;
         };
-        let _ = sink.send(Message::Close(Some(frame))).await;
+        let prefix = inbound.prefix;
+        let envelope = bytes.slice(PREFIX..);
+        // A session's own limit, applied after the demux: one message too big ends its session,
+        // never the connection (the direct leg closes that call with 1009).
+        let too_big = envelope.len() > self.max_message;
+        if let Some(running) = self.sessions.get_mut(&prefix) {
+            let Some(inbox) = &running.inbox else {
+                if self.strays.allow() {
+                    tracing::warn!(
+                        "relay: dropping a frame for session {}, which is ending",
+                        uuid(&prefix)
+                    );
+                }
+                return;
+            };
+            if too_big {
+                if self.oversized.allow() {
+                    tracing::warn!(
+                        "relay: a frame of {} bytes for session {}, over its limit of {} bytes; ending that session",
+                        envelope.len(),
+                        uuid(&prefix),
+                        self.max_message
+                    );
+                }
+                // Its reader sees the end of its inbox; the session ends and sends its End.
+                running.inbox = None;
+                return;
+            }
+            match inbox.offer(envelope.clone()) {
+                Offered::Taken => return,
+                Offered::Deaf => {
+                    if self.deaf.allow() {
+                        tracing::warn!(
+                            "relay: session {} is not reading; dropping a frame",
+                            uuid(&prefix)
+                        );
+                    }
+                    return;
+                }
+                // The session ended and its task has not been reaped yet: the prefix is free,
+                // and a SessionStart on it opens a new session below.
+                Offered::Gone => {
+                    self.sessions.remove(&prefix);
+                }
+            }
+        }
+        if too_big {
+            if self.oversized.allow() {
+                tracing::warn!(
+                    "relay: dropping a frame of {} bytes for session {}, which is not running (over the limit of {} bytes)",
+                    envelope.len(),
+                    uuid(&prefix),
+                    self.max_message
+                );
+            }
+            return;
+        }
+        if draining || !inbound.opens_session(self.limits.max_json) {
+            if self.strays.allow() {
+                tracing::warn!(
+                    "relay: dropping a frame for session {}, which is not running",
+                    uuid(&prefix)
+                );
+            }
+            return;
+        }
+        self.open(prefix, envelope);
     }
-    ended
+
+    /// Opens a session on `prefix` with its `SessionStart`.
+    fn open(&mut self, prefix: Prefix, start: Bytes) {
+        // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
+        // calls: a relay cannot open more than the process takes.
+        let Some(admitted) = self.relay.options.admit() else {
+            if self.strays.allow() {
+                tracing::warn!("relay: refusing session {}: at max_sessions", uuid(&prefix));
+            }
+            return;
+        };
+        let (tx, rx) = mpsc::channel(SESSION_INBOX);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let inbox = Inbox {
+            tx,
+            queued: queued.clone(),
+            bound: self.max_message,
+        };
+        let sender = RelaySender {
+            prefix,
+            backlog: self.backlog.clone(),
+            end_sent: Arc::default(),
+        };
+        let receiver = RelayReceiver { inbox: rx, queued };
+        self.runs += 1;
+        let run = self.runs;
+        let span = tracing::info_span!("session", service = "brain", session_id = %uuid(&prefix));
+        let task = session(
+            sender,
+            receiver,
+            self.factory.clone(),
+            self.limits,
+            admitted,
+        );
+        self.tasks.spawn(
+            async move {
+                task.await;
+                (prefix, run)
+            }
+            .instrument(span),
+        );
+        let _ = inbox.offer(start);
+        self.sessions.insert(
+            prefix,
+            Running {
+                inbox: Some(inbox),
+                run,
+            },
+        );
+    }
+
+    /// A session task returned.
+    fn reap(&mut self, done: Result<(Prefix, u64), JoinError>) {
+        match done {
+            Ok((prefix, run)) => {
+                if self.sessions.get(&prefix).is_some_and(|r| r.run == run) {
+                    self.sessions.remove(&prefix);
+                }
+                tracing::info!("relay: closed session {}", uuid(&prefix));
+            }
+            // Panics are caught inside the task; this is an abort at teardown.
+            Err(e) => tracing::error!("relay: a session task failed: {e}"),
+        }
+    }
+
+    /// Ends every session of the connection. On shutdown the relay gets each running session's
+    /// `End`, then a close with 1000; on a lost connection nothing more is sent on it.
+    async fn end(
+        mut self,
+        ended: Ended,
+        mut writer: tokio::task::JoinHandle<Result<Sink, WriteFailed>>,
+    ) -> Ended {
+        let n = self.sessions.len();
+        if n > 0 {
+            tracing::info!("relay: ending {n} sessions");
+        }
+        let lost = !matches!(ended, Ended::Shutdown);
+        if lost {
+            self.backlog.abandon();
+            writer.abort();
+        }
+        // Every inbox closes: each runtime stops and runs on_session_end.
+        self.sessions.clear();
+        let bound = self.limits.request_timeout + std::time::Duration::from_secs(1);
+        let tasks = &mut self.tasks;
+        let _ =
+            tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
+        self.tasks.abort_all();
+        self.backlog.close();
+        if !lost {
+            // The writer sends what is queued (the last Ends), then the close.
+            let deadline = self.relay.settings.pong_timeout;
+            match tokio::time::timeout(deadline, &mut writer).await {
+                Ok(Ok(Ok(mut sink))) => {
+                    let frame = CloseFrame {
+                        code: CloseCode::Normal,
+                        reason: "".into(),
+                    };
+                    let close = sink.send(Message::Close(Some(frame)));
+                    let _ = tokio::time::timeout(deadline, close).await;
+                }
+                _ => writer.abort(),
+            }
+        }
+        ended
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn the_writer_sends_one_frame_per_session_in_turn() {
-        let fair = Fair::new();
-        let (a, b) = ([1u8; 16], [2u8; 16]);
-        for i in 0..3u8 {
-            fair.push(a, vec![i]).await.unwrap();
-        }
-        for i in 0..3u8 {
-            fair.push(b, vec![10 + i]).await.unwrap();
-        }
-        let mut order = Vec::new();
-        for _ in 0..6 {
-            let (p, f) = fair.pop().await.unwrap();
-            order.push((p[0], f[0]));
-        }
-        assert_eq!(order, [(1, 0), (2, 10), (1, 1), (2, 11), (1, 2), (2, 12)]);
-    }
-
-    #[tokio::test]
-    async fn a_session_backlog_is_bounded() {
-        let fair = Arc::new(Fair::new());
-        for i in 0..SESSION_BACKLOG {
-            fair.push([1; 16], vec![i as u8]).await.unwrap();
-        }
-        let waiting = tokio::spawn({
-            let fair = fair.clone();
-            async move { fair.push([1; 16], vec![0xff]).await }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "the 65th frame waits for room");
-        fair.pop().await.unwrap();
-        assert!(waiting.await.unwrap().is_ok());
-    }
 
     #[test]
     fn prefixes_read_as_uuids() {
@@ -458,5 +587,40 @@ mod tests {
             0x3f, 0x1c, 0x2a, 0x90, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb,
         ];
         assert_eq!(uuid(&p), "3f1c2a90-0001-0203-0405-060708090a0b");
+    }
+
+    #[tokio::test]
+    async fn an_inbox_is_bounded_in_frames_and_bytes() {
+        let (tx, rx) = mpsc::channel(SESSION_INBOX);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let inbox = Inbox {
+            tx,
+            queued: queued.clone(),
+            bound: 1000,
+        };
+        let frame = |n: usize| Bytes::from(vec![0u8; n]);
+        // One frame always fits, however big; then the bytes are bounded.
+        assert!(matches!(inbox.offer(frame(1500)), Offered::Taken));
+        assert!(matches!(inbox.offer(frame(1)), Offered::Deaf));
+        let mut receiver = RelayReceiver {
+            inbox: rx,
+            queued: queued.clone(),
+        };
+        receiver.recv().await.unwrap().unwrap();
+        assert_eq!(queued.load(Ordering::Acquire), 0);
+        for _ in 0..SESSION_INBOX {
+            assert!(matches!(inbox.offer(frame(1)), Offered::Taken));
+        }
+        assert!(
+            matches!(inbox.offer(frame(1)), Offered::Deaf),
+            "and so are the frames"
+        );
+        drop(receiver);
+        assert!(matches!(inbox.offer(frame(1)), Offered::Gone));
+    }
+
+    #[test]
+    fn an_end_is_recognised_by_its_bytes() {
+        assert_eq!(wire::decode_strict(&END), Ok(Frame::End));
     }
 }

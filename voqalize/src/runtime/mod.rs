@@ -57,13 +57,18 @@ pub(crate) struct Limits {
     pub(crate) max_frame: usize,
     /// The most bytes of text one `SpeechChunk` carries; a longer write is split (docs/protocol.md §4.5).
     pub(crate) chunk_bytes: usize,
+    /// Whether the session pings its peer and ends when it hears nothing for `ping_interval +
+    /// pong_timeout`. Off on the relay leg, where the relay connection owns liveness
+    /// (docs/protocol.md §2.2) and a silent caller is no sign of a dead peer.
+    pub(crate) session_keepalive: bool,
 }
 
 /// How a session's run ended.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The session ended; the connection closes with this code.
-    Ended(u16),
+    /// The session ended; the connection closes with `close`. `by_peer`: the peer ended it (`End`
+    /// or `Cancel`), so it is owed no `End` back (the relay leg sends one otherwise).
+    Ended { close: u16, by_peer: bool },
     /// Sending failed: the transport's error.
     SendFailed(ChannelError),
 }
@@ -99,13 +104,8 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
 
     // The reader and the writer run in this task, beside each other; the feeder (which runs the
     // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
-    let writer = writer::write_loop(
-        sender,
-        out.clone(),
-        lanes.clone(),
-        limits.ping_interval,
-        limits.max_frame,
-    );
+    let pings = limits.session_keepalive.then_some(limits.ping_interval);
+    let writer = writer::write_loop(sender, out.clone(), lanes.clone(), pings, limits.max_frame);
     let mut writer = pin!(writer.fuse());
     let mut written = None;
     let mut reader = pin!(reader::read_loop(&mut receiver, &lanes, &out, &control, limits).fuse());
@@ -142,8 +142,9 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
         Some(sent) => Ok(sent),
         None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
     };
+    let by_peer = matches!(stop, Stop::End | Stop::Cancel);
     match sent {
-        Ok(Ok(sender)) => (Outcome::Ended(close), Some(sender)),
+        Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
         Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
         Err(_) => {
             tracing::warn!(
@@ -153,7 +154,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
                 !matches!(stop, Stop::SendFailed),
                 "a failed writer has returned"
             );
-            (Outcome::Ended(close), None)
+            (Outcome::Ended { close, by_peer }, None)
         }
     }
 }

@@ -30,7 +30,11 @@ pub(super) async fn read_loop(
     limits: &Limits,
 ) -> Option<u16> {
     let start_deadline = Instant::now() + limits.start_timeout;
-    let silence = limits.ping_interval + limits.pong_timeout;
+    // No silence deadline where the connection owns liveness (the relay leg): a quiet caller is
+    // not a dead peer there.
+    let silence = limits
+        .session_keepalive
+        .then(|| limits.ping_interval + limits.pong_timeout);
     let mut heard = Instant::now();
     let mut close = None;
     let mut junk = Repeated::new("malformed, text or unknown frames");
@@ -39,15 +43,18 @@ pub(super) async fn read_loop(
     tokio::pin!(watchdog);
     loop {
         let started = control.started.load(Ordering::Acquire);
-        watchdog.as_mut().reset(if started {
-            heard + silence
-        } else {
-            start_deadline
-        });
+        let deadline = match (started, silence) {
+            (false, _) => Some(start_deadline),
+            (true, Some(silence)) => Some(heard + silence),
+            (true, None) => None,
+        };
+        if let Some(deadline) = deadline {
+            watchdog.as_mut().reset(deadline);
+        }
         let next = tokio::select! {
             next = receiver.recv() => next,
-            () = &mut watchdog => {
-                if started {
+            () = &mut watchdog, if deadline.is_some() => {
+                if let (true, Some(silence)) = (started, silence) {
                     tracing::warn!(
                         "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
                     );

@@ -18,21 +18,23 @@ use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 /// with nothing said.
 ///
 /// Between frames it pings the peer every `ping_interval`, so that the reader hears from a
-/// live peer even when the call is silent.
+/// live peer even when the call is silent; `None` where the connection owns liveness (the relay
+/// leg).
 pub(super) async fn write_loop<S: ChannelSender>(
     mut sender: S,
     out: Arc<Outbound>,
     lanes: Arc<Lanes>,
-    ping_interval: Duration,
+    ping_interval: Option<Duration>,
     max_frame: usize,
 ) -> Result<S, ChannelError> {
-    let mut ping =
-        tokio::time::interval_at(tokio::time::Instant::now() + ping_interval, ping_interval);
+    // Without pings the timer is never polled: its period only has to be valid.
+    let period = ping_interval.unwrap_or(Duration::from_secs(3600));
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let frame = tokio::select! {
             frame = out.pop() => frame,
-            _ = ping.tick() => {
+            _ = ping.tick(), if ping_interval.is_some() => {
                 // Boxed, as is each batch: inline, their state would size this task for the
                 // call's whole life, while the writer mostly waits.
                 if let Err(e) = Box::pin(sender.ping()).await {
