@@ -246,10 +246,13 @@ impl Brain for Echo {
             panic!("a bug in the brain");
         }
         if let Some(n) = message.text.strip_prefix("flood ") {
-            // Far more than a relay that stops reading can take: the socket's buffers fill.
+            // Far more than a relay that stops reading can take: the socket's buffers fill. The
+            // turn yields after each unit, so its writer keeps the relay's queue fed instead of
+            // the session's own lane shedding what it cannot hold.
             let chunk = "x".repeat(64 * 1024);
             for _ in 0..n.parse::<usize>().unwrap() {
                 turn.say(&chunk);
+                tokio::task::yield_now().await;
             }
             return Ok(());
         }
@@ -784,7 +787,11 @@ async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end()
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let agent = Relay::new(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().max_write_backlog_bytes(64 * 1024))
+        .host_options(
+            HostOptions::allow_unverified()
+                .max_write_backlog_bytes(64 * 1024)
+                .max_chunk_bytes(128 * 1024),
+        )
         .build()
         .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
@@ -798,4 +805,43 @@ async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end()
     link.send(B, &says(2, "still served")).await;
     assert_eq!(link.spoken().await, (B, "still served".to_owned()));
     assert_eq!(relay.attempts.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_session_start_with_a_bad_init_is_refused_with_an_error_and_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    // `init` as JSON text that is not an object: built by hand, as the codec only encodes objects.
+    let mut bad = A.to_vec();
+    bad.extend(prost::Message::encode_to_vec(&voqalize::proto::Envelope {
+        body: Some(voqalize::proto::envelope::Body::SessionStart(
+            voqalize::proto::SessionStart {
+                session_id: "bad-init".into(),
+                turn_id: 1,
+                init: "[1, 2]".into(),
+                wire_version: WIRE_VERSION,
+                capabilities: Vec::new(),
+            },
+        )),
+    }));
+    link.send_raw(Message::Binary(bad.into())).await;
+    let mut refusal = None;
+    loop {
+        match link.recv().await {
+            (p, Frame::Error(e)) if p == A => refusal = Some(e),
+            (p, Frame::End) if p == A => break,
+            _ => {}
+        }
+    }
+    let refusal = refusal.expect("an Error before the End");
+    assert!(
+        refusal.fatal && refusal.code == voqalize::wire::ErrorCode::Protocol,
+        "{refusal:?}"
+    );
+    link.send(B, &start("fine")).await;
+    link.send(B, &says(2, "still served")).await;
+    assert_eq!(link.spoken().await, (B, "still served".to_owned()));
 }

@@ -1137,6 +1137,68 @@ async fn on_rtvi_is_not_cancelled_by_a_barge_in_and_sees_messages_in_order() {
     assert!(a < b);
 }
 
+/// Counts app messages; each `on_rtvi` waits for a permit.
+struct SlowApp {
+    log: Arc<Log>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl Brain for SlowApp {
+    async fn on_user_message(&self, _turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        Ok(())
+    }
+
+    async fn on_rtvi(&self, _session: &Session, message: Rtvi) -> BrainResult {
+        self.permits.acquire().await?.forget();
+        let last = message.data.is_some_and(|d| d["event"] == "last");
+        self.log.push(if last { "last" } else { "rtvi" });
+        Ok(())
+    }
+
+    async fn on_error(&self, _session: &Session, e: ErrorFrame) -> BrainResult {
+        self.log.push(format!("error {}", e.message));
+        Ok(())
+    }
+}
+
+// App messages waiting for `on_rtvi` are bounded in bytes: 300 events of 60 KB behind a stuck
+// `on_rtvi` keep about `queue_max_bytes` (2 MiB) of them, not 256 (15 MB).
+#[tokio::test]
+async fn app_messages_waiting_for_on_rtvi_are_bounded_in_bytes() {
+    let (log, permits) = (
+        Arc::new(Log::default()),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    let (l, p) = (log.clone(), permits.clone());
+    let mut v = Voqalize::in_process(move || SlowApp {
+        log: l.clone(),
+        permits: p.clone(),
+    });
+    v.start_silent().await.unwrap();
+    let big = "x".repeat(60_000);
+    for _ in 0..300 {
+        v.send_ui_event("big", json!({ "blob": big }))
+            .await
+            .unwrap();
+    }
+    v.send(Frame::Error(ErrorFrame {
+        code: ErrorCode::Protocol,
+        message: "sync".into(),
+        fatal: false,
+    }))
+    .await
+    .unwrap();
+    assert!(logged(&mut v, &log, "error sync").await);
+    permits.add_permits(10_000);
+    v.send_ui_event("last", json!({})).await.unwrap();
+    assert!(logged(&mut v, &log, "last").await);
+    let delivered = log.events().iter().filter(|e| *e == "rtvi").count();
+    assert!(
+        (20..=40).contains(&delivered),
+        "about 2 MiB of 60 KB events waited, not {delivered}"
+    );
+}
+
 #[tokio::test]
 async fn brain_only_rtvi_types_inbound_are_dropped() {
     let (mut v, log) = scripted(Cfg::default()).await;
@@ -1671,6 +1733,137 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
     );
     drop(to_brain_tx);
     host.await.unwrap().unwrap();
+}
+
+/// Sends 300 app messages of 100 KB each in one turn, then speaks.
+struct Bulky {
+    log: Arc<Log>,
+}
+
+impl Brain for Bulky {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        let blob = json!({ "blob": "x".repeat(100_000) });
+        for _ in 0..300 {
+            turn.session()
+                .send_rtvi(RtviType::ServerMessage, Some(&blob), None)?;
+        }
+        turn.say("done");
+        Ok(())
+    }
+
+    async fn on_error(&self, _session: &Session, e: ErrorFrame) -> BrainResult {
+        self.log.push(format!("error {}", e.message));
+        Ok(())
+    }
+}
+
+// The outbound lane is bounded in bytes, not only in frames: 300 app messages of 100 KB behind a
+// transport that takes nothing hold about `queue_max_bytes` (2 MiB), not 256 of them (25 MB).
+#[tokio::test]
+async fn the_outbound_lane_is_bounded_in_bytes() {
+    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
+    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+    let channel = Gated {
+        to_brain,
+        from_brain,
+        permits: permits.clone(),
+    };
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let factory = Arc::new(move || Bulky { log: l.clone() });
+    let options = HostOptions::allow_unverified();
+    let host = tokio::spawn(async move {
+        let upgrade = Upgrade {
+            session_id: Some("test-session".into()),
+            authorization: None,
+        };
+        voqalize::run_session(channel, factory, upgrade, &options).await
+    });
+    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
+    send(bare_start());
+    send(message(2, "go"));
+    assert!(
+        log.until(|l| l
+            .events()
+            .iter()
+            .any(|e| e.starts_with("error voqalize: outbound")))
+            .await
+    );
+    permits.add_permits(1000);
+    let mut rtvi = 0;
+    loop {
+        let bytes = tokio::time::timeout(Duration::from_secs(5), from_brain_rx.recv())
+            .await
+            .expect("the brain speaks")
+            .expect("the session runs");
+        match voqalize::wire::decode(&bytes).unwrap() {
+            Some(Frame::Rtvi(_)) => rtvi += 1,
+            Some(Frame::SpeechEnd { .. }) => break,
+            _ => {}
+        }
+    }
+    assert!(
+        (15..=30).contains(&rtvi),
+        "about 2 MiB of 100 KB messages went out, not {rtvi}"
+    );
+    drop(to_brain_tx);
+    host.await.unwrap().unwrap();
+}
+
+// The inbound lane is bounded in bytes too: while `on_session_start` is stuck, ten user messages
+// of 900 KB pass twice `queue_max_bytes` (4 MiB) and end the call with a fatal OVERLOAD, where 2,048
+// of them (1.8 GB) used to be queued first.
+#[tokio::test]
+async fn the_inbound_lane_is_bounded_in_bytes() {
+    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
+    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let channel = Gated {
+        to_brain,
+        from_brain,
+        permits: Arc::new(tokio::sync::Semaphore::new(1000)),
+    };
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let factory = Arc::new(move || Hung {
+        at: "start",
+        log: l.clone(),
+    });
+    let options = HostOptions::allow_unverified();
+    let host = tokio::spawn(async move {
+        let upgrade = Upgrade {
+            session_id: Some("test-session".into()),
+            authorization: None,
+        };
+        voqalize::run_session(channel, factory, upgrade, &options).await
+    });
+    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
+    send(bare_start());
+    let text = "x".repeat(900_000);
+    for turn in 0..10 {
+        send(message(2 + turn, &text));
+    }
+    let mut sent = Vec::new();
+    while let Ok(Some(bytes)) =
+        tokio::time::timeout(Duration::from_secs(5), from_brain_rx.recv()).await
+    {
+        let frame = voqalize::wire::decode(&bytes).unwrap();
+        let end = frame == Some(Frame::End);
+        sent.push(frame);
+        if end {
+            break;
+        }
+    }
+    assert!(
+        matches!(
+            sent.as_slice(),
+            [.., Some(Frame::Error(e)), Some(Frame::End)] if e.code == ErrorCode::Overload && e.fatal
+        ),
+        "{sent:?}"
+    );
+    assert!(log.until(|l| l.ended() == 1).await, "on_session_end ran");
+    drop(to_brain_tx);
+    let _ = host.await.unwrap();
 }
 
 // ---- Findings of the break-it pass, kept as regressions ----

@@ -95,7 +95,7 @@ impl Repeated {
             _ => {
                 if self.skipped > 0 {
                     tracing::warn!(
-                        "session: skipped {} {} in the last {:?}",
+                        "skipped {} {} in the last {:?}",
                         self.skipped,
                         self.what,
                         WINDOW
@@ -112,11 +112,7 @@ impl Repeated {
 impl Drop for Repeated {
     fn drop(&mut self) {
         if self.skipped > 0 {
-            tracing::warn!(
-                "session: skipped {} {} before the end",
-                self.skipped,
-                self.what
-            );
+            tracing::warn!("skipped {} {} before the end", self.skipped, self.what);
         }
     }
 }

@@ -1,14 +1,17 @@
 //! The bounded queue behind every bulk lane, inbound and outbound (docs/protocol.md §3).
 //!
-//! A lane holds frames FIFO. Once it holds `bound` items, a newly pushed *droppable* item
+//! A lane holds frames FIFO, bounded in frames and in bytes (each frame's
+//! [`weight`](crate::wire::Frame::weight)): a frame count alone is no bound when one frame can be
+//! a megabyte. Once it holds `bound` items or `max_bytes` bytes, a newly pushed *droppable* item
 //! (`SpeechChunk`, `RTVIFrame`) is shed and every other item still queues: losing a chunk of text
 //! or an app message degrades a call, losing a `SpeechEnd` or a `Finalize` would break it. The
 //! first shed item of a congestion episode is reported once (an `OVERLOAD` error to the brain);
-//! the episode ends when the lane has drained to half its bound.
+//! the episode ends when the lane has drained to half its bounds.
 //!
-//! Frames that are never shed are still bounded: past [`HARD_BOUND_FACTOR`] times the bound a push
-//! is refused as an overflow, and the owner ends the call. A peer that floods a lane (or never
-//! reads its own) cannot grow a session's memory without limit.
+//! Frames that are never shed are still bounded: past [`HARD_BOUND_FACTOR`] times the bound, or
+//! [`HARD_BYTES_FACTOR`] times the byte bound, a push is refused as an overflow, and the owner ends
+//! the call. A peer that floods a lane (or never reads its own) cannot grow a session's memory
+//! without limit.
 //!
 //! Beside the lanes: [`Alerts`], where a shedding lane leaves its congestion error for the brain,
 //! and [`Flag`], a one-way switch a task can wait on. Both live inline in the session's shared
@@ -39,47 +42,68 @@ pub(crate) enum Admitted {
 /// A lane's hard bound, for frames that are never shed, is this many times its bound.
 pub(crate) const HARD_BOUND_FACTOR: usize = 8;
 
-/// A FIFO with a soft bound for droppable items. It does no locking of its own: each lane keeps it
-/// under the lock that guards the lane's other state.
+/// A lane's hard byte bound, for frames that are never shed, is this many times its byte bound.
+/// Those frames are small (a `SpeechEnd`, a clipped `TurnStep`) but for the peer's own
+/// `UserMessage`s, so twice the room droppable frames may take is ample.
+pub(crate) const HARD_BYTES_FACTOR: usize = 2;
+
+/// A FIFO with soft bounds (items and bytes) for droppable items. It does no locking of its own:
+/// each lane keeps it under the lock that guards the lane's other state.
 #[derive(Debug)]
 pub(crate) struct Shedding<T> {
-    items: VecDeque<T>,
+    /// Each item with the weight it was pushed with.
+    items: VecDeque<(T, usize)>,
+    /// The weights of the items queued.
+    bytes: usize,
     bound: usize,
+    max_bytes: usize,
     congested: bool,
 }
 
 impl<T> Shedding<T> {
-    /// A lane that sheds droppable items once it holds `bound` (at least 1) items.
-    pub(crate) fn new(bound: usize) -> Self {
+    /// A lane that sheds droppable items once it holds `bound` (at least 1) items or `max_bytes`
+    /// (at least 1) bytes.
+    pub(crate) fn new(bound: usize, max_bytes: usize) -> Self {
         Shedding {
             items: VecDeque::new(),
+            bytes: 0,
             bound: bound.max(1),
+            max_bytes: max_bytes.max(1),
             congested: false,
         }
     }
 
-    /// Queues `item`, or sheds it when it is droppable and the lane is full.
-    pub(crate) fn push(&mut self, item: T, droppable: bool) -> Admitted {
-        if droppable && self.items.len() >= self.bound {
+    /// Queues `item`, which weighs `weight` bytes, or sheds it when it is droppable and the lane
+    /// is full. An item is refused only once the lane already holds its bounds, so an empty lane
+    /// takes any one item.
+    pub(crate) fn push(&mut self, item: T, droppable: bool, weight: usize) -> Admitted {
+        if droppable && (self.items.len() >= self.bound || self.bytes >= self.max_bytes) {
             let first = !std::mem::replace(&mut self.congested, true);
             return Admitted::Shed { first };
         }
-        if self.items.len() >= self.bound.saturating_mul(HARD_BOUND_FACTOR).max(64) {
+        if self.items.len() >= self.bound.saturating_mul(HARD_BOUND_FACTOR).max(64)
+            || self.bytes >= self.max_bytes.saturating_mul(HARD_BYTES_FACTOR)
+        {
             return Admitted::Overflow;
         }
-        self.items.push_back(item);
+        self.bytes += weight;
+        self.items.push_back((item, weight));
         Admitted::Queued
     }
 
-    /// The oldest item. A congestion episode ends once the lane has drained to half its bound.
+    /// The oldest item. A congestion episode ends once the lane has drained to half its bounds.
     pub(crate) fn pop(&mut self) -> Option<T> {
-        let item = self.items.pop_front()?;
+        let (item, weight) = self.items.pop_front()?;
+        self.bytes -= weight;
         if self.items.is_empty() {
             // A drained lane holds no memory: a call between turns keeps none of its last
             // turn's frames' room (a turn's dozen frames would be two kilobytes a call).
             self.items = VecDeque::new();
         }
-        if self.congested && self.items.len() <= (self.bound / 2).max(1) {
+        if self.congested
+            && self.items.len() <= (self.bound / 2).max(1)
+            && self.bytes <= self.max_bytes / 2
+        {
             self.congested = false;
         }
         Some(item)
@@ -194,13 +218,13 @@ mod tests {
 
     #[test]
     fn sheds_only_droppable_items_once_full_and_reports_once_per_episode() {
-        let mut q = Shedding::new(2);
-        assert_eq!(q.push(1, true), Admitted::Queued);
-        assert_eq!(q.push(2, true), Admitted::Queued);
-        assert_eq!(q.push(3, true), Admitted::Shed { first: true });
-        assert_eq!(q.push(4, true), Admitted::Shed { first: false });
+        let mut q = Shedding::new(2, usize::MAX);
+        assert_eq!(q.push(1, true, 1), Admitted::Queued);
+        assert_eq!(q.push(2, true, 1), Admitted::Queued);
+        assert_eq!(q.push(3, true, 1), Admitted::Shed { first: true });
+        assert_eq!(q.push(4, true, 1), Admitted::Shed { first: false });
         assert_eq!(
-            q.push(5, false),
+            q.push(5, false, 1),
             Admitted::Queued,
             "non-droppable items queue past the bound"
         );
@@ -208,15 +232,15 @@ mod tests {
         assert_eq!(q.pop(), Some(1));
         assert_eq!(q.pop(), Some(2));
         // Drained to half the bound: the episode is over, the next shed is reported again.
-        assert_eq!(q.push(6, true), Admitted::Queued);
-        assert_eq!(q.push(7, true), Admitted::Shed { first: true });
+        assert_eq!(q.push(6, true, 1), Admitted::Queued);
+        assert_eq!(q.push(7, true, 1), Admitted::Shed { first: true });
     }
 
     #[test]
     fn a_drained_lane_holds_no_memory() {
-        let mut q = Shedding::new(16);
+        let mut q = Shedding::new(16, usize::MAX);
         for i in 0..10 {
-            q.push(i, false);
+            q.push(i, false, 1);
         }
         while q.pop().is_some() {}
         assert_eq!(q.capacity(), 0);
@@ -256,12 +280,29 @@ mod tests {
 
     #[test]
     fn frames_that_are_never_shed_still_meet_a_hard_bound() {
-        let mut q = Shedding::new(1);
+        let mut q = Shedding::new(1, usize::MAX);
         for i in 0..64 {
-            assert_eq!(q.push(i, false), Admitted::Queued);
+            assert_eq!(q.push(i, false, 1), Admitted::Queued);
         }
-        assert_eq!(q.push(64, false), Admitted::Overflow);
+        assert_eq!(q.push(64, false, 1), Admitted::Overflow);
         q.pop();
-        assert_eq!(q.push(65, false), Admitted::Queued);
+        assert_eq!(q.push(65, false, 1), Admitted::Queued);
+    }
+
+    #[test]
+    fn a_lane_is_bounded_in_bytes_as_well_as_in_items() {
+        let mut q = Shedding::new(256, 1000);
+        // One item bigger than the bound still fits in an empty lane...
+        assert_eq!(q.push(0, true, 1500), Admitted::Queued);
+        // ...and then droppable items are shed, however few the lane holds.
+        assert_eq!(q.push(1, true, 10), Admitted::Shed { first: true });
+        // Items that are never shed queue up to twice the byte bound, then overflow.
+        assert_eq!(q.push(2, false, 500), Admitted::Queued);
+        assert_eq!(q.push(3, false, 1), Admitted::Overflow);
+        assert_eq!(q.pop(), Some(0));
+        // 500 bytes left, half the bound: the episode is over.
+        assert_eq!(q.push(4, true, 10), Admitted::Queued);
+        assert_eq!(q.push(5, true, 700), Admitted::Queued);
+        assert_eq!(q.push(6, true, 10), Admitted::Shed { first: true });
     }
 }

@@ -155,6 +155,7 @@ impl HostOptions {
             verifier: auth::Verifier::Keys(keys),
             limits: Limits {
                 queue_maxsize: 256,
+                queue_max_bytes: 2 * 1024 * 1024,
                 request_timeout: Duration::from_secs(10),
                 start_timeout: Duration::from_secs(10),
                 max_json: 64 * 1024,
@@ -218,6 +219,16 @@ impl HostOptions {
     /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
     pub fn queue_maxsize(mut self, maxsize: usize) -> Self {
         self.limits.queue_maxsize = if maxsize == 0 { 256 } else { maxsize };
+        self
+    }
+
+    /// The bound of each bulk lane in bytes, inbound and outbound (default 2 MiB, at least 64 KiB):
+    /// a frame count is no bound when one frame can be a megabyte. Past it `SpeechChunk`s and
+    /// RTVI frames are shed as past [`queue_maxsize`](Self::queue_maxsize) (one `OVERLOAD` per
+    /// episode); past twice it any frame overflows and the call ends (docs/protocol.md §3.3). A
+    /// lane counts each frame's text and JSON payloads; a turn's frames weigh a few kilobytes.
+    pub fn queue_max_bytes(mut self, bytes: usize) -> Self {
+        self.limits.queue_max_bytes = bytes.max(64 * 1024);
         self
     }
 

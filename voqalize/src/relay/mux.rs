@@ -54,11 +54,13 @@ impl<'a> RelayInbound<'a> {
     }
 
     /// Whether the envelope is a `SessionStart` (decoded within `max_json`), which opens a session
-    /// on a free prefix. Decoded only for a prefix with no running session.
+    /// on a free prefix. Decoded only for a prefix with no running session. One whose `init` is
+    /// not a JSON object (or is over `max_json`) opens one too: the session refuses it with a fatal
+    /// `PROTOCOL` error and `End`, as on the direct leg, instead of leaving the relay unanswered.
     pub fn opens_session(&self, max_json: usize) -> bool {
         matches!(
             wire::decode_limited(self.envelope, max_json),
-            Ok(Some(Frame::SessionStart(_)))
+            Ok(Some(Frame::SessionStart(_))) | Err(wire::WireError::BadInit { .. })
         )
     }
 }

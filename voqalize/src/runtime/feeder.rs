@@ -5,7 +5,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -37,6 +37,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
     /// How many app messages may wait for `on_rtvi`.
     queue_maxsize: usize,
+    /// How many bytes of app messages may wait for `on_rtvi`.
+    queue_max_bytes: usize,
     /// The bound on `on_session_end`, and each request's timeout.
     request_timeout: Duration,
     /// The frame bounds a session speaks within.
@@ -50,6 +52,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     brain: Arc<OnceLock<Arc<M::Brain>>>,
     alerts: Arc<Alerts>,
     rtvi_tx: Option<mpsc::Sender<wire::Rtvi>>,
+    /// The weight of the app messages waiting for `on_rtvi` (shared with the RTVI task).
+    rtvi_bytes: Option<Arc<AtomicUsize>>,
     rtvi_worker: Option<JoinHandle<()>>,
     rtvi_congested: bool,
     /// Frames the peer should not send: SessionStarts after the first (the first of them is
@@ -77,6 +81,7 @@ impl<M: MakeBrain> Feeder<M> {
         Feeder {
             factory,
             queue_maxsize: limits.queue_maxsize,
+            queue_max_bytes: limits.queue_max_bytes,
             request_timeout: limits.request_timeout,
             session_limits: SessionLimits {
                 request_timeout: limits.request_timeout,
@@ -90,6 +95,7 @@ impl<M: MakeBrain> Feeder<M> {
             brain: Arc::default(),
             alerts,
             rtvi_tx: None,
+            rtvi_bytes: None,
             rtvi_worker: None,
             rtvi_congested: false,
             unwanted: Repeated::new("second SessionStarts and brain-only RTVI frames"),
@@ -379,13 +385,17 @@ impl<M: MakeBrain> Feeder<M> {
 
     /// Hands an app message to the session's RTVI task, which runs `on_rtvi` for each message in
     /// arrival order, beside the feeder and the turns and untouched by barge-in. When `queue_maxsize`
-    /// messages already wait, the new one is shed (one `OVERLOAD` per episode).
+    /// messages or `queue_max_bytes` bytes of them already wait, the new one is shed (one
+    /// `OVERLOAD` per episode).
     fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
-        let tx = self.rtvi_tx.get_or_insert_with(|| {
+        if self.rtvi_tx.is_none() {
             let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.queue_maxsize.max(1));
+            let bytes = Arc::new(AtomicUsize::new(0));
             let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
+            let taken = bytes.clone();
             let worker = async move {
                 while let Some(message) = rx.recv().await {
+                    taken.fetch_sub(message.weight(), Ordering::AcqRel);
                     let kind = message.kind;
                     if let Err(e) = guarded(b.on_rtvi(&s, message)).await
                         && lock(&control.failures).allow()
@@ -397,15 +407,24 @@ impl<M: MakeBrain> Feeder<M> {
             self.rtvi_worker = Some(tokio::spawn(
                 context::scope(session.clone(), None, worker).in_current_span(),
             ));
-            tx
-        });
-        match tx.try_send(rtvi) {
-            Ok(()) => self.rtvi_congested = false,
-            Err(e) => {
-                tracing::debug!("on_rtvi is behind; dropping an app message: {e}");
-                if !std::mem::replace(&mut self.rtvi_congested, true) {
-                    self.lanes.signal_congestion();
-                }
+            self.rtvi_tx = Some(tx);
+            self.rtvi_bytes = Some(bytes);
+        }
+        let (Some(tx), Some(bytes)) = (&self.rtvi_tx, &self.rtvi_bytes) else {
+            return;
+        };
+        // Counted before it is handed over, so the task never takes back more than was added.
+        let weight = rtvi.weight();
+        let queued = bytes.fetch_add(weight, Ordering::AcqRel);
+        // Past either bound the message is shed: the RTVI task is behind.
+        let sent = queued < self.queue_max_bytes && tx.try_send(rtvi).is_ok();
+        if sent {
+            self.rtvi_congested = false;
+        } else {
+            bytes.fetch_sub(weight, Ordering::AcqRel);
+            tracing::debug!("on_rtvi is behind; dropping an app message");
+            if !std::mem::replace(&mut self.rtvi_congested, true) {
+                self.lanes.signal_congestion();
             }
         }
     }

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
-use crate::wire::Frame;
+use crate::wire::{FRAME_WEIGHT, Frame};
 
 pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the call is ended";
 
@@ -51,6 +51,15 @@ impl Inbound {
 
     fn droppable(&self) -> bool {
         matches!(self, Inbound::Frame(frame) if frame.droppable())
+    }
+
+    /// About how many bytes it holds, for the bulk lane's byte bound.
+    fn weight(&self) -> usize {
+        match self {
+            Inbound::Frame(frame) => frame.weight(),
+            Inbound::BadStart(session_id) => FRAME_WEIGHT + session_id.len(),
+            Inbound::Finalize { heard, .. } => FRAME_WEIGHT + heard.len(),
+        }
     }
 }
 
@@ -91,11 +100,12 @@ pub(crate) struct Lanes {
 }
 
 impl Lanes {
-    pub(crate) fn new(maxsize: usize, alerts: Arc<Alerts>) -> Self {
+    /// Lanes whose bulk lane holds `maxsize` frames and `max_bytes` bytes before it sheds.
+    pub(crate) fn new(maxsize: usize, max_bytes: usize, alerts: Arc<Alerts>) -> Self {
         Lanes {
             state: Mutex::new(State {
                 priority: VecDeque::new(),
-                bulk: Shedding::new(maxsize),
+                bulk: Shedding::new(maxsize, max_bytes),
                 stop: None,
             }),
             notify: Notify::new(),
@@ -130,7 +140,8 @@ impl Lanes {
             return;
         }
         let (name, droppable) = (item.name(), item.droppable());
-        match s.bulk.push(item, droppable) {
+        let weight = item.weight();
+        match s.bulk.push(item, droppable, weight) {
             Admitted::Queued => {}
             Admitted::Shed { first } => {
                 if first {

@@ -43,6 +43,8 @@ use turns::Control;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
     pub(crate) queue_maxsize: usize,
+    /// The byte bound of each bulk lane (frames' [`weight`](crate::wire::Frame::weight)).
+    pub(crate) queue_max_bytes: usize,
     pub(crate) request_timeout: Duration,
     /// How long after the upgrade the peer has to send `SessionStart`.
     pub(crate) start_timeout: Duration,
@@ -87,8 +89,16 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     connection: Option<Arc<str>>,
 ) -> (Outcome, Option<S>) {
     let alerts = Arc::new(Alerts::default());
-    let lanes = Arc::new(Lanes::new(limits.queue_maxsize, alerts.clone()));
-    let out = Arc::new(Outbound::new(limits.queue_maxsize, alerts.clone()));
+    let lanes = Arc::new(Lanes::new(
+        limits.queue_maxsize,
+        limits.queue_max_bytes,
+        alerts.clone(),
+    ));
+    let out = Arc::new(Outbound::new(
+        limits.queue_maxsize,
+        limits.queue_max_bytes,
+        alerts.clone(),
+    ));
     let control = Arc::new(Control::default());
 
     let feeder = Feeder::new(

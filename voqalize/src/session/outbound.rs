@@ -56,10 +56,11 @@ pub(crate) struct Outbound {
 }
 
 impl Outbound {
-    pub(crate) fn new(maxsize: usize, alerts: Arc<Alerts>) -> Self {
+    /// A lane that holds `maxsize` frames and `max_bytes` bytes before it sheds.
+    pub(crate) fn new(maxsize: usize, max_bytes: usize, alerts: Arc<Alerts>) -> Self {
         Outbound {
             lane: Mutex::new(Lane {
-                queue: Shedding::new(maxsize),
+                queue: Shedding::new(maxsize, max_bytes),
                 overflowed: false,
                 queued: 0,
                 ended: false,
@@ -89,7 +90,8 @@ impl Outbound {
         }
         let is_end = matches!(frame, Frame::End);
         let droppable = frame.droppable();
-        match lane.queue.push(frame, droppable) {
+        let weight = frame.weight();
+        match lane.queue.push(frame, droppable, weight) {
             Admitted::Shed { first } => {
                 if first {
                     self.alerts.raise(OUTBOUND_CONGESTED);

@@ -295,6 +295,69 @@ impl Frame {
     pub fn droppable(&self) -> bool {
         matches!(self, Frame::SpeechChunk { .. } | Frame::Rtvi(_))
     }
+
+    /// About how many bytes this frame holds: its text and JSON payloads as their JSON text would
+    /// take, plus [`FRAME_WEIGHT`] for the rest. What a lane counts against its byte bound
+    /// (docs/protocol.md §3.3): cheap for the frames of a turn (a chunk is its text's length), a
+    /// walk of the JSON for RTVI data and `init`.
+    pub(crate) fn weight(&self) -> usize {
+        let payload = match self {
+            Frame::SessionStart(s) => s.session_id.len() + json_object_weight(&s.init),
+            Frame::UserMessage(m) => m.text.len(),
+            Frame::Finalize { heard_text, .. } => heard_text.len(),
+            Frame::Response(r) => r.detail.len(),
+            Frame::SpeechChunk { text, .. } => text.len(),
+            Frame::Rtvi(r) => return r.weight(),
+            Frame::Cancel { reason } => reason.as_ref().map_or(0, String::len),
+            Frame::Error(e) => e.message.len(),
+            Frame::TurnStep(t) => {
+                t.kind.len()
+                    + t.name.len()
+                    + t.provider.len()
+                    + t.counts.keys().map(|k| k.len() + 8).sum::<usize>()
+            }
+            // A `configure` is a handful of short fields.
+            Frame::Request { .. } => FRAME_WEIGHT,
+            Frame::UserIdle(_)
+            | Frame::Interruption { .. }
+            | Frame::SpeechStart { .. }
+            | Frame::SpeechEnd { .. }
+            | Frame::End
+            | Frame::SpeechCancel { .. } => 0,
+        };
+        FRAME_WEIGHT + payload
+    }
+}
+
+impl Rtvi {
+    /// About how many bytes this message holds, as [`Frame::weight`] counts it.
+    pub(crate) fn weight(&self) -> usize {
+        FRAME_WEIGHT
+            + self.data.as_ref().map_or(0, json_weight)
+            + self.id.as_ref().map_or(0, String::len)
+    }
+}
+
+/// What [`Frame::weight`] counts for a frame besides its payloads: its fields and its place in a
+/// queue (32 bytes).
+pub(crate) const FRAME_WEIGHT: usize = 32;
+
+/// About the length of `value`'s JSON text: strings and keys by their length (plus quotes),
+/// numbers and literals as 8, a comma or colon per member.
+fn json_weight(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_weight(v) + 1).sum::<usize>(),
+        Value::Object(members) => json_object_weight(members),
+    }
+}
+
+fn json_object_weight(members: &Map<String, Value>) -> usize {
+    2 + members
+        .iter()
+        .map(|(k, v)| k.len() + 4 + json_weight(v))
+        .sum::<usize>()
 }
 
 /// Cuts `text` to at most `max_bytes` bytes, at a character boundary, and gives back the memory

@@ -15,11 +15,11 @@ pub use config::{
     Config, ConfigBuilder, ConfigError, IdleConfig, LanguageChoice, SttConfig, TtsConfig,
     VoiceChoice,
 };
-pub(crate) use frames::clip;
 pub use frames::{
     Capabilities, Capability, ErrorCode, ErrorFrame, Frame, Response, Rtvi, RtviType, SessionStart,
     TurnStep, UserIdle, UserMessage,
 };
+pub(crate) use frames::{FRAME_WEIGHT, clip};
 
 /// The wire version this SDK speaks; a `SessionStart` with any other is refused.
 pub const WIRE_VERSION: u32 = 3;
