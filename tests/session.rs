@@ -1653,38 +1653,68 @@ impl voqalize::host::ChannelReceiver for GatedReceiver {
     }
 }
 
-#[tokio::test]
-async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
-    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
-    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
-    let permits = Arc::new(tokio::sync::Semaphore::new(0));
+/// A session over the gated transport: what the test sends the brain, what the brain sent, and
+/// the task hosting the call.
+struct GatedCall {
+    to_brain: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    from_brain: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    host: tokio::task::JoinHandle<Result<(), voqalize::HostError>>,
+}
+
+/// Hosts `factory`'s brain over a gated transport with `permits` for its sends.
+fn gated_call<M: MakeBrain>(
+    factory: M,
+    options: HostOptions,
+    permits: &Arc<tokio::sync::Semaphore>,
+) -> GatedCall {
+    let (to_brain, to_brain_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (from_brain_tx, from_brain) = tokio::sync::mpsc::unbounded_channel();
     let channel = Gated {
-        to_brain,
-        from_brain,
+        to_brain: to_brain_rx,
+        from_brain: from_brain_tx,
         permits: permits.clone(),
     };
+    let host = tokio::spawn(async move {
+        let upgrade = Upgrade {
+            session_id: Some("test-session".into()),
+            authorization: None,
+        };
+        voqalize::run_session(channel, Arc::new(factory), upgrade, &options).await
+    });
+    GatedCall {
+        to_brain,
+        from_brain,
+        host,
+    }
+}
+
+impl GatedCall {
+    fn send(&self, frame: Frame) {
+        self.to_brain.send(voqalize::wire::encode(&frame)).unwrap();
+    }
+
+    /// The next frame the brain sent, within 5 s.
+    async fn next(&mut self) -> Option<Frame> {
+        let bytes = tokio::time::timeout(Duration::from_secs(5), self.from_brain.recv())
+            .await
+            .ok()??;
+        voqalize::wire::decode(&bytes).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
+    let permits = Arc::new(tokio::sync::Semaphore::new(0));
     let log = Arc::new(Log::default());
     let l = log.clone();
-    let factory = Arc::new(move || Scripted {
+    let factory = move || Scripted {
         log: l.clone(),
         cfg: Cfg::default(),
-    });
+    };
     let options = HostOptions::allow_unverified().queue_maxsize(4);
-    let host = tokio::spawn(async move {
-        voqalize::run_session(
-            channel,
-            factory,
-            Upgrade {
-                session_id: Some("test-session".into()),
-                authorization: None,
-            },
-            &options,
-        )
-        .await
-    });
-    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
-    send(bare_start());
-    send(message(2, "chunks a,b,c,d,e,f,g,h"));
+    let mut call = gated_call(factory, options, &permits);
+    call.send(bare_start());
+    call.send(message(2, "chunks a,b,c,d,e,f,g,h"));
     assert!(
         log.until(|l| l.events().iter().any(|e| e.starts_with("error overload")))
             .await
@@ -1692,10 +1722,8 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
     // Let everything through and read what was sent.
     permits.add_permits(1000);
     let mut sent = Vec::new();
-    while let Ok(Some(bytes)) =
-        tokio::time::timeout(Duration::from_millis(300), from_brain_rx.recv()).await
-    {
-        sent.push(voqalize::wire::decode(&bytes).unwrap().unwrap());
+    while let Some(frame) = call.next().await {
+        sent.push(frame);
         if sent.last() == Some(&end(1)) {
             break;
         }
@@ -1709,7 +1737,7 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         .collect();
     assert!(chunks.len() < 8, "some chunks were shed: {sent:?}");
     assert_eq!(sent.last(), Some(&end(1)), "SpeechEnd is never shed");
-    send(Frame::Finalize {
+    call.send(Frame::Finalize {
         speech_id: 1,
         heard_text: chunks.clone(),
     });
@@ -1731,8 +1759,8 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         1,
         "one signal per episode"
     );
-    drop(to_brain_tx);
-    host.await.unwrap().unwrap();
+    drop(call.to_brain);
+    call.host.await.unwrap().unwrap();
 }
 
 /// Sends 300 app messages of 100 KB each in one turn, then speaks.
@@ -1761,28 +1789,13 @@ impl Brain for Bulky {
 // transport that takes nothing hold about `queue_max_bytes` (2 MiB), not 256 of them (25 MB).
 #[tokio::test]
 async fn the_outbound_lane_is_bounded_in_bytes() {
-    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
-    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
     let permits = Arc::new(tokio::sync::Semaphore::new(0));
-    let channel = Gated {
-        to_brain,
-        from_brain,
-        permits: permits.clone(),
-    };
     let log = Arc::new(Log::default());
     let l = log.clone();
-    let factory = Arc::new(move || Bulky { log: l.clone() });
-    let options = HostOptions::allow_unverified();
-    let host = tokio::spawn(async move {
-        let upgrade = Upgrade {
-            session_id: Some("test-session".into()),
-            authorization: None,
-        };
-        voqalize::run_session(channel, factory, upgrade, &options).await
-    });
-    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
-    send(bare_start());
-    send(message(2, "go"));
+    let factory = move || Bulky { log: l.clone() };
+    let mut call = gated_call(factory, HostOptions::allow_unverified(), &permits);
+    call.send(bare_start());
+    call.send(message(2, "go"));
     assert!(
         log.until(|l| l
             .events()
@@ -1793,13 +1806,9 @@ async fn the_outbound_lane_is_bounded_in_bytes() {
     permits.add_permits(1000);
     let mut rtvi = 0;
     loop {
-        let bytes = tokio::time::timeout(Duration::from_secs(5), from_brain_rx.recv())
-            .await
-            .expect("the brain speaks")
-            .expect("the session runs");
-        match voqalize::wire::decode(&bytes).unwrap() {
-            Some(Frame::Rtvi(_)) => rtvi += 1,
-            Some(Frame::SpeechEnd { .. }) => break,
+        match call.next().await.expect("the brain speaks") {
+            Frame::Rtvi(_) => rtvi += 1,
+            Frame::SpeechEnd { .. } => break,
             _ => {}
         }
     }
@@ -1807,8 +1816,8 @@ async fn the_outbound_lane_is_bounded_in_bytes() {
         (15..=30).contains(&rtvi),
         "about 2 MiB of 100 KB messages went out, not {rtvi}"
     );
-    drop(to_brain_tx);
-    host.await.unwrap().unwrap();
+    drop(call.to_brain);
+    call.host.await.unwrap().unwrap();
 }
 
 // The inbound lane is bounded in bytes too: while `on_session_start` is stuck, ten user messages
@@ -1816,39 +1825,22 @@ async fn the_outbound_lane_is_bounded_in_bytes() {
 // of them (1.8 GB) used to be queued first.
 #[tokio::test]
 async fn the_inbound_lane_is_bounded_in_bytes() {
-    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
-    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
-    let channel = Gated {
-        to_brain,
-        from_brain,
-        permits: Arc::new(tokio::sync::Semaphore::new(1000)),
-    };
+    let permits = Arc::new(tokio::sync::Semaphore::new(1000));
     let log = Arc::new(Log::default());
     let l = log.clone();
-    let factory = Arc::new(move || Hung {
+    let factory = move || Hung {
         at: "start",
         log: l.clone(),
-    });
-    let options = HostOptions::allow_unverified();
-    let host = tokio::spawn(async move {
-        let upgrade = Upgrade {
-            session_id: Some("test-session".into()),
-            authorization: None,
-        };
-        voqalize::run_session(channel, factory, upgrade, &options).await
-    });
-    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
-    send(bare_start());
+    };
+    let mut call = gated_call(factory, HostOptions::allow_unverified(), &permits);
+    call.send(bare_start());
     let text = "x".repeat(900_000);
     for turn in 0..10 {
-        send(message(2 + turn, &text));
+        call.send(message(2 + turn, &text));
     }
     let mut sent = Vec::new();
-    while let Ok(Some(bytes)) =
-        tokio::time::timeout(Duration::from_secs(5), from_brain_rx.recv()).await
-    {
-        let frame = voqalize::wire::decode(&bytes).unwrap();
-        let end = frame == Some(Frame::End);
+    while let Some(frame) = call.next().await {
+        let end = frame == Frame::End;
         sent.push(frame);
         if end {
             break;
@@ -1857,13 +1849,13 @@ async fn the_inbound_lane_is_bounded_in_bytes() {
     assert!(
         matches!(
             sent.as_slice(),
-            [.., Some(Frame::Error(e)), Some(Frame::End)] if e.code == ErrorCode::Overload && e.fatal
+            [.., Frame::Error(e), Frame::End] if e.code == ErrorCode::Overload && e.fatal
         ),
         "{sent:?}"
     );
     assert!(log.until(|l| l.ended() == 1).await, "on_session_end ran");
-    drop(to_brain_tx);
-    let _ = host.await.unwrap();
+    drop(call.to_brain);
+    let _ = call.host.await.unwrap();
 }
 
 // ---- Findings of the break-it pass, kept as regressions ----
@@ -2359,29 +2351,15 @@ impl Brain for Held {
 // a word of it) is ignored; the cancel that follows still asks, and its Finalize is applied.
 #[tokio::test]
 async fn a_finalize_before_its_speech_start_went_out_is_ignored() {
-    let (to_brain_tx, to_brain) = tokio::sync::mpsc::unbounded_channel();
-    let (from_brain, mut from_brain_rx) = tokio::sync::mpsc::unbounded_channel();
     let permits = Arc::new(tokio::sync::Semaphore::new(0));
-    let channel = Gated {
-        to_brain,
-        from_brain,
-        permits: permits.clone(),
-    };
     let (log, go) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let (l, g) = (log.clone(), go.clone());
-    let factory = Arc::new(move || Held {
+    let factory = move || Held {
         log: l.clone(),
         go: g.clone(),
-    });
-    let options = HostOptions::allow_unverified();
-    let host = tokio::spawn(async move {
-        let upgrade = Upgrade {
-            session_id: Some("test-session".into()),
-            authorization: None,
-        };
-        voqalize::run_session(channel, factory, upgrade, &options).await
-    });
-    let send = |f: Frame| to_brain_tx.send(voqalize::wire::encode(&f)).unwrap();
+    };
+    let mut call = gated_call(factory, HostOptions::allow_unverified(), &permits);
+    let send = |f: Frame| call.send(f);
     let mut start = bare_start();
     if let Frame::SessionStart(s) = &mut start {
         s.capabilities = Start::default().capabilities;
@@ -2410,18 +2388,15 @@ async fn a_finalize_before_its_speech_start_went_out_is_ignored() {
     );
     go.notify_one();
     permits.add_permits(1000);
-    let cancelled = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Some(bytes) = from_brain_rx.recv().await {
-            if voqalize::wire::decode(&bytes).unwrap() == Some(Frame::SpeechCancel { speech_id: 1 })
-            {
-                return true;
-            }
+    let mut cancelled = false;
+    while let Some(frame) = call.next().await {
+        if frame == (Frame::SpeechCancel { speech_id: 1 }) {
+            cancelled = true;
+            break;
         }
-        false
-    })
-    .await;
-    assert_eq!(cancelled.ok(), Some(true), "the cancel asked the runtime");
-    send(Frame::Finalize {
+    }
+    assert!(cancelled, "the cancel asked the runtime");
+    call.send(Frame::Finalize {
         speech_id: 1,
         heard_text: "hello".into(),
     });
@@ -2434,8 +2409,8 @@ async fn a_finalize_before_its_speech_start_went_out_is_ignored() {
         log.events()
     );
     assert!(log.events().contains(&r#"finalize 1 heard="hello""#.into()));
-    drop(to_brain_tx);
-    host.await.unwrap().unwrap();
+    drop(call.to_brain);
+    call.host.await.unwrap().unwrap();
 }
 
 // Heard text that is not a prefix of what the unit said is cut to the longest prefix they share:
