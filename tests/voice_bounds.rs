@@ -507,6 +507,35 @@ async fn a_tool_name_with_a_newline_and_esc_cannot_forge_a_log_line() {
     rig.both_answered(&mut v).await;
 }
 
+/// A call to a name no tool can have (a space, a newline, an ESC, 100 bytes long): the history
+/// replays it under a name every provider accepts, so the next request is not refused for it.
+#[tokio::test]
+async fn a_call_name_the_model_invented_is_replayed_as_a_name_providers_accept() {
+    let rig = Rig::new(Provider::Chat, |m| m).await;
+    let name = format!("get weather\n\u{1b}[2J{}", "x".repeat(100));
+    rig.server
+        .reply(Reply::new().call(&name, json!({})).finish());
+    let mut v = rig.session().await;
+    silent_turn(&mut v, "go", 1).await;
+    rig.both_answered(&mut v).await;
+    let replayed: Vec<String> = messages(&rig.server, 1)
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten()
+        .map(|c| c["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(replayed.len(), 1, "{replayed:?}");
+    let kept = &replayed[0];
+    assert!(
+        kept.len() <= 64
+            && kept.starts_with("get_weather___2J")
+            && kept
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')),
+        "{kept}"
+    );
+}
+
 /// Arguments whose wrong value is 50 KB: the error the model reads and the warning both name it
 /// cut, never whole.
 #[tokio::test]

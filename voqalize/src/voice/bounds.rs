@@ -130,17 +130,34 @@ impl Tripped {
     }
 }
 
-/// `name` as the history keeps it: whole when a tool could have it, else its first 60 bytes and
-/// `...` (still a name every provider accepts in a replayed call, and never a declared tool's).
+/// `name` as the history keeps it, and replays it to the provider: a name a tool can have
+/// (`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`, what `#[tool]` accepts) whole; any other made into one, so a
+/// name the model invented cannot make the provider refuse every later request of the call:
+/// each character outside `[A-Za-z0-9_.-]` written `_`, a `_` in front when it does not begin
+/// with a letter or `_`, and past 64 bytes its first 60 and `...`. It is never a declared tool's
+/// name unless the model called that tool.
 pub(crate) fn kept_name(name: &str) -> String {
-    if name.len() <= MAX_NAME_BYTES {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    let starts_well = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if starts_well && name.len() <= MAX_NAME_BYTES && name.chars().all(allowed) {
         return name.to_owned();
     }
-    let mut end = MAX_NAME_BYTES - 4;
-    while !name.is_char_boundary(end) {
-        end -= 1;
+    let mut kept = String::with_capacity(MAX_NAME_BYTES);
+    if !starts_well {
+        kept.push('_');
     }
-    format!("{}...", &name[..end])
+    // Every character becomes one byte, so at most 64 of them are read.
+    for c in name.chars().take(MAX_NAME_BYTES) {
+        kept.push(if allowed(c) { c } else { '_' });
+    }
+    if kept.len() > MAX_NAME_BYTES {
+        kept.truncate(MAX_NAME_BYTES - 3);
+        kept.push_str("...");
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -157,5 +174,9 @@ mod tests {
             kept.len() <= MAX_NAME_BYTES && kept.ends_with("..."),
             "{kept}"
         );
+        assert_eq!(kept_name("get weather\n\u{1b}[2J"), "get_weather___2J");
+        assert_eq!(kept_name("1st.tool-x"), "_1st.tool-x");
+        assert_eq!(kept_name(""), "_");
+        assert_eq!(kept_name("functions.get_weather"), "functions.get_weather");
     }
 }

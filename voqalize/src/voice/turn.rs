@@ -571,7 +571,7 @@ async fn chunk_in<B: Toolbox + ?Sized>(
                     if let Err(e) = &outcome.result
                         && crate::recover::lock(&st.model.inner.failed_calls).allow()
                     {
-                        tracing::warn!("tool {} failed: {}", outside(&kept), outside(&e.message));
+                        tracing::warn!("tool {} failed: {}", outside(&name), outside(&e.message));
                     }
                     outcome
                 };
