@@ -845,3 +845,80 @@ async fn a_session_start_with_a_bad_init_is_refused_with_an_error_and_end() {
     link.send(B, &says(2, "still served")).await;
     assert_eq!(link.spoken().await, (B, "still served".to_owned()));
 }
+
+// ---- Hostile review: a SessionStart the brain will not serve is answered, never dropped ----
+
+/// The next frame for `prefix` within `within`, skipping other sessions' frames.
+async fn next_for(link: &mut Agent, prefix: [u8; 16], within: Duration) -> Option<Frame> {
+    tokio::time::timeout(within, async {
+        loop {
+            let (p, frame) = link.recv().await;
+            if p == prefix {
+                return frame;
+            }
+        }
+    })
+    .await
+    .ok()
+}
+
+// At max_sessions the direct leg answers the upgrade with HTTP 503; on the relay the SessionStart
+// is dropped and the relay is told nothing: it believes the call is up, and the caller hears
+// silence until it hangs up. The refusal must reach the relay (an `End`, with an `Error` before
+// it if you like).
+#[tokio::test]
+async fn a_session_refused_at_max_sessions_is_answered_with_its_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().max_sessions(1))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("first")).await;
+    link.send(A, &says(2, "served")).await;
+    assert_eq!(link.spoken().await, (A, "served".to_owned()));
+    link.send(B, &start("refused")).await;
+    let mut answer = None;
+    while let Some(frame) = next_for(&mut link, B, Duration::from_secs(1)).await {
+        let end = frame == Frame::End;
+        answer = Some(frame);
+        if end {
+            break;
+        }
+    }
+    assert_eq!(
+        answer,
+        Some(Frame::End),
+        "the relay is told the refused session ended"
+    );
+}
+
+// While the brain drains for shutdown, a new SessionStart is dropped without a word to the relay,
+// as at max_sessions.
+#[tokio::test]
+async fn a_session_start_during_the_drain_is_answered_with_its_end() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .drain_timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let (stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("running")).await;
+    link.send(A, &says(2, "hi")).await;
+    assert_eq!(link.spoken().await.1, "hi");
+    stop.send(()).unwrap();
+    link.send(B, &start("late")).await;
+    let answer = next_for(&mut link, B, Duration::from_secs(1)).await;
+    assert_eq!(
+        answer,
+        Some(Frame::End),
+        "the relay is told the late session ended"
+    );
+    link.send(A, &Frame::End).await;
+}

@@ -562,3 +562,220 @@ async fn an_argument_error_never_repeats_the_whole_value() {
     assert!(error.len() < 1000, "the model reads {} bytes", error.len());
     one_clean_line("big-value-");
 }
+
+// ---- Hostile review: a caller and a model cannot multiply what one call costs ----
+
+/// A chat layer on `server` whose model name tags this test's log lines.
+fn tagged_layer(server: &ModelServer, model: &str) -> ModelLayer {
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(5),
+    };
+    Chat::new(server.base_url(), model)
+        .timeouts(timeouts)
+        .build()
+        .expect("a valid layer")
+        .into()
+}
+
+/// A started session of [`Teller`] on `layer`.
+async fn teller(layer: ModelLayer) -> Voqalize {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut v = driver(move || Teller {
+        model: Model::new(layer.clone()),
+        runs: runs.clone(),
+    })
+    .await;
+    v.start_silent().await.unwrap();
+    v
+}
+
+/// Has the user say `n` things, one turn after another, each turn waited for until it reported
+/// `hops` model steps.
+async fn many_turns(v: &mut Voqalize, n: usize, hops: usize) {
+    for i in 0..n {
+        v.send_user_message(&format!("question {i}")).await.unwrap();
+        let stepped = v
+            .wait_for(Duration::from_secs(5), |v| {
+                v.turn_steps().iter().filter(|s| s.kind == "model").count() >= (i + 1) * hops
+            })
+            .await
+            .unwrap();
+        assert!(stepped, "turn {i} asked the model");
+    }
+}
+
+/// Log lines holding every one of `needles`.
+fn lines_with_all(needles: &[&str]) -> Vec<String> {
+    logs()
+        .lines_with(needles[0])
+        .into_iter()
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .collect()
+}
+
+// A UserMessage is 30 bytes, and a turn does not wait for the one before it: a caller that sends
+// 64 at once makes one call hold 64 provider requests (and as many HTTP connections, request
+// bodies carrying the whole history, and turn deadlines) at the same time. With a 900 KB message
+// in the history that is 900 KB of request body per 30-byte frame. One call may not fan out so.
+#[tokio::test]
+async fn a_caller_cannot_open_a_provider_request_per_user_message_at_once() {
+    logs();
+    let server = ModelServer::start(Provider::Chat).await.unwrap();
+    for _ in 0..64 {
+        server.reply(Reply::new().hang());
+    }
+    let mut v = teller(tagged_layer(&server, "fanout-chat")).await;
+    for i in 0..64 {
+        v.send_user_message(&format!("question {i}")).await.unwrap();
+    }
+    // At most 8 at once (a few turns of one call in flight is plenty).
+    let flooded = v
+        .run_until(Duration::from_millis(1500), server.wait_requests(9))
+        .await
+        .unwrap();
+    assert_ne!(
+        flooded,
+        Some(true),
+        "one call holds {} provider requests at once",
+        server.requests().len()
+    );
+}
+
+// A provider that refuses every request (HTTP 400) writes one `request failed` error per turn,
+// not summed up as cut responses and failed tools are: 40 turns, 40 lines.
+#[tokio::test]
+async fn a_provider_failing_every_turn_is_logged_once_then_counted() {
+    logs();
+    let server = ModelServer::start(Provider::Chat).await.unwrap();
+    for _ in 0..40 {
+        server.reply(Reply::status(
+            400,
+            json!({"error": {"message": "no such model"}}),
+        ));
+    }
+    let mut v = teller(tagged_layer(&server, "failing-chat")).await;
+    many_turns(&mut v, 40, 1).await;
+    let lines = lines_with_all(&["model=failing-chat", "request failed"]);
+    assert!(
+        lines.len() <= 5,
+        "{} `request failed` lines for one call",
+        lines.len()
+    );
+}
+
+// A model that writes a call as text on every request gets two warnings per turn (the retry,
+// then giving up), never summed up: 30 turns, 60 lines.
+#[tokio::test]
+async fn a_model_writing_calls_as_text_every_turn_is_logged_once_then_counted() {
+    logs();
+    let server = ModelServer::start(Provider::Chat).await.unwrap();
+    for _ in 0..60 {
+        server.reply(Reply::new().text("functions.show_help({})").finish());
+    }
+    let mut v = teller(tagged_layer(&server, "astext-chat")).await;
+    many_turns(&mut v, 30, 2).await;
+    let lines = lines_with_all(&["model=astext-chat", "function call as text"]);
+    assert!(
+        lines.len() <= 5,
+        "{} lines about calls written as text for one call",
+        lines.len()
+    );
+}
+
+// Every user message writes its `turn:` line: a caller that sends 150 short messages makes one
+// call write 150 log lines (and 10,000 messages, 10,000 lines). No call may write more than 100.
+#[tokio::test]
+async fn user_messages_at_line_rate_do_not_write_a_log_line_each() {
+    logs();
+    let server = ModelServer::start(Provider::Chat).await.unwrap();
+    for _ in 0..150 {
+        server.reply(Reply::new().text("ok").finish());
+    }
+    let mut v = teller(tagged_layer(&server, "chatty-chat")).await;
+    many_turns(&mut v, 150, 1).await;
+    let lines = lines_with_all(&["model=chatty-chat"]);
+    assert!(lines.len() <= 100, "{} log lines for one call", lines.len());
+}
+
+/// A brain whose one tool takes a little longer than the 20 ms tool budget.
+struct Sluggish {
+    model: Model,
+}
+
+impl ModelBrain for Sluggish {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Sluggish {
+    /// Look the order up (a database call).
+    #[tool]
+    async fn sluggish_lookup(&self) -> &'static str {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        "found"
+    }
+}
+
+// The tool-budget warning is written for every call: a model that calls a 25 ms tool sixteen
+// times a reply writes sixteen lines a turn, for as many turns as the caller asks.
+#[tokio::test]
+async fn a_slow_tool_called_sixteen_times_a_reply_is_warned_once_then_counted() {
+    logs();
+    let server = ModelServer::start(Provider::Chat).await.unwrap();
+    let mut reply = Reply::new();
+    for _ in 0..16 {
+        reply = reply.call("sluggish_lookup", json!({}));
+    }
+    server.reply(reply.finish());
+    server.reply(Reply::new().text("Found it.").finish());
+    let layer = tagged_layer(&server, "sluggish-chat");
+    let mut v = driver(move || Sluggish {
+        model: Model::new(layer.clone()),
+    })
+    .await;
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "where is my order", 1).await;
+    let lines = lines_with_all(&["tool Sluggish::sluggish_lookup took"]);
+    assert!(
+        lines.len() <= 2,
+        "{} tool-budget warnings for one reply",
+        lines.len()
+    );
+}
+
+// ---- Hostile review: the history's byte bound counts what a part costs in memory ----
+
+// A Gemini part the core does not know (`{"a":0}`, 8 bytes on the wire) is kept for replay as its
+// own part: a JSON map, counted as 15 bytes, costing about a hundred times its wire size in
+// memory. One 1 MB response of them held 75 MB of history a session in the release brain, and the
+// history's 1 MiB bound never saw it (60,000 of them count as 900 KB). Here 40,000 such parts
+// must not all reach the next turn's request.
+#[tokio::test]
+async fn tiny_unknown_parts_do_not_slip_past_the_history_bound() {
+    let rig = Rig::new(Provider::Gemini, |m| m).await;
+    let mut parts = vec![json!({"text": "Hi."})];
+    parts.extend((0..40_000).map(|_| json!({"a": 0})));
+    let event = json!({"candidates": [{"content": {"parts": parts, "role": "model"},
+        "finishReason": "STOP", "index": 0}]});
+    rig.server
+        .reply(Reply::new().raw(&format!("data: {event}\r\n\r\n")));
+    rig.server.reply(Reply::new().text("Still here.").finish());
+    let mut v = rig.session().await;
+    assert_eq!(v.user_says("hello").await.unwrap().text(), "Hi.");
+    assert_eq!(v.user_says("and?").await.unwrap().text(), "Still here.");
+    let contents = rig.server.requests()[1].body["contents"].clone();
+    let replayed: usize = contents
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["parts"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert!(
+        replayed <= 1000,
+        "the next request replays {replayed} parts of history"
+    );
+}
