@@ -586,7 +586,7 @@ async fn relay_sessions_count_against_max_sessions() {
     link.send(A, &Frame::End).await;
     assert!(log.until(|l| l.ended() == 1).await);
     // The place is given back when the first call's task returns, just after `on_session_end`:
-    // a start refused in between is dropped, so try again until it is taken.
+    // a start refused in between is answered with its End, so try again until one is taken.
     for attempt in 0..50u64 {
         link.send(B, &start("now")).await;
         link.send(B, &says(2 + attempt, "now served")).await;
@@ -921,4 +921,30 @@ async fn a_session_start_during_the_drain_is_answered_with_its_end() {
         "the relay is told the late session ended"
     );
     link.send(A, &Frame::End).await;
+}
+
+// A relay connection carries at most `RelayBuilder::max_sessions` calls: the next SessionStart is
+// answered with its End at once (a relay could otherwise open calls without end: they stay up,
+// since the relay owns their liveness), and the calls already up go on.
+#[tokio::test]
+async fn a_relay_connection_carries_at_most_max_sessions() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::new(relay.url(), "v9")
+        .api_key("k")
+        .max_sessions(1)
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("first")).await;
+    link.send(A, &says(2, "served")).await;
+    assert_eq!(link.spoken().await, (A, "served".to_owned()));
+    link.send(B, &start("one too many")).await;
+    assert_eq!(
+        next_for(&mut link, B, Duration::from_secs(5)).await,
+        Some(Frame::End)
+    );
+    link.send(A, &says(3, "still served")).await;
+    assert_eq!(link.spoken().await, (A, "still served".to_owned()));
 }

@@ -1858,6 +1858,61 @@ async fn the_inbound_lane_is_bounded_in_bytes() {
     let _ = call.host.await.unwrap();
 }
 
+/// Each turn says when it began, then waits forever (until a barge-in cancels it).
+struct Stuck {
+    log: Arc<Log>,
+}
+
+impl Brain for Stuck {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        self.log.push(format!("began {}", turn.id()));
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+// At most `max_turns` (4) turns of a call run at once: a stimulus past it waits for one to end,
+// a barge-in makes room at once, and one that a barge-in passed while it waited never starts.
+#[tokio::test]
+async fn at_most_max_turns_run_at_once() {
+    let log = Arc::new(Log::default());
+    let l = log.clone();
+    let mut v = Voqalize::in_process(move || Stuck { log: l.clone() });
+    v.start_silent().await.unwrap();
+    for turn_id in 2..=7 {
+        v.send(message(turn_id, "hold")).await.unwrap();
+    }
+    let began = |log: &Log| {
+        log.events()
+            .iter()
+            .filter(|e| e.starts_with("began"))
+            .count()
+    };
+    assert!(log.wait(&mut v, |l| began(l) == 4).await);
+    v.send(Frame::Interruption { through_turn: 2 })
+        .await
+        .unwrap();
+    assert!(
+        log.wait(&mut v, |l| l.events().contains(&"began 6".into()))
+            .await
+    );
+    assert_eq!(began(&log), 5, "{:?}", log.events());
+    // Turn 7 still waits; a barge-in through it means it never starts.
+    v.send(Frame::Interruption { through_turn: 7 })
+        .await
+        .unwrap();
+    v.send(message(8, "hold")).await.unwrap();
+    assert!(
+        log.wait(&mut v, |l| l.events().contains(&"began 8".into()))
+            .await
+    );
+    assert!(
+        !log.events().contains(&"began 7".into()),
+        "{:?}",
+        log.events()
+    );
+}
+
 // ---- Findings of the break-it pass, kept as regressions ----
 
 /// A brain whose chosen hook never returns.

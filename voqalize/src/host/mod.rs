@@ -156,6 +156,7 @@ impl HostOptions {
             limits: Limits {
                 queue_maxsize: 256,
                 queue_max_bytes: 2 * 1024 * 1024,
+                max_turns: 4,
                 request_timeout: Duration::from_secs(10),
                 start_timeout: Duration::from_secs(10),
                 max_json: 64 * 1024,
@@ -219,6 +220,16 @@ impl HostOptions {
     /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
     pub fn queue_maxsize(mut self, maxsize: usize) -> Self {
         self.limits.queue_maxsize = if maxsize == 0 { 256 } else { maxsize };
+        self
+    }
+
+    /// How many turns of one call may run at once (default 4, at least 1). A `UserMessage` or
+    /// `UserIdle` past it waits for a running turn to end (a barge-in ends them at once), and the
+    /// frames behind it wait on the inbound lane, within its bounds: a peer that sends a hundred
+    /// messages at once cannot run a hundred turns, each a model request, at once. A warning is
+    /// logged once, then counted.
+    pub fn max_turns(mut self, turns: usize) -> Self {
+        self.limits.max_turns = turns.max(1);
         self
     }
 

@@ -79,6 +79,7 @@ struct Settings {
     backoff_reset_after: Duration,
     frame_headroom: usize,
     max_backlog: usize,
+    max_sessions: usize,
 }
 
 impl Default for Settings {
@@ -91,6 +92,7 @@ impl Default for Settings {
             backoff_reset_after: Duration::from_secs(30),
             frame_headroom: 1024 * 1024,
             max_backlog: 16 * 1024 * 1024,
+            max_sessions: 10_000,
         }
     }
 }
@@ -264,6 +266,15 @@ impl RelayBuilder {
     /// ([`RelayBuilder::keepalive`]).
     pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
         self.settings.max_backlog = bytes;
+        self
+    }
+
+    /// How many calls one relay connection carries at once (default 10,000, at least 1; an idle
+    /// call costs about 8 kB). A `SessionStart` past it is answered with that session's `End`
+    /// at once, as one past `HostOptions::max_sessions` (the process's cap, which counts both
+    /// legs) or one during the drain: the relay is never left believing a refused call is up.
+    pub fn max_sessions(mut self, sessions: usize) -> Self {
+        self.settings.max_sessions = sessions.max(1);
         self
     }
 

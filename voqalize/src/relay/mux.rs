@@ -433,13 +433,16 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             }
             match inbox.offer(envelope.clone()) {
                 Offered::Taken => return,
+                // Dropping the frame could lose an `End` or a `Finalize` the session must see;
+                // a session whose reader is this far behind ends instead, and sends its End.
                 Offered::Deaf => {
                     if self.deaf.allow() {
                         tracing::warn!(
-                            "relay: session {} is not reading; dropping a frame",
+                            "relay: session {} is not reading its frames; ending that session",
                             uuid(&prefix)
                         );
                     }
+                    running.inbox = None;
                     return;
                 }
                 // The session ended and its task has not been reaped yet: the prefix is free,
@@ -460,7 +463,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             }
             return;
         }
-        if draining || !inbound.opens_session(self.limits.max_json) {
+        if !inbound.opens_session(self.limits.max_json) {
             if self.strays.allow() {
                 tracing::warn!(
                     "relay: dropping a frame for session {}, which is not running",
@@ -469,7 +472,27 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             }
             return;
         }
+        if draining {
+            return self.refuse(prefix, "the agent is shutting down");
+        }
+        if self.sessions.len() >= self.relay.settings.max_sessions {
+            return self.refuse(prefix, "at the relay connection's max_sessions");
+        }
         self.open(prefix, envelope);
+    }
+
+    /// Answers a `SessionStart` this connection will not serve with the session's `End`, so the
+    /// relay never believes a refused call is up (the direct leg answers HTTP 503).
+    fn refuse(&mut self, prefix: Prefix, why: &str) {
+        let answered = self.backlog.push_refusal(prefix, prefixed(&prefix, &END));
+        if self.strays.allow() {
+            let end = if answered {
+                "answered with its End"
+            } else {
+                "too many refusals wait to be sent; dropped"
+            };
+            tracing::warn!("relay: refusing session {} ({why}): {end}", uuid(&prefix));
+        }
     }
 
     /// Opens a session on `prefix` with its `SessionStart`.
@@ -477,10 +500,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
         // calls: a relay cannot open more than the process takes.
         let Some(admitted) = self.relay.options.admit() else {
-            if self.strays.allow() {
-                tracing::warn!("relay: refusing session {}: at max_sessions", uuid(&prefix));
-            }
-            return;
+            return self.refuse(prefix, "at HostOptions::max_sessions");
         };
         let (tx, rx) = mpsc::channel(SESSION_INBOX);
         let queued = Arc::new(AtomicUsize::new(0));

@@ -19,6 +19,11 @@ use crate::recover::lock;
 /// How many frames one session may have waiting for the socket, whatever their size.
 pub(super) const SESSION_FRAMES: usize = 64;
 
+/// How many refusals (the `End` answering a `SessionStart` the connection will not serve) may
+/// wait for the socket at once; past it a refusal is dropped (a relay that floods starts and does
+/// not read is redialled anyway).
+const REFUSALS_WAITING: usize = 1024;
+
 /// The most frames one batch takes: one flush, one `write` on the socket.
 const BATCH_FRAMES: usize = 64;
 
@@ -70,6 +75,8 @@ struct State {
     ready: VecDeque<Prefix>,
     /// Bytes waiting across every queue.
     total: usize,
+    /// Queues holding a refusal.
+    refusals: usize,
     /// No frame is taken any more.
     closed: bool,
 }
@@ -78,6 +85,8 @@ struct State {
 struct Queue {
     frames: VecDeque<Vec<u8>>,
     bytes: usize,
+    /// It holds a refusal, counted in `State::refusals` until the queue is drained.
+    refusal: bool,
 }
 
 impl State {
@@ -153,6 +162,24 @@ impl Backlog {
         }
     }
 
+    /// Queues the `End` that refuses a `SessionStart` on `prefix` (a prefix with no session), unless
+    /// [`REFUSALS_WAITING`] refusals already wait or `prefix` has frames waiting. False when it was
+    /// not queued.
+    pub(super) fn push_refusal(&self, prefix: Prefix, frame: Vec<u8>) -> bool {
+        let mut s = lock(&self.state);
+        if s.closed || s.refusals >= REFUSALS_WAITING || s.queues.contains_key(&prefix) {
+            return false;
+        }
+        s.enqueue(prefix, frame);
+        if let Some(queue) = s.queues.get_mut(&prefix) {
+            queue.refusal = true;
+        }
+        s.refusals += 1;
+        drop(s);
+        self.work.notify_one();
+        true
+    }
+
     /// The next batch: one frame of each waiting session in turn (a session with more goes to the
     /// back of the line), up to [`BATCH_FRAMES`] frames and about [`BATCH_BYTES`] bytes. Waits
     /// for the first; `None` once the backlog is closed and empty.
@@ -177,7 +204,9 @@ impl Backlog {
                     queue.bytes -= frame.len();
                     s.total -= frame.len();
                     if queue.frames.is_empty() {
-                        s.queues.remove(&prefix);
+                        if s.queues.remove(&prefix).is_some_and(|q| q.refusal) {
+                            s.refusals -= 1;
+                        }
                     } else {
                         s.ready.push_back(prefix);
                     }
@@ -214,6 +243,7 @@ impl Backlog {
             s.queues.clear();
             s.ready.clear();
             s.total = 0;
+            s.refusals = 0;
         }
         self.work.notify_one();
         self.room.notify_waiters();

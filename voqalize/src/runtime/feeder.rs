@@ -39,6 +39,10 @@ pub(super) struct Feeder<M: MakeBrain> {
     queue_maxsize: usize,
     /// How many bytes of app messages may wait for `on_rtvi`.
     queue_max_bytes: usize,
+    /// How many turns may run at once.
+    max_turns: usize,
+    /// Turns that waited for a place under `max_turns`.
+    waiting_turns: Repeated,
     /// The bound on `on_session_end`, and each request's timeout.
     request_timeout: Duration,
     /// The frame bounds a session speaks within.
@@ -99,6 +103,8 @@ impl<M: MakeBrain> Feeder<M> {
             rtvi_worker: None,
             rtvi_congested: false,
             unwanted: Repeated::new("second SessionStarts and brain-only RTVI frames"),
+            max_turns: limits.max_turns,
+            waiting_turns: Repeated::new("turns that waited for another to end"),
             answered_second_start: false,
         }
     }
@@ -219,8 +225,8 @@ impl<M: MakeBrain> Feeder<M> {
             return;
         }
         match frame {
-            Frame::UserMessage(m) => self.spawn_turn(m.turn_id, Stimulus::Message(m)),
-            Frame::UserIdle(i) => self.spawn_turn(i.turn_id, Stimulus::Idle(i)),
+            Frame::UserMessage(m) => self.spawn_turn(m.turn_id, Stimulus::Message(m)).await,
+            Frame::UserIdle(i) => self.spawn_turn(i.turn_id, Stimulus::Idle(i)).await,
             Frame::Rtvi(mut rtvi) => {
                 if rtvi.kind.brain_may_send() {
                     if self.unwanted.allow() {
@@ -377,7 +383,8 @@ impl<M: MakeBrain> Feeder<M> {
                 );
             }
             Ok(Some(text)) if !text.is_empty() => {
-                self.spawn_turn(start.turn_id, Stimulus::Greeting(text));
+                self.spawn_turn(start.turn_id, Stimulus::Greeting(text))
+                    .await;
             }
             Ok(_) => {}
         }
@@ -429,11 +436,39 @@ impl<M: MakeBrain> Feeder<M> {
         }
     }
 
-    fn spawn_turn(&self, turn_id: u64, stimulus: Stimulus) {
+    /// Starts a turn in a task of its own, once fewer than `max_turns` run: a peer that sends a
+    /// hundred messages at once must not run a hundred turns (each a model request) at once. The
+    /// feeder waits for a place, so the frames behind the message wait too, on the inbound lane and
+    /// its bounds; a barge-in frees places at once (docs/protocol.md §4.4).
+    async fn spawn_turn(&mut self, turn_id: u64, stimulus: Stimulus) {
         let Some((session, brain)) = self.session() else {
             return;
         };
-        let mut turns = lock(&self.control.turns);
+        let control = self.control.clone();
+        loop {
+            let ended = control.turn_ended.notified();
+            let room = {
+                let turns = lock(&control.turns);
+                if turn_id <= turns.watermark {
+                    tracing::debug!("turn {turn_id} is at or below the watermark; not starting it");
+                    return;
+                }
+                turns.running.len() < self.max_turns
+            };
+            if room {
+                break;
+            }
+            if self.waiting_turns.allow() {
+                tracing::warn!(
+                    "session: {} turns are running; turn {turn_id} waits for one to end",
+                    self.max_turns
+                );
+            }
+            ended.await;
+        }
+        // The feeder is the only one that adds turns: the place found above is still free. A
+        // barge-in may have come in between.
+        let mut turns = lock(&control.turns);
         if turn_id <= turns.watermark {
             tracing::debug!("turn {turn_id} is at or below the watermark; not starting it");
             return;
@@ -444,7 +479,7 @@ impl<M: MakeBrain> Feeder<M> {
         let cancelled = Arc::new(AtomicBool::new(false));
         turns.next_key += 1;
         let key = turns.next_key;
-        let control = self.control.clone();
+        let ended = control.clone();
         let (s, flag) = (session.clone(), cancelled.clone());
         let task = async move {
             let mut turn = Turn::new(s, turn_id, flag);
@@ -457,7 +492,7 @@ impl<M: MakeBrain> Feeder<M> {
                 Stimulus::Idle(i) => guarded(brain.on_user_idle(&mut turn, i)).await,
             };
             if let Err(e) = result
-                && lock(&control.failures).allow()
+                && lock(&ended.failures).allow()
             {
                 tracing::error!(
                     "brain: turn failed (session {}, turn {turn_id}): {}",
@@ -466,7 +501,8 @@ impl<M: MakeBrain> Feeder<M> {
                 );
             }
             drop(turn);
-            lock(&control.turns).running.remove(&key);
+            lock(&ended.turns).running.remove(&key);
+            ended.turn_ended.notify_waiters();
         };
         let handle = tokio::spawn(
             context::scope_turn(session, turn_id, cancelled.clone(), task).in_current_span(),

@@ -45,6 +45,8 @@ pub(crate) struct Limits {
     pub(crate) queue_maxsize: usize,
     /// The byte bound of each bulk lane (frames' [`weight`](crate::wire::Frame::weight)).
     pub(crate) queue_max_bytes: usize,
+    /// How many turns may run at once; a stimulus past it waits for one to end.
+    pub(crate) max_turns: usize,
     pub(crate) request_timeout: Duration,
     /// How long after the upgrade the peer has to send `SessionStart`.
     pub(crate) start_timeout: Duration,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::logline::Repeated;
@@ -29,6 +30,9 @@ pub(super) struct Turns {
 pub(super) struct Control {
     pub(super) session: OnceLock<Session>,
     pub(super) turns: Mutex<Turns>,
+    /// A turn stopped running (it ended, or a barge-in cancelled it): a turn waiting for a place
+    /// under `HostOptions::max_turns` may start.
+    pub(super) turn_ended: Notify,
     /// Set after a refusal or a fatal start failure: no further callbacks (docs/protocol.md §7 D1).
     pub(super) dead: AtomicBool,
     /// Set by the reader at the first SessionStart; frames read before it are dropped (docs/protocol.md §4.2).
@@ -45,6 +49,7 @@ impl Default for Control {
         Control {
             session: OnceLock::new(),
             turns: Mutex::default(),
+            turn_ended: Notify::new(),
             dead: AtomicBool::new(false),
             started: AtomicBool::new(false),
             end_timer: Mutex::new(None),
@@ -59,6 +64,7 @@ impl Control {
         let mut turns = lock(&self.turns);
         turns.watermark = turns.watermark.max(through_turn);
         let watermark = turns.watermark;
+        let before = turns.running.len();
         turns.running.retain(|_, t| {
             if t.turn_id <= watermark {
                 t.cancelled.store(true, Ordering::Release);
@@ -68,5 +74,9 @@ impl Control {
                 true
             }
         });
+        if turns.running.len() < before {
+            drop(turns);
+            self.turn_ended.notify_waiters();
+        }
     }
 }

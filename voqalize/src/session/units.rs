@@ -19,10 +19,20 @@ use crate::logline::Repeated;
 /// How many settled Finalizes a session remembers for late `cancel_speech` calls.
 pub(crate) const SETTLED_KEPT: usize = 64;
 
+/// How many bytes of text (heard and generated) the remembered Finalizes may hold together (1
+/// MiB): past it the oldest are forgotten, though the newest is always kept. A count alone is no
+/// bound when one unit can be a megabyte.
+pub(crate) const SETTLED_TEXT_BYTES: usize = 1024 * 1024;
+
 /// How many units may wait for their Finalize at once. The runtime finalizes every unit, and a
 /// call has a handful open; past this bound the oldest open unit is forgotten (a Finalize for it
 /// is then ignored), so a runtime that never finalizes cannot grow the book.
 pub(crate) const OPEN_KEPT: usize = 1024;
+
+/// How many bytes of generated text the units waiting for their Finalize may hold together (4
+/// MiB): past it the oldest open units are forgotten as past [`OPEN_KEPT`], and one unit alone
+/// keeps at most this much of its text (its heard text is then cut to it).
+pub(crate) const OPEN_TEXT_BYTES: usize = 4 * 1024 * 1024;
 
 /// What the user heard of one speech unit: the runtime's `Finalize`, with the text this brain
 /// generated for the unit beside it.
@@ -78,12 +88,16 @@ pub(crate) struct UnitBook {
     ended: HashSet<u64>,
     /// What each unit put on the wire, until its Finalize.
     spoken: HashMap<u64, Spoken>,
+    /// The bytes of text in `spoken`.
+    spoken_bytes: usize,
     settled: VecDeque<Finalized>,
+    /// The bytes of text in `settled`.
+    settled_bytes: usize,
     cancel_waiters: HashMap<u64, Vec<oneshot::Sender<Finalized>>>,
-    /// Finalizes ignored: for no unit this session has on the wire.
-    /// Finalizes ignored, and heard texts cut to what their unit generated.
+    /// Finalizes ignored (for no unit this session has on the wire), and heard texts cut to what
+    /// their unit generated.
     untrue: Repeated,
-    /// Open units forgotten past [`OPEN_KEPT`].
+    /// Open units forgotten past [`OPEN_KEPT`] or [`OPEN_TEXT_BYTES`].
     forgotten: Repeated,
 }
 
@@ -106,7 +120,9 @@ impl Default for UnitBook {
             withheld_end: HashSet::new(),
             ended: HashSet::new(),
             spoken: HashMap::new(),
+            spoken_bytes: 0,
             settled: VecDeque::new(),
+            settled_bytes: 0,
             cancel_waiters: HashMap::new(),
             untrue: Repeated::new("Finalizes ignored or cut to what their unit said"),
             forgotten: Repeated::new("speech units forgotten without a Finalize"),
@@ -144,10 +160,27 @@ impl UnitBook {
         !self.open.contains(&id) || self.cancelled.contains(&id) || self.ended.contains(&id)
     }
 
-    /// Records text that reached the outbound lane for unit `id`.
+    /// Records text that reached the outbound lane for unit `id`. Past [`OPEN_TEXT_BYTES`] of
+    /// open units' text the oldest other open units are forgotten, and the unit keeps no more than
+    /// that much of its own.
     pub(crate) fn generated(&mut self, id: u64, text: &str) {
-        if let Some(s) = self.spoken.get_mut(&id) {
-            s.text.push_str(text);
+        let Some(s) = self.spoken.get_mut(&id) else {
+            return;
+        };
+        let room = OPEN_TEXT_BYTES.saturating_sub(s.text.len());
+        let kept = &text[..text.floor_char_boundary(room)];
+        s.text.push_str(kept);
+        self.spoken_bytes += kept.len();
+        while self.spoken_bytes > OPEN_TEXT_BYTES {
+            let Some(&oldest) = self.open.iter().filter(|&&u| u != id).min() else {
+                break;
+            };
+            if self.forgotten.allow() {
+                tracing::warn!(
+                    "speech {oldest} was never finalized and open units hold over {OPEN_TEXT_BYTES} bytes of text; forgetting it"
+                );
+            }
+            self.forget(oldest);
         }
     }
 
@@ -234,8 +267,7 @@ impl UnitBook {
             return None;
         }
         let generated = self
-            .spoken
-            .remove(&speech_id)
+            .take_spoken(speech_id)
             .map(|s| s.text)
             .unwrap_or_default();
         let shared = shared_prefix(&heard, &generated);
@@ -261,10 +293,15 @@ impl UnitBook {
         self.cancelled.remove(&speech_id);
         self.withheld_end.remove(&speech_id);
         self.ended.remove(&speech_id);
-        if self.settled.len() == SETTLED_KEPT {
-            self.settled.pop_front();
-        }
+        self.settled_bytes += fin.heard.len() + fin.generated.len();
         self.settled.push_back(fin.clone());
+        while self.settled.len() > SETTLED_KEPT
+            || (self.settled_bytes > SETTLED_TEXT_BYTES && self.settled.len() > 1)
+        {
+            if let Some(old) = self.settled.pop_front() {
+                self.settled_bytes -= old.heard.len() + old.generated.len();
+            }
+        }
         for tx in self.cancel_waiters.remove(&speech_id).unwrap_or_default() {
             let _ = tx.send(fin.clone());
         }
@@ -276,8 +313,15 @@ impl UnitBook {
         self.cancelled.remove(&id);
         self.withheld_end.remove(&id);
         self.ended.remove(&id);
-        self.spoken.remove(&id);
+        self.take_spoken(id);
         self.cancel_waiters.remove(&id);
+    }
+
+    /// Removes what unit `id` put on the wire from the book, keeping its byte count.
+    fn take_spoken(&mut self, id: u64) -> Option<Spoken> {
+        let spoken = self.spoken.remove(&id)?;
+        self.spoken_bytes -= spoken.text.len();
+        Some(spoken)
     }
 
     /// Drops every cancel waiter (teardown).
