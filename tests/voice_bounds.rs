@@ -482,9 +482,11 @@ async fn a_provider_error_message_is_one_short_escaped_log_line() {
         logs().lines_with("FORGED-stream-3mb").len() == 1,
         "no forged line"
     );
+    // A session logs its first failed request, then counts them: the HTTP error on a second one.
     let body = json!({"error": {"code": 400, "message": message("status-3mb")}});
     rig.server.reply(Reply::status(400, body));
-    silent_turn(&mut v, "again", 1).await;
+    let mut w = rig.session().await;
+    silent_turn(&mut w, "again", 1).await;
     one_clean_line("status-3mb overloaded");
     assert!(
         logs().lines_with("FORGED-status-3mb").len() == 1,
@@ -777,5 +779,55 @@ async fn tiny_unknown_parts_do_not_slip_past_the_history_bound() {
     assert!(
         replayed <= 1000,
         "the next request replays {replayed} parts of history"
+    );
+}
+
+// OpenAI reasoning items are kept for replay as they came, one part each (a JSON map of their
+// own): a thousand tiny ones in one response must not all be kept and replayed.
+#[tokio::test]
+async fn tiny_reasoning_items_stop_at_max_parts_per_response() {
+    let rig = Rig::new(Provider::OpenAi, |m| m).await;
+    let event = |data: Value| format!("event: {0}\ndata: {data}\n\n", data["type"]);
+    let mut body = event(json!({"type": "response.output_text.delta", "delta": "Hi."}));
+    for i in 0..1000 {
+        body += &event(json!({"type": "response.output_item.done", "item": {
+            "type": "reasoning", "id": format!("rs_{i}"), "summary": [],
+            "encrypted_content": "e"}}));
+    }
+    body += &event(json!({"type": "response.output_text.delta", "delta": " More."}));
+    body += &event(json!({"type": "response.completed",
+        "response": {"id": "resp_1", "status": "completed", "output": []}}));
+    rig.server.reply(Reply::new().raw(&body));
+    let mut v = rig.session().await;
+    assert_eq!(v.user_says("hello").await.unwrap().text(), "Hi.");
+    rig.both_answered(&mut v).await;
+    let input = rig.server.requests()[1].body["input"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(input <= 200, "the next request replays {input} items");
+    let warned = lines_with_all(&["model=bounds-openai", "max_parts_per_response (128)"]);
+    assert!(!warned.is_empty(), "the turn's one warning names the bound");
+}
+
+// One Gemini part the core does not know, holding twenty thousand tiny objects: 160 KB on the
+// wire, some 9 MB held. What one response keeps is bounded in bytes as the history counts them,
+// so the part is not kept, and never replayed.
+#[tokio::test]
+async fn one_part_of_tiny_objects_is_bounded_by_what_a_response_may_keep() {
+    let rig = Rig::new(Provider::Gemini, |m| m).await;
+    let part = json!({"x": vec![json!({"a": 0}); 20_000]});
+    let event = json!({"candidates": [{"content": {"parts": [{"text": "Hi."}, part],
+        "role": "model"}, "finishReason": "STOP", "index": 0}]});
+    rig.server
+        .reply(Reply::new().raw(&format!("data: {event}\r\n\r\n")));
+    let mut v = rig.session().await;
+    assert_eq!(v.user_says("hello").await.unwrap().text(), "Hi.");
+    rig.both_answered(&mut v).await;
+    let request = rig.server.requests()[1].body.to_string();
+    assert!(
+        request.len() < 10_000,
+        "the next request is {} bytes",
+        request.len()
     );
 }

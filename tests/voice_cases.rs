@@ -1667,29 +1667,43 @@ async fn openai_incomplete_finishes_normally_with_usage() {
 }
 
 /// case 58: OpenAI `response.failed` and an `error` event end the turn with a logged error that
-/// carries the provider's message; the session goes on.
+/// carries the provider's message; the session goes on. One session each: a session logs its
+/// first failed request and counts the others (docs/protocol.md §6.14).
 #[tokio::test]
 async fn openai_failed_and_error_events_are_logged_errors() {
     logs();
-    let (rig, mut v) = rig(Provider::OpenAi, "case-58").await;
-    rig.server.reply(Reply::new().raw(&oai_event(
-        "response.failed",
-        json!({"response": {"id": "resp_1", "status": "failed",
-            "error": {"code": "server_error", "message": "The model broke"}}}),
-    )));
-    rig.server.reply(Reply::new().raw(&oai_event(
-        "error",
-        json!({"code": "rate_limit_exceeded", "message": "Rate limit reached", "param": null}),
-    )));
-    v.start_silent().await.unwrap();
-    silent_turn(&mut v, "one", 1).await;
-    let failed = line_with(&mut v, &["model=case-58", "response failed"]).await;
-    assert!(failed.contains("The model broke"), "{failed}");
-    silent_turn(&mut v, "two", 1).await;
-    let error = line_with(&mut v, &["model=case-58", "stream error"]).await;
-    assert!(error.contains("Rate limit reached"), "{error}");
-    rig.server.reply(Reply::new().text("Back.").finish());
-    assert_eq!(v.user_says("three").await.unwrap().text(), "Back.");
+    let cases = [
+        (
+            "case-58-failed",
+            oai_event(
+                "response.failed",
+                json!({"response": {"id": "resp_1", "status": "failed",
+                    "error": {"code": "server_error", "message": "The model broke"}}}),
+            ),
+            "response failed",
+            "The model broke",
+        ),
+        (
+            "case-58-error",
+            oai_event(
+                "error",
+                json!({"code": "rate_limit_exceeded", "message": "Rate limit reached",
+                    "param": null}),
+            ),
+            "stream error",
+            "Rate limit reached",
+        ),
+    ];
+    for (model, event, kind, message) in cases {
+        let (rig, mut v) = rig(Provider::OpenAi, model).await;
+        rig.server.reply(Reply::new().raw(&event));
+        v.start_silent().await.unwrap();
+        silent_turn(&mut v, "one", 1).await;
+        let line = line_with(&mut v, &[&format!("model={model} "), kind]).await;
+        assert!(line.contains(message), "{line}");
+        rig.server.reply(Reply::new().text("Back.").finish());
+        assert_eq!(v.user_says("two").await.unwrap().text(), "Back.");
+    }
 }
 
 /// case 59: with steps off, no TurnStep is sent; the turn line is unchanged.

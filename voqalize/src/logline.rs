@@ -61,7 +61,7 @@ impl fmt::Display for Outside<'_> {
     }
 }
 
-/// How long a repeated warning stays quiet before it is summed up.
+/// How long a repeated warning stays quiet before it is summed up, unless told otherwise.
 const WINDOW: Duration = Duration::from_secs(10);
 
 /// One kind of repeated warning of one session: the first occurrence is logged, later ones are
@@ -69,6 +69,7 @@ const WINDOW: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(crate) struct Repeated {
     what: &'static str,
+    window: Duration,
     since: Option<Instant>,
     skipped: u64,
 }
@@ -76,8 +77,14 @@ pub(crate) struct Repeated {
 impl Repeated {
     /// A limiter for warnings about `what` (plural noun, such as "malformed frames").
     pub(crate) const fn new(what: &'static str) -> Self {
+        Self::with_window(what, WINDOW)
+    }
+
+    /// A limiter with its own window: one line per `window`, then the count of those skipped.
+    pub(crate) const fn with_window(what: &'static str, window: Duration) -> Self {
         Repeated {
             what,
+            window,
             since: None,
             skipped: 0,
         }
@@ -88,7 +95,7 @@ impl Repeated {
     pub(crate) fn allow(&mut self) -> bool {
         let now = Instant::now();
         match self.since {
-            Some(since) if now.duration_since(since) < WINDOW => {
+            Some(since) if now.duration_since(since) < self.window => {
                 self.skipped += 1;
                 false
             }
@@ -98,7 +105,7 @@ impl Repeated {
                         "skipped {} {} in the last {:?}",
                         self.skipped,
                         self.what,
-                        WINDOW
+                        self.window
                     );
                 }
                 self.since = Some(now);

@@ -79,6 +79,16 @@ const ATTACKS: &[(&str, &str, Run)] = &[
         provider::bad_arguments,
     ),
     (
+        "provider-tiny-parts",
+        "a provider answers with 120,000 tiny unknown parts in one 960 KB event (Gemini)",
+        provider::tiny_parts,
+    ),
+    (
+        "provider-tiny-objects",
+        "a provider answers with one part of 120,000 tiny objects, 960 KB (Gemini)",
+        provider::tiny_objects,
+    ),
+    (
         "provider-control",
         "no attack: the same callers and bystander, every request answered as usual",
         provider::control,

@@ -54,6 +54,12 @@ enum Mode {
     Names,
     /// Sixteen calls to `show` whose 60 KB argument does not fit (serde repeats it) (14).
     BadArguments,
+    /// A few words and 120,000 tiny parts no layer knows (`{"a":0}`), 960 KB in one event: each
+    /// would be a part of its own in the history (the hostile review's finding 4; Gemini only,
+    /// chat completions keep nothing they do not know).
+    TinyParts,
+    /// A few words and one part holding 120,000 tiny objects, 960 KB (finding 4, in one part).
+    TinyObjects,
     /// No attack: the attackers get the bystander's answer (the same load, to compare with).
     Control,
 }
@@ -88,6 +94,14 @@ pub fn names(args: &Args) -> Run<'_> {
 /// `--attack provider-badargs`.
 pub fn bad_arguments(args: &Args) -> Run<'_> {
     Box::pin(run(args, Mode::BadArguments))
+}
+/// `--attack provider-tiny-parts`.
+pub fn tiny_parts(args: &Args) -> Run<'_> {
+    Box::pin(run(args, Mode::TinyParts))
+}
+/// `--attack provider-tiny-objects`.
+pub fn tiny_objects(args: &Args) -> Run<'_> {
+    Box::pin(run(args, Mode::TinyObjects))
 }
 /// `--attack provider-control`.
 pub fn control(args: &Args) -> Run<'_> {
@@ -264,6 +278,23 @@ fn script(mode: Mode, format: Format) -> Option<Script> {
                 .chain((0..16).map(|i| once(format.call(i, "show", json!({"name": value})))))
                 .chain(std::iter::once(once(format.finish(true))))
                 .collect()
+        }
+        Mode::TinyParts | Mode::TinyObjects => {
+            let tiny = vec![json!({"a": 0}); 120_000];
+            let parts = if mode == Mode::TinyParts {
+                Value::Array(tiny)
+            } else {
+                json!([{"x": tiny}])
+            };
+            let content = match format {
+                Format::Chat => json!({"content": "", "tiny": parts}),
+                Format::Gemini => parts,
+            };
+            vec![
+                once(format.text("Looking. ")),
+                once(format.event(content)),
+                once(format.finish(false)),
+            ]
         }
         Mode::Control => vec![once(ordinary(format))],
     };

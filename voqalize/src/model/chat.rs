@@ -17,9 +17,10 @@ use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
-    malformed_shape, parse_event, provider_error, user_text,
+    malformed_shape, provider_error, user_text,
 };
 use super::sse::SseItem;
+use super::within::parse_within;
 use crate::tools::Arguments;
 
 /// The API root [`Chat::from_env`] uses when `OPENAI_BASE_URL` is not set.
@@ -506,7 +507,12 @@ impl ChatDecoder {
         if data == "[DONE]" {
             return self.finish();
         }
-        let event = parse_event(&self.provider, data)?;
+        let Some(event) = parse_within(&self.provider, data, self.limits.max_kept_bytes)? else {
+            return Ok(vec![Chunk {
+                too_big: true,
+                ..Chunk::default()
+            }]);
+        };
         let Some(obj) = event.as_object() else {
             return Err(malformed_shape(
                 &self.provider,
@@ -662,8 +668,8 @@ impl ChatDecoder {
         Ok(vec![Chunk {
             parts,
             finished: true,
-            malformed: false,
             usage: self.usage,
+            ..Chunk::default()
         }])
     }
 }
@@ -686,7 +692,13 @@ impl Decoder for ChatDecoder {
         match item {
             SseItem::Event(event) => self.event(&event.data),
             SseItem::Bare(body) => {
-                let value = parse_event(&self.provider, &body)?;
+                let Some(value) = parse_within(&self.provider, &body, self.limits.max_kept_bytes)?
+                else {
+                    return Err(provider_error(
+                        &self.provider,
+                        "an error body too large to read".to_owned(),
+                    ));
+                };
                 match value.get("error") {
                     Some(e) => Err(provider_error(&self.provider, error_message(e))),
                     None => Err(malformed_shape(

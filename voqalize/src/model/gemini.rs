@@ -9,17 +9,19 @@
 use std::fmt;
 use std::sync::Arc;
 
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
-use super::history::{Call, Chunk, Entry, Part, RequestSpec, Role, ToolChoice, Usage};
+use super::history::{Call, Chunk, Entry, Kept, Part, RequestSpec, Role, ToolChoice, Usage};
 use super::http::{HttpRequest, Timeouts};
 use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, body_bytes, build_error, check_base_url, check_header, check_only, check_options,
-    check_word, count, env_var, error_message, instruction, malformed_shape, parse_event,
+    check_word, count, env_var, error_message, instruction, malformed, malformed_shape,
     provider_error, user_text,
 };
 use super::sse::SseItem;
+use super::within::value_within;
 use crate::tools::Arguments;
 
 const PROVIDER: &str = "google";
@@ -545,12 +547,15 @@ impl Layer for Gemini {
 }
 
 /// Decodes a `streamGenerateContent?alt=sse` stream: one chunk per `data:` event. One event can
-/// hold any number of parts; once `max_calls + 1` calls of the response were decoded it decodes
-/// no more parts (the core cuts the response at the call past its bound).
+/// hold any number of parts; it decodes none after the call past `max_calls`, nor after the part
+/// that took the response past `max_parts` or `max_kept_bytes` (the core cuts the response there).
+/// Parts are moved out of the event, never copied.
 #[derive(Debug)]
 pub(crate) struct GeminiDecoder {
     limits: DecodeLimits,
     calls: usize,
+    /// What the response decoded so far would keep in the history.
+    kept: Kept,
     done: bool,
 }
 
@@ -559,8 +564,14 @@ impl GeminiDecoder {
         GeminiDecoder {
             limits,
             calls: 0,
+            kept: Kept::default(),
             done: false,
         }
+    }
+
+    /// Whether a part decoded now would be past a bound the core already cut the response at.
+    fn past_bounds(&self) -> bool {
+        self.calls > self.limits.max_calls || self.limits.passed(self.kept)
     }
 
     fn chunk(&mut self, data: &str) -> Result<Vec<Chunk>, StreamError> {
@@ -568,57 +579,37 @@ impl GeminiDecoder {
         if data.trim().is_empty() || data.trim() == "[DONE]" {
             return Ok(Vec::new());
         }
-        let event = parse_event(PROVIDER, data)?;
-        let Some(obj) = event.as_object() else {
+        let mut event = Reading::new(self);
+        let mut de = serde_json::Deserializer::from_str(data);
+        let read = EventSeed(&mut event)
+            .deserialize(&mut de)
+            .and_then(|()| de.end());
+        let Reading {
+            mut chunk,
+            error,
+            failed,
+            object,
+            candidates,
+            blocked,
+            ..
+        } = event;
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        read.map_err(|e| malformed(PROVIDER, e))?;
+        if !object {
             return Err(malformed_shape(
                 PROVIDER,
                 "a stream chunk is not a JSON object",
             ));
-        };
-        if let Some(error) = obj.get("error") {
-            return Err(provider_error(PROVIDER, error_message(error)));
         }
-        let mut chunk = Chunk::default();
-        let candidates = obj
-            .get("candidates")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for candidate in candidates {
-            let parts = candidate
-                .pointer("/content/parts")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            for part in parts {
-                if self.calls > self.limits.max_calls {
-                    break;
-                }
-                if let Some(p) = decode_part(part)? {
-                    self.calls += usize::from(matches!(p, Part::Call { .. }));
-                    chunk.parts.push(p);
-                }
-            }
-            if let Some(reason) = candidate.get("finishReason").filter(|r| !r.is_null()) {
-                chunk.finished = true;
-                if reason
-                    .as_str()
-                    .is_some_and(|r| MALFORMED_REASONS.contains(&r))
-                {
-                    chunk.malformed = true;
-                }
-            }
+        if let Some(error) = error {
+            return Err(provider_error(PROVIDER, error_message(&error)));
         }
         // A blocked prompt: no candidates, a block reason. A silent turn, not an error.
-        if candidates.is_empty()
-            && obj
-                .get("promptFeedback")
-                .and_then(|f| f.get("blockReason"))
-                .is_some_and(|r| !r.is_null())
-        {
+        if !candidates && blocked {
             chunk.finished = true;
         }
-        chunk.usage = obj.get("usageMetadata").map(usage);
         if chunk.finished {
             self.done = true;
         }
@@ -626,56 +617,369 @@ impl GeminiDecoder {
     }
 }
 
-/// One response part: a call, a thought, text, or something kept for replay. `None` for a part
-/// with nothing in it (an empty text without a signature).
-fn decode_part(part: &Value) -> Result<Option<Part>, StreamError> {
-    let Some(obj) = part.as_object() else {
+/// One event being read, straight from its text: parts are decoded as they are read, within the
+/// decoder's bounds, so that a part past them is read through without ever being built (a
+/// megabyte of tiny parts would take some sixty megabytes, and tens of milliseconds, as JSON).
+/// Every other field is read within the same budget; keys the decoder does not read are skipped.
+struct Reading<'d> {
+    decoder: &'d mut GeminiDecoder,
+    chunk: Chunk,
+    /// The event's `error`, when it had one.
+    error: Option<Value>,
+    /// A part that is not what Gemini documents.
+    failed: Option<StreamError>,
+    /// The event is a JSON object (anything else is malformed).
+    object: bool,
+    /// Its `candidates` list holds one at least.
+    candidates: bool,
+    /// It carries a `promptFeedback.blockReason`.
+    blocked: bool,
+}
+
+impl<'d> Reading<'d> {
+    fn new(decoder: &'d mut GeminiDecoder) -> Self {
+        Reading {
+            decoder,
+            chunk: Chunk::default(),
+            error: None,
+            failed: None,
+            object: false,
+            candidates: false,
+            blocked: false,
+        }
+    }
+
+    /// A field the decoder reads whole (`error`, `usageMetadata`, a finish reason...), within
+    /// what a response may keep; `None` when it would take more (it is then read through).
+    fn field<'de, A: MapAccess<'de>>(&self, map: &mut A) -> Result<Option<Value>, A::Error> {
+        let mut left = self.decoder.limits.max_kept_bytes;
+        map.next_value_seed(WithinSeed(&mut left))
+    }
+
+    /// The next part of a candidate's content: decoded and counted, or read through once the
+    /// response is past a bound.
+    fn part<'de, A: SeqAccess<'de>>(&mut self, seq: &mut A) -> Result<bool, A::Error> {
+        if self.decoder.past_bounds() || self.chunk.too_big {
+            return Ok(seq.next_element::<IgnoredAny>()?.is_some());
+        }
+        let limits = self.decoder.limits;
+        // A part that alone would take the response past what it may keep is not built.
+        let mut left = limits
+            .max_kept_bytes
+            .saturating_sub(self.decoder.kept.bytes)
+            .saturating_add(1);
+        let Some(value) = seq.next_element_seed(WithinSeed(&mut left))? else {
+            return Ok(false);
+        };
+        let Some(value) = value else {
+            self.chunk.too_big = true;
+            return Ok(true);
+        };
+        match decode_part(value) {
+            Ok(Some(part)) => {
+                self.decoder.calls += usize::from(matches!(part, Part::Call { .. }));
+                self.decoder.kept = self.decoder.kept.with(&part);
+                self.chunk.parts.push(part);
+                Ok(true)
+            }
+            Ok(None) => Ok(true),
+            Err(e) => {
+                self.failed = Some(e);
+                Err(serde::de::Error::custom("a part Gemini does not document"))
+            }
+        }
+    }
+}
+
+/// A JSON value within a budget, as a seed for a field or an item (see [`value_within`]).
+struct WithinSeed<'b>(&'b mut usize);
+
+impl<'de> DeserializeSeed<'de> for WithinSeed<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        value_within(d, self.0)
+    }
+}
+
+/// The visits of a shape the reader does not expect: read through and left, as a field Gemini
+/// does not send would be (`candidates` that is not a list, a candidate that is not an object).
+macro_rules! read_other_shapes_through {
+    () => {
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+    };
+    (lists) => {
+        read_other_shapes_through!();
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+    };
+    (objects) => {
+        read_other_shapes_through!();
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+    };
+}
+
+/// Declares a seed over a [`Reading`] that is its own visitor, deserialized with
+/// `deserialize_any`.
+macro_rules! reading_seed {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        struct $name<'r, 'd>(&'r mut Reading<'d>);
+
+        impl<'de> DeserializeSeed<'de> for $name<'_, '_> {
+            type Value = ();
+
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+
+        impl $name<'_, '_> {
+            fn expected(f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str($what)
+            }
+        }
+    };
+}
+
+reading_seed!(
+    /// The event: `candidates`, `error`, `usageMetadata`, `promptFeedback`; the rest skipped.
+    EventSeed,
+    "a Gemini stream chunk"
+);
+reading_seed!(
+    /// `candidates`: each one read.
+    CandidatesSeed,
+    "a list of candidates"
+);
+reading_seed!(
+    /// One candidate: its content's parts, then its `finishReason`.
+    CandidateSeed,
+    "a candidate"
+);
+reading_seed!(
+    /// A candidate's `content`: its `parts`.
+    ContentSeed,
+    "a content"
+);
+reading_seed!(
+    /// A content's `parts`: each decoded, within the bounds.
+    PartsSeed,
+    "a list of parts"
+);
+
+impl<'de> Visitor<'de> for EventSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Self::expected(f)
+    }
+
+    read_other_shapes_through!(lists);
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let r = self.0;
+        r.object = true;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "candidates" => map.next_value_seed(CandidatesSeed(&mut *r))?,
+                "error" => {
+                    let error = r.field(&mut map)?;
+                    r.error = Some(error.unwrap_or_else(|| "an error too large to read".into()));
+                }
+                "usageMetadata" => {
+                    let meta = r.field(&mut map)?.unwrap_or_default();
+                    r.chunk.usage = Some(usage(&meta));
+                }
+                "promptFeedback" => {
+                    let feedback = r.field(&mut map)?.unwrap_or_default();
+                    r.blocked = feedback.get("blockReason").is_some_and(|b| !b.is_null());
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for CandidatesSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Self::expected(f)
+    }
+
+    read_other_shapes_through!(objects);
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(CandidateSeed(&mut *self.0))?
+            .is_some()
+        {
+            self.0.candidates = true;
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for CandidateSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Self::expected(f)
+    }
+
+    read_other_shapes_through!(lists);
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let r = self.0;
+        let mut reason = Value::Null;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "content" => map.next_value_seed(ContentSeed(&mut *r))?,
+                "finishReason" => reason = r.field(&mut map)?.unwrap_or_default(),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        // The finish applies after the candidate's parts, wherever it stood in the object.
+        if !reason.is_null() {
+            r.chunk.finished = true;
+            if reason
+                .as_str()
+                .is_some_and(|reason| MALFORMED_REASONS.contains(&reason))
+            {
+                r.chunk.malformed = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for ContentSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Self::expected(f)
+    }
+
+    read_other_shapes_through!(lists);
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "parts" {
+                map.next_value_seed(PartsSeed(&mut *self.0))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for PartsSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        Self::expected(f)
+    }
+
+    read_other_shapes_through!(objects);
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while self.0.part(&mut seq)? {}
+        Ok(())
+    }
+}
+
+/// One response part, moved into a call, a thought, text, or something kept for replay. `None`
+/// for a part with nothing in it (an empty text without a signature).
+fn decode_part(part: Value) -> Result<Option<Part>, StreamError> {
+    let Value::Object(mut obj) = part else {
         return Err(malformed_shape(PROVIDER, "a part is not a JSON object"));
     };
-    if let Some(fc) = obj.get("functionCall").filter(|v| !v.is_null()) {
-        let Some(name) = fc.get("name").and_then(Value::as_str) else {
+    if obj.get("functionCall").is_some_and(|v| !v.is_null()) {
+        let fc = obj.get_mut("functionCall");
+        let Some(Value::Object(fc)) = fc else {
             return Err(malformed_shape(PROVIDER, "a functionCall has no name"));
         };
-        let args = match fc.get("args") {
+        let Some(Value::String(name)) = fc.shift_remove("name") else {
+            return Err(malformed_shape(PROVIDER, "a functionCall has no name"));
+        };
+        let args = match fc.shift_remove("args") {
             None | Some(Value::Null) => json!({}),
-            Some(v) => v.clone(),
+            Some(v) => v,
+        };
+        let id = match fc.shift_remove("id") {
+            Some(Value::String(id)) => Some(id),
+            _ => None,
         };
         let call = Call {
-            id: fc.get("id").and_then(Value::as_str).map(str::to_owned),
-            name: name.to_owned(),
+            id,
+            name,
             arguments: Arguments::Json(args),
         };
         // The rest of the part is replayed as sent; what the call holds is rendered from it.
-        let mut raw = obj.clone();
-        if let Some(Value::Object(fc)) = raw.get_mut("functionCall") {
-            for key in ["id", "name", "args"] {
-                fc.shift_remove(key);
-            }
-        }
         return Ok(Some(Part::Call {
             call,
-            raw: Value::Object(raw),
+            raw: Value::Object(obj),
         }));
     }
     if obj.get("thought").and_then(Value::as_bool) == Some(true) {
-        return Ok(Some(Part::Thought { raw: part.clone() }));
+        return Ok(Some(Part::Thought {
+            raw: Value::Object(obj),
+        }));
     }
-    match obj.get("text").and_then(Value::as_str) {
-        Some(text) if !text.is_empty() => {
-            let raw = if obj.len() == 1 {
-                Value::Null
+    // Text alone is moved out and needs no raw; text with a signature keeps the whole part.
+    let signed = obj.len() > 1;
+    let text = match obj.get_mut("text") {
+        Some(Value::String(text)) if !text.is_empty() => {
+            if signed {
+                text.clone()
             } else {
-                part.clone()
-            };
-            Ok(Some(Part::Text {
-                text: text.to_owned(),
-                raw,
-                trimmed: false,
-            }))
+                std::mem::take(text)
+            }
         }
-        _ if is_empty_part(part) => Ok(None),
-        _ => Ok(Some(Part::Other { raw: part.clone() })),
-    }
+        _ => {
+            let part = Value::Object(obj);
+            return Ok((!is_empty_part(&part)).then_some(Part::Other { raw: part }));
+        }
+    };
+    let raw = if signed {
+        Value::Object(obj)
+    } else {
+        Value::Null
+    };
+    Ok(Some(Part::Text {
+        text,
+        raw,
+        trimmed: false,
+    }))
 }
 
 /// `usageMetadata` → [`Usage`]: cached and reasoning read as 0 when the prompt count is given

@@ -86,44 +86,126 @@ impl Part {
         }
     }
 
-    /// What the part holds, in bytes: its text, ids, names, arguments and provider JSON (at its
-    /// serialised size, roughly). What the conversation's byte bound counts.
-    pub(crate) fn bytes(&self) -> usize {
-        match self {
-            Part::Text { text, raw, .. } => text.len() + json_bytes(raw),
-            Part::Thought { raw } | Part::Other { raw } => json_bytes(raw),
-            Part::Call { call, raw } => call.bytes() + json_bytes(raw),
-            Part::Result(r) => {
-                r.call_id.as_ref().map_or(0, String::len) + r.name.len() + json_bytes(&r.response)
+    /// Plain text: words and nothing else (no signature, not rewritten by heard truth). Plain
+    /// text right after plain text joins it in the history: one part, however many deltas.
+    pub(crate) fn is_plain_text(&self) -> bool {
+        matches!(
+            self,
+            Part::Text {
+                raw: Value::Null,
+                trimmed: false,
+                ..
             }
+        )
+    }
+
+    /// What the part costs held in the history, in bytes: its text, ids, names and arguments at
+    /// their length, JSON at what it takes in memory ([`json_bytes`]), and [`PART_BYTES`] for
+    /// the part itself. What the conversation's byte bound counts, and a response's kept bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        PART_BYTES
+            + match self {
+                Part::Text { text, raw, .. } => text.len() + json_bytes(raw),
+                Part::Thought { raw } | Part::Other { raw } => json_bytes(raw),
+                Part::Call { call, raw } => call.bytes() + json_bytes(raw),
+                Part::Result(r) => {
+                    r.call_id.as_ref().map_or(0, String::len)
+                        + r.name.len()
+                        + json_bytes(&r.response)
+                }
+            }
+    }
+}
+
+/// What one part costs in its entry's list before anything it points to (about 200 bytes): a
+/// tiny part the provider sent in 8 bytes still costs this.
+pub(crate) const PART_BYTES: usize = std::mem::size_of::<Part>();
+
+/// The memory of a JSON object before its entries (`serde_json`'s ordered map: its index table
+/// and its entry list), about.
+pub(crate) const OBJECT_BYTES: usize = 160;
+/// The memory of one entry of a JSON object beyond its key's text and its value's own heap: the
+/// entry with its hash, its key and its value in place, and its slot in the index, about.
+pub(crate) const ENTRY_BYTES: usize = 200;
+/// The memory of a JSON list before its items: the slack a growing list keeps, about.
+pub(crate) const LIST_BYTES: usize = 144;
+
+/// About what `value` takes in memory beyond its own place, in bytes: strings at their length,
+/// each object and list with its overhead, each item with its place (`{"a":0}`, 7 bytes
+/// serialised, takes some 360). With the place the value sits in, never less than it takes
+/// serialised (but for escapes). A walk, no allocation.
+pub(crate) fn json_bytes(value: &Value) -> usize {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len(),
+        Value::Array(items) => {
+            LIST_BYTES + items.iter().map(|v| VALUE + json_bytes(v)).sum::<usize>()
+        }
+        Value::Object(m) => {
+            OBJECT_BYTES
+                + m.iter()
+                    .map(|(k, v)| ENTRY_BYTES + k.len() + json_bytes(v))
+                    .sum::<usize>()
         }
     }
 }
 
 /// About how many bytes `value` takes serialised (exact for what `serde_json` writes compactly,
 /// but for escapes): a walk, no allocation.
-pub(crate) fn json_bytes(value: &Value) -> usize {
+pub(crate) fn json_text_bytes(value: &Value) -> usize {
     match value {
         Value::Null => 4,
         Value::Bool(_) => 5,
         Value::Number(_) => 8,
         Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|v| json_bytes(v) + 1).sum::<usize>(),
+        Value::Array(items) => 2 + items.iter().map(|v| json_text_bytes(v) + 1).sum::<usize>(),
         Value::Object(m) => {
             2 + m
                 .iter()
-                .map(|(k, v)| k.len() + 4 + json_bytes(v))
+                .map(|(k, v)| k.len() + 4 + json_text_bytes(v))
                 .sum::<usize>()
         }
     }
 }
 
 /// The bytes of a call's arguments as sent: the text's length, or a JSON value's
-/// [`json_bytes`].
+/// [`json_text_bytes`] (what `max_argument_bytes` counts).
 pub(crate) fn arguments_bytes(arguments: &Arguments) -> usize {
     match arguments {
         Arguments::Raw(text) => text.len(),
-        Arguments::Json(value) => json_bytes(value),
+        Arguments::Json(value) => json_text_bytes(value),
+    }
+}
+
+/// What one response keeps in the history so far, counted as the conversation counts it: its
+/// parts (plain text right after plain text joins it, adding its bytes and no part) and their
+/// [`Part::bytes`]. The voice core's bounds on a response read it; a decoder keeps its own to
+/// stop decoding past them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// Parts kept.
+    pub parts: usize,
+    /// Their bytes.
+    pub bytes: usize,
+    /// The last part kept is plain text: plain text next joins it.
+    after_plain_text: bool,
+}
+
+impl Kept {
+    /// The tally once `part` is kept after the parts counted so far.
+    #[must_use]
+    pub(crate) fn with(self, part: &Part) -> Kept {
+        let plain = part.is_plain_text();
+        let (parts, bytes) = match part {
+            Part::Text { text, .. } if plain && self.after_plain_text => (0, text.len()),
+            _ => (1, part.bytes()),
+        };
+        Kept {
+            parts: self.parts + parts,
+            bytes: self.bytes + bytes,
+            after_plain_text: plain,
+        }
     }
 }
 
@@ -140,9 +222,13 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// Its id, name and arguments, in bytes.
+    /// Its id, name and arguments as held, in bytes (JSON arguments at [`json_bytes`]).
     pub(crate) fn bytes(&self) -> usize {
-        self.id.as_ref().map_or(0, String::len) + self.name.len() + arguments_bytes(&self.arguments)
+        let arguments = match &self.arguments {
+            Arguments::Raw(text) => text.len(),
+            Arguments::Json(value) => json_bytes(value),
+        };
+        self.id.as_ref().map_or(0, String::len) + self.name.len() + arguments
     }
 }
 
@@ -170,6 +256,10 @@ pub(crate) struct Chunk {
     pub malformed: bool,
     /// The request's usage so far; a later chunk's usage replaces an earlier one's.
     pub usage: Option<Usage>,
+    /// The decoder left something unread after these parts because it would have taken the
+    /// response past what it may keep (`max_kept_bytes` held: one part, or a whole event): the
+    /// core cuts the response here.
+    pub too_big: bool,
 }
 
 /// Tokens one request (or, summed, one turn) used. `None` means the provider did not report it,
@@ -260,4 +350,54 @@ pub(crate) struct RequestSpec<'a> {
     pub tools: &'a crate::tools::ToolSet,
     /// The permission for this request, already resolved (the forced last request is `None`).
     pub choice: &'a ToolChoice,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn plain_text_after_plain_text_joins_it_and_every_other_part_counts() {
+        let signed = Part::Text {
+            text: "B".into(),
+            raw: json!({"text": "B", "thoughtSignature": "c2ln"}),
+            trimmed: false,
+        };
+        let parts = [
+            Part::text("Hel"),
+            Part::text("lo"),
+            signed.clone(),
+            Part::text("C"),
+            Part::Other {
+                raw: json!({"a": 0}),
+            },
+            Part::text("D"),
+        ];
+        let kept = parts.iter().fold(Kept::default(), |kept, p| kept.with(p));
+        assert_eq!(kept.parts, 5);
+        let joined = Part::text("Hello").bytes() + signed.bytes() + Part::text("C").bytes();
+        assert_eq!(
+            kept.bytes,
+            joined + parts[4].bytes() + parts[5].bytes(),
+            "joined text adds its words only"
+        );
+    }
+
+    #[test]
+    fn json_counts_what_it_takes_held_and_never_less_than_its_text() {
+        let tiny = json!({"a": 0});
+        assert!(json_bytes(&tiny) > 300, "{}", json_bytes(&tiny));
+        assert!(Part::Other { raw: tiny }.bytes() > 500);
+        for value in [
+            json!(null),
+            json!("some words"),
+            json!([1, 2.5, true, null]),
+            json!({"x": [{"a": 0}, {"b": [{}]}], "y": "z"}),
+        ] {
+            let held = std::mem::size_of::<Value>() + json_bytes(&value);
+            assert!(held >= value.to_string().len(), "{value}");
+        }
+    }
 }

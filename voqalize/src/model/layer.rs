@@ -28,16 +28,22 @@ pub(crate) trait Layer: Send + Sync + 'static {
 }
 
 /// What a decoder may hold of one response, set by the voice core from its bounds
-/// (docs/protocol.md §6.14). The core decides what a call past a bound gets; a decoder only keeps
-/// its memory within the same numbers, so it hands the core enough to see a bound trip and no
-/// more: at most `max_calls + 1` calls, each with at most `max_argument_bytes + 1` bytes of
-/// arguments assembled from fragments.
+/// (docs/protocol.md §6.14). The core decides what a call past a bound gets and where a response
+/// is cut; a decoder only keeps its memory within the same numbers, so it hands the core enough
+/// to see a bound trip and no more: at most `max_calls + 1` calls, each with at most
+/// `max_argument_bytes + 1` bytes of arguments assembled from fragments, and no part after the
+/// one that took the response past `max_parts` parts or `max_kept_bytes` bytes (counted as the
+/// history keeps them, [`Kept`](super::history::Kept)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DecodeLimits {
     /// The most calls the core runs from one response.
     pub max_calls: usize,
     /// The most bytes of one call's arguments the core takes.
     pub max_argument_bytes: usize,
+    /// The most parts the core keeps of one response.
+    pub max_parts: usize,
+    /// The most bytes the core keeps of one response, as the history counts them.
+    pub max_kept_bytes: usize,
 }
 
 impl DecodeLimits {
@@ -45,7 +51,14 @@ impl DecodeLimits {
     pub(crate) const UNBOUNDED: DecodeLimits = DecodeLimits {
         max_calls: usize::MAX - 1,
         max_argument_bytes: usize::MAX - 1,
+        max_parts: usize::MAX - 1,
+        max_kept_bytes: usize::MAX - 1,
     };
+
+    /// Whether a response that kept `kept` is past a bound: nothing after it need be decoded.
+    pub(crate) fn passed(&self, kept: super::history::Kept) -> bool {
+        kept.parts > self.max_parts || kept.bytes > self.max_kept_bytes
+    }
 }
 
 /// Decodes one provider response stream, item by item.

@@ -8,6 +8,7 @@
 //! * `layer`: what a provider layer is to the voice core;
 //! * `render`: the JSON helpers and construction checks the three layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
+//! * `within`: reading a provider's JSON within a budget of memory;
 //! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
 //!   the byte bound per response, and the single retry before the first byte.
 //!
@@ -22,6 +23,7 @@ pub(crate) mod layer;
 pub(crate) mod openai;
 pub(crate) mod render;
 pub(crate) mod sse;
+pub(crate) mod within;
 
 pub use chat::{Chat, ChatBuilder};
 pub use gemini::{Gemini, GeminiBuilder};

@@ -17,9 +17,10 @@ use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
-    malformed_shape, parse_event, provider_error, user_text, without_nulls,
+    malformed_shape, provider_error, user_text, without_nulls,
 };
 use super::sse::SseItem;
+use super::within::parse_within;
 use crate::tools::Arguments;
 
 const PROVIDER: &str = "openai";
@@ -459,25 +460,41 @@ impl Layer for OpenAi {
         })
     }
 
-    fn decoder(&self, _limits: DecodeLimits) -> Box<dyn Decoder> {
-        // Each call is an event of its own, whole: the core's bounds apply as they come.
-        Box::new(OpenAiDecoder::default())
+    fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {
+        // Each call and each reasoning item is an event of its own, whole: the core's bounds
+        // (calls, arguments, parts, bytes kept) apply as they come, and its cut stops the reading.
+        // An event is read within what a response may keep.
+        Box::new(OpenAiDecoder::new(limits.max_kept_bytes))
     }
 }
 
-/// Decodes a Responses stream, switching on each event's `type`.
-#[derive(Debug, Default)]
+/// Decodes a Responses stream, switching on each event's `type`. An event that would take more
+/// than `max_kept_bytes` in memory is not read into it: the core cuts the response there.
+#[derive(Debug)]
 pub(crate) struct OpenAiDecoder {
+    max_kept_bytes: usize,
     done: bool,
 }
 
 impl OpenAiDecoder {
+    pub(crate) fn new(max_kept_bytes: usize) -> Self {
+        OpenAiDecoder {
+            max_kept_bytes,
+            done: false,
+        }
+    }
+
     fn event(&mut self, name: Option<&str>, data: &str) -> Result<Vec<Chunk>, StreamError> {
         let data = data.trim();
         if data.is_empty() || data == "[DONE]" {
             return Ok(Vec::new());
         }
-        let event = parse_event(PROVIDER, data)?;
+        let Some(event) = parse_within(PROVIDER, data, self.max_kept_bytes)? else {
+            return Ok(vec![Chunk {
+                too_big: true,
+                ..Chunk::default()
+            }]);
+        };
         let Some(obj) = event.as_object() else {
             return Err(malformed_shape(PROVIDER, "an event is not a JSON object"));
         };
@@ -590,7 +607,12 @@ impl Decoder for OpenAiDecoder {
         match item {
             SseItem::Event(event) => self.event(event.event.as_deref(), &event.data),
             SseItem::Bare(body) => {
-                let value = parse_event(PROVIDER, &body)?;
+                let Some(value) = parse_within(PROVIDER, &body, self.max_kept_bytes)? else {
+                    return Err(provider_error(
+                        PROVIDER,
+                        "an error body too large to read".to_owned(),
+                    ));
+                };
                 match value.get("error") {
                     Some(e) => Err(provider_error(PROVIDER, error_message(e))),
                     None => Err(malformed_shape(

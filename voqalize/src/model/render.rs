@@ -270,11 +270,6 @@ pub(crate) fn malformed_shape(provider: &str, why: &str) -> StreamError {
     )
 }
 
-/// Parses one event's JSON.
-pub(crate) fn parse_event(provider: &str, data: &str) -> Result<Value, StreamError> {
-    serde_json::from_str(data).map_err(|e| malformed(provider, e))
-}
-
 /// A provider error object (`{"code", "message", "status"|"type"}`) as one line:
 /// `message (status, code)`, leaving out what is absent.
 pub(crate) fn error_message(error: &Value) -> String {

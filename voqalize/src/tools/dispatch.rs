@@ -47,10 +47,12 @@ pub(crate) fn call<'a, T: Toolbox + ?Sized>(
         let start = Instant::now();
         let result = run(brain, decl, arguments).await;
         let elapsed = start.elapsed();
+        // The caller decides how loud a slow call is, as for a failure: the voice core warns
+        // once per session and then counts.
         let ms = elapsed.as_secs_f64() * 1000.0;
         if ms > TOOL_BUDGET_MS as f64 {
-            tracing::warn!(
-                "tool {} took {}ms, over the {TOOL_BUDGET_MS}ms budget; the user waited for it",
+            tracing::debug!(
+                "tool {} took {}ms, over the {TOOL_BUDGET_MS}ms budget",
                 decl.method,
                 ms.round()
             );

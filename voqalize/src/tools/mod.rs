@@ -94,9 +94,11 @@
 //! as Gemini sends them, count as integers; `null` for an optional property that does not accept
 //! it counts as absent), the method runs, and the result becomes JSON. An unknown or hidden tool,
 //! arguments that do not fit (the message names the field's path), an `Err` from the tool and a
-//! panic in it all come back as an error the model reads; none ends the turn. Each call is timed:
-//! over [`TOOL_BUDGET_MS`] it logs one warning naming `Type::method` and the time, and nothing is
-//! cancelled.
+//! panic in it all come back as an error the model reads; none ends the turn. Each call is timed
+//! ([`ToolOutcome::elapsed`]) and nothing is cancelled. How loud a failure or a call over
+//! [`TOOL_BUDGET_MS`] is, is the caller's to decide (the dispatcher notes both at debug level): the
+//! voice core warns once per session, naming `Type::method` and the time, then counts, as a model
+//! can call a slow tool sixteen times a reply, every turn.
 //!
 //! # Declarations per provider
 //!
@@ -127,8 +129,9 @@ pub mod json {
 
 pub use schema::Dialect;
 
-/// How long a tool call may take before it logs a warning, in ms. Nothing is cancelled: the user
-/// waited for the tool, and the warning says so.
+/// How long a tool call may take before the voice core warns about it, in ms (once per session,
+/// then a count per 10 s). Nothing is cancelled: the user waited for the tool, and the warning
+/// says so.
 pub const TOOL_BUDGET_MS: u64 = 20;
 
 /// Everything a brain file needs from this module (re-exported by `voqalize::prelude`).

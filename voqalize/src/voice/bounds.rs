@@ -5,7 +5,9 @@
 //! of it the brain takes. A bound that trips **cuts the response there**: what was spoken stays
 //! spoken, the call that tripped it is answered with an error result the model reads (so every
 //! call in the history has exactly one answer) and nothing after it in the response is read, one
-//! warning is logged for the turn, and the session goes on. A follow-up the turn still owes (a
+//! warning is logged for the turn, and the session goes on. A bound on what the response keeps
+//! (its parts, its bytes as the history counts them) cuts it in front of the part that passed it:
+//! that part is not kept, be it a call (never read, so never answered, as the calls after a cut). A follow-up the turn still owes (a
 //! `#[needs_result_now]` tool ran) is sent as the last request, with tools off.
 
 use std::time::Duration;
@@ -16,6 +18,8 @@ use crate::model::layer::DecodeLimits;
 pub(crate) const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// The default of [`Bounds::calls_per_response`]: 16.
 pub(crate) const MAX_CALLS_PER_RESPONSE: usize = 16;
+/// The default of [`Bounds::parts_per_response`]: 128.
+pub(crate) const MAX_PARTS_PER_RESPONSE: usize = 128;
 /// The default of [`Bounds::argument_bytes`]: 64 KiB.
 pub(crate) const MAX_ARGUMENT_BYTES: usize = 64 * 1024;
 /// The default of [`Bounds::tool_runs`]: 16.
@@ -31,10 +35,12 @@ pub(crate) const MAX_NAME_BYTES: usize = 64;
 /// The bounds of one session's turns (the `Model` settings of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Bounds {
-    /// Body bytes read per model response.
+    /// Body bytes read per model response, and bytes it keeps in the history (as counted there).
     pub response_bytes: usize,
     /// Calls taken from one response.
     pub calls_per_response: usize,
+    /// Parts one response keeps in the history (plain text joined into one).
+    pub parts_per_response: usize,
     /// Bytes of one call's arguments.
     pub argument_bytes: usize,
     /// Tools run per turn, over all its requests.
@@ -48,6 +54,7 @@ impl Default for Bounds {
         Bounds {
             response_bytes: MAX_RESPONSE_BYTES,
             calls_per_response: MAX_CALLS_PER_RESPONSE,
+            parts_per_response: MAX_PARTS_PER_RESPONSE,
             argument_bytes: MAX_ARGUMENT_BYTES,
             tool_runs: MAX_TOOL_RUNS,
             turn_deadline: TURN_DEADLINE,
@@ -61,6 +68,8 @@ impl Bounds {
         DecodeLimits {
             max_calls: self.calls_per_response,
             max_argument_bytes: self.argument_bytes,
+            max_parts: self.parts_per_response,
+            max_kept_bytes: self.response_bytes,
         }
     }
 }
@@ -70,6 +79,10 @@ impl Bounds {
 pub(crate) enum Tripped {
     /// The response's body passed `max_response_bytes`.
     ResponseBytes(usize),
+    /// What the response keeps in the history passed `max_response_bytes`, as counted there.
+    KeptBytes(usize),
+    /// The response kept more parts than `max_parts_per_response`.
+    Parts(usize),
     /// The response made more calls than `max_calls_per_response`.
     Calls(usize),
     /// A call's arguments passed `max_argument_bytes`.
@@ -96,8 +109,12 @@ impl Tripped {
                 "'{name}' did not run: this turn already ran {n} tools, the most one turn may run; \
                  answer in speech"
             ),
-            // Neither refuses a call: the response is cut between items.
-            Tripped::ResponseBytes(_) | Tripped::Deadline(_) => {
+            // None refuses a call: the response is cut between items, or in front of the part
+            // that passed the bound (which is not kept, a call no more than any other part).
+            Tripped::ResponseBytes(_)
+            | Tripped::KeptBytes(_)
+            | Tripped::Parts(_)
+            | Tripped::Deadline(_) => {
                 format!("'{name}' did not run: the reply was cut")
             }
         }
@@ -111,6 +128,14 @@ impl Tripped {
                     "the response passed max_response_bytes ({n} bytes); the stream was dropped"
                 )
             }
+            Tripped::KeptBytes(n) => format!(
+                "what the response keeps in the history passed max_response_bytes ({n} bytes, \
+                 JSON counted at its size in memory); the part past it and the stream were dropped"
+            ),
+            Tripped::Parts(n) => format!(
+                "the response sent more than max_parts_per_response ({n}) parts; the part past it \
+                 and the stream were dropped"
+            ),
             Tripped::Calls(n) => format!(
                 "the response made more than max_calls_per_response ({n}) calls; the call past it \
                  was answered with an error"

@@ -391,7 +391,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::model::history::Call;
+    use crate::model::history::{Call, PART_BYTES};
     use crate::tools::Arguments;
 
     fn call(name: &str) -> Part {
@@ -618,13 +618,14 @@ mod tests {
             c.extend(m, Part::text("a"));
         }
         assert_eq!(c.entries()[0].parts.len(), 1);
-        // The text, and one null `raw`: not ~270 bytes a delta.
-        assert_eq!(c.bytes(), 1_000_000 + 4);
+        // The text, and one part: not a part a delta.
+        assert_eq!(c.bytes(), 1_000_000 + PART_BYTES);
     }
 
     #[test]
     fn the_byte_bound_cuts_whole_exchanges_and_keeps_the_one_in_progress() {
-        let mut c = Conversation::new(400, 4096);
+        // An exchange of a kilobyte of text holds about 2 KiB: three fit in 8 KiB.
+        let mut c = Conversation::new(400, 8192);
         let kilobyte = "k".repeat(1000);
         for i in 0..10 {
             c.push_user(&format!("q{i}"));
@@ -632,13 +633,13 @@ mod tests {
             let mut r = None;
             c.file(m, &mut r, result("x"));
             assert_counted(&c);
-            assert!(c.bytes() <= 4096, "{} bytes after exchange {i}", c.bytes());
+            assert!(c.bytes() <= 8192, "{} bytes after exchange {i}", c.bytes());
             assert_eq!(c.entries()[0].role, Role::User);
         }
         assert_eq!(texts(&c)[0], "User T(q7)");
         // One exchange over the bound on its own stays whole, its user turn first.
         c.push_user("big");
-        let m = c.push(Role::Model, vec![Part::text("b".repeat(10_000)), call("x")]);
+        let m = c.push(Role::Model, vec![Part::text("b".repeat(20_000)), call("x")]);
         let mut r = None;
         c.file(m, &mut r, result("x"));
         assert_eq!(
@@ -650,6 +651,31 @@ mod tests {
         );
         assert_eq!(texts(&c)[0], "User T(big)");
         assert_counted(&c);
+    }
+
+    /// A part costs what it takes held, not its few bytes on the wire: ten thousand `{"a":0}`
+    /// parts (80 KB sent) count some 5 MB, so a 1 MiB bound keeps a few thousand of them at most.
+    #[test]
+    fn tiny_json_parts_count_what_they_cost_held() {
+        let mut c = Conversation::new(400, 1 << 20);
+        c.push_user("go");
+        let m = c.push(Role::Model, Vec::new());
+        for _ in 0..10_000 {
+            c.extend(
+                m,
+                Part::Other {
+                    raw: json!({"a": 0}),
+                },
+            );
+        }
+        assert_counted(&c);
+        assert!(c.bytes() > 10_000 * 500, "{} bytes", c.bytes());
+        c.push_user("next");
+        assert_eq!(
+            texts(&c),
+            ["User T(next)"],
+            "the old exchange no longer fits"
+        );
     }
 
     #[test]

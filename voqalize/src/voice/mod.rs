@@ -59,9 +59,9 @@ use std::time::Duration;
 
 use bounds::Bounds;
 use conversation::Conversation;
+use report::TurnLog;
 
 use crate::brain::{Brain, BrainResult};
-use crate::logline::Repeated;
 use crate::model::http;
 use crate::model::layer::Layer;
 use crate::model::{Chat, Gemini, OpenAi};
@@ -131,11 +131,8 @@ struct Inner {
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
     conversation: Mutex<Conversation>,
-    /// The session's responses cut by a bound: the first is logged, then a count per 10 s.
-    cuts: Mutex<Repeated>,
-    /// The session's tool calls that failed (an unknown tool, arguments that do not fit, an
-    /// `Err`, a panic): likewise.
-    failed_calls: Mutex<Repeated>,
+    /// What the session's turns log, each kind summed up (docs/protocol.md §6.14).
+    log: Mutex<TurnLog>,
 }
 
 impl Inner {
@@ -148,8 +145,7 @@ impl Inner {
             layer,
             settings,
             instruction: Mutex::new(instruction),
-            cuts: Mutex::new(Repeated::new("model responses cut by a bound")),
-            failed_calls: Mutex::new(Repeated::new("tool calls that failed")),
+            log: Mutex::new(TurnLog::default()),
         }
     }
 }
@@ -230,21 +226,40 @@ impl Model {
         self.with(|s| s.max_history = entries)
     }
 
-    /// The most bytes of history kept (default 1 MiB; 1 KiB at least): text, calls, results and
-    /// the provider's own JSON (signatures, reasoning) at about their serialised size. Past it
-    /// the oldest whole exchanges go first, as with [`max_history`](Self::max_history); the
-    /// exchange in progress is kept whole (its own size is bounded by the turn's bounds below).
+    /// The most bytes of history kept (default 1 MiB; 1 KiB at least), counted at what the
+    /// history holds: text, ids, names and arguments at their length, the provider's own JSON
+    /// (signatures, reasoning, parts the SDK does not know), results and JSON arguments at what
+    /// they take in memory (each object and list with its overhead: `{"a":0}` counts some 360
+    /// bytes), and about 200 bytes for each part. Past it the oldest whole exchanges go first, as
+    /// with [`max_history`](Self::max_history); the exchange in progress is kept whole (its own
+    /// size is bounded by the turn's bounds below).
     #[must_use]
     pub fn max_history_bytes(self, bytes: usize) -> Model {
         self.with(|s| s.max_history_bytes = bytes)
     }
 
-    /// The most bytes of one model response read (default 1 MiB), counted on the response body
-    /// as it arrives. Past it the response is cut: nothing more of it is read, what was spoken
-    /// stays, and the turn's one warning is logged (docs/protocol.md §6.14).
+    /// The most bytes of one model response (default 1 MiB), counted twice: on the response body
+    /// as it arrives, and on what the response keeps in the history (and what one of its events
+    /// takes while it is read), counted as [`max_history_bytes`](Self::max_history_bytes) counts
+    /// it, so a response of tiny JSON values cannot hold sixty times what it sent. Past either the
+    /// response is cut: nothing more of it is read nor kept (a value past it is read through,
+    /// never built), what was spoken stays, and the turn's one warning is logged
+    /// (docs/protocol.md §6.14).
     #[must_use]
     pub fn max_response_bytes(self, bytes: usize) -> Model {
         self.with(|s| s.bounds.response_bytes = bytes)
+    }
+
+    /// The most parts one model response keeps in the history (default 128; 1 at least): text,
+    /// thoughts and reasoning items, calls, and parts the SDK does not know but keeps for replay.
+    /// Consecutive plain text is one part, however many deltas it came in, so a response has few
+    /// parts; the bound is for a provider that sends a hundred thousand tiny ones, each costing
+    /// memory and replayed in every later request. The part past it is not kept (a call among them is not
+    /// read, so it neither runs nor needs an answer) and the response is cut there: nothing more
+    /// of it is read, what was spoken stays, and the turn's one warning is logged.
+    #[must_use]
+    pub fn max_parts_per_response(self, parts: usize) -> Model {
+        self.with(|s| s.bounds.parts_per_response = parts.max(1))
     }
 
     /// The most function calls taken from one model response (default 16). The call past it does
@@ -307,8 +322,8 @@ impl Model {
     /// [`ModelBrain::respond`] does by default.
     ///
     /// A failed request (connect error, HTTP error with the provider's body, a timeout, a stream
-    /// that ends before its terminal event) is logged with the provider and the status, reported
-    /// as a `model` TurnStep, and ends the turn; what was spoken stays spoken, and the fallback
+    /// that ends before its terminal event) is logged with the provider and the status (the
+    /// session's first, then a count per 10 s), reported as a `model` TurnStep, and ends the turn; what was spoken stays spoken, and the fallback
     /// line is spoken if the turn had said nothing. So does a turn past its
     /// [`turn_deadline`](Self::turn_deadline). A response that passes one of the other bounds
     /// (bytes, calls, argument bytes, tool runs) is cut there and the turn goes on

@@ -1,10 +1,53 @@
 //! What a model-backed turn reports: one `turn:` log line, a `model` TurnStep per request and a
-//! `tool` TurnStep per tool call (docs/protocol.md §6.1, §4.10).
+//! `tool` TurnStep per tool call (docs/protocol.md §6.2, §4.10), and the session's summarisers
+//! for what its turns log (§6.14).
 
 use std::time::{Duration, Instant};
 
+use crate::logline::Repeated;
 use crate::model::Usage;
 use crate::session::{Session, Step};
+
+/// How far apart turns must be for each to write its `turn:` line: a person takes longer than
+/// this to say something new, a flood of UserMessages does not.
+pub(crate) const TURN_LINE_WINDOW: Duration = Duration::from_secs(1);
+
+/// What one session's turns may log, each kind through its own summariser: the first line, then
+/// a count per window. A provider, a model or a caller can make every turn write each of these,
+/// so none may be written per turn unsummed (docs/protocol.md §6.14).
+#[derive(Debug)]
+pub(crate) struct TurnLog {
+    /// The `turn:` line: each turn's at a human pace ([`TURN_LINE_WINDOW`] apart), one per
+    /// window and a count in a flood.
+    pub turns: Repeated,
+    /// A bound a turn reached: a response cut, `max_tool_hops`.
+    pub bounds: Repeated,
+    /// A model request that failed (the provider's error, a timeout, a broken stream).
+    pub failed_requests: Repeated,
+    /// A turn whose model wrote a function call as text (its retry, giving up, the cut after
+    /// speech: one verdict for all of a turn's lines).
+    pub calls_as_text: Repeated,
+    /// A tool call that failed (an unknown tool, arguments that do not fit, an `Err`, a panic).
+    pub failed_calls: Repeated,
+    /// A tool call over [`TOOL_BUDGET_MS`](crate::tools::TOOL_BUDGET_MS).
+    pub slow_tools: Repeated,
+}
+
+impl Default for TurnLog {
+    fn default() -> Self {
+        TurnLog {
+            turns: Repeated::with_window(
+                "`turn:` lines of turns under 1 s apart",
+                TURN_LINE_WINDOW,
+            ),
+            bounds: Repeated::new("turns that reached a bound"),
+            failed_requests: Repeated::new("failed model requests"),
+            calls_as_text: Repeated::new("turns with a function call written as text"),
+            failed_calls: Repeated::new("tool calls that failed"),
+            slow_tools: Repeated::new("tool calls over the time budget"),
+        }
+    }
+}
 
 /// Counts and sums over one turn (one `respond`).
 #[derive(Debug, Default)]

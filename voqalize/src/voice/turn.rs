@@ -20,15 +20,17 @@ use serde_json::json;
 use super::Model;
 use super::bounds::{Bounds, Tripped, kept_name};
 use super::guard::{Guard, RETRY_NOTE};
-use super::report::{Clock, Hop, Tally, report, turn_line};
+use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use crate::brain::BrainResult;
-use crate::logline::{outside, outside_n};
-use crate::model::history::{Call, Part, RequestSpec, Role, ToolResult, arguments_bytes};
+use crate::logline::{Repeated, outside, outside_n};
+use crate::model::history::{Call, Kept, Part, RequestSpec, Role, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::Decoder;
 use crate::model::{ModelError, StreamError, ToolChoice};
 use crate::session::{Session, SpeechUnit, Step, Turn};
-use crate::tools::{Arguments, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox};
+use crate::tools::{
+    Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
+};
 
 /// How long a tool waits for the speech before its call to reach the socket.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
@@ -77,6 +79,8 @@ impl HopEnd {
 struct Response<'t> {
     entry: u64,
     guard: Guard,
+    /// What the response keeps in the history so far, for the bounds on it.
+    kept: Kept,
     called: bool,
     calls: usize,
     results: Option<u64>,
@@ -107,6 +111,8 @@ pub(crate) struct TurnState<'t> {
     tripped: Option<Tripped>,
     /// Items and parts handled since the turn last yielded its worker.
     work: usize,
+    /// Whether the turn writes its lines about calls written as text, once decided.
+    text_calls_loud: Option<bool>,
     done: bool,
 }
 
@@ -129,6 +135,7 @@ impl<'t> TurnState<'t> {
             hop_calls: 0,
             tripped: None,
             work: 0,
+            text_calls_loud: None,
             done: false,
         }
     }
@@ -149,13 +156,23 @@ impl<'t> TurnState<'t> {
             return;
         }
         self.tripped = Some(bound);
-        if crate::recover::lock(&self.model.inner.cuts).allow() {
+        if allowed(self.model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} cut a response: {}; what was said stays",
                 self.model.inner.layer.model(),
                 bound.what()
             );
         }
+    }
+
+    /// Whether the turn writes its lines about a function call written as text (the retry, giving
+    /// up, the cut after speech): decided at the first through the session's summariser, so a
+    /// turn writes all of them or none and a model that does it every turn writes one turn's.
+    fn loud_about_text_calls(&mut self) -> bool {
+        let model = self.model;
+        *self
+            .text_calls_loud
+            .get_or_insert_with(|| allowed(model, |log| &mut log.calls_as_text))
     }
 
     /// Whether the call about to be read passes a bound: the calls of this response, its
@@ -168,6 +185,19 @@ impl<'t> TurnState<'t> {
             Some(Tripped::ArgumentBytes(b.argument_bytes))
         } else if runs && self.runs >= b.tool_runs {
             Some(Tripped::ToolRuns(b.tool_runs))
+        } else {
+            None
+        }
+    }
+
+    /// Whether keeping the next part, which makes the response's tally `kept`, passes a bound on
+    /// what one response keeps: its parts, or its bytes as the history counts them.
+    fn over_kept(&self, kept: Kept) -> Option<Tripped> {
+        let b = &self.bounds;
+        if kept.parts > b.parts_per_response {
+            Some(Tripped::Parts(b.parts_per_response))
+        } else if kept.bytes > b.response_bytes {
+            Some(Tripped::KeptBytes(b.response_bytes))
         } else {
             None
         }
@@ -220,6 +250,7 @@ impl<'t> TurnState<'t> {
         self.response.get_or_insert_with(|| Response {
             entry: model.conversation().push(Role::Model, Vec::new()),
             guard: Guard::new(),
+            kept: Kept::default(),
             called: false,
             calls: 0,
             results: None,
@@ -316,6 +347,9 @@ impl<'t> TurnState<'t> {
         }
         drop(conversation);
         self.end_hop();
+        if !allowed(self.model, |log| &mut log.turns) {
+            return;
+        }
         let layer = &self.model.inner.layer;
         let line = turn_line(layer.model(), &self.tally, &self.clock);
         match &self.request_id {
@@ -345,7 +379,7 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
     loop {
         st.tally.hops += 1;
         let capped = followups > 0 && followups == max_hops;
-        if capped {
+        if capped && allowed(model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} reached max_tool_hops={max_hops}; the last request may not call a tool",
                 model.inner.layer.model()
@@ -368,15 +402,20 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
         note = false;
         if end.stranded && end.cut.is_none() {
             let m = model.inner.layer.model();
+            let loud = st.loud_about_text_calls();
             if retried {
-                tracing::warn!(
-                    "turn: model={m} wrote a function call as text or malformed again; the turn ends without it"
-                );
+                if loud {
+                    tracing::warn!(
+                        "turn: model={m} wrote a function call as text or malformed again; the turn ends without it"
+                    );
+                }
                 break;
             }
-            tracing::warn!(
-                "turn: model={m} wrote a function call as text or malformed; none of it was spoken and nothing ran — asking once more"
-            );
+            if loud {
+                tracing::warn!(
+                    "turn: model={m} wrote a function call as text or malformed; none of it was spoken and nothing ran — asking once more"
+                );
+            }
             retried = true;
             note = true;
             continue;
@@ -403,7 +442,7 @@ fn failed(st: &mut TurnState<'_>, e: &RequestError) {
     }
     if let RequestError::Deadline(after) = e {
         st.trip(Tripped::Deadline(*after));
-    } else {
+    } else if allowed(st.model, |log| &mut log.failed_requests) {
         let layer = &st.model.inner.layer;
         tracing::error!(
             "turn: model={} provider={} request failed: {}",
@@ -536,7 +575,14 @@ async fn chunk_in<B: Toolbox + ?Sized>(
         // must find every released word in a unit, or it would stay in the history unsaid.
         st.speak(std::mem::take(&mut speak));
         st.pace().await;
-        let entry = st.response().entry;
+        let r = st.response();
+        let (entry, kept) = (r.entry, r.kept.with(&part));
+        // A part past what a response may keep is not kept, and the response is cut there.
+        if let Some(bound) = st.over_kept(kept) {
+            end.cut = Some(bound);
+            return end;
+        }
+        st.response().kept = kept;
         match part {
             Part::Call { mut call, raw } => {
                 // Speech before a call is heard before the tool runs, with a tail the guard
@@ -569,10 +615,11 @@ async fn chunk_in<B: Toolbox + ?Sized>(
                     st.runs += 1;
                     let outcome = brain.call_tool(tools, &name, arguments).await;
                     if let Err(e) = &outcome.result
-                        && crate::recover::lock(&st.model.inner.failed_calls).allow()
+                        && allowed(st.model, |log| &mut log.failed_calls)
                     {
                         tracing::warn!("tool {} failed: {}", outside(&name), outside(&e.message));
                     }
+                    over_budget(st.model, tools, &name, &outcome);
                     outcome
                 };
                 let result = ToolResult {
@@ -610,6 +657,12 @@ async fn chunk_in<B: Toolbox + ?Sized>(
             other => st.model.conversation().extend(entry, other),
         }
     }
+    // The decoder left a part (or an event) unread: it would have passed what a response keeps.
+    if chunk.too_big {
+        st.speak(speak);
+        end.cut = Some(Tripped::KeptBytes(st.bounds.response_bytes));
+        return end;
+    }
     if chunk.finished
         && let Some(r) = st.response.as_mut()
     {
@@ -620,10 +673,12 @@ async fn chunk_in<B: Toolbox + ?Sized>(
         && r.guard.leaked() == Some(true)
         && let Some(unit) = r.speech.take()
     {
-        tracing::warn!(
-            "turn: model={} wrote a function call as text after speech began; the words before it were spoken and none of the call was",
-            st.model.inner.layer.model()
-        );
+        if st.loud_about_text_calls() {
+            tracing::warn!(
+                "turn: model={} wrote a function call as text after speech began; the words before it were spoken and none of the call was",
+                st.model.inner.layer.model()
+            );
+        }
         unit.close();
     }
     if chunk.finished {
@@ -634,6 +689,28 @@ async fn chunk_in<B: Toolbox + ?Sized>(
         }
     }
     end
+}
+
+/// Whether a line of the kind `kind` picks from the session's [`TurnLog`] is written now; when it
+/// is not, it is counted, and summed up later.
+fn allowed(model: &Model, kind: impl FnOnce(&mut TurnLog) -> &mut Repeated) -> bool {
+    kind(&mut crate::recover::lock(&model.inner.log)).allow()
+}
+
+/// A tool that ran over [`TOOL_BUDGET_MS`]: the user waited for it. Logged once per session,
+/// then counted (a model can call a slow tool sixteen times a reply, every turn).
+fn over_budget(model: &Model, tools: &ToolSet, name: &str, outcome: &ToolOutcome) {
+    let ms = outcome.elapsed.as_secs_f64() * 1000.0;
+    if ms > TOOL_BUDGET_MS as f64
+        && let Some(tool) = tools.get(name)
+        && allowed(model, |log| &mut log.slow_tools)
+    {
+        tracing::warn!(
+            "tool {} took {}ms, over the {TOOL_BUDGET_MS}ms budget; the user waited for it",
+            tool.method(),
+            ms.round()
+        );
+    }
 }
 
 /// The parts of one chunk with each run of plain text joined into one piece (one event may hold

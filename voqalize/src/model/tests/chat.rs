@@ -311,6 +311,7 @@ fn case65_captured_stream() {
                 output: Some(20),
                 reasoning: Some(10),
             }),
+            too_big: false,
         }]
     );
     assert!(d.end().unwrap().is_empty());
@@ -652,6 +653,7 @@ fn assembled_arguments_stop_one_past_the_bound() {
     let limits = DecodeLimits {
         max_calls: 4,
         max_argument_bytes: 1000,
+        ..DecodeLimits::UNBOUNDED
     };
     let mut d = ChatDecoder::new("openai", limits);
     d.item(data(&fragment(0, Some("call_a"), Some("x"), "{\"v\":\"")))
@@ -676,6 +678,7 @@ fn calls_past_the_bound_are_not_assembled() {
     let limits = DecodeLimits {
         max_calls: 3,
         max_argument_bytes: 1000,
+        ..DecodeLimits::UNBOUNDED
     };
     let mut d = ChatDecoder::new("openai", limits);
     for i in 0..10_000 {
@@ -687,4 +690,23 @@ fn calls_past_the_bound_are_not_assembled() {
     let chunks = d.item(data("[DONE]")).unwrap();
     let ids: Vec<String> = calls(&chunks[0]).into_iter().map(|c| c.0).collect();
     assert_eq!(ids, ["call_0", "call_1", "call_2", "call_3"]);
+}
+
+#[test]
+fn an_event_too_big_to_hold_is_left_unread_and_says_so() {
+    let limits = DecodeLimits {
+        max_kept_bytes: 64 * 1024,
+        ..DecodeLimits::UNBOUNDED
+    };
+    let mut d = ChatDecoder::new("openai", limits);
+    let junk = json!({"choices": [{"index": 0, "delta": {"content": "Hi."}}],
+        "junk": vec![json!({"a": 0}); 120_000]});
+    let chunks = d.item(data(&junk.to_string())).unwrap();
+    assert_eq!(
+        chunks,
+        [Chunk {
+            too_big: true,
+            ..Chunk::default()
+        }]
+    );
 }

@@ -232,6 +232,7 @@ fn decode_captured_stream() {
                 finished: true,
                 malformed: false,
                 usage: usage_of(120, 64, Some(14), 7),
+                too_big: false,
             },
         ]
     );
@@ -292,6 +293,7 @@ fn malformed_function_call_finish() {
                 finished: true,
                 malformed: true,
                 usage: usage_of(60, 0, None, 0),
+                too_big: false,
             }]
         );
     }
@@ -819,11 +821,50 @@ fn one_event_of_ten_thousand_calls_hands_on_one_past_the_bound() {
     let limits = DecodeLimits {
         max_calls: 16,
         max_argument_bytes: 1000,
+        ..DecodeLimits::UNBOUNDED
     };
     let mut d = GeminiDecoder::new(limits);
     let chunks = d.item(data(&event.to_string())).unwrap();
     assert_eq!(chunks[0].parts.len(), 17);
     assert!(chunks[0].finished);
+}
+
+#[test]
+fn one_event_of_tiny_parts_hands_on_one_past_max_parts_and_joins_plain_text() {
+    let mut parts = vec![json!({"text": "Hi"}), json!({"text": " there."})];
+    parts.extend((0..10_000).map(|_| json!({"a": 0})));
+    let event = json!({"candidates": [{"content": {"parts": parts, "role": "model"},
+        "finishReason": "STOP"}]});
+    let limits = DecodeLimits {
+        max_parts: 8,
+        ..DecodeLimits::UNBOUNDED
+    };
+    let mut d = GeminiDecoder::new(limits);
+    let chunks = d.item(data(&event.to_string())).unwrap();
+    // The two texts join into one kept part; with eight unknown parts that is nine, one past the
+    // bound, and nothing after it is decoded.
+    assert_eq!(chunks[0].parts.len(), 2 + 8);
+    assert!(chunks[0].finished);
+    let bytes = DecodeLimits {
+        max_kept_bytes: 4096,
+        ..DecodeLimits::UNBOUNDED
+    };
+    let mut d = GeminiDecoder::new(bytes);
+    let chunks = d.item(data(&event.to_string())).unwrap();
+    let kept = chunks[0]
+        .parts
+        .iter()
+        .fold(Kept::default(), |kept, p| kept.with(p));
+    // The part that would pass the bytes is never built: the chunk says it was left unread.
+    assert!(kept.bytes <= 4096 && chunks[0].parts.len() < 20, "{kept:?}");
+    assert!(chunks[0].too_big && chunks[0].finished);
+    // One part too big to build: unread, and what came before it stays.
+    let event = json!({"candidates": [{"content": {"parts": [{"text": "Hi."},
+        {"x": vec![json!({"a": 0}); 20_000]}], "role": "model"}, "finishReason": "STOP"}]});
+    let mut d = GeminiDecoder::new(bytes);
+    let chunks = d.item(data(&event.to_string())).unwrap();
+    assert_eq!(chunks[0].parts, [text("Hi.")]);
+    assert!(chunks[0].too_big);
 }
 
 #[test]

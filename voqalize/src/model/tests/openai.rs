@@ -40,7 +40,7 @@ fn input_of(layer: &OpenAi, history: &[Entry]) -> Value {
 }
 
 fn decode(items: &[(&str, &str)]) -> Vec<Chunk> {
-    let mut d = OpenAiDecoder::default();
+    let mut d = OpenAiDecoder::new(usize::MAX);
     let mut out = Vec::new();
     for (name, data) in items {
         out.extend(d.item(named(name, data)).unwrap());
@@ -306,7 +306,7 @@ fn f13_function_call_replayed_by_call_id_and_orphan_reasoning_dropped() {
             {"role": "user", "content": "and the weather?"}])
     );
     // A result exists: matched by call_id, never by the item id.
-    let mut d = OpenAiDecoder::default();
+    let mut d = OpenAiDecoder::new(usize::MAX);
     let chunks = d
         .item(named(
             "response.output_item.done",
@@ -445,7 +445,7 @@ fn decode_captured_stream() {
 
 #[test]
 fn refusals_are_spoken() {
-    let mut d = OpenAiDecoder::default();
+    let mut d = OpenAiDecoder::new(usize::MAX);
     let chunks = d
         .item(named(
             "response.refusal.delta",
@@ -478,7 +478,7 @@ fn case57_incomplete_is_a_normal_finish_with_usage() {
 
 #[test]
 fn case58_failed_and_error_events_are_provider_errors() {
-    let err = OpenAiDecoder::default()
+    let err = OpenAiDecoder::new(usize::MAX)
         .item(named(
             "response.failed",
             r#"{"type":"response.failed","sequence_number":9,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The server had an error"}}}"#,
@@ -494,7 +494,7 @@ fn case58_failed_and_error_events_are_provider_errors() {
         }
         other => panic!("{other:?}"),
     }
-    let err = OpenAiDecoder::default()
+    let err = OpenAiDecoder::new(usize::MAX)
         .item(named(
             "error",
             r#"{"type":"error","sequence_number":1,"code":"rate_limit_exceeded","message":"Rate limit reached","param":null}"#,
@@ -504,7 +504,7 @@ fn case58_failed_and_error_events_are_provider_errors() {
         err.to_string(),
         "openai reported an error: stream error: Rate limit reached (rate_limit_exceeded)"
     );
-    let err = OpenAiDecoder::default()
+    let err = OpenAiDecoder::new(usize::MAX)
         .item(SseItem::Bare(
             r#"{"error":{"message":"bad","type":"invalid_request_error","param":"tools[0].parameters","code":"invalid_function_parameters"}}"#.into(),
         ))
@@ -534,7 +534,7 @@ fn case64_usage_counts() {
 
 #[test]
 fn truncated_done_and_malformed() {
-    let mut d = OpenAiDecoder::default();
+    let mut d = OpenAiDecoder::new(usize::MAX);
     d.item(named(
         "response.output_text.delta",
         r#"{"type":"response.output_text.delta","delta":"Hi"}"#,
@@ -565,7 +565,7 @@ fn truncated_done_and_malformed() {
         "{oops",
         r#"{"type":"response.output_item.done","item":{"type":"function_call","name":"x"}}"#,
     ] {
-        let err = OpenAiDecoder::default().item(data(bad)).unwrap_err();
+        let err = OpenAiDecoder::new(usize::MAX).item(data(bad)).unwrap_err();
         assert!(matches!(err, StreamError::Malformed { .. }), "{err}");
     }
 }
@@ -669,4 +669,21 @@ fn construction_checks_and_options() {
     assert_eq!(b["store"], json!(false));
     assert_eq!(b["stream"], json!(true));
     assert_eq!(b.get("include"), None);
+}
+
+#[test]
+fn an_event_too_big_to_hold_is_left_unread_and_says_so() {
+    let mut d = OpenAiDecoder::new(64 * 1024);
+    let junk = json!({"type": "response.output_item.done", "item": {"type": "reasoning",
+        "id": "rs_1", "summary": vec![json!({"a": 0}); 120_000]}});
+    let chunks = d
+        .item(named("response.output_item.done", &junk.to_string()))
+        .unwrap();
+    assert_eq!(
+        chunks,
+        [Chunk {
+            too_big: true,
+            ..Chunk::default()
+        }]
+    );
 }

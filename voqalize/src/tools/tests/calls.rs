@@ -282,12 +282,15 @@ impl std::io::Write for Lines {
     }
 }
 
+/// A slow call runs to its end, is timed, and is noted at debug level only: how loud it is is the
+/// caller's to decide (the voice core warns once per session, then counts: docs/protocol.md §6.4).
 #[test]
-fn a_slow_call_logs_one_warning_and_is_not_cancelled() {
+fn a_slow_call_is_timed_not_cancelled_and_not_warned_about_here() {
     let lines = Lines::default();
     let writer = lines.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::DEBUG)
         .with_ansi(false)
         .finish();
     let out = tracing::subscriber::with_default(subscriber, || {
@@ -297,30 +300,20 @@ fn a_slow_call_logs_one_warning_and_is_not_cancelled() {
             .unwrap();
         rt.block_on(async {
             let desk = Desk::default();
-            let slow = call(&desk, "slow", "{}").await;
-            let fast = call(&desk, "ping", "{}").await;
-            (slow, fast)
+            call(&desk, "slow", "{}").await
         })
     });
-    // Only what is stable under load: the slow call ran to its end, took at least its sleep and was
-    // reported over the budget. The measured time is never compared to an upper bound or read
-    // digit by digit (a loaded machine makes it anything above 30 ms).
-    assert_eq!(out.0.result, Ok(json!("late")));
-    assert!(out.0.elapsed.as_millis() >= 30);
+    // Only what is stable under load: the slow call ran to its end and took at least its sleep.
+    // The measured time is never compared to an upper bound (a loaded machine makes it anything
+    // above 30 ms).
+    assert_eq!(out.result, Ok(json!("late")));
+    assert!(out.elapsed.as_millis() >= 30);
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
-    // The fast call is not judged: under load even it may go over the budget.
-    let warnings: Vec<&str> = text
+    let noted: Vec<&str> = text
         .lines()
-        .filter(|l| l.contains("budget") && l.contains("tool Desk::slow took "))
+        .filter(|l| l.contains("tool Desk::slow took "))
         .collect();
-    assert_eq!(warnings.len(), 1, "{text}");
-    assert!(warnings[0].contains("WARN"), "{text}");
-    assert!(warnings[0].contains("ms, over the 20ms budget"), "{text}");
-    let reported: u64 = warnings[0]
-        .split("took ")
-        .nth(1)
-        .and_then(|rest| rest.split("ms").next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no time in {text}"));
-    assert!(reported >= 30, "{text}");
+    assert_eq!(noted.len(), 1, "{text}");
+    assert!(noted[0].contains("DEBUG"), "{text}");
+    assert!(noted[0].contains("ms, over the 20ms budget"), "{text}");
 }

@@ -1,0 +1,199 @@
+//! Reading a provider's JSON within a budget of memory (docs/protocol.md §6.14).
+//!
+//! A megabyte of tiny JSON values (`[{"a":0},{"a":0},…]`) takes some sixty megabytes parsed, and
+//! tens of milliseconds to build and drop: what a response may keep is bounded in memory, so what
+//! is read to find it out must be too. [`Within`] builds a value while it fits a budget counted
+//! as [`json_bytes`] counts what a value holds; past it the rest of the value is read through
+//! (cheaply, nothing kept) and the value is not kept at all, so the caller sees that it did not
+//! fit and the parse goes on after it.
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::history::{ENTRY_BYTES, LIST_BYTES, OBJECT_BYTES, json_bytes};
+use super::layer::StreamError;
+use super::render::malformed;
+
+/// A JSON value read within the bytes `left` holds, which it spends: `Some(value)` when it fits,
+/// `None` (and `left` at 0) when it does not.
+pub(crate) struct Within<'b>(pub &'b mut usize);
+
+impl Within<'_> {
+    /// Spends `bytes` of the budget; false (and the budget gone) when they are not there.
+    fn spend(&mut self, bytes: usize) -> bool {
+        match self.0.checked_sub(bytes) {
+            Some(left) => {
+                *self.0 = left;
+                true
+            }
+            None => {
+                *self.0 = 0;
+                false
+            }
+        }
+    }
+
+    /// A string, when its bytes fit.
+    fn string(mut self, text: impl Into<String> + AsRef<str>) -> Option<Value> {
+        self.spend(text.as_ref().len())
+            .then(|| Value::String(text.into()))
+    }
+}
+
+/// Reads the rest of a list through, keeping nothing.
+fn skip_items<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Value>, A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(None)
+}
+
+/// Reads the rest of an object through, keeping nothing.
+fn skip_entries<'de, A: MapAccess<'de>>(mut map: A) -> Result<Option<Value>, A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(None)
+}
+
+impl<'de> DeserializeSeed<'de> for Within<'_> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Within<'_> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Some(Value::Null))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Some(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        // JSON has no NaN nor infinity, so this is never null.
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.string(v))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(self.string(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
+        if !self.spend(LIST_BYTES) {
+            return skip_items(seq);
+        }
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Within(&mut *self.0))? {
+            match item {
+                Some(item) if self.spend(std::mem::size_of::<Value>()) => items.push(item),
+                _ => return skip_items(seq),
+            }
+        }
+        Ok(Some(Value::Array(items)))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+        if !self.spend(OBJECT_BYTES) {
+            return skip_entries(map);
+        }
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !self.spend(ENTRY_BYTES + key.len()) {
+                map.next_value::<IgnoredAny>()?;
+                return skip_entries(map);
+            }
+            match map.next_value_seed(Within(&mut *self.0))? {
+                Some(value) => {
+                    object.insert(key, value);
+                }
+                None => return skip_entries(map),
+            }
+        }
+        Ok(Some(Value::Object(object)))
+    }
+}
+
+/// One event's JSON, read within `budget` bytes of memory as [`json_bytes`] counts them: `None`
+/// when it would take more (it is then read through, never held).
+///
+/// # Errors
+/// JSON that does not parse ([`StreamError::Malformed`]).
+pub(crate) fn parse_within(
+    provider: &str,
+    data: &str,
+    budget: usize,
+) -> Result<Option<Value>, StreamError> {
+    let mut de = serde_json::Deserializer::from_str(data);
+    let mut left = budget;
+    let value = Within(&mut left)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| malformed(provider, e))?;
+    debug_assert!(value.as_ref().is_none_or(|v| json_bytes(v) <= budget));
+    Ok(value)
+}
+
+/// Reads the value at hand within `left`, from any deserializer (a field of an event the layer
+/// walks itself).
+pub(crate) fn value_within<'de, D: serde::Deserializer<'de>>(
+    d: D,
+    left: &mut usize,
+) -> Result<Option<Value>, D::Error> {
+    Within(left).deserialize(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_value_that_fits_is_read_whole_and_costs_what_json_bytes_counts() {
+        let value = json!({"a": [1, "two", {"b": null}], "c": true, "d": 2.5});
+        let text = value.to_string();
+        let cost = json_bytes(&value);
+        assert_eq!(parse_within("p", &text, cost).unwrap(), Some(value.clone()));
+        assert_eq!(parse_within("p", &text, cost - 1).unwrap(), None);
+        let mut left = cost + 10;
+        let mut de = serde_json::Deserializer::from_str(&text);
+        assert_eq!(value_within(&mut de, &mut left).unwrap(), Some(value));
+        assert_eq!(left, 10);
+    }
+
+    #[test]
+    fn a_megabyte_of_tiny_objects_is_read_through_and_not_held() {
+        let text = json!({"x": vec![json!({"a": 0}); 120_000], "after": 1}).to_string();
+        assert_eq!(parse_within("p", &text, 64 * 1024).unwrap(), None);
+        // Broken JSON is still an error, past the budget or not.
+        assert!(parse_within("p", &text[..text.len() - 1], 64).is_err());
+        assert!(parse_within("p", "[1, 2", 1 << 20).is_err());
+    }
+
+    #[test]
+    fn an_item_past_the_budget_drops_the_whole_value() {
+        let text = json!(["a".repeat(100), "b".repeat(100)]).to_string();
+        let first_only = LIST_BYTES + 100 + std::mem::size_of::<Value>() + 50;
+        assert_eq!(parse_within("p", &text, first_only).unwrap(), None);
+    }
+}
