@@ -14,3 +14,4 @@ mod support;
 mod voice;
 mod voice_bounds;
 mod voice_cases;
+mod wire_gen;

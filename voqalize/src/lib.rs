@@ -86,7 +86,7 @@ pub mod wire;
 #[doc(hidden)]
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
 pub mod proto {
-    include!(concat!(env!("OUT_DIR"), "/voqalize.frames.rs"));
+    include!("wire/generated/frames.rs");
 }
 
 pub use brain::{Brain, BrainError, BrainResult, MakeBrain};

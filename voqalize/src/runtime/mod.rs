@@ -72,7 +72,11 @@ pub(crate) struct Limits {
 pub(crate) enum Outcome {
     /// The session ended; the connection closes with `close`. `by_peer`: the peer ended it (`End`
     /// or `Cancel`), so it is owed no `End` back (the relay leg sends one otherwise).
-    Ended { close: u16, by_peer: bool },
+    Ended {
+        close: u16,
+        #[cfg_attr(not(feature = "relay"), allow(dead_code))]
+        by_peer: bool,
+    },
     /// Sending failed: the transport's error.
     SendFailed(ChannelError),
 }

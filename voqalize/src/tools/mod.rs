@@ -106,7 +106,9 @@
 //! [`ToolDecl::chat`] give each provider's declaration with the rewrites of [`Dialect`].
 
 mod dispatch;
-pub(crate) use dispatch::{shortened, shortened_to};
+pub(crate) use dispatch::shortened;
+#[cfg(feature = "model")]
+pub(crate) use dispatch::shortened_to;
 pub(crate) mod private;
 pub(crate) mod schema;
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! The deprecated Language and Voice catalogs, generated at build time from the `iso_code` and
+//! The deprecated Language and Voice catalogs, generated (and committed) from the `iso_code` and
 //! `voice_id` enum-value options in `proto/voqalize/frames/frames.proto` (docs/protocol.md §1.4).
 //!
 //! Both catalogs are frozen. New code should pass strings (a BCP-47 tag, a voice id) through
 //! [`Config`](crate::wire::Config), which the runtime accepts when it advertises
 //! [`Capability::StringConfig`](crate::wire::Capability::StringConfig).
 
-include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+include!("generated/catalog.rs");

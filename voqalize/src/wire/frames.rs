@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use super::config::Config;
 
 // `number`, `from_number`, `name` and `ALL` of Capability, ErrorCode and RtviType, generated from
-// frames.proto by build.rs.
-include!(concat!(env!("OUT_DIR"), "/wire_enums.rs"));
+// frames.proto (committed; `tests/wire_gen.rs` checks them).
+include!("generated/wire_enums.rs");
 
 /// A capability the runtime advertises in `SessionStart.capabilities` (wire enum `Capability`).
 ///
