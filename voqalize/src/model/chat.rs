@@ -17,10 +17,11 @@ use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
-    malformed_shape, provider_error, user_text,
+    malformed_shape, provider_error, user_text, visible_output,
 };
 use super::sse::SseItem;
 use super::within::parse_within;
+use crate::logline::outside;
 use crate::tools::Arguments;
 
 /// The API root [`Chat::from_env`] uses when `OPENAI_BASE_URL` is not set.
@@ -217,9 +218,15 @@ impl ChatBuilder {
         }
         check_model(&self.model)?;
         let base_url = check_base_url(&self.base_url)?;
-        let provider = self
-            .provider
-            .unwrap_or_else(|| route_company(&self.model).to_owned());
+        let provider = self.provider.unwrap_or_else(|| {
+            let route = route_company(&self.model);
+            if route.is_empty() {
+                host_company(&base_url)
+            } else {
+                route
+            }
+            .to_owned()
+        });
         // `check_header` wants a static provider name for its error; the route's company is
         // dynamic, so the key's error names the layer kind instead.
         let mut headers = vec![
@@ -266,6 +273,32 @@ pub(crate) fn route_company(model: &str) -> &str {
         Some(("bedrock", _)) => "amazon",
         Some((prefix, _)) => prefix,
     }
+}
+
+/// The company behind a provider's own API root (`https://api.x.ai/v1` → `xai`), for a model
+/// without a route prefix; empty for any other host (a local server, a gateway).
+pub(crate) fn host_company(base_url: &str) -> &'static str {
+    let host = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let known = [
+        ("api.openai.com", "openai"),
+        ("api.x.ai", "xai"),
+        ("api.deepseek.com", "deepseek"),
+        ("api.groq.com", "groq"),
+        ("api.mistral.ai", "mistral"),
+        ("openrouter.ai", "openrouter"),
+        ("api.together.xyz", "together"),
+        ("api.fireworks.ai", "fireworks"),
+    ];
+    known
+        .iter()
+        .find(|(h, _)| host == *h)
+        .map_or("", |(_, company)| company)
 }
 
 /// The name errors give the provider: the route's company, or `chat completions` when the model
@@ -480,6 +513,8 @@ impl Slot {
 #[derive(Debug)]
 pub(crate) struct ChatDecoder {
     provider: String,
+    /// The server's `completion_tokens` leaves reasoning out (xAI).
+    reasoning_outside: bool,
     limits: DecodeLimits,
     slots: Vec<Slot>,
     usage: Option<Usage>,
@@ -491,6 +526,7 @@ impl ChatDecoder {
     pub(crate) fn new(provider: &str, limits: DecodeLimits) -> Self {
         ChatDecoder {
             provider: error_name(provider).to_owned(),
+            reasoning_outside: provider == "xai",
             limits,
             slots: Vec::new(),
             usage: None,
@@ -523,7 +559,7 @@ impl ChatDecoder {
             return Err(provider_error(&self.provider, error_message(error)));
         }
         if let Some(u) = obj.get("usage").filter(|u| u.is_object()) {
-            self.usage = Some(usage(u));
+            self.usage = Some(usage(u, self.reasoning_outside));
         }
         let mut parts = Vec::new();
         let choices = match obj.get("choices") {
@@ -534,11 +570,7 @@ impl ChatDecoder {
         for choice in choices {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
             for key in ["content", "refusal"] {
-                if let Some(t) = delta.get(key).and_then(Value::as_str)
-                    && !t.is_empty()
-                {
-                    parts.push(Part::text(t));
-                }
+                spoken(delta.get(key).unwrap_or(&Value::Null), &mut parts);
             }
             if let Some(Value::Array(fragments)) = delta.get("tool_calls") {
                 for (position, fragment) in fragments.iter().enumerate() {
@@ -674,15 +706,68 @@ impl ChatDecoder {
     }
 }
 
-/// A chat `usage` object → [`Usage`]; output excludes reasoning tokens.
-fn usage(u: &Value) -> Usage {
+/// What a delta's `content` (or `refusal`) says aloud. A string is spoken. A list of typed parts
+/// (Mistral's reasoning models, some gateways) speaks its `text` parts and never its `thinking`
+/// (or other reasoning) parts. Reasoning sent beside the content (`reasoning_content`,
+/// `reasoning`, `reasoning_details`: DeepSeek, Groq, vLLM, Ollama, OpenRouter) is never read
+/// here: it is not spoken, and chat messages have no slot to send it back. A shape the decoder
+/// does not know is logged once per process (docs/protocol.md §6.15).
+fn spoken(content: &Value, parts: &mut Vec<Part>) {
+    match content {
+        Value::Null => {}
+        Value::String(t) => {
+            if !t.is_empty() {
+                parts.push(Part::text(t));
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                let kind = item.get("type").and_then(Value::as_str);
+                match (kind, item.get("text")) {
+                    (Some("text" | "output_text"), Some(Value::String(t))) => {
+                        if !t.is_empty() {
+                            parts.push(Part::text(t));
+                        }
+                    }
+                    (Some("thinking" | "reasoning" | "redacted_thinking"), _) => {}
+                    _ => unknown_content(item),
+                }
+            }
+        }
+        other => unknown_content(other),
+    }
+}
+
+/// A `content` shape no chat server is known to send: said once, so a new shape is seen, not
+/// logged per delta.
+fn unknown_content(value: &Value) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let text = value.to_string();
+        tracing::warn!(
+            "chat completions: a delta's content has a shape this SDK does not read, so it is \
+             not spoken: {} (later ones are not logged)",
+            outside(&text)
+        );
+    });
+}
+
+/// A chat `usage` object → [`Usage`]. `output` is the reply's tokens without reasoning: OpenAI's
+/// `completion_tokens` (and DeepSeek's, and most servers') counts reasoning inside it, so reasoning
+/// is taken off; xAI's does not (`reasoning_outside`), so it is taken as sent. A count is never
+/// hidden by the subtraction ([`visible_output`]).
+fn usage(u: &Value, reasoning_outside: bool) -> Usage {
     let reasoning = count(u, &["completion_tokens_details", "reasoning_tokens"]);
     Usage {
         input: count(u, &["prompt_tokens"]),
         cached_input: count(u, &["prompt_tokens_details", "cached_tokens"]),
         cache_write: count(u, &["cache_creation_input_tokens"])
             .or_else(|| count(u, &["prompt_tokens_details", "cache_creation_tokens"])),
-        output: count(u, &["completion_tokens"]).map(|c| c.saturating_sub(reasoning.unwrap_or(0))),
+        output: visible_output(
+            count(u, &["completion_tokens"]),
+            reasoning,
+            !reasoning_outside,
+        ),
         reasoning,
     }
 }

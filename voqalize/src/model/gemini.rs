@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::history::{Call, Chunk, Entry, Kept, Part, RequestSpec, Role, ToolChoice, Usage};
 use super::http::{HttpRequest, Timeouts};
 use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
+use super::partial_args::Assembly;
 use super::render::{
     LayerError, body_bytes, build_error, check_base_url, check_header, check_only, check_options,
     check_word, count, env_var, error_message, instruction, malformed, malformed_shape,
@@ -541,6 +542,10 @@ impl Layer for Gemini {
         })
     }
 
+    fn enums_as_strings(&self) -> bool {
+        true
+    }
+
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {
         Box::new(GeminiDecoder::new(limits))
     }
@@ -554,6 +559,8 @@ impl Layer for Gemini {
 pub(crate) struct GeminiDecoder {
     limits: DecodeLimits,
     calls: usize,
+    /// A call streamed over several parts (`willContinue`), until its last part.
+    streaming: Option<Assembly>,
     /// What the response decoded so far would keep in the history.
     kept: Kept,
     done: bool,
@@ -564,9 +571,105 @@ impl GeminiDecoder {
         GeminiDecoder {
             limits,
             calls: 0,
+            streaming: None,
             kept: Kept::default(),
             done: false,
         }
+    }
+
+    /// Counts a decoded part against the bounds and hands it on.
+    fn keep(&mut self, part: Part, parts: &mut Vec<Part>) {
+        self.calls += usize::from(matches!(part, Part::Call { .. }));
+        self.kept = self.kept.with(&part);
+        parts.push(part);
+    }
+
+    /// One response part → what it completes: nothing while a streamed call is still open, the
+    /// call before it too when a new call closes one.
+    fn decode(&mut self, part: Value, parts: &mut Vec<Part>) -> Result<(), StreamError> {
+        let Value::Object(mut obj) = part else {
+            return Err(malformed_shape(PROVIDER, "a part is not a JSON object"));
+        };
+        match obj.shift_remove("functionCall") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(fc)) => return self.call(fc, obj, parts),
+            Some(_) => {
+                return Err(malformed_shape(PROVIDER, "a functionCall is not an object"));
+            }
+        }
+        // A part that is not a call closes a streamed one.
+        if let Some(open) = self.streaming.take() {
+            self.keep(open.into_part(), parts);
+        }
+        if let Some(part) = decode_other(obj) {
+            self.keep(part, parts);
+        }
+        Ok(())
+    }
+
+    /// A `functionCall` part (`fc`, beside the rest of its part): a whole call, or a piece of one
+    /// streamed over several parts (docs/protocol.md §6.15, [`Assembly`]).
+    fn call(
+        &mut self,
+        mut fc: Map<String, Value>,
+        rest: Map<String, Value>,
+        parts: &mut Vec<Part>,
+    ) -> Result<(), StreamError> {
+        let name = match fc.shift_remove("name") {
+            Some(Value::String(n)) if !n.is_empty() => Some(n),
+            _ => None,
+        };
+        let id = match fc.shift_remove("id") {
+            Some(Value::String(id)) => Some(id),
+            _ => None,
+        };
+        let continues = fc.shift_remove("willContinue").and_then(|v| v.as_bool()) == Some(true);
+        let fragments = fc.shift_remove("partialArgs");
+        let args = fc.shift_remove("args");
+        // A named part starts a call, closing any open one (unless it repeats that call's id).
+        let same_call = match (&self.streaming, &id) {
+            (Some(open), Some(id)) => open.id.as_deref() == Some(id.as_str()),
+            (Some(_), None) => name.is_none(),
+            (None, _) => false,
+        };
+        if !same_call && let Some(open) = self.streaming.take() {
+            self.keep(open.into_part(), parts);
+        }
+        let mut call = match self.streaming.take() {
+            Some(open) => open,
+            None => {
+                let Some(name) = name else {
+                    return Err(malformed_shape(PROVIDER, "a functionCall has no name"));
+                };
+                let mut call = Assembly::new(name, self.limits.max_argument_bytes);
+                // The rest of the first part (its `thoughtSignature`, other keys of the call) is
+                // replayed as sent; the streaming flags never are.
+                call.rest = rest;
+                if !fc.is_empty() {
+                    call.rest.insert("functionCall".into(), Value::Object(fc));
+                }
+                call
+            }
+        };
+        if call.id.is_none() {
+            call.id = id;
+        }
+        match args {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(a)) => call.merge_args(a),
+            Some(_) => call.spoiled = Some("its args are not an object"),
+        }
+        if let Some(Value::Array(fragments)) = fragments {
+            for f in &fragments {
+                call.apply(f);
+            }
+        }
+        if continues {
+            self.streaming = Some(call);
+        } else {
+            self.keep(call.into_part(), parts);
+        }
+        Ok(())
     }
 
     /// Whether a part decoded now would be past a bound the core already cut the response at.
@@ -612,6 +715,10 @@ impl GeminiDecoder {
         }
         if chunk.finished {
             self.done = true;
+            // A streamed call the stream ended without closing is as complete as it will be.
+            if let Some(open) = self.streaming.take() {
+                self.keep(open.into_part(), &mut chunk.parts);
+            }
         }
         Ok(vec![chunk])
     }
@@ -675,14 +782,8 @@ impl<'d> Reading<'d> {
             self.chunk.too_big = true;
             return Ok(true);
         };
-        match decode_part(value) {
-            Ok(Some(part)) => {
-                self.decoder.calls += usize::from(matches!(part, Part::Call { .. }));
-                self.decoder.kept = self.decoder.kept.with(&part);
-                self.chunk.parts.push(part);
-                Ok(true)
-            }
-            Ok(None) => Ok(true),
+        match self.decoder.decode(value, &mut self.chunk.parts) {
+            Ok(()) => Ok(true),
             Err(e) => {
                 self.failed = Some(e);
                 Err(serde::de::Error::custom("a part Gemini does not document"))
@@ -917,43 +1018,13 @@ impl<'de> Visitor<'de> for PartsSeed<'_, '_> {
     }
 }
 
-/// One response part, moved into a call, a thought, text, or something kept for replay. `None`
-/// for a part with nothing in it (an empty text without a signature).
-fn decode_part(part: Value) -> Result<Option<Part>, StreamError> {
-    let Value::Object(mut obj) = part else {
-        return Err(malformed_shape(PROVIDER, "a part is not a JSON object"));
-    };
-    if obj.get("functionCall").is_some_and(|v| !v.is_null()) {
-        let fc = obj.get_mut("functionCall");
-        let Some(Value::Object(fc)) = fc else {
-            return Err(malformed_shape(PROVIDER, "a functionCall has no name"));
-        };
-        let Some(Value::String(name)) = fc.shift_remove("name") else {
-            return Err(malformed_shape(PROVIDER, "a functionCall has no name"));
-        };
-        let args = match fc.shift_remove("args") {
-            None | Some(Value::Null) => json!({}),
-            Some(v) => v,
-        };
-        let id = match fc.shift_remove("id") {
-            Some(Value::String(id)) => Some(id),
-            _ => None,
-        };
-        let call = Call {
-            id,
-            name,
-            arguments: Arguments::Json(args),
-        };
-        // The rest of the part is replayed as sent; what the call holds is rendered from it.
-        return Ok(Some(Part::Call {
-            call,
-            raw: Value::Object(obj),
-        }));
-    }
+/// A response part that is not a call, moved into a thought, text, or something kept for replay.
+/// `None` for a part with nothing in it (an empty text without a signature).
+fn decode_other(mut obj: Map<String, Value>) -> Option<Part> {
     if obj.get("thought").and_then(Value::as_bool) == Some(true) {
-        return Ok(Some(Part::Thought {
+        return Some(Part::Thought {
             raw: Value::Object(obj),
-        }));
+        });
     }
     // Text alone is moved out and needs no raw; text with a signature keeps the whole part.
     let signed = obj.len() > 1;
@@ -967,7 +1038,7 @@ fn decode_part(part: Value) -> Result<Option<Part>, StreamError> {
         }
         _ => {
             let part = Value::Object(obj);
-            return Ok((!is_empty_part(&part)).then_some(Part::Other { raw: part }));
+            return (!is_empty_part(&part)).then_some(Part::Other { raw: part });
         }
     };
     let raw = if signed {
@@ -975,11 +1046,11 @@ fn decode_part(part: Value) -> Result<Option<Part>, StreamError> {
     } else {
         Value::Null
     };
-    Ok(Some(Part::Text {
+    Some(Part::Text {
         text,
         raw,
         trimmed: false,
-    }))
+    })
 }
 
 /// `usageMetadata` → [`Usage`]: cached and reasoning read as 0 when the prompt count is given

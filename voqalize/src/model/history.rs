@@ -66,11 +66,13 @@ pub(crate) enum Part {
     /// A function call the model made. The layer renders its id, name and arguments from `call`
     /// (so the core can refuse a call by rewriting them) and replays whatever else the provider
     /// sent with it from `raw`: Gemini's part without the `functionCall`'s `id`, `name` and
-    /// `args` (its `thoughtSignature` kept byte for byte); `Value::Null` where the provider sends
-    /// nothing else (Responses, chat completions).
+    /// `args` (its `thoughtSignature` kept byte for byte); Responses: the `function_call` item as
+    /// received (replayed verbatim after the reasoning that led to it); `Value::Null` where the
+    /// provider sends nothing else (chat completions).
     Call { call: Call, raw: Value },
     /// Anything else the provider sent in a response (a signature on an empty text part, an
-    /// unknown part type): kept and replayed, never spoken.
+    /// unknown part type, a Responses `message` item whose text came as deltas): kept and
+    /// replayed as each layer's rules say, never spoken.
     Other { raw: Value },
     /// A call's result (only in [`Role::Results`] entries).
     Result(ToolResult),

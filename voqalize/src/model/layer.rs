@@ -25,6 +25,12 @@ pub(crate) trait Layer: Send + Sync + 'static {
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError>;
     /// A fresh decoder for one response stream, holding no more than `limits` lets through.
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder>;
+    /// Whether this provider's declarations carry every enum as strings (Gemini), so the core
+    /// turns the model's strings back into the neutral schema's values before a tool reads them
+    /// (docs/protocol.md §6.15).
+    fn enums_as_strings(&self) -> bool {
+        false
+    }
 }
 
 /// What a decoder may hold of one response, set by the voice core from its bounds

@@ -21,6 +21,7 @@ pub(crate) mod history;
 pub(crate) mod http;
 pub(crate) mod layer;
 pub(crate) mod openai;
+pub(crate) mod partial_args;
 pub(crate) mod render;
 pub(crate) mod sse;
 pub(crate) mod within;

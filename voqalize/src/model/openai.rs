@@ -1,10 +1,11 @@
 //! OpenAI Responses API: `POST {base}/responses`, streamed, with `store: false`.
 //!
 //! Nothing is kept on OpenAI's side, so every request carries the whole context as `input`
-//! items. Reasoning items are replayed only with their `encrypted_content` and only when what
-//! followed them is still in history as the model produced it; calls are replayed by `call_id`
-//! (never by the item id, which names an item that was not stored). A call is complete, and
-//! runs, when its `response.output_item.done` event arrives.
+//! items. A reasoning item is replayed only with its `encrypted_content`, and only immediately
+//! followed by the item it led to, verbatim with that item's id: the message the caller heard in
+//! full, or the call as the model made it. Other text and calls are replayed as ours (a call by
+//! its `call_id`, without an item id). A call is complete, and runs, when its
+//! `response.output_item.done` event arrives.
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use super::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use super::render::{
     LayerError, arguments_text, body_bytes, build_error, check_base_url, check_header, check_model,
     check_only, check_options, check_word, count, env_var, error_message, instruction,
-    malformed_shape, provider_error, user_text, without_nulls,
+    malformed_shape, provider_error, user_text, visible_output, without_nulls,
 };
 use super::sse::SseItem;
 use super::within::parse_within;
@@ -351,26 +352,49 @@ fn input(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
 }
 
 /// A model turn, in order: each run of text parts as one assistant message, each call as a
-/// `function_call` item, each reasoning item that may be replayed verbatim.
+/// `function_call` item, and each reasoning item only where the item it led to follows it as the
+/// model produced it (docs/protocol.md §6.15). Without `store`, OpenAI accepts a reasoning item
+/// only with its `encrypted_content`, and only immediately followed by its own output item, with
+/// that item's id: the message (`msg_…`) the caller heard in full, or the call (`fc_…`) as it
+/// was made. A message heard only in part (heard truth rewrote it), a call the core refused or
+/// rewrote, or a turn that ends after the reasoning: the reasoning goes, and the text or call is
+/// sent as ours (no id).
 fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
-    let mut text = String::new();
-    let flush = |text: &mut String, out: &mut Vec<Value>| {
-        if !text.is_empty() {
-            out.push(json!({"role": "assistant", "content": std::mem::take(text)}));
-        }
-    };
-    for (i, part) in entry.parts.iter().enumerate() {
+    let mut run = TextRun::default();
+    // Reasoning items waiting for the item they led to.
+    let mut held: Vec<&Value> = Vec::new();
+    for part in &entry.parts {
         match part {
-            Part::Text { text: t, .. } => text.push_str(t),
+            Part::Text { text, trimmed, .. } => run.push(text, *trimmed),
             Part::Thought { raw } => {
-                flush(&mut text, out);
-                if replayable_reasoning(raw, &entry.parts[i + 1..]) {
-                    out.push(raw.clone());
+                if run.flush(out) {
+                    held.clear();
+                }
+                if replayable_reasoning(raw) {
+                    held.push(raw);
                 }
             }
-            Part::Call { call, .. } => {
-                flush(&mut text, out);
-                out.push(function_call(call)?);
+            Part::Other { raw } if raw.get("type").and_then(Value::as_str) == Some("message") => {
+                if !held.is_empty() && run.is_exactly(message_text(raw)) {
+                    out.extend(held.drain(..).cloned());
+                    out.push(raw.clone());
+                    run.clear();
+                } else {
+                    run.flush(out);
+                }
+                held.clear();
+            }
+            Part::Call { call, raw } => {
+                if run.flush(out) {
+                    held.clear();
+                }
+                if !held.is_empty() && made_as_received(call, raw) {
+                    out.extend(held.drain(..).cloned());
+                    out.push(raw.clone());
+                } else {
+                    out.push(function_call(call)?);
+                }
+                held.clear();
             }
             // Only the layer's own decoder fills model turns, and it keeps nothing else.
             Part::Other { .. } => {}
@@ -379,42 +403,77 @@ fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
             }
         }
     }
-    flush(&mut text, out);
+    run.flush(out);
     Ok(())
 }
 
-/// Whether a reasoning item goes back to the API. Without `store`, OpenAI accepts a reasoning
-/// item only with its `encrypted_content`, and only followed by the output it led to: not when
-/// it ends its turn (a call after it was removed, its text unheard), nor when the text after it
-/// was rewritten to what the user heard (that text is then a plain assistant message of ours).
-fn replayable_reasoning(raw: &Value, rest: &[Part]) -> bool {
-    let encrypted = raw
-        .get("encrypted_content")
-        .and_then(Value::as_str)
-        .is_some_and(|s| !s.is_empty());
-    if !encrypted {
-        return false;
+/// A run of text parts of one model turn, sent as one assistant message.
+#[derive(Default)]
+struct TextRun {
+    text: String,
+    /// Heard truth rewrote or dropped text of the run.
+    trimmed: bool,
+}
+
+impl TextRun {
+    fn push(&mut self, text: &str, trimmed: bool) {
+        self.text.push_str(text);
+        self.trimmed |= trimmed;
     }
-    let mut following = rest
-        .iter()
-        .skip_while(|p| matches!(p, Part::Thought { .. } | Part::Other { .. }))
-        .peekable();
-    match following.peek() {
-        None => false,
-        Some(Part::Text { .. }) => {
-            let run: Vec<&Part> = following
-                .take_while(|p| matches!(p, Part::Text { .. }))
-                .collect();
-            let heard_as_sent = run
-                .iter()
-                .all(|p| matches!(p, Part::Text { trimmed: false, .. }));
-            let any_text = run
-                .iter()
-                .any(|p| matches!(p, Part::Text { text, .. } if !text.is_empty()));
-            heard_as_sent && any_text
+
+    /// Whether the run is the message's text exactly as the model wrote it, all of it heard.
+    fn is_exactly(&self, message: Option<String>) -> bool {
+        !self.trimmed && !self.text.is_empty() && message.as_deref() == Some(self.text.as_str())
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.trimmed = false;
+    }
+
+    /// Sends the run as a plain assistant message of ours. `true` when there was a run (text, or
+    /// text heard as nothing): a reasoning item before it is not followed by its own item.
+    fn flush(&mut self, out: &mut Vec<Value>) -> bool {
+        let had = !self.text.is_empty() || self.trimmed;
+        if !self.text.is_empty() {
+            out.push(json!({"role": "assistant", "content": std::mem::take(&mut self.text)}));
         }
-        Some(_) => true,
+        self.trimmed = false;
+        had
     }
+}
+
+/// The text of a `message` output item: its `output_text` (and `refusal`) contents, in order.
+fn message_text(item: &Value) -> Option<String> {
+    let content = item.get("content")?.as_array()?;
+    let mut text = String::new();
+    for c in content {
+        match c.get("type").and_then(Value::as_str) {
+            Some("output_text") => text.push_str(c.get("text")?.as_str()?),
+            Some("refusal") => text.push_str(c.get("refusal")?.as_str()?),
+            _ => return None,
+        }
+    }
+    Some(text)
+}
+
+/// Whether a reasoning item can go back to the API at all: only with its `encrypted_content`.
+fn replayable_reasoning(raw: &Value) -> bool {
+    raw.get("encrypted_content")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+}
+
+/// Whether a call is the `function_call` item the model produced (`raw`), unchanged by the core.
+fn made_as_received(call: &Call, raw: &Value) -> bool {
+    let field = |k: &str| raw.get(k).and_then(Value::as_str);
+    field("id").is_some_and(|id| !id.is_empty())
+        && field("call_id") == call.id.as_deref()
+        && field("name") == Some(call.name.as_str())
+        && match &call.arguments {
+            Arguments::Raw(text) => field("arguments") == Some(text.as_str()),
+            Arguments::Json(_) => false,
+        }
 }
 
 /// A `function_call` input item: `call_id`, never the output item's `id` (it names an item that
@@ -512,23 +571,22 @@ impl OpenAiDecoder {
             }
             Some("response.output_item.done") => {
                 let item = obj.get("item").unwrap_or(&Value::Null);
-                match item.get("type").and_then(Value::as_str) {
-                    Some("function_call") => Ok(vec![Chunk {
-                        parts: vec![call_part(item)?],
-                        ..Chunk::default()
-                    }]),
-                    Some("reasoning") => {
-                        let mut raw = without_nulls(item);
-                        if let Some(m) = raw.as_object_mut() {
-                            m.shift_remove("status");
-                        }
-                        Ok(vec![Chunk {
-                            parts: vec![Part::Thought { raw }],
-                            ..Chunk::default()
-                        }])
-                    }
-                    _ => Ok(Vec::new()),
-                }
+                let part = match item.get("type").and_then(Value::as_str) {
+                    Some("function_call") => call_part(item)?,
+                    Some("reasoning") => Part::Thought {
+                        raw: as_input_item(item),
+                    },
+                    // The message whose text came as deltas: kept (never spoken again) so that a
+                    // reasoning item before it can be replayed with it (`model_items`).
+                    Some("message") => Part::Other {
+                        raw: as_input_item(item),
+                    },
+                    _ => return Ok(Vec::new()),
+                };
+                Ok(vec![Chunk {
+                    parts: vec![part],
+                    ..Chunk::default()
+                }])
             }
             Some("response.completed" | "response.incomplete") => {
                 self.done = true;
@@ -569,8 +627,17 @@ impl OpenAiDecoder {
     }
 }
 
-/// A finished `function_call` output item → a call part. Its input item is rendered from the call
-/// alone (`call_id`, `name`, `arguments`; never the item's `id` or `status`), so no raw is kept.
+/// An output item as an input item: without its `status` and its `null` members.
+fn as_input_item(item: &Value) -> Value {
+    let mut raw = without_nulls(item);
+    if let Some(m) = raw.as_object_mut() {
+        m.shift_remove("status");
+    }
+    raw
+}
+
+/// A finished `function_call` output item → a call part, the item kept as `raw` (its `id` with
+/// it), replayed verbatim after the reasoning item that led to it (`model_items`).
 fn call_part(item: &Value) -> Result<Part, StreamError> {
     let field = |k: &str| item.get(k).and_then(Value::as_str);
     let (Some(call_id), Some(name)) = (field("call_id"), field("name")) else {
@@ -586,18 +653,19 @@ fn call_part(item: &Value) -> Result<Part, StreamError> {
             name: name.to_owned(),
             arguments: Arguments::Raw(arguments),
         },
-        raw: Value::Null,
+        raw: as_input_item(item),
     })
 }
 
-/// `response.usage` → [`Usage`]; output excludes reasoning tokens.
+/// `response.usage` → [`Usage`]; `output_tokens` holds the reasoning tokens, which are taken off
+/// ([`visible_output`]).
 fn usage(u: &Value) -> Usage {
     let reasoning = count(u, &["output_tokens_details", "reasoning_tokens"]);
     Usage {
         input: count(u, &["input_tokens"]),
         cached_input: count(u, &["input_tokens_details", "cached_tokens"]),
         cache_write: count(u, &["input_tokens_details", "cache_write_tokens"]),
-        output: count(u, &["output_tokens"]).map(|o| o.saturating_sub(reasoning.unwrap_or(0))),
+        output: visible_output(count(u, &["output_tokens"]), reasoning, true),
         reasoning,
     }
 }

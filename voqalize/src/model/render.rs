@@ -320,6 +320,22 @@ pub(crate) fn count(value: &Value, path: &[&str]) -> Option<u64> {
         .and_then(Value::as_u64)
 }
 
+/// The output tokens a TurnStep reports: the reply's own, reasoning excluded (docs/protocol.md
+/// §6.15). `includes_reasoning`: the provider's output count holds the reasoning tokens too, so
+/// they are taken off. A count smaller than the reasoning it would hold cannot hold it (the
+/// provider counted reasoning apart after all): it is reported as sent, never hidden as 0.
+pub(crate) fn visible_output(
+    output: Option<u64>,
+    reasoning: Option<u64>,
+    includes_reasoning: bool,
+) -> Option<u64> {
+    let output = output?;
+    match reasoning {
+        Some(r) if includes_reasoning && r <= output => Some(output - r),
+        _ => Some(output),
+    }
+}
+
 /// `value` with every `null` member removed, at any depth.
 pub(crate) fn without_nulls(value: &Value) -> Value {
     match value {

@@ -383,6 +383,10 @@ struct Writer {
     usage: Option<(u64, u64)>,
     calls: usize,
     seq: u64,
+    /// Responses: the message whose text deltas are being written (its number and text so far),
+    /// closed by its `response.output_item.done` before the next item, as OpenAI streams it.
+    message: Option<(usize, String)>,
+    messages: usize,
 }
 
 impl Writer {
@@ -392,6 +396,8 @@ impl Writer {
             usage,
             calls: 0,
             seq: 0,
+            message: None,
+            messages: 0,
         }
     }
 
@@ -444,12 +450,42 @@ impl Writer {
     fn openai(&mut self, step: &Step) -> Vec<String> {
         let seq = self.seq;
         let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
+        if matches!(
+            step,
+            Step::Thought(_) | Step::Call { .. } | Step::Finish { .. }
+        ) && let Some((n, text)) = self.message.take()
+        {
+            let done = event(
+                "response.output_item.done",
+                json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,
+                    "item": {"id": format!("msg_{n}"), "type": "message", "status": "completed",
+                        "role": "assistant", "content": [{"type": "output_text", "text": text,
+                            "annotations": [], "logprobs": []}]}}),
+            );
+            let mut out = vec![done];
+            out.extend(self.openai(step));
+            return out;
+        }
         match step {
-            Step::Text(t) => vec![event(
-                "response.output_text.delta",
-                json!({"type": "response.output_text.delta", "sequence_number": seq,
-                    "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": t}),
-            )],
+            Step::Text(t) => {
+                let n = match &mut self.message {
+                    Some((n, text)) => {
+                        text.push_str(t);
+                        *n
+                    }
+                    None => {
+                        self.messages += 1;
+                        self.message = Some((self.messages, t.clone()));
+                        self.messages
+                    }
+                };
+                vec![event(
+                    "response.output_text.delta",
+                    json!({"type": "response.output_text.delta", "sequence_number": seq,
+                        "item_id": format!("msg_{n}"), "output_index": 0, "content_index": 0,
+                        "delta": t}),
+                )]
+            }
             Step::Thought(_) => vec![event(
                 "response.output_item.done",
                 json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,

@@ -255,6 +255,105 @@ pub(crate) fn drop_nulls_for_absent(value: &mut Value, schema: &Value, root: &Va
     }
 }
 
+/// For a provider whose enums are strings (Gemini, docs/protocol.md §6.15): the model sends the
+/// JSON text of a value the neutral schema lists (`"2"` for the `2` of an integer enum, `"true"`),
+/// and this turns each such string back into that value before the argument struct reads it, at
+/// any depth (properties, items, map values, every branch of a choice, `$ref`s). A string the
+/// enum lists as a string stays one.
+pub(crate) fn restore_enum_strings(decl: &ToolDecl, arguments: Arguments) -> Arguments {
+    let mut value = match arguments {
+        Arguments::Json(v) => v,
+        Arguments::Raw(text) => match serde_json::from_str(&text) {
+            Ok(v) => v,
+            // `prepare` reports what is wrong with it.
+            Err(_) => return Arguments::Raw(text),
+        },
+    };
+    restore_strings(&mut value, &decl.schema, &decl.schema, 0);
+    Arguments::Json(value)
+}
+
+/// One step of [`restore_enum_strings`]: `true` when `value` (a string) was turned back.
+fn restore_strings(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let Value::Object(node) = schema else {
+        return false;
+    };
+    if let Value::String(text) = value {
+        let listed = node
+            .get("enum")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice);
+        let constant = node.get("const").map(std::slice::from_ref);
+        for values in [listed, constant].into_iter().flatten() {
+            if values.iter().any(|v| v.as_str() == Some(text.as_str())) {
+                return false;
+            }
+            if let Some(v) = values
+                .iter()
+                .find(|v| !v.is_string() && v.to_string() == *text)
+            {
+                *value = v.clone();
+                return true;
+            }
+        }
+    }
+    let mut restored = false;
+    if node.contains_key("$ref")
+        && let Some(target) = resolve(schema, root, 0)
+        && !std::ptr::eq(target, schema)
+    {
+        restored |= restore_strings(value, target, root, depth + 1);
+    }
+    if let Some(Value::Array(parts)) = node.get("allOf") {
+        for part in parts {
+            restored |= restore_strings(value, part, root, depth + 1);
+        }
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(Value::Array(branches)) = node.get(key) else {
+            continue;
+        };
+        if value.is_string() {
+            // A scalar fits any branch: the first that lists it decides.
+            for b in branches {
+                if restore_strings(value, b, root, depth + 1) {
+                    return true;
+                }
+            }
+        } else if let Some(b) = best_branch(value, branches, root) {
+            restored |= restore_strings(value, b, root, depth + 1);
+        }
+    }
+    match value {
+        Value::Object(obj) => {
+            let props = node.get("properties").and_then(Value::as_object);
+            let others = node.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in obj.iter_mut() {
+                if let Some(p) = props.and_then(|p| p.get(k)).or(others) {
+                    restored |= restore_strings(v, p, root, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let prefix = match node.get("prefixItems") {
+                Some(Value::Array(p)) => &p[..],
+                _ => &[],
+            };
+            let rest = node.get("items").filter(|i| i.is_object());
+            for (i, v) in items.iter_mut().enumerate() {
+                if let Some(s) = prefix.get(i).or(rest) {
+                    restored |= restore_strings(v, s, root, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    restored
+}
+
 /// What an object schema says about an object's keys, `$ref`s, `allOf` parts and siblings
 /// included: the properties and the required names.
 fn object_view<'s>(

@@ -106,6 +106,8 @@
 //! [`ToolDecl::chat`] give each provider's declaration with the rewrites of [`Dialect`].
 
 mod dispatch;
+#[cfg(feature = "model")]
+pub(crate) use dispatch::restore_enum_strings;
 pub(crate) use dispatch::shortened;
 #[cfg(feature = "model")]
 pub(crate) use dispatch::shortened_to;

@@ -30,6 +30,7 @@ use crate::model::{ModelError, StreamError, ToolChoice};
 use crate::session::{Session, SpeechUnit, Step, Turn};
 use crate::tools::{
     Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
+    restore_enum_strings,
 };
 
 /// How long a tool waits for the speech before its call to reach the socket.
@@ -613,6 +614,12 @@ async fn chunk_in<B: Toolbox + ?Sized>(
                     refused(&kept)
                 } else {
                     st.runs += 1;
+                    let arguments = match tools.get(&name) {
+                        Some(decl) if st.model.inner.layer.enums_as_strings() => {
+                            restore_enum_strings(decl, arguments)
+                        }
+                        _ => arguments,
+                    };
                     let outcome = brain.call_tool(tools, &name, arguments).await;
                     if let Err(e) = &outcome.result
                         && allowed(st.model, |log| &mut log.failed_calls)

@@ -503,8 +503,10 @@ fn malformed_and_error_chunks() {
 
 #[test]
 fn usage_fields() {
-    let u = usage(&json!({"prompt_tokens": 10, "completion_tokens": 5,
-                          "cache_creation_input_tokens": 3}));
+    let u = usage(
+        &json!({"prompt_tokens": 10, "completion_tokens": 5, "cache_creation_input_tokens": 3}),
+        false,
+    );
     assert_eq!(
         u,
         Usage {
@@ -515,8 +517,11 @@ fn usage_fields() {
             reasoning: None,
         }
     );
-    let u = usage(&json!({"prompt_tokens": 10, "completion_tokens": 5,
-                          "prompt_tokens_details": {"cache_creation_tokens": 4}}));
+    let u = usage(
+        &json!({"prompt_tokens": 10, "completion_tokens": 5,
+                "prompt_tokens_details": {"cache_creation_tokens": 4}}),
+        false,
+    );
     assert_eq!(u.cache_write, Some(4));
     // The last usage seen wins.
     let chunks = decode(&[

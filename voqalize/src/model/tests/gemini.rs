@@ -227,7 +227,7 @@ fn decode_captured_stream() {
                     "open_booking",
                     Arguments::Json(json!({"city": "Paris", "nights": 2})),
                     // The rest of the part: what the call holds is rendered from it.
-                    json!({"functionCall": {}, "thoughtSignature": "c2lnMQ=="}),
+                    json!({"thoughtSignature": "c2lnMQ=="}),
                 )],
                 finished: true,
                 malformed: false,
@@ -249,7 +249,7 @@ fn call_without_id_or_args() {
             None,
             "show_help",
             Arguments::Json(json!({})),
-            json!({"functionCall": {}})
+            Value::Null
         )]
     );
     assert_eq!(chunks[0].usage, None);
@@ -875,7 +875,7 @@ fn a_call_is_rendered_from_what_the_core_holds_with_its_signature() {
     let Part::Call { call, raw } = chunks[0].parts[0].clone() else {
         panic!("a call")
     };
-    assert_eq!(raw, json!({"functionCall": {}, "thoughtSignature": "c2ln"}));
+    assert_eq!(raw, json!({"thoughtSignature": "c2ln"}));
     // The core refused it: no arguments; the signature is still replayed on its part.
     let refused = Part::Call {
         call: Call {

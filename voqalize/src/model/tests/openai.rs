@@ -19,7 +19,7 @@ fn reasoning_item(id: &str, encrypted: Option<&str>) -> Part {
     Part::Thought { raw }
 }
 
-/// A call as the decoder hands it on: everything in the call, no raw.
+/// A call as the core holds it after a refusal or as made by another layer: no item kept.
 fn fc(call_id: &str, name: &str, arguments: &str) -> Part {
     call(
         Some(call_id),
@@ -27,6 +27,24 @@ fn fc(call_id: &str, name: &str, arguments: &str) -> Part {
         Arguments::Raw(arguments.into()),
         Value::Null,
     )
+}
+
+/// A call as the decoder hands it on: the call, and its item as received (`fc_…` id included).
+fn fc_item(id: &str, call_id: &str, name: &str, arguments: &str) -> Part {
+    call(
+        Some(call_id),
+        name,
+        Arguments::Raw(arguments.into()),
+        json!({"id": id, "type": "function_call", "arguments": arguments, "call_id": call_id, "name": name}),
+    )
+}
+
+/// The `message` item the decoder keeps of a reply whose text came as deltas.
+fn message_item(id: &str, text: &str) -> Part {
+    Part::Other {
+        raw: json!({"type": "message", "id": id, "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}),
+    }
 }
 
 fn input_of(layer: &OpenAi, history: &[Entry]) -> Value {
@@ -60,6 +78,7 @@ fn captured_second_turn_body() {
             vec![
                 reasoning_item("rs_1", Some("gAAAAenc")),
                 text("Opening it"),
+                message_item("msg_1", "Opening it"),
                 fc("call_A", "open_booking", r#"{"city":"Paris"}"#),
             ],
         ),
@@ -91,7 +110,8 @@ fn captured_second_turn_body() {
         "input": [
             {"role": "user", "content": "book Paris"},
             {"id": "rs_1", "summary": [], "type": "reasoning", "encrypted_content": "gAAAAenc"},
-            {"role": "assistant", "content": "Opening it"},
+            {"type": "message", "id": "msg_1", "role": "assistant",
+             "content": [{"type": "output_text", "text": "Opening it", "annotations": []}]},
             {"type": "function_call", "call_id": "call_A", "name": "open_booking",
              "arguments": "{\"city\":\"Paris\"}"},
             {"type": "function_call_output", "call_id": "call_A", "output": "{\"result\":\"ok\"}"},
@@ -305,7 +325,8 @@ fn f13_function_call_replayed_by_call_id_and_orphan_reasoning_dropped() {
             {"role": "user", "content": "what time is it?"},
             {"role": "user", "content": "and the weather?"}])
     );
-    // A result exists: matched by call_id, never by the item id.
+    // A result exists: the call follows its reasoning as it was made, so both go back verbatim
+    // (the call with its item id); the result is matched by call_id.
     let mut d = OpenAiDecoder::new(usize::MAX);
     let chunks = d
         .item(named(
@@ -332,13 +353,13 @@ fn f13_function_call_replayed_by_call_id_and_orphan_reasoning_dropped() {
         ),
     ];
     let input = input_of(&layer(), &history);
+    assert_eq!(input[1]["id"], "rs_1");
     assert_eq!(
         input[2],
-        json!({"type": "function_call", "call_id": "call_9", "name": "get_current_time",
-               "arguments": "{}"})
+        json!({"id": "fc_9", "type": "function_call", "call_id": "call_9",
+               "name": "get_current_time", "arguments": "{}"})
     );
     assert_eq!(input[3]["call_id"], "call_9");
-    assert!(!input.to_string().contains("fc_9"));
 }
 
 #[test]
@@ -425,7 +446,12 @@ fn decode_captured_stream() {
                 ..Chunk::default()
             },
             Chunk {
-                parts: vec![fc("call_A", "open_booking", r#"{"city":"Paris"}"#)],
+                parts: vec![fc_item(
+                    "fc_1",
+                    "call_A",
+                    "open_booking",
+                    r#"{"city":"Paris"}"#
+                )],
                 ..Chunk::default()
             },
             Chunk {

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::keywords::{append_description, map_children, type_of_value};
+use super::keywords::map_children;
 use super::merge::merge_schema;
 
 /// The keys Gemini's schema subset keeps, minus `title`, `default` and `example`, which are
@@ -134,25 +134,29 @@ fn split_type_list(m: &mut Map<String, Value>) -> bool {
     nullable
 }
 
-/// Gemini's enums are strings: a string enum stays (without `null`), any other is listed in the
-/// description and typed by its first value. Returns whether `null` was a value.
+/// Gemini's enums are strings: every enum becomes a string enum (without `null`), a value that is
+/// not a string written as its JSON text (`1`, `2.5`, `true`), so the model keeps the constraint.
+/// The dispatcher turns such a string back into the neutral value before the argument is read
+/// ([`restore_enum_strings`](crate::tools::dispatch)). Returns whether `null` was a value.
 fn rewrite_enum(m: &mut Map<String, Value>) -> bool {
     let Some(Value::Array(values)) = m.remove("enum") else {
         return false;
     };
     let nullable = values.iter().any(Value::is_null);
-    let present: Vec<Value> = values.into_iter().filter(|v| !v.is_null()).collect();
-    if !present.is_empty() && present.iter().all(Value::is_string) {
+    let mut present: Vec<Value> = Vec::with_capacity(values.len());
+    for v in values {
+        let text = match v {
+            Value::Null => continue,
+            Value::String(s) => Value::String(s),
+            other => Value::String(other.to_string()),
+        };
+        if !present.contains(&text) {
+            present.push(text);
+        }
+    }
+    if !present.is_empty() {
         m.insert("type".into(), json!("string"));
         m.insert("enum".into(), Value::Array(present));
-    } else if !present.is_empty() {
-        if !m.contains_key("type")
-            && let Some(t) = present.first().and_then(type_of_value)
-        {
-            m.insert("type".into(), json!(t));
-        }
-        let listed: Vec<String> = present.iter().map(Value::to_string).collect();
-        append_description(m, &format!("One of: {}.", listed.join(", ")));
     }
     nullable
 }
