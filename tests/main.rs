@@ -5,6 +5,7 @@
 
 mod auth;
 mod codec;
+mod corpus;
 mod hosting;
 mod kit;
 mod port;

@@ -1097,6 +1097,80 @@ async fn gemini_integral_floats_are_integers_and_a_wrong_type_is_an_error() {
     );
 }
 
+/// A pace, from a fixed set of integers.
+#[json_type]
+struct Pace {
+    /// How fast.
+    #[schemars(extend("enum" = [1, 2, 3]))]
+    speed: u8,
+    /// More of them, any depth.
+    #[serde(default)]
+    #[schemars(extend("items" = {"type": "integer", "enum": [1, 2, 3]}))]
+    more: Vec<u8>,
+}
+
+/// A brain with one tool whose argument is an integer enum.
+struct Pacer {
+    model: Model,
+    log: Arc<Log>,
+}
+
+impl ModelBrain for Pacer {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+}
+
+#[brain]
+impl Pacer {
+    /// Set the pace.
+    #[tool]
+    async fn set_pace(&self, args: Pace) -> &'static str {
+        self.log
+            .push(format!("set_pace {} {:?}", args.speed, args.more));
+        "set"
+    }
+}
+
+/// Issue 16 (2): Gemini takes enums only of strings. An integer enum goes out as the strings of
+/// its values, so the model keeps the constraint, and the model's `"2"` reaches the tool as `2`;
+/// OpenAI keeps the integers, and a string there stays the error it is.
+#[tokio::test]
+async fn gemini_integer_enums_are_declared_as_strings_and_read_back_as_integers() {
+    for provider in [Provider::Gemini, Provider::OpenAi] {
+        let server = ModelServer::start(provider).await.unwrap();
+        let log = Arc::new(Log::default());
+        let base = server.base_url();
+        let l = log.clone();
+        let mut v = driver(move || Pacer {
+            model: Model::new(layer(provider, &base, "enums", Duration::from_secs(5))),
+            log: l.clone(),
+        })
+        .await;
+        server.reply(
+            Reply::new()
+                .call("set_pace", json!({"speed": "2", "more": ["3", "1"]}))
+                .finish(),
+        );
+        server.reply(Reply::new().text("OK.").finish());
+        v.start_silent().await.unwrap();
+        silent_turn(&mut v, "faster", 1).await;
+        v.user_says("and?").await.unwrap();
+        let first = server.requests()[0].body.clone();
+        if provider == Provider::Gemini {
+            let speed =
+                &first["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]["speed"];
+            assert_eq!(speed["type"], "string", "{speed}");
+            assert_eq!(speed["enum"], json!(["1", "2", "3"]), "{speed}");
+            assert_eq!(log.events(), ["set_pace 2 [3, 1]"]);
+        } else {
+            let speed = &first["tools"][0]["parameters"]["properties"]["speed"];
+            assert_eq!(speed["enum"], json!([1, 2, 3]), "{speed}");
+            assert!(log.events().is_empty(), "{:?}", log.events());
+        }
+    }
+}
+
 /// case 29: a tool returning nothing is `{"result": null}`.
 #[tokio::test]
 async fn a_tool_returning_nothing_is_a_null_result() {
@@ -2384,6 +2458,15 @@ async fn decision_reasoning_is_replayed_only_whole_and_encrypted() {
         "{input}"
     );
     assert_eq!(input[1]["encrypted_content"], "gAAAAenc");
+    // The reply heard in full follows its reasoning as the message item it was, id and all.
+    assert_eq!(input[2]["type"], "message", "{input}");
+    assert!(
+        input[2]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("msg_")),
+        "{input}"
+    );
+    assert_eq!(input[2]["content"][0]["text"], "Sure thing.", "{input}");
     assert!(
         input[4]["content"].to_string().contains("A long"),
         "{input}"

@@ -541,7 +541,7 @@ impl ChatDecoder {
             return Ok(Vec::new());
         }
         if data == "[DONE]" {
-            return self.finish();
+            return self.finish(true);
         }
         let Some(event) = parse_within(&self.provider, data, self.limits.max_kept_bytes)? else {
             return Ok(vec![Chunk {
@@ -664,9 +664,11 @@ impl ChatDecoder {
     }
 
     /// The finished chunk: every call in index order (arrival order within an index), then the
-    /// last usage seen. Refused when no choice ever finished: the stream was cut.
-    fn finish(&mut self) -> Result<Vec<Chunk>, StreamError> {
-        if !self.finish_seen {
+    /// last usage seen. At the stream's end (`done_marker` false), refused when no choice ever
+    /// finished: the stream was cut. `[DONE]` is an end of its own: some servers (Novita behind
+    /// OpenRouter) never set a `finish_reason` (docs/protocol.md §6.15).
+    fn finish(&mut self, done_marker: bool) -> Result<Vec<Chunk>, StreamError> {
+        if !self.finish_seen && !done_marker {
             return Err(StreamError::Truncated {
                 provider: self.provider.clone(),
                 expected: "finish_reason",
@@ -799,7 +801,7 @@ impl Decoder for ChatDecoder {
         if self.done {
             Ok(Vec::new())
         } else {
-            self.finish()
+            self.finish(false)
         }
     }
 

@@ -131,7 +131,7 @@ pub mod json {
     pub use serde_json::Value;
 }
 
-pub use schema::Dialect;
+pub use schema::{Dialect, SchemaLoss};
 
 /// How long a tool call may take before the voice core warns about it, in ms (once per session,
 /// then a count per 10 s). Nothing is cancelled: the user waited for the tool, and the warning
@@ -156,7 +156,8 @@ pub struct ToolDecl {
     has_arguments: bool,
     schema: Value,
     problem: Option<String>,
-    rewritten: [OnceLock<(Value, Vec<String>)>; 3],
+    rewritten: [OnceLock<schema::Rewritten>; 3],
+    loss_warning: [Once; 3],
     strict_warning: Once,
 }
 
@@ -183,6 +184,7 @@ impl ToolDecl {
             schema: schema.unwrap_or_else(schema::empty_parameters),
             problem,
             rewritten: Default::default(),
+            loss_warning: [Once::new(), Once::new(), Once::new()],
             strict_warning: Once::new(),
         }
     }
@@ -218,22 +220,41 @@ impl ToolDecl {
         &self.schema
     }
 
-    fn rewritten(&self, dialect: Dialect) -> &(Value, Vec<String>) {
-        self.rewritten[dialect.index()].get_or_init(|| {
-            let r = schema::rewrite(&self.schema, dialect);
-            (r.schema, r.strict_problems)
-        })
+    fn rewritten(&self, dialect: Dialect) -> &schema::Rewritten {
+        self.rewritten[dialect.index()].get_or_init(|| schema::rewrite(&self.schema, dialect))
     }
 
-    /// The parameter schema rewritten for `dialect`.
+    /// The parameter schema rewritten for `dialect`. The first time a tool that loses part of
+    /// its schema to a provider is declared to it, one warning names the tool, the provider and
+    /// each loss ([`losses`](Self::losses)).
     pub fn parameters(&self, dialect: Dialect) -> &Value {
-        &self.rewritten(dialect).0
+        let rewritten = self.rewritten(dialect);
+        if !rewritten.losses.is_empty() {
+            self.loss_warning[dialect.index()].call_once(|| {
+                let listed: Vec<String> = rewritten.losses.iter().map(ToString::to_string).collect();
+                tracing::warn!(
+                    "tool {} is declared to {} without part of its schema, so the model is not told: {}",
+                    self.name,
+                    dialect.provider(),
+                    listed.join("; ")
+                );
+            });
+        }
+        &rewritten.schema
+    }
+
+    /// What the declaration for `dialect` drops or weakens of the neutral schema: a map's value
+    /// type, an exclusive bound, a format... (Gemini's OpenAPI subset cannot say them; OpenAI's
+    /// strict mode takes only some formats). Empty when the provider is told everything; a test
+    /// can assert that for the providers a brain uses.
+    pub fn losses(&self, dialect: Dialect) -> &[SchemaLoss] {
+        &self.rewritten(dialect).losses
     }
 
     /// Why this tool cannot be declared with `strict: true` (a map field, a field of any JSON
     /// value...). Empty when it can. A tool that cannot be strict is declared `strict: false`.
     pub fn strict_problems(&self) -> &[String] {
-        &self.rewritten(Dialect::OpenAiStrict).1
+        &self.rewritten(Dialect::OpenAiStrict).strict_problems
     }
 
     /// The strict flag actually sent, and the matching schema.

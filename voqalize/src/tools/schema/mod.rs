@@ -34,6 +34,7 @@ mod formats;
 mod gemini;
 mod inline;
 mod keywords;
+mod losses;
 mod merge;
 mod nullable;
 mod openai;
@@ -48,6 +49,7 @@ use flatten::unite_root_choices;
 use gemini::gemini;
 use inline::{Inliner, RefKey};
 pub(crate) use keywords::has_type;
+pub use losses::SchemaLoss;
 pub(crate) use nullable::accepts_null;
 use openai::openai;
 use reference::SchemaRef;
@@ -72,6 +74,15 @@ pub enum Dialect {
 impl Dialect {
     #[cfg(test)]
     pub(crate) const ALL: [Dialect; 3] = [Dialect::Gemini, Dialect::OpenAi, Dialect::OpenAiStrict];
+
+    /// The provider a declaration in this dialect goes to, for log lines.
+    pub(crate) fn provider(self) -> &'static str {
+        match self {
+            Dialect::Gemini => "Gemini",
+            Dialect::OpenAi => "OpenAI",
+            Dialect::OpenAiStrict => "OpenAI (strict)",
+        }
+    }
 
     pub(crate) fn index(self) -> usize {
         match self {
@@ -131,10 +142,12 @@ pub(crate) fn root_problem(neutral: &Value) -> Option<String> {
     }
 }
 
-/// A rewritten schema, and for [`Dialect::OpenAiStrict`] the reasons it cannot be strict.
+/// A rewritten schema, for [`Dialect::OpenAiStrict`] the reasons it cannot be strict, and what
+/// the dialect's pass dropped of the neutral schema.
 pub(crate) struct Rewritten {
     pub(crate) schema: Value,
     pub(crate) strict_problems: Vec<String>,
+    pub(crate) losses: Vec<SchemaLoss>,
 }
 
 /// Rewrites a neutral schema for `dialect`.
@@ -171,6 +184,7 @@ pub(crate) fn rewrite(neutral: &Value, dialect: Dialect) -> Rewritten {
              strict mode needs one object at the root"
         ));
     }
+    let before = root.clone();
     let mut schema = match dialect {
         Dialect::Gemini => gemini(root),
         Dialect::OpenAi => openai(root, false, "", &mut problems),
@@ -192,8 +206,10 @@ pub(crate) fn rewrite(neutral: &Value, dialect: Dialect) -> Rewritten {
     if dialect == Dialect::OpenAiStrict && schema.get("type") != Some(&json!("object")) {
         problems.push("the parameter schema is not an object".into());
     }
+    let losses = losses::losses(&before, &schema);
     Rewritten {
         schema,
         strict_problems: problems,
+        losses,
     }
 }

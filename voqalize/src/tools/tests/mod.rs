@@ -6,6 +6,7 @@
 mod calls;
 mod enums;
 mod field_faults;
+mod losses;
 mod providers;
 mod refs;
 mod session;
