@@ -10,6 +10,7 @@ mod hosting;
 mod kit;
 mod port;
 mod relay;
+mod request_schemas;
 mod session;
 mod support;
 mod voice;

@@ -577,9 +577,10 @@ impl OpenAiDecoder {
                         raw: as_input_item(item),
                     },
                     // The message whose text came as deltas: kept (never spoken again) so that a
-                    // reasoning item before it can be replayed with it (`model_items`).
+                    // reasoning item before it can be replayed with it (`model_items`). Its
+                    // `status` stays: an output message given back as input requires one.
                     Some("message") => Part::Other {
-                        raw: as_input_item(item),
+                        raw: without_nulls(item),
                     },
                     _ => return Ok(Vec::new()),
                 };
