@@ -1171,6 +1171,38 @@ async fn gemini_integer_enums_are_declared_as_strings_and_read_back_as_integers(
     }
 }
 
+/// Issue 16 (3): chat `content` sent as a list of typed parts (Mistral's reasoning models) speaks
+/// its `text` parts, never its `thinking` ones; reasoning beside the content is never spoken; a
+/// shape no server is known to send is not spoken either, and is said once in the log.
+#[tokio::test]
+async fn chat_content_parts_speak_text_only_and_an_unknown_shape_is_logged() {
+    logs();
+    let (rig, mut v) = rig(Provider::Chat, "content-parts").await;
+    rig.server.reply(
+        Reply::new()
+            .raw(&chat_chunk(json!({"reasoning_content": "Let me think."}), Value::Null))
+            .raw(&chat_chunk(
+                json!({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Hmm."}]}]}),
+                Value::Null,
+            ))
+            .raw(&chat_chunk(
+                json!({"content": [{"type": "text", "text": "Sure, "}]}),
+                Value::Null,
+            ))
+            .raw(&chat_chunk(
+                json!({"content": [{"type": "hologram", "text": "never said"}]}),
+                Value::Null,
+            ))
+            .raw(&chat_chunk(json!({"content": "here it is."}), json!("stop")))
+            .raw("data: [DONE]\n\n"),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("go").await.unwrap();
+    assert_eq!(turn.text(), "Sure, here it is.");
+    let line = line_with(&mut v, &["a delta's content has a shape"]).await;
+    assert!(line.contains("hologram"), "{line}");
+}
+
 /// case 29: a tool returning nothing is `{"result": null}`.
 #[tokio::test]
 async fn a_tool_returning_nothing_is_a_null_result() {

@@ -21,7 +21,7 @@ use super::render::{
 };
 use super::sse::SseItem;
 use super::within::parse_within;
-use crate::logline::outside;
+use crate::logline::{outside, outside_n};
 use crate::tools::Arguments;
 
 /// The API root [`Chat::from_env`] uses when `OPENAI_BASE_URL` is not set.
@@ -713,7 +713,7 @@ impl ChatDecoder {
 /// (or other reasoning) parts. Reasoning sent beside the content (`reasoning_content`,
 /// `reasoning`, `reasoning_details`: DeepSeek, Groq, vLLM, Ollama, OpenRouter) is never read
 /// here: it is not spoken, and chat messages have no slot to send it back. A shape the decoder
-/// does not know is logged once per process (docs/protocol.md §6.15).
+/// does not know is logged once per kind ([`unknown_content`], docs/protocol.md §6.15).
 fn spoken(content: &Value, parts: &mut Vec<Part>) {
     match content {
         Value::Null => {}
@@ -740,19 +740,39 @@ fn spoken(content: &Value, parts: &mut Vec<Part>) {
     }
 }
 
-/// A `content` shape no chat server is known to send: said once, so a new shape is seen, not
-/// logged per delta.
+/// A `content` shape no chat server is known to send: said once per kind (its `type`, or its JSON
+/// type), for the first [`UNKNOWN_KINDS`] kinds a process meets, so a new shape is seen and a
+/// server sending it in every delta writes one line, not a line per delta.
 fn unknown_content(value: &Value) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        let text = value.to_string();
-        tracing::warn!(
-            "chat completions: a delta's content has a shape this SDK does not read, so it is \
-             not spoken: {} (later ones are not logged)",
-            outside(&text)
-        );
-    });
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let kind = match value.get("type").and_then(Value::as_str) {
+        Some(t) => outside_n(t, 40).to_string(),
+        None => match value {
+            Value::Object(_) => "an object without a type".to_owned(),
+            Value::Array(_) => "a list".to_owned(),
+            Value::Bool(_) => "a boolean".to_owned(),
+            Value::Number(_) => "a number".to_owned(),
+            Value::String(_) | Value::Null => "a string".to_owned(),
+        },
+    };
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.len() >= UNKNOWN_KINDS || seen.contains(&kind) {
+        return;
+    }
+    seen.push(kind.clone());
+    drop(seen);
+    let text = value.to_string();
+    tracing::warn!(
+        "chat completions: a delta's content has a shape this SDK does not read ({kind}), so it \
+         is not spoken: {} (later ones of this kind are not logged)",
+        outside(&text)
+    );
 }
+
+/// How many kinds of unknown `content` a process logs (one line each) before it logs no more.
+const UNKNOWN_KINDS: usize = 8;
 
 /// A chat `usage` object → [`Usage`]. `output` is the reply's tokens without reasoning: OpenAI's
 /// `completion_tokens` (and DeepSeek's, and most servers') counts reasoning inside it, so reasoning
