@@ -137,8 +137,24 @@ impl Verifier {
 
 #[cfg(test)]
 mod tests {
+    use crate::HostError;
+
     #[test]
     fn the_embedded_production_key_parses() {
         assert!(super::parse_key(super::PRODUCTION_PUBLIC_KEY).is_ok());
+    }
+
+    #[test]
+    fn a_rejected_session_id_is_shown_clipped_and_escaped() {
+        let id = format!("sess\n\u{202e}{}", "x".repeat(5_000));
+        let shown = HostError::Rejected {
+            session_id: id.clone(),
+        }
+        .to_string();
+        assert!(
+            !shown.contains('\n') && !shown.contains('\u{202e}'),
+            "{shown}"
+        );
+        assert!(shown.len() < 400, "{} bytes", shown.len());
     }
 }

@@ -43,10 +43,11 @@ pub enum HostError {
     /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
     #[error("unreadable public key: {0}")]
     BadKey(#[source] jsonwebtoken::errors::Error),
-    /// The token failed verification; the channel was closed with 4000.
-    #[error("unauthorized session {session_id}")]
+    /// The token failed verification; the channel was closed with 4000. The message shows the
+    /// session id as every string from a peer is shown (clipped, control characters escaped).
+    #[error("unauthorized session {}", crate::logline::outside(session_id))]
     Rejected {
-        /// The session id the upgrade named.
+        /// The session id the upgrade named, as the peer sent it.
         session_id: String,
     },
     /// The WebSocket connection could not be accepted (TCP or handshake failure).
