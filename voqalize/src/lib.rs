@@ -55,12 +55,14 @@
 //!
 //! `docs/protocol.md` in the repository describes the wire and session rules this crate
 //! implements; comments cite it as `docs/protocol.md §N`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod actions;
 pub mod brain;
 pub mod channel;
 pub mod host;
 #[cfg(feature = "logging")]
+#[cfg_attr(docsrs, doc(cfg(feature = "logging")))]
 pub mod logging;
 mod logline;
 pub mod model;
@@ -69,14 +71,17 @@ mod private;
 mod queue;
 mod recover;
 #[cfg(feature = "relay")]
+#[cfg_attr(docsrs, doc(cfg(feature = "relay")))]
 pub mod relay;
 mod runtime;
 pub mod session;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod tools;
 pub mod typescript;
 #[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub mod voice;
 pub mod wire;
 

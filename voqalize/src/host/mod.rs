@@ -36,8 +36,8 @@ pub use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TOO_BIG};
 pub enum HostError {
     /// No verification keys and no `allow_unverified`: every token would be refused.
     #[error(
-        "no verification keys: pass a public key (HostOptions::public_key) or call \
-         HostOptions::allow_unverified() for development"
+        "no verification keys: pass at least one PEM public key to \
+         HostOptions::with_public_keys, or call HostOptions::allow_unverified() for development"
     )]
     NoKeys,
     /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
@@ -219,6 +219,7 @@ impl HostOptions {
     }
 
     /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
+    #[must_use]
     pub fn queue_maxsize(mut self, maxsize: usize) -> Self {
         self.limits.queue_maxsize = if maxsize == 0 { 256 } else { maxsize };
         self
@@ -229,6 +230,7 @@ impl HostOptions {
     /// frames behind it wait on the inbound lane, within its bounds: a peer that sends a hundred
     /// messages at once cannot run a hundred turns, each a model request, at once. A warning is
     /// logged once, then counted.
+    #[must_use]
     pub fn max_turns(mut self, turns: usize) -> Self {
         self.limits.max_turns = turns.max(1);
         self
@@ -239,12 +241,14 @@ impl HostOptions {
     /// RTVI frames are shed as past [`queue_maxsize`](Self::queue_maxsize) (one `OVERLOAD` per
     /// episode); past twice it any frame overflows and the call ends (docs/protocol.md §3.3). A
     /// lane counts each frame's text and JSON payloads; a turn's frames weigh a few kilobytes.
+    #[must_use]
     pub fn queue_max_bytes(mut self, bytes: usize) -> Self {
         self.limits.queue_max_bytes = bytes.max(64 * 1024);
         self
     }
 
     /// How long `configure` and `cancel_speech` wait for Voqalize's answer (default 10 s).
+    #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.limits.request_timeout = timeout;
         self
@@ -252,6 +256,7 @@ impl HostOptions {
 
     /// How long after the upgrade a peer has to send `SessionStart` before the connection is
     /// closed (default 10 s), so idle sockets cannot hold the process's file descriptors.
+    #[must_use]
     pub fn session_start_timeout(mut self, timeout: Duration) -> Self {
         self.limits.start_timeout = timeout;
         self
@@ -260,6 +265,7 @@ impl HostOptions {
     /// At most `n` calls hosted at once by the adapters sharing these options (default: no cap).
     /// A connection beyond it is refused at the upgrade with HTTP 503, at once, instead of being
     /// accepted and left to time out.
+    #[must_use]
     pub fn max_sessions(mut self, n: usize) -> Self {
         self.admission = Arc::new(Admission {
             max: Some(n),
@@ -300,6 +306,7 @@ impl HostOptions {
     /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
     /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
     /// connection (a peer gone without a close) ends and `on_session_end` runs.
+    #[must_use]
     pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
         self.limits.ping_interval = ping_interval.max(Duration::from_millis(10));
         self.limits.pong_timeout = pong_timeout;
@@ -309,6 +316,7 @@ impl HostOptions {
     /// The largest JSON text a frame may carry in `SessionStart.init` or RTVI `data`, in bytes
     /// (default 64 KiB), checked before it is parsed. A bigger `init` refuses the session
     /// (fatal `PROTOCOL`, `End`); bigger RTVI data is skipped with a log line.
+    #[must_use]
     pub fn max_json_bytes(mut self, bytes: usize) -> Self {
         self.limits.max_json = bytes;
         self
@@ -323,6 +331,7 @@ impl HostOptions {
     /// `Error{INTERNAL, fatal}`, `End` and close 1011 instead of being sent (docs/protocol.md §3.2).
     /// On the relay leg it bounds each call's messages after the demux: a bigger one ends that call
     /// only, with its `End` (`RelayBuilder::frame_headroom` sizes the shared socket's own limit).
+    #[must_use]
     pub fn max_message_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_message = bytes.max(1024);
         self.limits.max_frame = self.socket.max_message;
@@ -333,6 +342,7 @@ impl HostOptions {
     /// of any width, and at most the message limit less 64 bytes of a frame's own). A longer write to a speech unit (a model's text delta can be of
     /// any length) goes out as several chunks, cut at character boundaries, in order: their
     /// concatenation is the text written.
+    #[must_use]
     pub fn max_chunk_bytes(mut self, bytes: usize) -> Self {
         self.limits.chunk_bytes = bytes;
         self
@@ -346,6 +356,7 @@ impl HostOptions {
     /// leg keeps a batch's bytes until that flush (docs/protocol.md §2.1). Behind axum each frame
     /// is written as it is fed unless the write buffer holds a batch: a few KiB there trade that
     /// much memory per speaking call for one `write` per batch.
+    #[must_use]
     pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
         self.socket.read_buffer = read.max(256);
         self.socket.write_buffer = write;
@@ -356,6 +367,7 @@ impl HostOptions {
     /// included): past it the write fails and the call ends, instead of buffering forever. On the
     /// relay leg it bounds each call's bytes waiting for the shared socket: past it that call's
     /// writer waits (a single bigger frame fails its send and the call ends, with its `End`).
+    #[must_use]
     pub fn max_write_backlog_bytes(mut self, bytes: usize) -> Self {
         self.socket.max_write_backlog = bytes;
         self

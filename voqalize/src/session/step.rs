@@ -48,12 +48,14 @@ impl Step {
 
     /// Who served it (empty, the default, for the brain's own work), cut to
     /// [`Step::MAX_TEXT_BYTES`].
+    #[must_use]
     pub fn provider(mut self, provider: impl Into<String>) -> Self {
         self.provider = bounded(provider.into(), Self::MAX_TEXT_BYTES);
         self
     }
 
     /// How long it took, in ms.
+    #[must_use]
     pub fn duration_ms(mut self, ms: u32) -> Self {
         self.duration_ms = ms;
         self
@@ -61,12 +63,14 @@ impl Step {
 
     /// When it started, in ms after the turn's stimulus arrived. Unset, it is computed as
     /// `now − turn start − duration` (at least 0).
+    #[must_use]
     pub fn start_ms(mut self, ms: u32) -> Self {
         self.start_ms = Some(ms);
         self
     }
 
     /// ms from the step's start to its first output. `0` is sent as 0, distinct from unset.
+    #[must_use]
     pub fn first_output_ms(mut self, ms: u32) -> Self {
         self.first_output_ms = Some(ms);
         self
@@ -75,6 +79,7 @@ impl Step {
     /// Adds a count such as `input_tokens`, its key cut to [`Step::MAX_KEY_BYTES`]. Counts that
     /// were not measured should be left out, never sent as 0. Past [`Step::MAX_COUNTS`] keys, a
     /// count with a new key is left out.
+    #[must_use]
     pub fn count(mut self, key: impl Into<String>, value: u64) -> Self {
         let key = bounded(key.into(), Self::MAX_KEY_BYTES);
         if self.counts.len() < Self::MAX_COUNTS || self.counts.contains_key(&key) {

@@ -230,6 +230,7 @@ pub struct ConfigBuilder {
 
 impl ConfigBuilder {
     /// Sets the voice (`tts.voice`): a [`Voice`] or a voice id string.
+    #[must_use]
     pub fn voice(mut self, voice: impl Into<VoiceChoice>) -> Self {
         self.tts.get_or_insert_with(Default::default).voice = Some(voice.into());
         self
@@ -237,6 +238,7 @@ impl ConfigBuilder {
 
     /// Sets the spoken language (`tts.language`): a [`Language`] or a BCP-47 tag. Needs
     /// [`stt_language`](Self::stt_language) too.
+    #[must_use]
     pub fn tts_language(mut self, language: impl Into<LanguageChoice>) -> Self {
         self.tts.get_or_insert_with(Default::default).language = Some(language.into());
         self
@@ -244,24 +246,28 @@ impl ConfigBuilder {
 
     /// Sets the language listened for (`stt.language`). Needs [`tts_language`](Self::tts_language)
     /// too.
+    #[must_use]
     pub fn stt_language(mut self, language: impl Into<LanguageChoice>) -> Self {
         self.stt.get_or_insert_with(Default::default).language = Some(language.into());
         self
     }
 
     /// Sets both language legs to the same language.
+    #[must_use]
     pub fn language(self, language: impl Into<LanguageChoice>) -> Self {
         let l = language.into();
         self.stt_language(l.clone()).tts_language(l)
     }
 
     /// Sets `stt.patience`, a 0..=10 scale (not ms).
+    #[must_use]
     pub fn patience(mut self, patience: u32) -> Self {
         self.stt.get_or_insert_with(Default::default).patience = Some(patience);
         self
     }
 
     /// Sets `idle.timeout_ms` (0 disables idle detection).
+    #[must_use]
     pub fn idle_timeout_ms(mut self, timeout_ms: u32) -> Self {
         self.idle = Some(IdleConfig {
             timeout_ms: Some(timeout_ms),
@@ -270,6 +276,7 @@ impl ConfigBuilder {
     }
 
     /// Touches the idle section without setting a field.
+    #[must_use]
     pub fn idle_section(mut self) -> Self {
         self.idle.get_or_insert_with(Default::default);
         self
