@@ -54,6 +54,7 @@ pub(crate) struct DecodeLimits {
 
 impl DecodeLimits {
     /// No bound a test or a benchmark would reach.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) const UNBOUNDED: DecodeLimits = DecodeLimits {
         max_calls: usize::MAX - 1,
         max_argument_bytes: usize::MAX - 1,

@@ -56,6 +56,8 @@ use crate::brain::MakeBrain;
 use crate::host::HostOptions;
 
 pub use connect::RelayError;
+/// The relay's inbound frame parser, for the fuzz target: only with the `testing` feature.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use mux::RelayInbound;
 

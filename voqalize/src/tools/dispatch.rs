@@ -260,6 +260,7 @@ pub(crate) fn drop_nulls_for_absent(value: &mut Value, schema: &Value, root: &Va
 /// and this turns each such string back into that value before the argument struct reads it, at
 /// any depth (properties, items, map values, every branch of a choice, `$ref`s). A string the
 /// enum lists as a string stays one.
+#[cfg(feature = "model")]
 pub(crate) fn restore_enum_strings(decl: &ToolDecl, arguments: Arguments) -> Arguments {
     let mut value = match arguments {
         Arguments::Json(v) => v,
@@ -274,6 +275,7 @@ pub(crate) fn restore_enum_strings(decl: &ToolDecl, arguments: Arguments) -> Arg
 }
 
 /// One step of [`restore_enum_strings`]: `true` when `value` (a string) was turned back.
+#[cfg(feature = "model")]
 fn restore_strings(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
     if depth > 64 {
         return false;

@@ -18,11 +18,6 @@
 //! All positions are counted in Unicode scalar values (chars), never bytes, and the text tests
 //! (case folding, whitespace, word characters) are Unicode-aware.
 
-#![allow(
-    dead_code,
-    reason = "the turn loop that calls the guard is written elsewhere"
-)]
-
 use std::mem;
 
 /// How a function call written as text opens a response. Ordinary speech, in any language,
@@ -266,7 +261,8 @@ impl Guard {
     }
 
     /// An undecided opening or a tail is held back (text arrived that is not spoken yet, and
-    /// may still be).
+    /// may still be). What the guard's tests check after each piece.
+    #[cfg(test)]
     pub(crate) fn is_holding(&self) -> bool {
         (self.leaked.is_none() && !self.held.is_empty()) || !self.tail.is_empty()
     }
