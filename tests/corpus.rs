@@ -21,7 +21,7 @@ use voqalize::prelude::*;
 use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
 
-use crate::support::{driver, logs};
+use crate::support::{driver, heard_turn, logs};
 
 /// A brain with no tools of its own: every recorded call is answered (with an error result naming
 /// the missing tool) and kept in the history, where the next request shows it as the core holds
@@ -275,30 +275,7 @@ async fn replay(r: &Recording) -> Result<(), String> {
     })
     .await;
     v.start_silent().await.map_err(|e| e.to_string())?;
-    let turn = v.send_user_message("go").await.map_err(|e| e.to_string())?;
-    let reported = v
-        .wait_for(Duration::from_secs(5), |v| {
-            v.turn_steps()
-                .iter()
-                .any(|s| s.turn_id == turn && s.kind == "model")
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    if !reported {
-        return Err("no model TurnStep".into());
-    }
-    v.quiesce(Duration::from_millis(40), Duration::from_secs(2))
-        .await
-        .map_err(|e| e.to_string())?;
-    let units: Vec<(u64, String)> = v
-        .units()
-        .filter(|u| u.turn_id == turn)
-        .map(|u| (u.speech_id, u.text()))
-        .collect();
-    let spoken: String = units.iter().map(|(_, t)| t.as_str()).collect();
-    for (id, text) in units {
-        v.finalize(id, &text).await.map_err(|e| e.to_string())?;
-    }
+    let (turn, spoken) = heard_turn(&mut v, "go").await?;
     // The recording's own request (a retry is a second `model` step of the turn).
     let counts = v
         .turn_steps()

@@ -8,7 +8,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use prost_reflect::{DeserializeOptions, DynamicMessage};
 use serde_json::{Value, json};
@@ -16,7 +15,7 @@ use voqalize::prelude::*;
 use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
 
-use crate::support::{Log, driver};
+use crate::support::{Log, driver, heard_turn};
 
 /// A size, a string enum.
 #[json_type]
@@ -133,35 +132,10 @@ async fn bodies(provider: Provider, strict: bool) -> Vec<Value> {
     server.reply(Reply::new().text("Enjoy.").finish());
     v.start_silent().await.expect("a session");
     for said in ["a table for two", "and the menu", "thanks"] {
-        turn(&mut v, said).await;
+        heard_turn(&mut v, said).await.expect("a turn");
     }
     assert_eq!(log.events(), ["reserve Ada"], "the call ran");
     server.requests().into_iter().map(|r| r.body).collect()
-}
-
-/// The user says `text`; the turn's model step is awaited and what it spoke is heard in full.
-async fn turn(v: &mut Voqalize, text: &str) {
-    let turn = v.send_user_message(text).await.expect("a turn");
-    let reported = v
-        .wait_for(Duration::from_secs(5), |v| {
-            v.turn_steps()
-                .iter()
-                .any(|s| s.turn_id == turn && s.kind == "model")
-        })
-        .await
-        .expect("the session");
-    assert!(reported, "turn {turn} reported its model step");
-    v.quiesce(Duration::from_millis(40), Duration::from_secs(2))
-        .await
-        .expect("the session");
-    let units: Vec<(u64, String)> = v
-        .units()
-        .filter(|u| u.turn_id == turn)
-        .map(|u| (u.speech_id, u.text()))
-        .collect();
-    for (id, heard) in units {
-        v.finalize(id, &heard).await.expect("the session");
-    }
 }
 
 fn root() -> std::path::PathBuf {

@@ -151,3 +151,37 @@ pub fn logs() -> &'static Capture {
         capture
     })
 }
+
+/// The user says `text` on a model-backed turn that may speak nothing (calls only): waits for the
+/// turn's first `model` step, lets the session go quiet, and finalizes every unit of the turn as
+/// heard in full. Gives the turn id and what its units said, joined.
+///
+/// # Errors
+/// The driver's error, or no `model` step within 5 s.
+pub async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), String> {
+    let turn = v.send_user_message(text).await.map_err(|e| e.to_string())?;
+    let reported = v
+        .wait_for(Duration::from_secs(5), |v| {
+            v.turn_steps()
+                .iter()
+                .any(|s| s.turn_id == turn && s.kind == "model")
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if !reported {
+        return Err(format!("turn {turn} reported no model step"));
+    }
+    v.quiesce(Duration::from_millis(40), Duration::from_secs(2))
+        .await
+        .map_err(|e| e.to_string())?;
+    let units: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    let spoken = units.iter().map(|(_, t)| t.as_str()).collect();
+    for (id, heard) in units {
+        v.finalize(id, &heard).await.map_err(|e| e.to_string())?;
+    }
+    Ok((turn, spoken))
+}

@@ -56,8 +56,15 @@ impl Assembly {
         }
     }
 
-    /// Merges whole `args` sent with a part (keys of later parts win).
+    /// Merges whole `args` sent with a part (keys of later parts win). The first `args` are moved
+    /// in as they are: a whole call's arguments are already bounded by what one part may take, and
+    /// the core measures every complete call against `max_argument_bytes`; only what is merged
+    /// onto them is counted against the budget.
     pub(crate) fn merge_args(&mut self, args: Map<String, Value>) {
+        if self.args.is_empty() {
+            self.args = args;
+            return;
+        }
         for (k, v) in args {
             self.bytes = self.bytes.saturating_add(k.len() + 4 + json_text_bytes(&v));
             if self.bytes > self.budget {
