@@ -1280,6 +1280,34 @@ async fn a_call_written_as_text_mid_speech_keeps_the_words_before_it() {
     );
 }
 
+/// A call written as text after speech began, then the stream breaks off before its finish: the
+/// words the user heard stay in the history (the unit book is the record of what was said, even
+/// after the unit closed at the leak).
+#[tokio::test]
+async fn words_before_a_call_written_as_text_stay_when_the_stream_then_fails() {
+    logs();
+    let (rig, mut v) = rig(Provider::Gemini, "leak-then-fail").await;
+    rig.server.reply(
+        Reply::new()
+            .text("Opening it now. ")
+            .text("{\"name\": \"open_booking\"}"),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("book Rome").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["Opening it now. "]);
+    line_with(&mut v, &["model=leak-then-fail", "request failed"]).await;
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 1),
+        [
+            "user: T(book Rome)",
+            "model: T(Opening it now. )",
+            "user: T(next)"
+        ]
+    );
+}
+
 /// case 32: a malformed finish with nothing, twice: two warnings, no speech, the history keeps
 /// only the user.
 #[tokio::test]

@@ -1026,16 +1026,11 @@ fn decode_other(mut obj: Map<String, Value>) -> Option<Part> {
             raw: Value::Object(obj),
         });
     }
-    // Text alone is moved out and needs no raw; text with a signature keeps the whole part.
+    // The text is moved out. Text alone needs no raw; text with a signature keeps the rest of
+    // the part, its `text` key left empty in its place (rendering writes the text back there).
     let signed = obj.len() > 1;
     let text = match obj.get_mut("text") {
-        Some(Value::String(text)) if !text.is_empty() => {
-            if signed {
-                text.clone()
-            } else {
-                std::mem::take(text)
-            }
-        }
+        Some(Value::String(text)) if !text.is_empty() => std::mem::take(text),
         _ => {
             let part = Value::Object(obj);
             return (!is_empty_part(&part)).then_some(Part::Other { raw: part });

@@ -52,8 +52,9 @@ impl Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Part {
     /// Spoken text. `raw` is the provider's part object when it carries more than the text
-    /// (Gemini: `{"text": .., "thoughtSignature": ..}`), else `Value::Null`. A layer renders the
-    /// part from `text` (which heard truth may have rewritten), keeping every other key of `raw`.
+    /// (Gemini: `{"text": "", "thoughtSignature": ..}`, its text moved out into `text` and the
+    /// key left empty in its place), else `Value::Null`. A layer renders the part from `text`
+    /// (which heard truth may have rewritten), keeping every other key of `raw`.
     /// `trimmed` is set when heard truth rewrote or dropped text of this response.
     Text {
         text: String,

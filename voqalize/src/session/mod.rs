@@ -461,6 +461,13 @@ impl Session {
         lock(&self.shared.units).abandon_waiters();
     }
 
+    /// What speech unit `speech_id` said: its text on the wire while open, what was heard of it
+    /// once finalized (see `UnitBook::said`).
+    #[cfg(feature = "model")]
+    pub(crate) fn said(&self, speech_id: u64) -> String {
+        self.units().said(speech_id)
+    }
+
     /// The unit book, locked. Speaking holds it across the push of a frame and the bookkeeping
     /// that depends on it.
     fn units(&self) -> std::sync::MutexGuard<'_, UnitBook> {

@@ -184,6 +184,23 @@ impl UnitBook {
         }
     }
 
+    /// What unit `id` said, as far as the book knows: the text it put on the wire while it is
+    /// open, what the user heard of it once it was finalized; empty for a unit the book no longer
+    /// remembers. The voice core reads it to keep a response's history to what was said
+    /// (docs/protocol.md §6.7).
+    #[cfg(feature = "model")]
+    pub(crate) fn said(&self, id: u64) -> String {
+        if let Some(s) = self.spoken.get(&id) {
+            return s.text.clone();
+        }
+        self.settled
+            .iter()
+            .rev()
+            .find(|f| f.speech_id == id)
+            .map(|f| f.heard.clone())
+            .unwrap_or_default()
+    }
+
     /// The brain closes unit `id`: whether its `SpeechEnd` goes out now.
     pub(crate) fn end(&mut self, id: u64) -> EndAction {
         if !self.open.contains(&id) || self.ended.contains(&id) {

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use crate::model::history::Kept;
 use crate::model::layer::DecodeLimits;
 
 /// The default of [`Bounds::response_bytes`]: 1 MiB.
@@ -70,6 +71,18 @@ impl Bounds {
             max_argument_bytes: self.argument_bytes,
             max_parts: self.parts_per_response,
             max_kept_bytes: self.response_bytes,
+        }
+    }
+
+    /// Whether a response whose tally would be `kept` passes a bound on what one response keeps:
+    /// its parts, or its bytes as the history counts them.
+    pub(crate) fn over_kept(&self, kept: Kept) -> Option<Tripped> {
+        if kept.parts > self.parts_per_response {
+            Some(Tripped::Parts(self.parts_per_response))
+        } else if kept.bytes > self.response_bytes {
+            Some(Tripped::KeptBytes(self.response_bytes))
+        } else {
+            None
         }
     }
 }

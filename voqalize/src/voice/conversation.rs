@@ -73,8 +73,9 @@ impl Conversation {
         self.push(Role::User, vec![Part::text(text)])
     }
 
+    /// Where entry `id` is, searched from the newest: what a turn writes is at the end.
     fn position(&self, id: EntryId) -> Option<usize> {
-        self.entries.iter().position(|e| e.id == id)
+        self.entries.iter().rposition(|e| e.id == id)
     }
 
     /// Appends a part to the model turn `id` (gone if heard truth removed it meanwhile: then the

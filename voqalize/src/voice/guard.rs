@@ -18,6 +18,7 @@
 //! All positions are counted in Unicode scalar values (chars), never bytes, and the text tests
 //! (case folding, whitespace, word characters) are Unicode-aware.
 
+use std::borrow::Cow;
 use std::mem;
 
 /// How a function call written as text opens a response. Ordinary speech, in any language,
@@ -149,6 +150,11 @@ pub(crate) fn looks_like_call(opening: &str) -> Option<bool> {
 /// One response's text screen: feed it every text piece of the response in order
 /// ([`release`](Self::release)), then tell it how the response ended
 /// ([`settle`](Self::settle)); speak exactly the pieces it returns.
+///
+/// What it releases borrows the piece it was given wherever it can: speech under way with no
+/// tail held goes out as the piece itself, so screening copies no text. Only what it holds back
+/// (an undecided opening, a tail) is copied, and that is short. It keeps no record of what was
+/// said: the session's unit book is that record.
 #[derive(Debug, Default)]
 pub(crate) struct Guard {
     /// Opening pieces not yet released, while the opening is undecided.
@@ -161,9 +167,17 @@ pub(crate) struct Guard {
     /// The end of speech under way that could still start a call marker (`default`, `{"na`,
     /// one backtick); at most [`TAIL_SCAN`] chars.
     tail: String,
-    /// Every piece released to be spoken, in order.
-    said: Vec<String>,
+    /// The last char released, so a letter marker is recognised only at a word start even
+    /// across pieces.
+    last: Option<char>,
+    /// The chars being screened (the last char, the tail, the piece), kept between pieces so
+    /// screening allocates nothing once it has grown to the longest piece.
+    scratch: Vec<char>,
 }
+
+/// The pieces one call of the guard releases, in order; each borrows the piece given to it when
+/// it can.
+pub(crate) type Released<'a> = Vec<Cow<'a, str>>;
 
 impl Guard {
     /// A screen for a response that has produced no text yet.
@@ -178,20 +192,20 @@ impl Guard {
     /// released less anything from a call marker on and less a tail that could still become
     /// one; a tail held from the previous piece goes out first, as its own piece. After a
     /// call written as text, nothing is released.
-    pub(crate) fn release(&mut self, piece: &str) -> Vec<String> {
-        let pieces = match self.leaked {
-            Some(true) => return Vec::new(),
-            Some(false) => vec![piece.to_owned()],
+    pub(crate) fn release<'a>(&mut self, piece: &'a str) -> Released<'a> {
+        let mut out = Vec::new();
+        match self.leaked {
+            Some(true) => {}
+            Some(false) => self.scan(piece, &mut out),
             None => {
                 self.held.push(piece.to_owned());
                 self.leaked = looks_like_call(&self.held.concat());
-                if self.leaked != Some(false) {
-                    return Vec::new();
+                if self.leaked == Some(false) {
+                    self.release_held(&mut out);
                 }
-                mem::take(&mut self.held)
             }
-        };
-        pieces.iter().flat_map(|p| self.scan(p)).collect()
+        }
+        out
     }
 
     /// The response finished (`malformed` = it ended because its output did not parse), or the
@@ -201,25 +215,17 @@ impl Guard {
     /// is not the start of a call: both are released. A malformed finish speaks nothing more:
     /// it never releases the tail, and with the opening still undecided it counts as a call
     /// written as text (the call the model tried to make never ran).
-    pub(crate) fn settle(&mut self, malformed: bool) -> Vec<String> {
+    pub(crate) fn settle(&mut self, malformed: bool) -> Released<'static> {
         self.malformed = malformed;
         if malformed && self.leaked.is_none() {
             self.leaked = Some(true);
             self.held.clear();
         }
-        let mut out = Vec::new();
-        if self.leaked.is_none() {
-            self.leaked = Some(false);
-            for piece in mem::take(&mut self.held) {
-                out.extend(self.scan(&piece));
-            }
+        if malformed {
+            self.tail.clear();
+            return Vec::new();
         }
-        let tail = mem::take(&mut self.tail);
-        if !tail.is_empty() && self.leaked == Some(false) && !malformed {
-            self.said.push(tail.clone());
-            out.push(tail);
-        }
-        out
+        self.release_holdings()
     }
 
     /// A real call part arrived: what is held in case it began a call written as text (an
@@ -228,20 +234,8 @@ impl Guard {
     /// text (a code fence in front of the call) stays unspoken.
     ///
     /// [`settle`]: Self::settle
-    pub(crate) fn before_call(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.leaked.is_none() {
-            self.leaked = Some(false);
-            for piece in mem::take(&mut self.held) {
-                out.extend(self.scan(&piece));
-            }
-        }
-        let tail = mem::take(&mut self.tail);
-        if !tail.is_empty() && self.leaked == Some(false) {
-            self.said.push(tail.clone());
-            out.push(tail);
-        }
-        out
+    pub(crate) fn before_call(&mut self) -> Released<'static> {
+        self.release_holdings()
     }
 
     /// `None` while undecided, `Some(false)` for speech, `Some(true)` once a call written as
@@ -255,16 +249,36 @@ impl Guard {
         self.malformed
     }
 
-    /// Every piece released so far, joined: what the response has said.
-    pub(crate) fn said(&self) -> String {
-        self.said.concat()
-    }
-
     /// An undecided opening or a tail is held back (text arrived that is not spoken yet, and
     /// may still be). What the guard's tests check after each piece.
     #[cfg(test)]
     pub(crate) fn is_holding(&self) -> bool {
         (self.leaked.is_none() && !self.held.is_empty()) || !self.tail.is_empty()
+    }
+
+    /// The model stopped writing text (it finished, or made a real call): an undecided opening
+    /// is speech, and a held tail is not the start of a call.
+    fn release_holdings(&mut self) -> Released<'static> {
+        let mut out = Vec::new();
+        if self.leaked.is_none() {
+            self.leaked = Some(false);
+            self.release_held(&mut out);
+        }
+        let tail = mem::take(&mut self.tail);
+        if !tail.is_empty() && self.leaked == Some(false) {
+            self.last = tail.chars().last();
+            out.push(Cow::Owned(tail));
+        }
+        out
+    }
+
+    /// The opening was decided as speech: every held piece is screened as speech, in order.
+    fn release_held<'a>(&mut self, out: &mut Released<'a>) {
+        for piece in mem::take(&mut self.held) {
+            let mut released = Vec::new();
+            self.scan(&piece, &mut released);
+            out.extend(released.into_iter().map(|p| Cow::Owned(p.into_owned())));
+        }
     }
 
     /// Speech under way: releases `text` (after the held tail) less anything from a call
@@ -273,40 +287,55 @@ impl Guard {
     /// The last char already spoken is put in front, so a letter marker is recognised only
     /// where it starts a word (`mydefault_api:` is not a call) even across pieces. What is
     /// released keeps the boundaries it arrived with: the old tail, then the new piece.
-    fn scan(&mut self, text: &str) -> Vec<String> {
+    fn scan<'a>(&mut self, text: &'a str, out: &mut Released<'a>) {
         if self.leaked == Some(true) {
-            return Vec::new();
+            return;
         }
-        let context = self.said.last().and_then(|piece| piece.chars().last());
-        let full: Vec<char> = context
-            .into_iter()
-            .chain(self.tail.chars())
-            .chain(text.chars())
-            .collect();
-        let start = usize::from(context.is_some());
-        let split = start + self.tail.chars().count();
-        let end = match find_spoken_call(&full, start) {
+        let old_tail = mem::take(&mut self.tail);
+        let full = &mut self.scratch;
+        full.clear();
+        full.extend(
+            self.last
+                .into_iter()
+                .chain(old_tail.chars())
+                .chain(text.chars()),
+        );
+        let start = usize::from(self.last.is_some());
+        let split = start + old_tail.chars().count();
+        let end = match find_spoken_call(full, start) {
             Some(hit) => {
                 self.leaked = Some(true);
-                self.tail.clear();
                 hit
             }
             None => {
-                let end = tail_start(&full, start);
+                let end = tail_start(full, start);
                 self.tail = full[end..].iter().collect();
                 end
             }
         };
-        let mut out = Vec::new();
-        if end.min(split) > start {
-            out.push(full[start..end.min(split)].iter().collect());
+        if end > start {
+            self.last = Some(full[end - 1]);
+        }
+        let from_tail = end.min(split).saturating_sub(start);
+        if from_tail > 0 {
+            let cut = byte_at(&old_tail, from_tail);
+            out.push(Cow::Owned(if cut == old_tail.len() {
+                old_tail
+            } else {
+                old_tail[..cut].to_owned()
+            }));
         }
         if end > split {
-            out.push(full[split..end].iter().collect());
+            out.push(Cow::Borrowed(&text[..byte_at(text, end - split)]));
         }
-        self.said.extend(out.iter().cloned());
-        out
     }
+}
+
+/// The byte offset of the `chars`-th char of `text` (its length when it has no more).
+fn byte_at(text: &str, chars: usize) -> usize {
+    text.char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(at, _)| at)
 }
 
 /// Whitespace wherever the rules skip it: Unicode `White_Space`, plus the four information
@@ -568,38 +597,63 @@ const NOT_WORD: [u32; 482] = [
 mod tests {
     use super::*;
 
-    /// What a guard did with one response: the release of every piece, then the settle.
+    /// What a guard did with one response: the release of every piece, then the settle, and
+    /// everything released, joined.
     struct Run {
         guard: Guard,
         steps: Vec<Vec<String>>,
         settled: Vec<String>,
+        said: String,
+    }
+
+    fn owned(released: Released<'_>) -> Vec<String> {
+        released.into_iter().map(Cow::into_owned).collect()
     }
 
     /// Feeds `pieces` to a new guard one by one, then settles it if `finish` is given
-    /// (`Some(malformed)`); checks that `said()` is exactly every released piece, joined.
+    /// (`Some(malformed)`).
     fn run(pieces: &[&str], finish: Option<bool>) -> Run {
         let mut guard = Guard::new();
-        let mut released = String::new();
         let mut steps = Vec::new();
         for piece in pieces {
-            let out = guard.release(piece);
-            released.extend(out.iter().map(String::as_str));
-            assert_eq!(guard.said(), released, "said() after {piece:?}");
-            steps.push(out);
+            steps.push(owned(guard.release(piece)));
         }
-        let settled = finish.map_or_else(Vec::new, |malformed| guard.settle(malformed));
-        released.extend(settled.iter().map(String::as_str));
-        assert_eq!(guard.said(), released, "said() after settling");
+        let settled = finish.map_or_else(Vec::new, |malformed| owned(guard.settle(malformed)));
+        let said = steps
+            .iter()
+            .flatten()
+            .chain(&settled)
+            .map(String::as_str)
+            .collect();
         Run {
             guard,
             steps,
             settled,
+            said,
         }
     }
 
     /// `Vec<String>` from string literals, for comparing releases.
     fn v(pieces: &[&str]) -> Vec<String> {
         pieces.iter().map(|p| (*p).to_owned()).collect()
+    }
+
+    #[test]
+    fn speech_under_way_is_released_without_a_copy() {
+        let mut g = Guard::new();
+        // The opening is held until it is decided, so it goes out as a copy.
+        assert_eq!(g.release("Hello there, "), ["Hello there, "]);
+        let more = String::from("how are you?");
+        let out = g.release(&more);
+        assert!(matches!(out[..], [Cow::Borrowed(p)] if std::ptr::eq(p, more.as_str())));
+        // A held tail is a copy; the piece after it is borrowed again.
+        let r = g.release(" Let me check d");
+        assert_eq!(r, [" Let me check "]);
+        let out = g.release("octors.");
+        assert!(
+            matches!(out[..], [Cow::Owned(_), Cow::Borrowed("octors.")]),
+            "{out:?}"
+        );
     }
 
     #[test]
@@ -634,7 +688,6 @@ mod tests {
             v(&["Default", " settings are on."])
         );
         assert!(!g.is_holding());
-        assert_eq!(g.said(), "Default settings are on.");
     }
 
     #[test]
@@ -643,7 +696,7 @@ mod tests {
         assert_eq!(r.steps, [v(&[]), v(&[])]);
         assert!(r.settled.is_empty());
         assert_eq!(r.guard.leaked(), Some(true));
-        assert_eq!(r.guard.said(), "");
+        assert_eq!(r.said, "");
     }
 
     #[test]
@@ -681,7 +734,7 @@ mod tests {
         assert_eq!(r.steps, [v(&["Opening it now. "]), v(&[])]);
         assert!(r.settled.is_empty());
         assert_eq!(r.guard.leaked(), Some(true));
-        assert_eq!(r.guard.said(), "Opening it now. ");
+        assert_eq!(r.said, "Opening it now. ");
     }
 
     #[test]
@@ -744,7 +797,6 @@ mod tests {
         let mut g = Guard::new();
         assert_eq!(g.release("Checking the default"), ["Checking the "]);
         assert_eq!(g.before_call(), ["default"]);
-        assert_eq!(g.said(), "Checking the default");
         assert!(g.before_call().is_empty());
         let mut fence = Guard::new();
         assert!(fence.release("```tool_code").is_empty());
@@ -810,7 +862,7 @@ mod tests {
     fn call_d_then_octor_keeps_the_boundaries() {
         let r = run(&["Call d", "octor Who."], Some(false));
         assert_eq!(r.steps, [v(&["Call "]), v(&["d", "octor Who."])]);
-        assert_eq!(r.guard.said(), "Call doctor Who.");
+        assert_eq!(r.said, "Call doctor Who.");
     }
 
     #[test]
@@ -822,7 +874,7 @@ mod tests {
         assert_eq!(r.steps, [v(&["Sure. "]), v(&[]), v(&[]), v(&[])]);
         assert!(r.settled.is_empty());
         assert_eq!(r.guard.leaked(), Some(true));
-        assert_eq!(r.guard.said(), "Sure. ");
+        assert_eq!(r.said, "Sure. ");
     }
 
     #[test]
@@ -834,7 +886,6 @@ mod tests {
         assert!(g.release("api:x()").is_empty());
         assert_eq!(g.leaked(), Some(true));
         assert!(g.settle(false).is_empty());
-        assert_eq!(g.said(), "");
     }
 
     #[test]
@@ -865,7 +916,7 @@ mod tests {
     fn non_latin_text_and_emoji_around_boundaries() {
         let r = run(&["नमस्ते 😀 ", "default_api:x"], Some(false));
         assert_eq!(r.steps, [v(&["नमस्ते 😀 "]), v(&[])]);
-        assert_eq!(r.guard.said(), "नमस्ते 😀 ");
+        assert_eq!(r.said, "नमस्ते 😀 ");
         assert_eq!(r.guard.leaked(), Some(true));
 
         let r = run(&["😀 Call d", "octor 🎉"], Some(false));
@@ -873,7 +924,7 @@ mod tests {
 
         let r = run(&["日本語の{", "\"name\": 1}"], Some(false));
         assert_eq!(r.steps, [v(&["日本語の"]), v(&[])]);
-        assert_eq!(r.guard.said(), "日本語の");
+        assert_eq!(r.said, "日本語の");
 
         let r = run(&["Café 🎉 `", "`", "` ok"], Some(false));
         assert_eq!(r.steps, [v(&["Café 🎉 "]), v(&[]), v(&[])]);
@@ -928,7 +979,6 @@ mod tests {
         let brace_and_spaces = format!("{{{}", " ".repeat(63));
         assert_eq!(g.release(" "), v(&[&brace_and_spaces, " "]));
         assert!(!g.is_holding());
-        assert_eq!(g.said(), format!("Ok {brace_and_spaces} "));
     }
 
     #[test]
@@ -967,7 +1017,7 @@ mod tests {
         let r = run(&["Say d"], Some(true));
         assert_eq!(r.steps, [v(&["Say "])]);
         assert!(r.settled.is_empty());
-        assert_eq!(r.guard.said(), "Say ");
+        assert_eq!(r.said, "Say ");
         assert!(!r.guard.is_holding());
     }
 
@@ -976,7 +1026,7 @@ mod tests {
         let r = run(&["Here: ```", "more words", "and more"], Some(false));
         assert_eq!(r.steps, [v(&["Here: "]), v(&[]), v(&[])]);
         assert!(r.settled.is_empty());
-        assert_eq!(r.guard.said(), "Here: ");
+        assert_eq!(r.said, "Here: ");
     }
 
     #[test]
@@ -985,7 +1035,6 @@ mod tests {
         assert_eq!(g.leaked(), None);
         assert!(!g.is_holding());
         assert!(!g.malformed());
-        assert_eq!(g.said(), "");
     }
 
     #[test]

@@ -54,6 +54,7 @@ mod bounds;
 mod conversation;
 mod guard;
 mod report;
+mod response;
 mod turn;
 
 use std::future::Future;

@@ -3,34 +3,36 @@
 //!
 //! A turn is one request, plus a follow-up after a `#[needs_result_now]` tool (at most
 //! `max_tool_hops`, the last one forced to speak) and at most one retry after a call written as
-//! text. Speech opens lazily on the first word the guard releases; each tool runs the moment its
-//! call arrives, after the speech before it is on the wire, and its result is filed right after
-//! the call. A barge-in drops the turn's future at its next `.await`: [`TurnState`]'s `Drop` then
-//! removes an unanswered call, strips a unit whose words were never released, reports the request
-//! it paid for and logs the `turn:` line.
+//! text. Each response has one owner, a [`Response`]: the turn reads the stream, hands the
+//! response its parts, and runs each tool the moment its call arrives, after the speech before it
+//! is on the wire. A barge-in drops the turn's future at its next `.await`: [`TurnState`]'s `Drop`
+//! then abandons the open response (an unanswered call leaves the history, unheard text is cut),
+//! reports the request it paid for and logs the `turn:` line.
 //!
 //! Every response is read within the session's [`Bounds`] (docs/protocol.md §6.14): a bound that
 //! trips cuts the response where it tripped, answers the call that tripped it with an error the
 //! model reads, and logs one warning for the turn.
 
+use std::iter::Peekable;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::Value;
 
 use super::Model;
-use super::bounds::{Bounds, Tripped, kept_name};
-use super::guard::{Guard, RETRY_NOTE};
+use super::bounds::{Bounds, Tripped};
+use super::conversation::Conversation;
+use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
+use super::response::{Closed, Ending, Response};
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, outside, outside_n};
-use crate::model::history::{Call, Kept, Part, RequestSpec, Role, ToolResult, arguments_bytes};
+use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::Decoder;
 use crate::model::{ModelError, StreamError, ToolChoice};
-use crate::session::{Session, SpeechUnit, Step, Turn};
+use crate::session::{Session, Step, Turn};
 use crate::tools::{
-    Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
-    restore_enum_strings,
+    TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox, restore_enum_strings,
 };
 
 /// How long a tool waits for the speech before its call to reach the socket.
@@ -58,7 +60,7 @@ enum RequestError {
 
 /// How one request ended, for the turn loop.
 #[derive(Debug, Default)]
-struct HopEnd {
+struct RequestEnd {
     /// A `#[needs_result_now]` tool ran.
     awaited: bool,
     /// A call failed as text or malformed (the turn may ask once more).
@@ -67,25 +69,12 @@ struct HopEnd {
     cut: Option<Tripped>,
 }
 
-impl HopEnd {
-    fn add(&mut self, other: HopEnd) {
+impl RequestEnd {
+    fn add(&mut self, other: RequestEnd) {
         self.awaited |= other.awaited;
         self.stranded |= other.stranded;
         self.cut = self.cut.or(other.cut);
     }
-}
-
-/// One response being written: its model turn in the history, the guard on its text, the
-/// speech unit once a word was released.
-struct Response<'t> {
-    entry: u64,
-    guard: Guard,
-    /// What the response keeps in the history so far, for the bounds on it.
-    kept: Kept,
-    called: bool,
-    calls: usize,
-    results: Option<u64>,
-    speech: Option<SpeechUnit<'t>>,
 }
 
 /// Everything a turn must still clean up or report if its future is dropped.
@@ -95,9 +84,8 @@ pub(crate) struct TurnState<'t> {
     session: Session,
     tally: Tally,
     clock: Clock,
+    /// The response being written, from its first part to its finish.
     response: Option<Response<'t>>,
-    /// The model turn and call ordinal of the tool now running.
-    running: Option<(u64, usize)>,
     hop: Option<Hop>,
     /// The provider's id of the last request, for the `turn:` line.
     request_id: Option<String>,
@@ -107,7 +95,7 @@ pub(crate) struct TurnState<'t> {
     /// Tools run this turn, over all its requests.
     runs: usize,
     /// Calls read from the request in flight.
-    hop_calls: usize,
+    request_calls: usize,
     /// The first bound that tripped this turn (its one warning is logged then).
     tripped: Option<Tripped>,
     /// Items and parts handled since the turn last yielded its worker.
@@ -127,13 +115,12 @@ impl<'t> TurnState<'t> {
             tally: Tally::default(),
             clock: Clock::start(),
             response: None,
-            running: None,
             hop: None,
             request_id: None,
             bounds,
             deadline: tokio::time::Instant::now() + bounds.turn_deadline,
             runs: 0,
-            hop_calls: 0,
+            request_calls: 0,
             tripped: None,
             work: 0,
             text_calls_loud: None,
@@ -141,9 +128,14 @@ impl<'t> TurnState<'t> {
         }
     }
 
-    /// Counts one item or part handled; yields the worker every [`WORK_PER_YIELD`].
+    /// Counts one stream item handled; yields the worker every [`WORK_PER_YIELD`] items and parts.
     async fn pace(&mut self) {
         self.work += 1;
+        self.yield_if_due().await;
+    }
+
+    /// Yields the worker once [`WORK_PER_YIELD`] items and parts were handled since it last did.
+    async fn yield_if_due(&mut self) {
         if self.work >= WORK_PER_YIELD {
             self.work = 0;
             tokio::task::yield_now().await;
@@ -180,7 +172,7 @@ impl<'t> TurnState<'t> {
     /// arguments' bytes, the tools this turn ran (a call that would not run counts for neither).
     fn over_bound(&self, call: &Call, runs: bool) -> Option<Tripped> {
         let b = &self.bounds;
-        if self.hop_calls >= b.calls_per_response {
+        if self.request_calls >= b.calls_per_response {
             Some(Tripped::Calls(b.calls_per_response))
         } else if arguments_bytes(&call.arguments) > b.argument_bytes {
             Some(Tripped::ArgumentBytes(b.argument_bytes))
@@ -191,50 +183,12 @@ impl<'t> TurnState<'t> {
         }
     }
 
-    /// Whether keeping the next part, which makes the response's tally `kept`, passes a bound on
-    /// what one response keeps: its parts, or its bytes as the history counts them.
-    fn over_kept(&self, kept: Kept) -> Option<Tripped> {
-        let b = &self.bounds;
-        if kept.parts > b.parts_per_response {
-            Some(Tripped::Parts(b.parts_per_response))
-        } else if kept.bytes > b.response_bytes {
-            Some(Tripped::KeptBytes(b.response_bytes))
-        } else {
-            None
-        }
-    }
-
-    /// Files a call that passed a bound: in the history with no arguments (a name no tool has is
-    /// cut), answered with an error the model reads; no tool runs and no `tool` step is reported.
-    fn refuse(&mut self, entry: u64, call: Call, raw: serde_json::Value, bound: Tripped) {
-        let r = self.response();
-        r.calls += 1;
-        r.called = true;
-        let name = kept_name(&call.name);
-        let result = ToolResult {
-            call_id: call.id.clone(),
-            name: name.clone(),
-            response: json!({ "error": bound.answer(&name) }),
-        };
-        let call = Call {
-            id: call.id,
-            name,
-            arguments: Arguments::Raw("{}".to_owned()),
-        };
-        self.model
-            .conversation()
-            .extend(entry, Part::Call { call, raw });
-        let mut results = self.response().results;
-        self.model.conversation().file(entry, &mut results, result);
-        self.response().results = results;
-    }
-
     fn steps_on(&self) -> bool {
         self.model.inner.settings.report_steps
     }
 
     /// Ends the request in flight: its usage joins the turn's, its `model` step is reported.
-    fn end_hop(&mut self) {
+    fn end_request(&mut self) {
         if let Some(hop) = self.hop.take() {
             self.tally.add(hop.usage);
             if self.steps_on() {
@@ -245,82 +199,28 @@ impl<'t> TurnState<'t> {
         }
     }
 
-    /// Opens the response's model turn at its first part, of any kind.
-    fn response(&mut self) -> &mut Response<'t> {
-        let model = self.model;
-        self.response.get_or_insert_with(|| Response {
-            entry: model.conversation().push(Role::Model, Vec::new()),
-            guard: Guard::new(),
-            kept: Kept::default(),
-            called: false,
-            calls: 0,
-            results: None,
-            speech: None,
-        })
-    }
-
-    /// Speaks released pieces, opening the unit at the first one.
-    fn speak(&mut self, pieces: Vec<String>) {
-        if pieces.iter().all(String::is_empty) {
-            return;
-        }
+    /// The response being written, opened at its first part (of any kind).
+    fn response(&mut self, conversation: &mut Conversation) -> &mut Response<'t> {
         let turn = self.turn;
-        let model = self.model;
-        let Some(r) = self.response.as_mut() else {
-            return;
-        };
-        if r.speech.is_none() {
-            let unit = turn.open_unit();
-            if unit.started() {
-                model.conversation().speaking(unit.id(), Some(r.entry));
-            }
-            r.speech = Some(unit);
-            self.clock.mark_speak();
-        }
-        if let Some(unit) = r.speech.as_mut() {
-            for p in pieces.iter().filter(|p| !p.is_empty()) {
-                unit.write(p);
-            }
-        }
+        self.response
+            .get_or_insert_with(|| Response::open(turn, conversation))
     }
 
-    /// Closes the response at its finish (or the stream's end). True when it failed to make a
-    /// call it tried to make: written as text, or malformed.
-    fn close_response(&mut self, malformed: bool, settle: bool) -> bool {
-        if settle && let Some(r) = self.response.as_mut() {
-            let speak = r.guard.settle(malformed);
-            self.speak(speak);
+    /// A bound cut the open response: it ends where it is (see [`Response::abandon`]).
+    fn cut(&mut self, bound: Tripped) {
+        if let Some(r) = self.response.take() {
+            r.abandon(&mut self.model.conversation());
         }
-        let Some(mut r) = self.response.take() else {
-            return malformed;
-        };
-        if let Some(unit) = r.speech.take() {
-            unit.close();
-        }
-        let leaked = r.guard.leaked() == Some(true);
-        if leaked {
-            self.model.conversation().strip(r.entry, &r.guard.said());
-        }
-        (leaked || r.guard.malformed()) && !r.called
+        self.trip(bound);
     }
 
-    /// Closes a response a bound cut: its speech ends, held text is never released, and the
-    /// history keeps only what was said (and its calls). No retry follows a cut.
-    fn cut_response(&mut self) {
-        let Some(mut r) = self.response.take() else {
-            return;
-        };
-        let started = r.speech.as_ref().is_some_and(SpeechUnit::started);
-        if let Some(unit) = r.speech.take() {
-            unit.close();
-        }
-        if r.guard.leaked() != Some(false) {
-            let said = if started {
-                r.guard.said()
-            } else {
-                String::new()
-            };
-            self.model.conversation().strip(r.entry, &said);
+    /// The open response ended (a finish with no response open is stranded when malformed: the
+    /// model tried to make a call and nothing came of it).
+    fn close(&mut self, ending: Ending) -> Closed {
+        match self.response.take() {
+            Some(r) => r.close(&mut self.model.conversation(), ending, &mut self.clock),
+            None if ending == Ending::Malformed => Closed::Stranded,
+            None => Closed::Answered,
         }
     }
 
@@ -329,25 +229,10 @@ impl<'t> TurnState<'t> {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        let mut conversation = self.model.conversation();
-        if let Some((entry, ordinal)) = self.running.take() {
-            conversation.drop_call(entry, ordinal);
-        }
         if let Some(r) = self.response.take() {
-            let started = r.speech.as_ref().is_some_and(SpeechUnit::started);
-            if r.guard.leaked() != Some(false) || (r.speech.is_some() && !started) {
-                // Cut while its opening was held, while a call written as text streamed, or
-                // before its SpeechStart went out: none of its text was heard.
-                let said = if started {
-                    r.guard.said()
-                } else {
-                    String::new()
-                };
-                conversation.strip(r.entry, &said);
-            }
+            r.abandon(&mut self.model.conversation());
         }
-        drop(conversation);
-        self.end_hop();
+        self.end_request();
         if !allowed(self.model, |log| &mut log.turns) {
             return;
         }
@@ -393,10 +278,10 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
         } else {
             choice.clone()
         };
-        let end = match hop(&mut st, brain, &tools, &request_choice, note).await {
+        let end = match st.request(brain, &tools, &request_choice, note).await {
             Ok(end) => end,
             Err(e) => {
-                failed(&mut st, &e);
+                st.failed(&e);
                 return Ok(());
             }
         };
@@ -430,43 +315,6 @@ pub(crate) async fn run<B: Toolbox + ?Sized>(
     Ok(())
 }
 
-/// A request failed: log it with the provider and status, close what was speaking (it stays in
-/// the history with its partial text and is finalized like any unit), and speak the fallback line
-/// when the turn had said nothing yet, so the caller is not left in silence.
-fn failed(st: &mut TurnState<'_>, e: &RequestError) {
-    if let RequestError::Http(ModelError::Status {
-        request_id: Some(id),
-        ..
-    }) = e
-    {
-        st.request_id = Some(id.clone());
-    }
-    if let RequestError::Deadline(after) = e {
-        st.trip(Tripped::Deadline(*after));
-    } else if allowed(st.model, |log| &mut log.failed_requests) {
-        let layer = &st.model.inner.layer;
-        tracing::error!(
-            "turn: model={} provider={} request failed: {}",
-            layer.model(),
-            layer.provider(),
-            outside_n(&e.to_string(), ERROR_CHARS)
-        );
-    }
-    st.end_hop();
-    if let Some(r) = st.response.as_mut()
-        && let Some(unit) = r.speech.take()
-    {
-        unit.close();
-    }
-    if st.clock.speak.is_none()
-        && let Some(line) = &st.model.inner.settings.fallback
-    {
-        st.model.say_line(st.turn, line, false);
-        st.clock.mark_speak();
-    }
-    st.finish();
-}
-
 /// Waits for `future` until the turn's `deadline`.
 async fn before<T>(
     deadline: tokio::time::Instant,
@@ -481,221 +329,302 @@ async fn before<T>(
         .map_err(|_| RequestError::Deadline(limit))
 }
 
-/// One request and its stream, read within the turn's bounds and deadline.
-async fn hop<B: Toolbox + ?Sized>(
-    st: &mut TurnState<'_>,
-    brain: &B,
-    tools: &ToolSet,
-    choice: &ToolChoice,
-    note: bool,
-) -> Result<HopEnd, RequestError> {
-    let layer = st.model.inner.layer.clone();
-    let request = {
-        let conversation = st.model.conversation();
-        let instruction = st.model.instruction_now();
-        let spec = RequestSpec {
-            instruction: instruction.as_deref(),
-            history: conversation.entries(),
-            note: note.then_some(RETRY_NOTE),
-            tools,
-            choice,
-        };
-        layer.build(&spec)?
-    };
-    st.hop = Some(Hop::start());
-    st.hop_calls = 0;
-    let (bounds, deadline) = (st.bounds, st.deadline);
-    let limit = bounds.turn_deadline;
-    let open = http::open(&request, layer.timeouts(), bounds.response_bytes);
-    let mut stream: EventStream = before(deadline, limit, open).await??;
-    st.request_id = stream.request_id().map(str::to_owned);
-    let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
-    let mut end = HopEnd::default();
-    let tools_off = matches!(choice, ToolChoice::None);
-    loop {
-        let chunks = match before(deadline, limit, stream.next()).await? {
-            Some(Ok(item)) => decoder.item(item)?,
-            Some(Err(ModelError::ResponseTooLarge { limit })) => {
-                end.cut = Some(Tripped::ResponseBytes(limit));
-                break;
-            }
-            Some(Err(e)) => return Err(e.into()),
-            None => {
-                for chunk in decoder.end()? {
-                    end.add(chunk_in(st, brain, tools, tools_off, chunk).await);
-                    if end.cut.is_some() {
-                        break;
-                    }
-                }
-                break;
-            }
-        };
-        for chunk in chunks {
-            end.add(chunk_in(st, brain, tools, tools_off, chunk).await);
-            if end.cut.is_some() {
-                break;
-            }
-        }
-        if end.cut.is_some() || decoder.done() {
-            break;
-        }
-        st.pace().await;
-    }
-    drop(stream);
-    if let Some(bound) = end.cut {
-        st.cut_response();
-        st.trip(bound);
-    } else if st.response.is_some() {
-        // The stream ended with a response still open: close it so its speech is bracketed.
-        end.stranded |= st.close_response(false, true);
-    }
-    st.end_hop();
-    Ok(end)
+/// What [`TurnState::write_parts`] stopped at.
+enum Next {
+    /// A call, kept in the response's tally and with the speech before it released: run it.
+    Call(Call, Value),
+    /// The worker is due a yield; more parts follow.
+    Yield,
+    /// The chunk has no more parts.
+    Done,
 }
 
-/// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A call
-/// past a bound is refused and ends the chunk: the response is cut there.
-async fn chunk_in<B: Toolbox + ?Sized>(
-    st: &mut TurnState<'_>,
-    brain: &B,
-    tools: &ToolSet,
-    tools_off: bool,
-    chunk: crate::model::history::Chunk,
-) -> HopEnd {
-    st.clock.mark_open();
-    if let Some(hop) = st.hop.as_mut() {
-        hop.first.get_or_insert_with(|| hop.started.elapsed());
-        if chunk.usage.is_some() {
-            hop.usage = chunk.usage;
+impl TurnState<'_> {
+    /// One request and its stream, read within the turn's bounds and deadline.
+    async fn request<B: Toolbox + ?Sized>(
+        &mut self,
+        brain: &B,
+        tools: &ToolSet,
+        choice: &ToolChoice,
+        note: bool,
+    ) -> Result<RequestEnd, RequestError> {
+        let layer = self.model.inner.layer.clone();
+        let request = {
+            let conversation = self.model.conversation();
+            let instruction = self.model.instruction_now();
+            let spec = RequestSpec {
+                instruction: instruction.as_deref(),
+                history: conversation.entries(),
+                note: note.then_some(RETRY_NOTE),
+                tools,
+                choice,
+            };
+            layer.build(&spec)?
+        };
+        self.hop = Some(Hop::start());
+        self.request_calls = 0;
+        let (bounds, deadline) = (self.bounds, self.deadline);
+        let limit = bounds.turn_deadline;
+        let open = http::open(&request, layer.timeouts(), bounds.response_bytes);
+        let mut stream: EventStream = before(deadline, limit, open).await??;
+        self.request_id = stream.request_id().map(str::to_owned);
+        let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
+        let mut end = RequestEnd::default();
+        let tools_off = matches!(choice, ToolChoice::None);
+        loop {
+            let chunks = match before(deadline, limit, stream.next()).await? {
+                Some(Ok(item)) => decoder.item(item)?,
+                Some(Err(ModelError::ResponseTooLarge { limit })) => {
+                    end.cut = Some(Tripped::ResponseBytes(limit));
+                    break;
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => {
+                    for chunk in decoder.end()? {
+                        end.add(self.chunk(brain, tools, tools_off, chunk).await);
+                        if end.cut.is_some() {
+                            break;
+                        }
+                    }
+                    break;
+                }
+            };
+            for chunk in chunks {
+                end.add(self.chunk(brain, tools, tools_off, chunk).await);
+                if end.cut.is_some() {
+                    break;
+                }
+            }
+            if end.cut.is_some() || decoder.done() {
+                break;
+            }
+            self.pace().await;
         }
+        drop(stream);
+        if let Some(bound) = end.cut {
+            self.cut(bound);
+        } else if self.response.is_some() {
+            // The stream ended with a response still open: close it so its speech is bracketed.
+            end.stranded |= self.close(Ending::Finished) == Closed::Stranded;
+        }
+        self.end_request();
+        Ok(end)
     }
-    let mut end = HopEnd::default();
-    let mut speak = Vec::new();
-    for part in joined(chunk.parts) {
-        // Released words are on their way before the turn yields: a barge-in that lands here
-        // must find every released word in a unit, or it would stay in the history unsaid.
-        st.speak(std::mem::take(&mut speak));
-        st.pace().await;
-        let r = st.response();
-        let (entry, kept) = (r.entry, r.kept.with(&part));
-        // A part past what a response may keep is not kept, and the response is cut there.
-        if let Some(bound) = st.over_kept(kept) {
-            end.cut = Some(bound);
+
+    /// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A part
+    /// or a call past a bound ends the chunk: the response is cut there.
+    async fn chunk<B: Toolbox + ?Sized>(
+        &mut self,
+        brain: &B,
+        tools: &ToolSet,
+        tools_off: bool,
+        chunk: Chunk,
+    ) -> RequestEnd {
+        self.clock.mark_open();
+        if let Some(hop) = self.hop.as_mut() {
+            hop.first.get_or_insert_with(|| hop.started.elapsed());
+            if chunk.usage.is_some() {
+                hop.usage = chunk.usage;
+            }
+        }
+        let mut end = RequestEnd::default();
+        let mut parts = joined(chunk.parts).into_iter().peekable();
+        while parts.peek().is_some() {
+            let ran = match self.write_parts(&mut parts) {
+                Ok(Next::Done) => break,
+                Ok(Next::Yield) => {
+                    self.yield_if_due().await;
+                    Ok(())
+                }
+                Ok(Next::Call(call, raw)) => {
+                    self.run_call(brain, tools, tools_off, (call, raw), &mut end)
+                        .await
+                }
+                Err(bound) => Err(bound),
+            };
+            if let Err(bound) = ran {
+                end.cut = Some(bound);
+                return end;
+            }
+        }
+        // The decoder left a part (or an event) unread: it would have passed what a response keeps.
+        if chunk.too_big {
+            end.cut = Some(Tripped::KeptBytes(self.bounds.response_bytes));
             return end;
         }
-        st.response().kept = kept;
-        match part {
-            Part::Call { mut call, raw } => {
-                // Speech before a call is heard before the tool runs, with a tail the guard
-                // held in case it began a call written as text: this call is a real one.
-                speak.extend(st.response().guard.before_call());
-                st.speak(std::mem::take(&mut speak));
-                if let Some(bound) = st.over_bound(&call, !tools_off) {
-                    st.refuse(entry, call, raw, bound);
-                    end.cut = Some(bound);
-                    return end;
-                }
-                st.hop_calls += 1;
-                st.session.flushed(FLUSH_WAIT).await;
-                let r = st.response();
-                let ordinal = r.calls;
-                r.calls += 1;
-                r.called = true;
-                let kept = kept_name(&call.name);
-                let name = std::mem::replace(&mut call.name, kept);
-                let (arguments, call_id) = (call.arguments.clone(), call.id.clone());
-                let kept = call.name.clone();
-                st.model
-                    .conversation()
-                    .extend(entry, Part::Call { call, raw });
-                st.running = Some((entry, ordinal));
-                let started = Instant::now();
-                let outcome = if tools_off {
-                    refused(&kept)
-                } else {
-                    st.runs += 1;
-                    let arguments = match tools.get(&name) {
-                        Some(decl) if st.model.inner.layer.enums_as_strings() => {
-                            restore_enum_strings(decl, arguments)
-                        }
-                        _ => arguments,
-                    };
-                    let outcome = brain.call_tool(tools, &name, arguments).await;
-                    if let Err(e) = &outcome.result
-                        && allowed(st.model, |log| &mut log.failed_calls)
-                    {
-                        tracing::warn!("tool {} failed: {}", outside(&name), outside(&e.message));
-                    }
-                    over_budget(st.model, tools, &name, &outcome);
-                    outcome
-                };
-                let result = ToolResult {
-                    call_id,
-                    name: kept.clone(),
-                    response: outcome.response(),
-                };
-                let mut results = st.response().results;
-                st.model.conversation().file(entry, &mut results, result);
-                st.response().results = results;
-                st.running = None;
-                st.tally.calls += 1;
-                // A `tool` step for a tool that ran; a call refused because tools were off did not.
-                if st.steps_on() && !tools_off {
-                    let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
-                    report(
-                        &st.session,
-                        Step::new("tool", kept).duration_ms(ms),
-                        st.turn.id(),
-                        false,
-                    );
-                }
-                if !tools_off && tools.get(&name).is_some_and(|t| t.needs_result_now()) {
-                    st.tally.awaited += 1;
-                    end.awaited = true;
-                }
-            }
-            Part::Text { text, raw, trimmed } => {
-                let released = st.response().guard.release(&text);
-                speak.extend(released);
-                st.model
-                    .conversation()
-                    .extend(entry, Part::Text { text, raw, trimmed });
-            }
-            other => st.model.conversation().extend(entry, other),
-        }
-    }
-    // The decoder left a part (or an event) unread: it would have passed what a response keeps.
-    if chunk.too_big {
-        st.speak(speak);
-        end.cut = Some(Tripped::KeptBytes(st.bounds.response_bytes));
-        return end;
-    }
-    if chunk.finished
-        && let Some(r) = st.response.as_mut()
-    {
-        speak.extend(r.guard.settle(chunk.malformed));
-    }
-    st.speak(speak);
-    if let Some(r) = st.response.as_mut()
-        && r.guard.leaked() == Some(true)
-        && let Some(unit) = r.speech.take()
-    {
-        if st.loud_about_text_calls() {
+        let stopped = self
+            .response
+            .as_mut()
+            .is_some_and(Response::stop_speaking_if_leaked);
+        if stopped && self.loud_about_text_calls() {
             tracing::warn!(
                 "turn: model={} wrote a function call as text after speech began; the words before it were spoken and none of the call was",
-                st.model.inner.layer.model()
+                self.model.inner.layer.model()
             );
         }
-        unit.close();
-    }
-    if chunk.finished {
-        if st.response.is_some() {
-            end.stranded |= st.close_response(chunk.malformed, false);
-        } else if chunk.malformed {
-            end.stranded = true;
+        if chunk.finished {
+            let ending = if chunk.malformed {
+                Ending::Malformed
+            } else {
+                Ending::Finished
+            };
+            end.stranded |= self.close(ending) == Closed::Stranded;
         }
+        end
     }
-    end
+
+    /// Writes the chunk's parts into the open response, under one lock of the conversation,
+    /// until a call, a due yield, or the end of the parts.
+    ///
+    /// # Errors
+    /// The bound the next part would pass (what one response keeps): the part is not kept.
+    fn write_parts(
+        &mut self,
+        parts: &mut Peekable<impl Iterator<Item = Part>>,
+    ) -> Result<Next, Tripped> {
+        let model = self.model;
+        let mut conversation = model.conversation();
+        self.response(&mut conversation);
+        let Some(r) = self.response.as_mut() else {
+            return Ok(Next::Done);
+        };
+        while self.work < WORK_PER_YIELD {
+            let Some(part) = parts.next() else {
+                return Ok(Next::Done);
+            };
+            self.work += 1;
+            r.keep(&part, &self.bounds)?;
+            match part {
+                Part::Call { call, raw } => {
+                    // Speech before a call is heard before the tool runs, with a tail the guard
+                    // held in case it began a call written as text: this call is a real one.
+                    r.before_call(&mut conversation, &mut self.clock);
+                    return Ok(Next::Call(call, raw));
+                }
+                part => r.write(&mut conversation, part, &mut self.clock),
+            }
+        }
+        Ok(if parts.peek().is_some() {
+            Next::Yield
+        } else {
+            Next::Done
+        })
+    }
+
+    /// Runs one call of the open response, once the speech before it is on the wire, and files
+    /// its result right after it.
+    ///
+    /// # Errors
+    /// The bound the call passes (calls per response, argument bytes, tool runs): it is
+    /// refused, answered with an error the model reads, and the response is cut there.
+    async fn run_call<B: Toolbox + ?Sized>(
+        &mut self,
+        brain: &B,
+        tools: &ToolSet,
+        tools_off: bool,
+        (call, raw): (Call, Value),
+        end: &mut RequestEnd,
+    ) -> Result<(), Tripped> {
+        let model = self.model;
+        if let Some(bound) = self.over_bound(&call, !tools_off) {
+            let mut conversation = model.conversation();
+            self.response(&mut conversation)
+                .refuse(&mut conversation, call, raw, bound);
+            return Err(bound);
+        }
+        self.request_calls += 1;
+        self.session.flushed(FLUSH_WAIT).await;
+        let filed = {
+            let mut conversation = model.conversation();
+            self.response(&mut conversation)
+                .file_call(&mut conversation, call, raw)
+        };
+        let started = Instant::now();
+        let outcome = if tools_off {
+            refused(&filed.kept)
+        } else {
+            self.runs += 1;
+            let arguments = match tools.get(&filed.name) {
+                Some(decl) if model.inner.layer.enums_as_strings() => {
+                    restore_enum_strings(decl, filed.arguments)
+                }
+                _ => filed.arguments,
+            };
+            let outcome = brain.call_tool(tools, &filed.name, arguments).await;
+            if let Err(e) = &outcome.result
+                && allowed(model, |log| &mut log.failed_calls)
+            {
+                tracing::warn!(
+                    "tool {} failed: {}",
+                    outside(&filed.name),
+                    outside(&e.message)
+                );
+            }
+            over_budget(model, tools, &filed.name, &outcome);
+            outcome
+        };
+        let result = ToolResult {
+            call_id: filed.call_id,
+            name: filed.kept.clone(),
+            response: outcome.response(),
+        };
+        {
+            let mut conversation = model.conversation();
+            self.response(&mut conversation)
+                .answer(&mut conversation, result);
+        }
+        self.tally.calls += 1;
+        // A `tool` step for a tool that ran; a call refused because tools were off did not.
+        if self.steps_on() && !tools_off {
+            let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
+            report(
+                &self.session,
+                Step::new("tool", filed.kept).duration_ms(ms),
+                self.turn.id(),
+                false,
+            );
+        }
+        if !tools_off && tools.get(&filed.name).is_some_and(|t| t.needs_result_now()) {
+            self.tally.awaited += 1;
+            end.awaited = true;
+        }
+        Ok(())
+    }
+
+    /// A request failed: log it with the provider and status, close what was speaking (it stays in
+    /// the history with its partial text and is finalized like any unit), and speak the fallback line
+    /// when the turn had said nothing yet, so the caller is not left in silence.
+    fn failed(&mut self, e: &RequestError) {
+        if let RequestError::Http(ModelError::Status {
+            request_id: Some(id),
+            ..
+        }) = e
+        {
+            self.request_id = Some(id.clone());
+        }
+        if let RequestError::Deadline(after) = e {
+            self.trip(Tripped::Deadline(*after));
+        } else if allowed(self.model, |log| &mut log.failed_requests) {
+            let layer = &self.model.inner.layer;
+            tracing::error!(
+                "turn: model={} provider={} request failed: {}",
+                layer.model(),
+                layer.provider(),
+                outside_n(&e.to_string(), ERROR_CHARS)
+            );
+        }
+        self.end_request();
+        if let Some(r) = self.response.as_mut() {
+            r.fall_silent();
+        }
+        if self.clock.speak.is_none()
+            && let Some(line) = &self.model.inner.settings.fallback
+        {
+            self.model.say_line(self.turn, line, false);
+            self.clock.mark_speak();
+        }
+        self.finish();
+    }
 }
 
 /// Whether a line of the kind `kind` picks from the session's [`TurnLog`] is written now; when it
