@@ -54,7 +54,7 @@ impl Desk {
 }
 
 fn desk_tools() -> voqalize::tools::ToolSet {
-    let gemini = Gemini::new("k").build().expect("layer");
+    let gemini = Gemini::builder("k").build().expect("layer");
     Desk {
         model: Model::new(gemini),
     }
@@ -64,14 +64,17 @@ fn desk_tools() -> voqalize::tools::ToolSet {
 fn request_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("request_build");
     let layers: [(&str, voqalize::voice::ModelLayer); 3] = [
-        ("gemini", Gemini::new("k").build().expect("layer").into()),
+        (
+            "gemini",
+            Gemini::builder("k").build().expect("layer").into(),
+        ),
         (
             "openai",
-            OpenAi::new("k", "gpt").build().expect("layer").into(),
+            OpenAi::builder("k", "gpt").build().expect("layer").into(),
         ),
         (
             "chat",
-            Chat::new("http://127.0.0.1:1/v1", "gpt")
+            Chat::builder("http://127.0.0.1:1/v1", "gpt")
                 .build()
                 .expect("layer")
                 .into(),
@@ -98,7 +101,11 @@ fn gemini_answer() -> Vec<u8> {
 }
 
 fn decode(c: &mut Criterion) {
-    let bench = RequestBench::new(Gemini::new("k").build().expect("layer"), desk_tools(), 0);
+    let bench = RequestBench::new(
+        Gemini::builder("k").build().expect("layer"),
+        desk_tools(),
+        0,
+    );
     let sse = gemini_answer();
     c.bench_function("decode/gemini", |b| {
         b.iter(|| black_box(bench.decode(black_box(&sse)).expect("decodes")))
@@ -111,7 +118,7 @@ fn turn(c: &mut Criterion) {
         let server = ModelServer::start(Provider::Gemini).await.expect("a port");
         let base = server.base_url();
         let mut v = Voqalize::in_process(move || Desk {
-            model: Model::new(Gemini::new("k").base_url(&base).build().expect("layer")),
+            model: Model::new(Gemini::builder("k").base_url(&base).build().expect("layer")),
         });
         v.start_silent().await.expect("started");
         (server, v)

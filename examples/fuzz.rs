@@ -188,9 +188,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         provider @ ("gemini" | "openai" | "chat") => {
             let layer: voqalize::voice::ModelLayer = match provider {
-                "gemini" => voqalize::model::Gemini::new("k").build()?.into(),
-                "openai" => voqalize::model::OpenAi::new("k", "m").build()?.into(),
-                _ => voqalize::model::Chat::new("http://127.0.0.1:1/v1", "m")
+                "gemini" => voqalize::model::Gemini::builder("k").build()?.into(),
+                "openai" => voqalize::model::OpenAi::builder("k", "m").build()?.into(),
+                _ => voqalize::model::Chat::builder("http://127.0.0.1:1/v1", "m")
                     .build()?
                     .into(),
             };

@@ -118,14 +118,14 @@ impl Recording {
         };
         let model = self.name.replace('/', "-");
         match self.provider() {
-            Provider::Gemini => Gemini::new("test-key")
+            Provider::Gemini => Gemini::builder("test-key")
                 .model(model)
                 .base_url(base)
                 .timeouts(timeouts)
                 .build()
                 .expect("a layer")
                 .into(),
-            Provider::OpenAi => OpenAi::new("test-key", model)
+            Provider::OpenAi => OpenAi::builder("test-key", model)
                 .base_url(base)
                 .timeouts(timeouts)
                 .build()
@@ -133,7 +133,7 @@ impl Recording {
                 .into(),
             Provider::Chat => {
                 let company = self.notes["layer_provider"].as_str().unwrap_or_default();
-                Chat::new(base, model)
+                Chat::builder(base, model)
                     .provider(company)
                     .timeouts(timeouts)
                     .build()

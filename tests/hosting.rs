@@ -525,7 +525,10 @@ async fn failed_send_ends_the_session() -> TestResult {
     .map_err(|_| "run_session did not return after a failed send")?;
     match result {
         Err(HostError::SendFailed(cause)) => {
-            assert!(cause.to_string().contains("link down"), "{cause}")
+            // The transport's own error is the source, not repeated in the message.
+            let source = std::error::Error::source(&cause).map(ToString::to_string);
+            assert_eq!(source.as_deref(), Some("link down"), "{cause}");
+            assert!(!cause.to_string().contains("link down"), "{cause}");
         }
         other => panic!("expected Err(SendFailed), got {other:?}"),
     }

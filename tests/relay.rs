@@ -300,7 +300,7 @@ fn serve(
 async fn sessions_ride_one_connection_by_prefix_and_unknown_prefixes_are_dropped() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("sk_test")
         .build()
         .unwrap();
@@ -331,7 +331,7 @@ async fn an_upgrade_refused_with_401_or_403_fails_at_once_and_500_is_retried() {
     for status in [401u16, 403] {
         let relay = stand_in().await;
         relay.refuse.lock().unwrap().push_back(status);
-        let agent = Relay::new(relay.url(), "v9")
+        let agent = Relay::builder(relay.url(), "v9")
             .api_key("bad")
             .build()
             .unwrap();
@@ -360,7 +360,7 @@ async fn an_upgrade_refused_with_401_or_403_fails_at_once_and_500_is_retried() {
     relay.refuse.lock().unwrap().extend([500, 500]);
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .authorization_provider(move || {
             format!("Bearer token-{}", c.fetch_add(1, Ordering::SeqCst))
         })
@@ -380,7 +380,10 @@ async fn an_upgrade_refused_with_401_or_403_fails_at_once_and_500_is_retried() {
 async fn a_relay_close_reconnects_and_ends_every_session_without_replay() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     link.send(A, &start("call-a")).await;
@@ -419,7 +422,10 @@ async fn a_relay_close_reconnects_and_ends_every_session_without_replay() {
 async fn a_session_that_ends_frees_its_prefix_for_a_fresh_brain() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     link.send(A, &start("first")).await;
@@ -441,7 +447,10 @@ async fn a_session_that_ends_frees_its_prefix_for_a_fresh_brain() {
 async fn bad_frames_are_skipped_and_one_blocked_or_panicking_session_does_not_stop_another() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     link.send_raw(Message::Text("hello".into())).await;
@@ -478,7 +487,10 @@ async fn a_failing_factory_fails_its_own_session_only() {
             })
         }
     });
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, _task) = serve(agent, factory);
     let mut link = relay.agent().await;
     link.send(A, &start("unlucky")).await;
@@ -499,24 +511,24 @@ async fn a_failing_factory_fails_its_own_session_only() {
 #[tokio::test]
 async fn the_builder_wants_exactly_one_way_to_authorize() {
     assert!(matches!(
-        Relay::new("ws://127.0.0.1:1/agent", "v9").build(),
+        Relay::builder("ws://127.0.0.1:1/agent", "v9").build(),
         Err(RelayError::Config(_))
     ));
     assert!(matches!(
-        Relay::new("ws://127.0.0.1:1/agent", "v9")
+        Relay::builder("ws://127.0.0.1:1/agent", "v9")
             .api_key("k")
             .authorization_provider(|| "Bearer x".into())
             .build(),
         Err(RelayError::Config(_))
     ));
     assert!(matches!(
-        Relay::new("http://127.0.0.1:1/agent", "v9")
+        Relay::builder("http://127.0.0.1:1/agent", "v9")
             .api_key("k")
             .build(),
         Err(RelayError::Config(_))
     ));
     assert!(matches!(
-        Relay::new("ws://127.0.0.1:1/agent", "v9\n")
+        Relay::builder("ws://127.0.0.1:1/agent", "v9\n")
             .api_key("k")
             .build(),
         Err(RelayError::Config(_))
@@ -527,7 +539,7 @@ async fn the_builder_wants_exactly_one_way_to_authorize() {
 async fn shutdown_lets_running_calls_finish_then_closes() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .drain_timeout(Duration::from_secs(5))
         .build()
@@ -553,7 +565,10 @@ async fn shutdown_lets_running_calls_finish_then_closes() {
 async fn two_agents_on_one_relay_each_carry_the_sessions_routed_to_them() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop1, _task1) = serve(agent.clone(), echo(&log, &release));
     let mut first = relay.agent().await;
     let (_stop2, _task2) = serve(agent, echo(&log, &release));
@@ -570,7 +585,7 @@ async fn two_agents_on_one_relay_each_carry_the_sessions_routed_to_them() {
 async fn relay_sessions_count_against_max_sessions() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .host_options(HostOptions::allow_unverified().max_sessions(1))
         .build()
@@ -604,7 +619,7 @@ async fn a_silent_caller_on_the_relay_outlives_the_session_ping_deadline() {
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     // A direct-leg call this quiet would end after 100 ms; on the relay the connection owns
     // liveness and the call stays up.
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .host_options(
             HostOptions::allow_unverified()
@@ -628,7 +643,7 @@ async fn a_silent_caller_on_the_relay_outlives_the_session_ping_deadline() {
 async fn a_relay_that_goes_silent_is_redialled_and_its_sessions_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .keepalive(Duration::from_millis(100), Duration::from_millis(100))
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(10))
@@ -671,7 +686,7 @@ async fn a_relay_that_accepts_then_closes_is_backed_off_like_a_failed_dial() {
     ]);
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let first = Duration::from_millis(20);
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .reconnect_backoff(first, Duration::from_secs(10))
         .build()
@@ -697,7 +712,10 @@ async fn a_relay_that_accepts_then_closes_is_backed_off_like_a_failed_dial() {
 async fn a_frame_over_a_sessions_limit_ends_that_session_only_with_its_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     link.send(A, &start("gets-a-huge-frame")).await;
@@ -726,7 +744,7 @@ async fn a_frame_over_a_sessions_limit_ends_that_session_only_with_its_end() {
 async fn sessions_still_running_at_the_drain_deadline_end_with_an_end_before_the_close() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .drain_timeout(Duration::from_millis(50))
         .build()
@@ -757,7 +775,7 @@ async fn sessions_still_running_at_the_drain_deadline_end_with_an_end_before_the
 async fn a_relay_that_stops_reading_is_redialled_and_serves_again() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         // A long Ping interval: the relay is not silent for the test's life, it only takes no
         // bytes; the write deadline is what ends the connection.
@@ -785,7 +803,7 @@ async fn a_relay_that_stops_reading_is_redialled_and_serves_again() {
 async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .host_options(
             HostOptions::allow_unverified()
@@ -811,7 +829,10 @@ async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end()
 async fn a_session_start_with_a_bad_init_is_refused_with_an_error_and_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9").api_key("k").build().unwrap();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     // `init` as JSON text that is not an object: built by hand, as the codec only encodes objects.
@@ -870,7 +891,7 @@ async fn next_for(link: &mut Agent, prefix: [u8; 16], within: Duration) -> Optio
 async fn a_session_refused_at_max_sessions_is_answered_with_its_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .host_options(HostOptions::allow_unverified().max_sessions(1))
         .build()
@@ -902,7 +923,7 @@ async fn a_session_refused_at_max_sessions_is_answered_with_its_end() {
 async fn a_session_start_during_the_drain_is_answered_with_its_end() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .drain_timeout(Duration::from_secs(5))
         .build()
@@ -930,7 +951,7 @@ async fn a_session_start_during_the_drain_is_answered_with_its_end() {
 async fn a_relay_connection_carries_at_most_max_sessions() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::new(relay.url(), "v9")
+    let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
         .max_sessions(1)
         .build()

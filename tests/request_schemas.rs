@@ -80,20 +80,20 @@ impl Host {
 
 fn layer(provider: Provider, base: &str, strict: bool) -> ModelLayer {
     match provider {
-        Provider::Gemini => Gemini::new("test-key")
+        Provider::Gemini => Gemini::builder("test-key")
             .model("schemas")
             .base_url(base)
             .build()
             .expect("a layer")
             .into(),
-        Provider::OpenAi => OpenAi::new("test-key", "schemas")
+        Provider::OpenAi => OpenAi::builder("test-key", "schemas")
             .base_url(base)
             .reasoning("low")
             .strict(strict)
             .build()
             .expect("a layer")
             .into(),
-        Provider::Chat => Chat::new(base, "schemas")
+        Provider::Chat => Chat::builder(base, "schemas")
             .reasoning_effort("low")
             .strict(strict)
             .build()

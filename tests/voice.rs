@@ -98,20 +98,20 @@ fn layer(provider: Provider, base_url: &str, gap: Duration) -> ModelLayer {
         gap,
     };
     match provider {
-        Provider::Gemini => Gemini::new("test-key")
+        Provider::Gemini => Gemini::builder("test-key")
             .model("gemini-test")
             .base_url(base_url)
             .timeouts(timeouts)
             .build()
             .expect("a valid layer")
             .into(),
-        Provider::OpenAi => OpenAi::new("test-key", "gpt-test")
+        Provider::OpenAi => OpenAi::builder("test-key", "gpt-test")
             .base_url(base_url)
             .timeouts(timeouts)
             .build()
             .expect("a valid layer")
             .into(),
-        Provider::Chat => Chat::new(base_url, "openai/gpt-test")
+        Provider::Chat => Chat::builder(base_url, "openai/gpt-test")
             .timeouts(timeouts)
             .build()
             .expect("a valid layer")

@@ -86,20 +86,20 @@ impl Rig {
             gap: Duration::from_secs(5),
         };
         let layer: ModelLayer = match provider {
-            Provider::Gemini => Gemini::new("test-key")
+            Provider::Gemini => Gemini::builder("test-key")
                 .model("bounds-gemini")
                 .base_url(&base)
                 .timeouts(timeouts)
                 .build()
                 .expect("a valid layer")
                 .into(),
-            Provider::OpenAi => OpenAi::new("test-key", "bounds-openai")
+            Provider::OpenAi => OpenAi::builder("test-key", "bounds-openai")
                 .base_url(&base)
                 .timeouts(timeouts)
                 .build()
                 .expect("a valid layer")
                 .into(),
-            Provider::Chat => Chat::new(&base, "bounds-chat")
+            Provider::Chat => Chat::builder(&base, "bounds-chat")
                 .timeouts(timeouts)
                 .build()
                 .expect("a valid layer")
@@ -574,7 +574,7 @@ fn tagged_layer(server: &ModelServer, model: &str) -> ModelLayer {
         first_byte: Duration::from_secs(5),
         gap: Duration::from_secs(5),
     };
-    Chat::new(server.base_url(), model)
+    Chat::builder(server.base_url(), model)
         .timeouts(timeouts)
         .build()
         .expect("a valid layer")

@@ -253,20 +253,20 @@ fn timeouts(first_byte: Duration) -> Timeouts {
 fn layer(provider: Provider, base_url: &str, model: &str, first_byte: Duration) -> ModelLayer {
     let t = timeouts(first_byte);
     match provider {
-        Provider::Gemini => Gemini::new("test-key")
+        Provider::Gemini => Gemini::builder("test-key")
             .model(model)
             .base_url(base_url)
             .timeouts(t)
             .build()
             .expect("a valid layer")
             .into(),
-        Provider::OpenAi => OpenAi::new("test-key", model)
+        Provider::OpenAi => OpenAi::builder("test-key", model)
             .base_url(base_url)
             .timeouts(t)
             .build()
             .expect("a valid layer")
             .into(),
-        Provider::Chat => Chat::new(base_url, model)
+        Provider::Chat => Chat::builder(base_url, model)
             .timeouts(t)
             .build()
             .expect("a valid layer")
@@ -1907,40 +1907,40 @@ async fn decision_timeouts_no_first_byte_ends_the_turn_and_the_session_goes_on()
 async fn decision_user_options_cannot_override_the_sdks_context() {
     let url = "http://127.0.0.1:9/v1";
     assert!(
-        OpenAi::new("k", "m")
+        OpenAi::builder("k", "m")
             .base_url(url)
             .option("store", json!(true))
             .build()
             .is_err()
     );
     assert!(
-        OpenAi::new("k", "m")
+        OpenAi::builder("k", "m")
             .base_url(url)
             .option("stream", json!(false))
             .build()
             .is_err()
     );
     assert!(
-        OpenAi::new("k", "m")
+        OpenAi::builder("k", "m")
             .base_url(url)
             .option("input", json!([]))
             .build()
             .is_err()
     );
     assert!(
-        Chat::new(url, "m")
+        Chat::builder(url, "m")
             .option("stream", json!(false))
             .build()
             .is_err()
     );
     assert!(
-        Chat::new(url, "m")
+        Chat::builder(url, "m")
             .option("messages", json!([]))
             .build()
             .is_err()
     );
     assert!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .base_url("http://127.0.0.1:9")
             .option("contents", json!([]))
             .build()
@@ -1951,7 +1951,7 @@ async fn decision_user_options_cannot_override_the_sdks_context() {
         Plan::Auto,
         |m| m,
         |base| {
-            OpenAi::new("k", "decision-options")
+            OpenAi::builder("k", "decision-options")
                 .base_url(base)
                 .option("temperature", json!(0.25))
                 .build()
@@ -2073,7 +2073,7 @@ async fn openai_request_is_stateless_with_flat_tools() {
         Plan::Auto,
         |m| m,
         |base| {
-            OpenAi::new("test-key", "case-62")
+            OpenAi::builder("test-key", "case-62")
                 .base_url(base)
                 .reasoning("low")
                 .build()
@@ -2462,7 +2462,7 @@ async fn decision_reasoning_is_replayed_only_whole_and_encrypted() {
         Plan::Auto,
         |m| m,
         |base| {
-            OpenAi::new("test-key", "decision-reasoning")
+            OpenAi::builder("test-key", "decision-reasoning")
                 .base_url(base)
                 .reasoning("low")
                 .build()
@@ -2930,7 +2930,7 @@ async fn f13_a_cut_responses_call_goes_with_its_reasoning_and_outputs_use_the_ca
         Plan::Auto,
         |m| m,
         |base| {
-            OpenAi::new("test-key", "f13")
+            OpenAi::builder("test-key", "f13")
                 .base_url(base)
                 .reasoning("low")
                 .build()
@@ -3341,7 +3341,7 @@ async fn decision_reasoning_before_unheard_words_is_not_replayed() {
         Plan::Auto,
         |m| m,
         |base| {
-            OpenAi::new("test-key", "decision-reasoning-unheard")
+            OpenAi::builder("test-key", "decision-reasoning-unheard")
                 .base_url(base)
                 .reasoning("low")
                 .build()

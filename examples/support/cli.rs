@@ -99,7 +99,7 @@ impl Args {
         voqalize::logging::init("info", format)?;
         if let (Some(url), Some(key)) = (&self.cortex, &self.api_key) {
             println!("serving a brain over the relay at {url}");
-            let relay = voqalize::relay::Relay::new(url.as_str(), self.agent_version.as_str())
+            let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
                 .build()?;
             relay.serve(factory, std::future::pending()).await?;
@@ -207,7 +207,7 @@ mod model {
                         "--provider chat needs --model: the name the server knows, \
                          e.g. qwen3:8b on Ollama or the model_name of a LiteLLM route",
                     )?;
-                    let mut b = Chat::new(base_url, model);
+                    let mut b = Chat::builder(base_url, model);
                     if let Ok(key) = std::env::var("OPENAI_API_KEY")
                         && !key.is_empty()
                     {

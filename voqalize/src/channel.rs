@@ -7,7 +7,7 @@ use std::future::Future;
 
 /// A transport failure, wrapping the transport's own error.
 #[derive(Debug, thiserror::Error)]
-#[error("{source}")]
+#[error("the transport failed")]
 pub struct ChannelError {
     #[source]
     source: Box<dyn std::error::Error + Send + Sync + 'static>,

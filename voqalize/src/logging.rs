@@ -44,7 +44,7 @@ pub enum Format {
 #[non_exhaustive]
 pub enum LoggingError {
     /// The level is not an `EnvFilter` directive such as `info` or `voqalize=debug,warn`.
-    #[error("invalid log level {level:?}: {source}")]
+    #[error("invalid log level {level:?}")]
     Level {
         /// What was given.
         level: String,

@@ -34,6 +34,25 @@ pub(crate) fn outside_n(text: &str, max: usize) -> Outside<'_> {
     Outside { text, max }
 }
 
+/// An error and every source under it, joined with `: ` ("could not connect to the model API:
+/// error sending request: connection refused"). The SDK's error messages never repeat their
+/// source (the Rust convention, so a report that walks the chain prints each cause once); a log
+/// line that shows an error shows it through this, inside [`outside`], so no cause is lost.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // A wrapper that displays its source (another crate's habit) would repeat it.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
 /// Bidirectional embeddings, overrides and isolates: they reorder what a terminal shows after them.
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
@@ -127,6 +146,26 @@ impl Drop for Repeated {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        /// Our convention: the message does not repeat the source.
+        #[error("could not connect to the model API")]
+        Connect(#[source] std::io::Error),
+        /// Another crate's habit: the message repeats it.
+        #[error("wrapped: {0}")]
+        Repeats(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn a_chain_shows_every_cause_once() {
+        let refused = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert_eq!(
+            chain(&Outer::Connect(refused())),
+            "could not connect to the model API: refused"
+        );
+        assert_eq!(chain(&Outer::Repeats(refused())), "wrapped: refused");
+    }
 
     #[test]
     fn outside_cuts_on_a_character_boundary_and_says_how_long_the_text_was() {

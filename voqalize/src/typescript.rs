@@ -267,11 +267,12 @@ mod generate {
         #[error("{0}")]
         Usage(String),
         /// Reading or writing the output file failed.
-        #[error("{path}: {source}")]
+        #[error("could not read or write {path}")]
         Io {
             /// The file.
             path: PathBuf,
             /// The failure.
+            #[source]
             source: std::io::Error,
         },
         /// `--check`: the file is not what `voqalize types` would write now.
@@ -624,7 +625,7 @@ mod generate {
             match this.run(args, &mut std::io::stdout().lock()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("voqalize types: {e}");
+                    eprintln!("voqalize types: {}", crate::logline::chain(&e));
                     ExitCode::FAILURE
                 }
             }

@@ -51,7 +51,7 @@ impl Claims {
 }
 
 pub(crate) fn parse_key(pem: &str) -> Result<DecodingKey, HostError> {
-    DecodingKey::from_rsa_pem(pem.as_bytes()).map_err(HostError::BadKey)
+    DecodingKey::from_rsa_pem(pem.as_bytes()).map_err(|e| HostError::BadKey(Box::new(e)))
 }
 
 fn now() -> u64 {

@@ -71,14 +71,33 @@ fn upgrade<M: MakeBrain>(
     ws.on_upgrade(move |socket| async move {
         match run_session(AxumChannel(socket), factory, upgrade, &options).await {
             Ok(()) | Err(HostError::Rejected { .. }) => {}
-            Err(e) => tracing::warn!("brain: {}", crate::logline::outside(&e.to_string())),
+            Err(e) => tracing::warn!(
+                "brain: {}",
+                crate::logline::outside(&crate::logline::chain(&e))
+            ),
         }
         drop(admitted);
     })
 }
 
-/// [`Channel`] over an axum [`WebSocket`].
-pub struct AxumChannel(pub WebSocket);
+/// [`Channel`] over an axum [`WebSocket`], for running a call with [`run_session`] from a handler
+/// of your own ([`brain_route`] does this for you). The adapter names axum's type by design: it
+/// follows axum's major version.
+///
+/// [`run_session`]: super::run_session
+pub struct AxumChannel(WebSocket);
+
+impl AxumChannel {
+    /// The channel over an upgraded socket.
+    pub fn new(socket: WebSocket) -> Self {
+        AxumChannel(socket)
+    }
+
+    /// The socket back.
+    pub fn into_inner(self) -> WebSocket {
+        self.0
+    }
+}
 
 impl Channel for AxumChannel {
     type Sender = AxumSender;

@@ -41,8 +41,8 @@ pub enum HostError {
     )]
     NoKeys,
     /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
-    #[error("unreadable public key: {0}")]
-    BadKey(#[source] jsonwebtoken::errors::Error),
+    #[error("unreadable public key")]
+    BadKey(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The token failed verification; the channel was closed with 4000. The message shows the
     /// session id as every string from a peer is shown (clipped, control characters escaped).
     #[error("unauthorized session {}", crate::logline::outside(session_id))]
@@ -51,13 +51,13 @@ pub enum HostError {
         session_id: String,
     },
     /// The WebSocket connection could not be accepted (TCP or handshake failure).
-    #[error("could not accept the connection: {0}")]
+    #[error("could not accept the connection")]
     Handshake(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The upgrade had no `session_id` query parameter; the channel was closed with 1008.
     #[error("expected ?session_id= on the upgrade URL")]
     MissingSessionId,
     /// Sending on the channel failed; the session was ended (turns cancelled, `on_session_end` ran).
-    #[error("the session ended because sending failed: {0}")]
+    #[error("the session ended because sending failed")]
     SendFailed(#[source] ChannelError),
 }
 
@@ -373,9 +373,11 @@ impl HostOptions {
         self
     }
 
-    /// The tokio-tungstenite configuration these options call for (buffers and size limits), for a
-    /// server that accepts connections itself.
-    pub fn websocket_config(&self) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    /// The tokio-tungstenite configuration these options call for (buffers and size limits); public
+    /// as [`tungstenite::websocket_config`], so these options name no dependency's type.
+    pub(crate) fn websocket_config(
+        &self,
+    ) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
         let s = self.socket;
         tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
             .read_buffer_size(s.read_buffer)

@@ -12,8 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tracing::Instrument;
 
 use crate::recover::lock;
@@ -57,7 +57,7 @@ pub async fn serve<M: MakeBrain>(
                         // The error may quote what the peer sent (a handshake's bytes).
                         e => tracing::warn!(
                             "brain: connection from {peer}: {}",
-                            crate::logline::outside(&e.to_string())
+                            crate::logline::outside(&crate::logline::chain(&e))
                         ),
                     }
                 }
@@ -82,8 +82,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[non_exhaustive]
 pub enum AcceptError {
     /// The WebSocket handshake failed.
-    #[error("websocket handshake failed: {0}")]
-    Handshake(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    #[error("websocket handshake failed")]
+    Handshake(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The peer did not complete the handshake within [`HANDSHAKE_TIMEOUT`].
     #[error("websocket handshake did not complete within {HANDSHAKE_TIMEOUT:?}")]
     HandshakeTimeout,
@@ -158,8 +158,30 @@ pub async fn accept<M: MakeBrain>(
     Ok(())
 }
 
-/// [`Channel`] over a tokio-tungstenite [`WebSocketStream`].
-pub struct TungsteniteChannel<S>(pub WebSocketStream<S>);
+/// [`Channel`] over a tokio-tungstenite [`WebSocketStream`], for running a call with
+/// [`run_session`] over a socket you accepted yourself (configure it with
+/// [`websocket_config`]). The adapter names tokio-tungstenite's types by design: it follows that
+/// crate's major version.
+pub struct TungsteniteChannel<S>(WebSocketStream<S>);
+
+impl<S> TungsteniteChannel<S> {
+    /// The channel over an accepted socket.
+    pub fn new(socket: WebSocketStream<S>) -> Self {
+        TungsteniteChannel(socket)
+    }
+
+    /// The socket back.
+    pub fn into_inner(self) -> WebSocketStream<S> {
+        self.0
+    }
+}
+
+/// The tokio-tungstenite configuration `options` call for (buffers and size limits), for a server
+/// that accepts connections itself and runs each with [`run_session`] over a
+/// [`TungsteniteChannel`].
+pub fn websocket_config(options: &HostOptions) -> WebSocketConfig {
+    options.websocket_config()
+}
 
 impl TungsteniteChannel<Coalesced<TcpStream>> {
     /// The channel of an accepted call, whose writes from now on wait for the writer's flush.

@@ -43,9 +43,9 @@ const RESERVED: &[&str] = &[
 /// # fn main() -> Result<(), voqalize::model::LayerError> {
 /// use voqalize::model::Chat;
 /// // A local vLLM server needs no key.
-/// let local = Chat::new("http://localhost:8000/v1", "qwen3-8b").build()?;
+/// let local = Chat::builder("http://localhost:8000/v1", "qwen3-8b").build()?;
 /// // A LiteLLM proxy: the route's prefix names who serves the model.
-/// let proxy = Chat::new("http://litellm:4000", "anthropic/claude-haiku-5-5")
+/// let proxy = Chat::builder("http://litellm:4000", "anthropic/claude-haiku-5-5")
 ///     .api_key("sk-proxy")
 ///     .build()?;
 /// # Ok(()) }
@@ -110,9 +110,18 @@ impl Chat {
     /// A layer for `model` at the API root `base_url` (`/chat/completions` is appended), with no
     /// API key (local servers need none; see [`ChatBuilder::api_key`]). `model` goes into the
     /// body as given; its route prefix (`anthropic/…`) names the provider TurnSteps report.
-    // Returns the builder: the layer only exists once `build` has checked it.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> ChatBuilder {
+    ///
+    /// # Examples
+    /// ```
+    /// use voqalize::model::Chat;
+    ///
+    /// // A local vLLM or Ollama server, or any OpenAI-compatible gateway.
+    /// let chat = Chat::builder("http://127.0.0.1:8000/v1", "qwen3-8b")
+    ///     .api_key("local-key")
+    ///     .build()?;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> ChatBuilder {
         ChatBuilder {
             base_url: base_url.into(),
             model: model.into(),
@@ -137,7 +146,7 @@ impl Chat {
         model: impl Into<String>,
         get: impl Fn(&'static str) -> Result<Option<String>, LayerError>,
     ) -> ChatBuilder {
-        let mut builder = Chat::new(DEFAULT_BASE_URL, model);
+        let mut builder = Chat::builder(DEFAULT_BASE_URL, model);
         let mut read = |var| match get(var) {
             Ok(v) => v,
             Err(e) => {

@@ -117,9 +117,18 @@ impl Gemini {
     /// A layer with this API key and the defaults: model `gemini-3.5-flash`, base URL
     /// `https://generativelanguage.googleapis.com`, API version `v1`, thinking level `MINIMAL`.
     /// The environment is not read.
-    // Returns the builder: the layer only exists once `build` has checked it.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(api_key: impl Into<String>) -> GeminiBuilder {
+    ///
+    /// # Examples
+    /// ```
+    /// use voqalize::model::Gemini;
+    ///
+    /// let gemini = Gemini::builder("AIza-your-key")
+    ///     .model("gemini-3.5-flash")
+    ///     .thinking_level(Some("LOW"))
+    ///     .build()?;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn builder(api_key: impl Into<String>) -> GeminiBuilder {
         GeminiBuilder {
             api_key: Some(api_key.into()),
             model: DEFAULT_MODEL.to_owned(),
@@ -135,7 +144,7 @@ impl Gemini {
     /// A layer configured from the environment: the key from `GOOGLE_API_KEY`, else
     /// `GEMINI_API_KEY`; the model from `VOQAL_GEMINI_MODEL`; the base URL from
     /// `GOOGLE_GEMINI_BASE_URL`; the API version from `GOOGLE_GENAI_API_VERSION` (each with the
-    /// defaults of [`Gemini::new`]). Unset or empty variables are skipped; a missing key or an
+    /// defaults of [`Gemini::builder`]). Unset or empty variables are skipped; a missing key or an
     /// unreadable variable is reported by [`GeminiBuilder::build`].
     pub fn from_env() -> GeminiBuilder {
         Self::from_lookup(env_var)
@@ -144,7 +153,7 @@ impl Gemini {
     fn from_lookup(
         get: impl Fn(&'static str) -> Result<Option<String>, LayerError>,
     ) -> GeminiBuilder {
-        let mut builder = Gemini::new(String::new());
+        let mut builder = Gemini::builder(String::new());
         builder.api_key = None;
         let mut read = |var| match get(var) {
             Ok(v) => v,

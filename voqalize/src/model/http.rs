@@ -162,6 +162,7 @@ impl ModelError {
 
     /// Whether this is a quota (billing) error rather than a rate limit: a 429 whose body mentions
     /// `quota` (`insufficient_quota`, `RESOURCE_EXHAUSTED … quota`). Waiting does not fix it.
+    #[cfg(test)]
     pub fn is_quota(&self) -> bool {
         matches!(self, Self::Status { status: 429, body, .. } if is_quota_body(body))
     }
@@ -253,7 +254,7 @@ pub(crate) async fn open(
     };
     tracing::debug!(
         "model request failed before its first byte ({}); retrying once in {delay:?}",
-        outside(&err.to_string())
+        outside(&crate::logline::chain(&err))
     );
     sleep(delay).await;
     attempt(&client, req, t, max_response_bytes).await

@@ -100,7 +100,7 @@ pub enum StreamError {
         message: String,
     },
     /// An event that is not the JSON the provider documents.
-    #[error("malformed {provider} event: {source}")]
+    #[error("malformed {provider} event")]
     Malformed {
         /// The provider.
         provider: String,

@@ -28,12 +28,14 @@ pub(crate) mod within;
 
 pub use chat::{Chat, ChatBuilder};
 pub use gemini::{Gemini, GeminiBuilder};
-pub use history::{ToolChoice, Usage};
-pub use http::{ModelError, Timeouts};
-pub use layer::StreamError;
+pub use history::ToolChoice;
+pub(crate) use history::Usage;
+pub(crate) use http::ModelError;
+pub use http::Timeouts;
+pub(crate) use layer::StreamError;
 pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;
-pub use sse::SseError;
+pub(crate) use sse::SseError;
 
 #[cfg(test)]
 #[path = "tests/support.rs"]

@@ -110,9 +110,17 @@ impl OpenAi {
     /// A layer for `model` (e.g. `gpt-6-sol`) with this API key, base URL
     /// `https://api.openai.com/v1`, the model's default reasoning and `strict: false` tools. The
     /// environment is not read.
-    // Returns the builder: the layer only exists once `build` has checked it.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(api_key: impl Into<String>, model: impl Into<String>) -> OpenAiBuilder {
+    ///
+    /// # Examples
+    /// ```
+    /// use voqalize::model::OpenAi;
+    ///
+    /// let openai = OpenAi::builder("sk-your-key", "gpt-5-mini")
+    ///     .reasoning("low")
+    ///     .build()?;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn builder(api_key: impl Into<String>, model: impl Into<String>) -> OpenAiBuilder {
         OpenAiBuilder {
             api_key: Some(api_key.into()),
             model: model.into(),
@@ -139,7 +147,7 @@ impl OpenAi {
         model: impl Into<String>,
         get: impl Fn(&'static str) -> Result<Option<String>, LayerError>,
     ) -> OpenAiBuilder {
-        let mut builder = OpenAi::new(String::new(), model);
+        let mut builder = OpenAi::builder(String::new(), model);
         let mut read = |var| match get(var) {
             Ok(v) => v,
             Err(e) => {

@@ -229,7 +229,7 @@ mod tests {
     use super::*;
 
     fn relay(url: &str) -> Relay {
-        Relay::new(url, "v9")
+        Relay::builder(url, "v9")
             .api_key("k")
             .reconnect_backoff(Duration::from_millis(1), Duration::from_millis(4))
             .backoff_reset_after(Duration::from_secs(30))

@@ -11,7 +11,7 @@
 //! #     async fn on_user_message(&self, t: &mut Turn, m: UserMessage) -> BrainResult { t.say(&m.text); Ok(()) }
 //! # }
 //! # async fn run() -> Result<(), voqalize::relay::RelayError> {
-//! let relay = Relay::new("wss://cortex.example/agent", "v1.4.2")
+//! let relay = Relay::builder("wss://cortex.example/agent", "v1.4.2")
 //!     .api_key(std::env::var("VOQAL_API_KEY").unwrap_or_default())
 //!     .build()?; // the headers are checked here, not at the first connect
 //! relay.serve(|| Echo, std::future::pending::<()>()).await
@@ -143,9 +143,19 @@ impl std::fmt::Debug for Relay {
 impl Relay {
     /// A relay at `url` (the `/agent` URL, `ws://` or `wss://`, used exactly as given), announcing
     /// agent `version` in `X-Agent-Version`.
-    // Returns the builder, as the model layers do: a relay only exists once `build` checked it.
-    #[allow(clippy::new_ret_no_self)]
-    pub fn new(url: impl Into<String>, version: impl Into<String>) -> RelayBuilder {
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use voqalize::relay::Relay;
+    ///
+    /// let relay = Relay::builder("wss://cortex.example/agent", "coach-1.4.0")
+    ///     .api_key("your-agent-key")
+    ///     .drain_timeout(Duration::from_secs(20))
+    ///     .build()?;
+    /// # Ok::<(), voqalize::relay::RelayError>(())
+    /// ```
+    pub fn builder(url: impl Into<String>, version: impl Into<String>) -> RelayBuilder {
         RelayBuilder {
             url: url.into(),
             version: version.into(),

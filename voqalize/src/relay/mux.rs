@@ -335,7 +335,7 @@ async fn run_connection<M: MakeBrain>(
                 break Ended::Lost(match written {
                     Ok(Err(e)) => e.to_string(),
                     Ok(Ok(_)) => "the writer stopped".to_owned(),
-                    Err(e) => format!("the writer failed: {e}"),
+                    Err(e) => format!("the writer failed: {}", crate::logline::chain(&e)),
                 });
             }
             () = &mut quiet => {

@@ -261,7 +261,7 @@ impl Backlog {
 pub(super) enum WriteFailed {
     #[error("the relay took no bytes for {0:?}")]
     Stalled(Duration),
-    #[error("sending failed: {0}")]
+    #[error("sending failed")]
     Socket(#[source] tokio_tungstenite::tungstenite::Error),
 }
 

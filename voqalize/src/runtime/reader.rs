@@ -11,7 +11,7 @@ use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
 use crate::channel::{ChannelReceiver, Incoming};
-use crate::logline::{Repeated, outside};
+use crate::logline::{Repeated, chain, outside};
 use crate::recover::lock;
 use crate::session::outbound::Outbound;
 use crate::wire::{self, Frame};
@@ -71,7 +71,7 @@ pub(super) async fn read_loop(
         let bytes = match next {
             None => break,
             Some(Err(e)) => {
-                tracing::info!("session: channel closed: {}", outside(&e.to_string()));
+                tracing::info!("session: channel closed: {}", outside(&chain(&e)));
                 close = e.close_code();
                 break;
             }

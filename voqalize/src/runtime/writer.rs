@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::inbound::{Lanes, Stop};
 use crate::channel::{ChannelError, ChannelSender};
+use crate::logline::{chain, outside};
 use crate::session::outbound::Outbound;
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 
@@ -38,7 +39,7 @@ pub(super) async fn write_loop<S: ChannelSender>(
                 // Boxed, as is each batch: inline, their state would size this task for the
                 // call's whole life, while the writer mostly waits.
                 if let Err(e) = Box::pin(sender.ping()).await {
-                    tracing::info!("session: ping failed: {e}");
+                    tracing::info!("session: ping failed: {}", outside(&chain(&e)));
                 }
                 continue;
             }
@@ -53,7 +54,10 @@ pub(super) async fn write_loop<S: ChannelSender>(
                 return Ok(sender);
             }
             Err(e) => {
-                tracing::error!("session: send failed, ending the session: {e}");
+                tracing::error!(
+                    "session: send failed, ending the session: {}",
+                    outside(&chain(&e))
+                );
                 lanes.stop(Stop::SendFailed);
                 out.close();
                 return Err(e);

@@ -80,6 +80,6 @@ pub enum SessionError {
         limit: usize,
     },
     /// The payload could not be serialised to JSON.
-    #[error("payload is not serialisable to JSON: {0}")]
+    #[error("payload is not serialisable to JSON")]
     Json(#[from] serde_json::Error),
 }

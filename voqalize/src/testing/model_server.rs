@@ -11,7 +11,7 @@
 //! # async fn run() -> std::io::Result<()> {
 //! let server = ModelServer::start(Provider::Gemini).await?;
 //! server.reply(Reply::new().text("Opening").call("show_help", serde_json::json!({})).finish());
-//! // Gemini::new("test-key").base_url(server.base_url()) ... then drive a session.
+//! // Gemini::builder("test-key").base_url(server.base_url()) ... then drive a session.
 //! let bodies = server.requests(); // every request body, as JSON
 //! # let _ = bodies; Ok(()) }
 //! ```

@@ -17,7 +17,8 @@ impl TokenSigner {
     /// # Errors
     /// [`HostError::BadKey`] when the PEM is not an RSA private key.
     pub fn from_pem(pem: &str) -> Result<Self, HostError> {
-        let key = EncodingKey::from_rsa_pem(pem.as_bytes()).map_err(HostError::BadKey)?;
+        let key = EncodingKey::from_rsa_pem(pem.as_bytes())
+            .map_err(|e| HostError::BadKey(Box::new(e)))?;
         Ok(TokenSigner { key })
     }
 

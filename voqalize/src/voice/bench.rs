@@ -4,12 +4,16 @@
 use crate::model::history::RequestSpec;
 use crate::model::layer::DecodeLimits;
 use crate::model::sse::{DEFAULT_MAX_EVENT_BYTES, SseParser};
-use crate::model::{ModelError, StreamError, ToolChoice};
+use crate::model::{ModelError, ToolChoice};
 use crate::tools::{Arguments, ToolSet};
 
 use super::ModelLayer;
 use super::conversation::Conversation;
 use crate::model::history::{Call, Part, Role, ToolResult};
+
+/// Why a bench step failed: the layer's or the parser's error (the model errors are not public
+/// API, so the hook hands them over boxed).
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A conversation of `turns` exchanges (user, model text and a call, its result) ready to be
 /// turned into requests.
@@ -64,7 +68,7 @@ impl RequestBench {
     ///
     /// # Errors
     /// The layer refused the conversation.
-    pub fn build(&self) -> Result<usize, StreamError> {
+    pub fn build(&self) -> Result<usize, BenchError> {
         let spec = RequestSpec {
             instruction: Some("You are a helpful booking assistant. Be brief."),
             history: self.conversation.entries(),
@@ -72,7 +76,8 @@ impl RequestBench {
             tools: &self.tools,
             choice: &ToolChoice::Auto,
         };
-        Ok(self.layer.0.build(&spec)?.body.len())
+        let request = self.layer.0.build(&spec).map_err(Box::new)?;
+        Ok(request.body.len())
     }
 
     /// Parses `sse` as one response stream and decodes it with this layer, going on past events
@@ -81,15 +86,16 @@ impl RequestBench {
     ///
     /// # Errors
     /// The SSE parser refused the bytes (an event over its size limit).
-    pub fn decode(&self, sse: &[u8]) -> Result<usize, ModelError> {
+    pub fn decode(&self, sse: &[u8]) -> Result<usize, BenchError> {
         let mut parser = SseParser::new(DEFAULT_MAX_EVENT_BYTES);
         let mut decoder = self.layer.0.decoder(DecodeLimits::UNBOUNDED);
         parser.push(sse);
         let mut chunks = 0;
-        while let Some(item) = parser.next_item()? {
+        let boxed = |e: crate::model::SseError| -> BenchError { Box::new(ModelError::from(e)) };
+        while let Some(item) = parser.next_item().map_err(boxed)? {
             chunks += decoder.item(item).map_or(0, |c| c.len());
         }
-        while let Some(item) = parser.finish()? {
+        while let Some(item) = parser.finish().map_err(boxed)? {
             chunks += decoder.item(item).map_or(0, |c| c.len());
         }
         chunks += decoder.end().map_or(0, |c| c.len());

@@ -176,6 +176,9 @@ pub(crate) fn report(session: &Session, step: Step, turn_id: u64, always: bool) 
         session.report_step(step, Some(turn_id))
     };
     if let Err(e) = sent {
-        tracing::debug!("turn {turn_id}: step not reported: {e}");
+        tracing::debug!(
+            "turn {turn_id}: step not reported: {}",
+            crate::logline::chain(&e)
+        );
     }
 }

@@ -25,7 +25,7 @@ use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use super::response::{Closed, Ending, Response};
 use crate::brain::BrainResult;
-use crate::logline::{Repeated, outside, outside_n};
+use crate::logline::{Repeated, chain, outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::Decoder;
@@ -610,7 +610,7 @@ impl TurnState<'_> {
                 "turn: model={} provider={} request failed: {}",
                 layer.model(),
                 layer.provider(),
-                outside_n(&e.to_string(), ERROR_CHARS)
+                outside_n(&chain(e), ERROR_CHARS)
             );
         }
         self.end_request();

@@ -7,7 +7,7 @@ use crate::model::test_support::*;
 use crate::tools::ToolSet;
 
 fn layer(model: &str) -> Chat {
-    Chat::new("https://llm.example/v1", model)
+    Chat::builder("https://llm.example/v1", model)
         .api_key("sk-chat")
         .build()
         .unwrap()
@@ -93,7 +93,7 @@ fn captured_body() {
             ],
         ),
     ];
-    let l = Chat::new("https://llm.example/v1", "gpt-x")
+    let l = Chat::builder("https://llm.example/v1", "gpt-x")
         .api_key("sk-chat")
         .reasoning_effort("low")
         .build()
@@ -543,7 +543,7 @@ fn case67_provider_from_route() {
         assert_eq!(route_company(model), company, "{model}");
         assert_eq!(layer(model).provider(), company, "{model}");
     }
-    let l = Chat::new("http://localhost:11434/v1", "llama3")
+    let l = Chat::builder("http://localhost:11434/v1", "llama3")
         .provider("ollama")
         .build()
         .unwrap();
@@ -556,7 +556,7 @@ fn case67_provider_from_route() {
 #[test]
 fn construction_checks_and_options() {
     // No key: no Authorization header (local servers).
-    let l = Chat::new("http://localhost:8000/v1/", "qwen3")
+    let l = Chat::builder("http://localhost:8000/v1/", "qwen3")
         .build()
         .unwrap();
     let history = [user(1, "hi")];
@@ -568,22 +568,27 @@ fn construction_checks_and_options() {
     assert_eq!(req.url, "http://localhost:8000/v1/chat/completions");
     assert_eq!(l.base_url(), "http://localhost:8000/v1");
     for key in RESERVED {
-        let err = Chat::new("http://h", "m")
+        let err = Chat::builder("http://h", "m")
             .option(*key, json!(1))
             .build()
             .unwrap_err();
         assert!(matches!(err, LayerError::ReservedOption { .. }), "{err}");
     }
-    let clash = Chat::new("http://h", "m")
+    let clash = Chat::builder("http://h", "m")
         .reasoning_effort("low")
         .option("reasoning_effort", json!("high"))
         .build()
         .unwrap_err();
     assert!(matches!(clash, LayerError::OptionClash { .. }));
-    assert!(Chat::new("localhost:8000", "m").build().is_err());
-    assert!(Chat::new("http://h", " ").build().is_err());
-    assert!(Chat::new("http://h", "m").api_key("a\tb").build().is_err());
-    let l = Chat::new("http://h", "m")
+    assert!(Chat::builder("localhost:8000", "m").build().is_err());
+    assert!(Chat::builder("http://h", " ").build().is_err());
+    assert!(
+        Chat::builder("http://h", "m")
+            .api_key("a\tb")
+            .build()
+            .is_err()
+    );
+    let l = Chat::builder("http://h", "m")
         .api_key("sk-secret")
         .option("temperature", json!(0))
         .option("reasoning_effort", json!("minimal"))
@@ -625,7 +630,7 @@ fn from_env_reads_the_openai_variables() {
     let l = Chat::from_lookup("gpt-x", |_| Ok(None)).build().unwrap();
     assert_eq!(l.inner.url, "https://api.openai.com/v1/chat/completions");
     assert!(!l.inner.headers.iter().any(|(k, _)| k == "authorization"));
-    let strict = Chat::new("http://h", "m").strict(true).build().unwrap();
+    let strict = Chat::builder("http://h", "m").strict(true).build().unwrap();
     let tools = tools();
     let history = [user(1, "hi")];
     let b = body(

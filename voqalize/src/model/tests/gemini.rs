@@ -8,7 +8,7 @@ use crate::model::test_support::*;
 use crate::tools::ToolSet;
 
 fn layer() -> Gemini {
-    Gemini::new("k-123").build().unwrap()
+    Gemini::builder("k-123").build().unwrap()
 }
 
 fn decode(items: &[&str]) -> Vec<Chunk> {
@@ -673,44 +673,47 @@ fn from_env_reads_the_documented_variables() {
 
 #[test]
 fn construction_checks() {
-    let bad_url = Gemini::new("k").base_url("ftp://x").build().unwrap_err();
+    let bad_url = Gemini::builder("k")
+        .base_url("ftp://x")
+        .build()
+        .unwrap_err();
     assert!(matches!(bad_url, LayerError::BadUrl { .. }), "{bad_url}");
-    assert!(Gemini::new("k").base_url("https://").build().is_err());
+    assert!(Gemini::builder("k").base_url("https://").build().is_err());
     assert!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .base_url("https://h/p?q=1")
             .build()
             .is_err()
     );
     assert!(matches!(
-        Gemini::new("").build().unwrap_err(),
+        Gemini::builder("").build().unwrap_err(),
         LayerError::BadHeader { .. }
     ));
-    assert!(Gemini::new("k\n").build().is_err());
+    assert!(Gemini::builder("k\n").build().is_err());
     assert!(matches!(
-        Gemini::new("k").model("a/b").build().unwrap_err(),
+        Gemini::builder("k").model("a/b").build().unwrap_err(),
         LayerError::BadModel { .. }
     ));
-    assert!(Gemini::new("k").model("").build().is_err());
+    assert!(Gemini::builder("k").model("").build().is_err());
     assert_eq!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .model("models/gemini-x")
             .build()
             .unwrap()
             .model(),
         "gemini-x"
     );
-    assert!(Gemini::new("k").api_version("v1/../x").build().is_err());
+    assert!(Gemini::builder("k").api_version("v1/../x").build().is_err());
     assert!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .thinking_level(Some("very low"))
             .build()
             .is_err()
     );
     // The key never shows in Debug.
-    let g = Gemini::new("secret-key").build().unwrap();
+    let g = Gemini::builder("secret-key").build().unwrap();
     assert!(!format!("{g:?}").contains("secret-key"));
-    assert!(!format!("{:?}", Gemini::new("secret-key")).contains("secret-key"));
+    assert!(!format!("{:?}", Gemini::builder("secret-key")).contains("secret-key"));
 }
 
 #[test]
@@ -722,13 +725,16 @@ fn options_reserved_merged_and_clashing() {
         "toolConfig",
         "tool_config",
     ] {
-        let err = Gemini::new("k").option(key, json!({})).build().unwrap_err();
+        let err = Gemini::builder("k")
+            .option(key, json!({}))
+            .build()
+            .unwrap_err();
         assert!(
             matches!(&err, LayerError::ReservedOption { key: k, .. } if k == key),
             "{err}"
         );
     }
-    let clash = Gemini::new("k")
+    let clash = Gemini::builder("k")
         .option(
             "generationConfig",
             json!({"thinkingConfig": {"thinkingBudget": 0}}),
@@ -737,13 +743,13 @@ fn options_reserved_merged_and_clashing() {
         .unwrap_err();
     assert!(matches!(clash, LayerError::OptionClash { .. }), "{clash}");
     assert!(matches!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .option("generationConfig", json!(3))
             .build()
             .unwrap_err(),
         LayerError::BadOption { .. }
     ));
-    let g = Gemini::new("k")
+    let g = Gemini::builder("k")
         .option("generationConfig", json!({"temperature": 0.2}))
         .option("generationConfig", json!({"maxOutputTokens": 200}))
         .option("safetySettings", json!([]))
@@ -763,7 +769,7 @@ fn options_reserved_merged_and_clashing() {
     );
     assert_eq!(b["safetySettings"], json!([]));
     // No thinking level: the user's own thinking config goes through.
-    let g = Gemini::new("k")
+    let g = Gemini::builder("k")
         .thinking_level(None)
         .option(
             "generationConfig",
@@ -779,7 +785,7 @@ fn options_reserved_merged_and_clashing() {
         b["generationConfig"],
         json!({"thinkingConfig": {"thinkingBudget": 0}})
     );
-    let g = Gemini::new("k").thinking_level(None).build().unwrap();
+    let g = Gemini::builder("k").thinking_level(None).build().unwrap();
     let b = body(
         &g.build(&spec(None, &history, &tools, &ToolChoice::Auto))
             .unwrap(),
@@ -793,10 +799,10 @@ fn layer_is_cheap_to_clone_and_reports_itself() {
         connect: std::time::Duration::from_secs(3),
         ..Timeouts::default()
     };
-    let g = Gemini::new("k").timeouts(t).build().unwrap();
+    let g = Gemini::builder("k").timeouts(t).build().unwrap();
     assert_eq!(g.timeouts().connect, t.connect);
     assert!(matches!(
-        Gemini::new("k")
+        Gemini::builder("k")
             .option("generation_config", json!({}))
             .build()
             .unwrap_err(),

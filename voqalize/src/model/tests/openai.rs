@@ -8,7 +8,7 @@ use crate::model::test_support::*;
 use crate::tools::ToolSet;
 
 fn layer() -> OpenAi {
-    OpenAi::new("sk-1", "gpt-6-sol").build().unwrap()
+    OpenAi::builder("sk-1", "gpt-6-sol").build().unwrap()
 }
 
 fn reasoning_item(id: &str, encrypted: Option<&str>) -> Part {
@@ -92,7 +92,7 @@ fn captured_second_turn_body() {
         ),
         user(4, "thanks"),
     ];
-    let l = OpenAi::new("sk-1", "gpt-6-sol")
+    let l = OpenAi::builder("sk-1", "gpt-6-sol")
         .reasoning("low")
         .build()
         .unwrap();
@@ -125,7 +125,7 @@ fn captured_second_turn_body() {
 
 #[test]
 fn case62_url_headers_store_and_tools() {
-    let l = OpenAi::new("sk-1", "gpt-6-sol")
+    let l = OpenAi::builder("sk-1", "gpt-6-sol")
         .organization("org-1")
         .project("proj-1")
         .build()
@@ -153,7 +153,7 @@ fn case62_url_headers_store_and_tools() {
         .unwrap();
     assert_eq!(header(&req, "openai-organization"), None);
     // Strict is passed to the declarations.
-    let strict = OpenAi::new("k", "m").strict(true).build().unwrap();
+    let strict = OpenAi::builder("k", "m").strict(true).build().unwrap();
     let b = body(
         &strict
             .build(&spec(None, &history, &tools, &ToolChoice::Auto))
@@ -648,38 +648,43 @@ fn from_env_reads_the_documented_variables() {
 #[test]
 fn construction_checks_and_options() {
     for key in RESERVED {
-        let err = OpenAi::new("k", "m")
+        let err = OpenAi::builder("k", "m")
             .option(*key, json!(true))
             .build()
             .unwrap_err();
         assert!(matches!(err, LayerError::ReservedOption { .. }), "{err}");
     }
-    let clash = OpenAi::new("k", "m")
+    let clash = OpenAi::builder("k", "m")
         .reasoning("low")
         .option("reasoning", json!({"effort": "high"}))
         .build()
         .unwrap_err();
     assert!(matches!(clash, LayerError::OptionClash { .. }), "{clash}");
     assert!(matches!(
-        OpenAi::new("k", "").build().unwrap_err(),
+        OpenAi::builder("k", "").build().unwrap_err(),
         LayerError::BadModel { .. }
     ));
     assert!(matches!(
-        OpenAi::new("k", "m")
+        OpenAi::builder("k", "m")
             .base_url("api.openai.com")
             .build()
             .unwrap_err(),
         LayerError::BadUrl { .. }
     ));
     assert!(
-        OpenAi::new("k", "m")
+        OpenAi::builder("k", "m")
             .reasoning("very high")
             .build()
             .is_err()
     );
-    assert!(OpenAi::new("k", "m").organization("o\r\n").build().is_err());
+    assert!(
+        OpenAi::builder("k", "m")
+            .organization("o\r\n")
+            .build()
+            .is_err()
+    );
     // Options go out as given, without touching the SDK's keys.
-    let l = OpenAi::new("k", "m")
+    let l = OpenAi::builder("k", "m")
         .option("temperature", json!(0.3))
         .option("reasoning", json!({"effort": "none"}))
         .build()

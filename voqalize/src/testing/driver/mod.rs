@@ -31,7 +31,7 @@ pub use observed::{TurnRecord, UnitRecord};
 #[non_exhaustive]
 pub enum DriverError {
     /// Connecting or the WebSocket handshake failed.
-    #[error("could not connect to {target}: {source}")]
+    #[error("could not connect to {target}")]
     Connect {
         /// The URL or address dialed.
         target: String,
@@ -43,7 +43,7 @@ pub enum DriverError {
     #[error("this driver does not run the brain (it was made with Voqalize::connect)")]
     NoBrainTask,
     /// The task running the brain's `run_session` failed (it panicked or was cancelled).
-    #[error("the brain's run_session task failed: {0}")]
+    #[error("the brain's run_session task failed")]
     BrainTask(#[source] tokio::task::JoinError),
     /// The brain closed the connection (with the close code, when one was sent).
     #[error("the brain closed the connection (code {code:?}: {reason})")]
@@ -54,7 +54,7 @@ pub enum DriverError {
         reason: String,
     },
     /// The brain sent bytes the driver could not decode (the published suite crashes on these).
-    #[error("the brain sent an undecodable frame: {0}")]
+    #[error("the brain sent an undecodable frame")]
     Undecodable(#[from] wire::WireError),
     /// What was awaited did not happen in time.
     #[error("timed out after {after:?} waiting for {what}")]
