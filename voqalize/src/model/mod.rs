@@ -2,7 +2,8 @@
 //!
 //! [`Gemini`], [`OpenAi`] (Responses API) and [`Chat`] (any OpenAI-compatible `/chat/completions`
 //! endpoint) each build one provider request from the conversation and decode that provider's
-//! stream; the voice core drives them the same way.
+//! stream; the voice core drives them the same way. Each provider is a folder of three jobs: the
+//! layer and its builder (`mod.rs`), the request (`request.rs`), the stream decoder (`decode.rs`).
 //!
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
 //! * `layer`: what a provider layer is to the voice core;
@@ -35,7 +36,6 @@ pub use http::Timeouts;
 pub(crate) use layer::StreamError;
 pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;
-pub(crate) use sse::SseError;
 
 #[cfg(test)]
 #[path = "tests/support.rs"]

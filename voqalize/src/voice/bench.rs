@@ -91,7 +91,8 @@ impl RequestBench {
         let mut decoder = self.layer.0.decoder(DecodeLimits::UNBOUNDED);
         parser.push(sse);
         let mut chunks = 0;
-        let boxed = |e: crate::model::SseError| -> BenchError { Box::new(ModelError::from(e)) };
+        let boxed =
+            |e: crate::model::sse::SseError| -> BenchError { Box::new(ModelError::from(e)) };
         while let Some(item) = parser.next_item().map_err(boxed)? {
             chunks += decoder.item(item).map_or(0, |c| c.len());
         }

@@ -2,9 +2,13 @@
 
 use serde_json::{Value, json};
 
+use super::decode::usage;
 use super::*;
 use crate::model::history::ToolChoice;
+use crate::model::history::{Call, Chunk, Entry, Kept, Part, Usage};
+use crate::model::sse::SseItem;
 use crate::model::test_support::*;
+use crate::tools::Arguments;
 use crate::tools::ToolSet;
 
 fn layer() -> Gemini {

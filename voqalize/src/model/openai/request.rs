@@ -1,0 +1,230 @@
+//! The Responses request: `input` items built from the neutral conversation, and the tool declarations.
+
+use serde_json::{Map, Value, json};
+
+use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
+use crate::model::layer::StreamError;
+use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
+use crate::tools::Arguments;
+
+use super::*;
+
+impl OpenAi {
+    /// The request body for `spec`.
+    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+        let cfg = &self.inner;
+        let mut body = Map::new();
+        body.insert("model".into(), json!(cfg.model));
+        if let Some(text) = instruction(spec.instruction) {
+            body.insert("instructions".into(), json!(text));
+        }
+        body.insert("input".into(), Value::Array(input(spec)?));
+        body.insert("stream".into(), Value::Bool(true));
+        body.insert("store".into(), Value::Bool(false));
+        for (k, v) in &cfg.options {
+            body.insert(k.clone(), v.clone());
+        }
+        if !spec.tools.is_empty() {
+            body.insert("tools".into(), json!(spec.tools.openai(cfg.strict)));
+            let choice = match spec.choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Only(name) => {
+                    check_only(PROVIDER, spec.tools, name)?;
+                    json!({"type": "function", "name": name})
+                }
+            };
+            body.insert("tool_choice".into(), choice);
+        } else if let ToolChoice::Only(name) = spec.choice {
+            check_only(PROVIDER, spec.tools, name)?;
+        }
+        if let Some(effort) = &cfg.reasoning {
+            body.insert("reasoning".into(), json!({"effort": effort}));
+            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+/// The context as `input` items.
+fn input(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
+    let mut out = Vec::with_capacity(spec.history.len() + 1);
+    for entry in spec.history {
+        match entry.role {
+            Role::User => {
+                let text = user_text(PROVIDER, &entry.parts)?;
+                if !text.is_empty() {
+                    out.push(json!({"role": "user", "content": text}));
+                }
+            }
+            Role::Model => model_items(entry, &mut out)?,
+            Role::Results => {
+                for part in &entry.parts {
+                    let Part::Result(r) = part else {
+                        return Err(build_error(
+                            PROVIDER,
+                            format!("a results turn holds {part:?}"),
+                        ));
+                    };
+                    let Some(call_id) = &r.call_id else {
+                        return Err(build_error(
+                            PROVIDER,
+                            format!("the result for {} has no call id", r.name),
+                        ));
+                    };
+                    out.push(json!({
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": r.response.to_string(),
+                    }));
+                }
+            }
+        }
+    }
+    if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
+        out.push(json!({"role": "user", "content": note}));
+    }
+    Ok(out)
+}
+
+/// A model turn, in order: each run of text parts as one assistant message, each call as a
+/// `function_call` item, and each reasoning item only where the item it led to follows it as the
+/// model produced it (docs/protocol.md §6.15). Without `store`, OpenAI accepts a reasoning item
+/// only with its `encrypted_content`, and only immediately followed by its own output item, with
+/// that item's id: the message (`msg_…`) the caller heard in full, or the call (`fc_…`) as it
+/// was made. A message heard only in part (heard truth rewrote it), a call the core refused or
+/// rewrote, or a turn that ends after the reasoning: the reasoning goes, and the text or call is
+/// sent as ours (no id).
+fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
+    let mut run = TextRun::default();
+    // Reasoning items waiting for the item they led to.
+    let mut held: Vec<&Value> = Vec::new();
+    for part in &entry.parts {
+        match part {
+            Part::Text { text, trimmed, .. } => run.push(text, *trimmed),
+            Part::Thought { raw } => {
+                if run.flush(out) {
+                    held.clear();
+                }
+                if replayable_reasoning(raw) {
+                    held.push(raw);
+                }
+            }
+            Part::Other { raw } if raw.get("type").and_then(Value::as_str) == Some("message") => {
+                if !held.is_empty() && run.is_exactly(message_text(raw)) {
+                    out.extend(held.drain(..).cloned());
+                    out.push(raw.clone());
+                    run.clear();
+                } else {
+                    run.flush(out);
+                }
+                held.clear();
+            }
+            Part::Call { call, raw } => {
+                if run.flush(out) {
+                    held.clear();
+                }
+                if !held.is_empty() && made_as_received(call, raw) {
+                    out.extend(held.drain(..).cloned());
+                    out.push(raw.clone());
+                } else {
+                    out.push(function_call(call)?);
+                }
+                held.clear();
+            }
+            // Only the layer's own decoder fills model turns, and it keeps nothing else.
+            Part::Other { .. } => {}
+            Part::Result(_) => {
+                return Err(build_error(PROVIDER, "a model turn holds a call's result"));
+            }
+        }
+    }
+    run.flush(out);
+    Ok(())
+}
+
+/// A run of text parts of one model turn, sent as one assistant message.
+#[derive(Default)]
+struct TextRun {
+    text: String,
+    /// Heard truth rewrote or dropped text of the run.
+    trimmed: bool,
+}
+
+impl TextRun {
+    fn push(&mut self, text: &str, trimmed: bool) {
+        self.text.push_str(text);
+        self.trimmed |= trimmed;
+    }
+
+    /// Whether the run is the message's text exactly as the model wrote it, all of it heard.
+    fn is_exactly(&self, message: Option<String>) -> bool {
+        !self.trimmed && !self.text.is_empty() && message.as_deref() == Some(self.text.as_str())
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.trimmed = false;
+    }
+
+    /// Sends the run as a plain assistant message of ours. `true` when there was a run (text, or
+    /// text heard as nothing): a reasoning item before it is not followed by its own item.
+    fn flush(&mut self, out: &mut Vec<Value>) -> bool {
+        let had = !self.text.is_empty() || self.trimmed;
+        if !self.text.is_empty() {
+            out.push(json!({"role": "assistant", "content": std::mem::take(&mut self.text)}));
+        }
+        self.trimmed = false;
+        had
+    }
+}
+
+/// The text of a `message` output item: its `output_text` (and `refusal`) contents, in order.
+fn message_text(item: &Value) -> Option<String> {
+    let content = item.get("content")?.as_array()?;
+    let mut text = String::new();
+    for c in content {
+        match c.get("type").and_then(Value::as_str) {
+            Some("output_text") => text.push_str(c.get("text")?.as_str()?),
+            Some("refusal") => text.push_str(c.get("refusal")?.as_str()?),
+            _ => return None,
+        }
+    }
+    Some(text)
+}
+
+/// Whether a reasoning item can go back to the API at all: only with its `encrypted_content`.
+fn replayable_reasoning(raw: &Value) -> bool {
+    raw.get("encrypted_content")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+}
+
+/// Whether a call is the `function_call` item the model produced (`raw`), unchanged by the core.
+fn made_as_received(call: &Call, raw: &Value) -> bool {
+    let field = |k: &str| raw.get(k).and_then(Value::as_str);
+    field("id").is_some_and(|id| !id.is_empty())
+        && field("call_id") == call.id.as_deref()
+        && field("name") == Some(call.name.as_str())
+        && match &call.arguments {
+            Arguments::Raw(text) => field("arguments") == Some(text.as_str()),
+            Arguments::Json(_) => false,
+        }
+}
+
+/// A `function_call` input item: `call_id`, never the output item's `id` (it names an item that
+/// was not stored, and the call's output is matched by `call_id`).
+fn function_call(call: &Call) -> Result<Value, StreamError> {
+    let Some(call_id) = &call.id else {
+        return Err(build_error(
+            PROVIDER,
+            format!("the call to {} has no call id", call.name),
+        ));
+    };
+    Ok(json!({
+        "type": "function_call",
+        "call_id": call_id,
+        "name": call.name,
+        "arguments": arguments_text(&call.arguments),
+    }))
+}
