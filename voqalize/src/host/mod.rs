@@ -22,7 +22,7 @@ pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 
-use crate::runtime::{self, Limits, Outcome};
+use crate::runtime::{self, Limits, Outcome, out_of_line};
 
 /// Close code for a token that failed verification; Voqalize treats it as permanent.
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
@@ -468,7 +468,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     options: &HostOptions,
 ) -> Result<(), HostError> {
     let Some(session_id) = upgrade.session_id else {
-        Box::pin(sender.close(CLOSE_POLICY, "expected ?session_id=")).await;
+        out_of_line(sender.close(CLOSE_POLICY, "expected ?session_id=")).await;
         return Err(HostError::MissingSessionId);
     };
     let span = tracing::info_span!(
@@ -482,7 +482,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     let claims = match verified {
         Ok(c) => c,
         Err(e) => {
-            Box::pin(sender.close(CLOSE_UNAUTHORIZED, "unauthorized")).await;
+            out_of_line(sender.close(CLOSE_UNAUTHORIZED, "unauthorized")).await;
             return Err(e);
         }
     };
@@ -505,9 +505,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         Outcome::SendFailed(_) => CLOSE_NORMAL,
     };
     if let Some(mut sender) = sender {
-        // Boxed, as the refusals above: inline, the close's state would be carried by this
-        // future for the whole call.
-        Box::pin(sender.close(code, "")).await;
+        out_of_line(sender.close(code, "")).await;
     }
     match outcome {
         Outcome::Ended { .. } => Ok(()),

@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use super::inbound::{Inbound, Lanes, Next, Stop};
 use super::turns::{Control, RunningTurn};
-use super::{Limits, guarded};
+use super::{Limits, guarded, out_of_line};
 use crate::brain::{Brain, MakeBrain};
 use crate::logline::{Repeated, outside, outside_n};
 use crate::queue::Alerts;
@@ -133,9 +133,7 @@ impl<M: MakeBrain> Feeder<M> {
                     let lanes = self.lanes.clone();
                     tokio::select! {
                         biased;
-                        // Boxed: the feeder mostly waits, and inline the state of a callback
-                        // would size it for the whole call.
-                        () = Box::pin(self.handle(item)) => {}
+                        () = out_of_line(self.handle(item)) => {}
                         () = lanes.halted() => {
                             tracing::warn!("session: abandoning a callback that had not returned");
                         }
@@ -155,7 +153,7 @@ impl<M: MakeBrain> Feeder<M> {
             }));
             self.out.push(Frame::End);
         }
-        Box::pin(self.teardown(&stop)).await;
+        out_of_line(self.teardown(&stop)).await;
         stop
     }
 
@@ -208,13 +206,11 @@ impl<M: MakeBrain> Feeder<M> {
                 speech_id,
                 heard,
                 seen,
-            } => return Box::pin(self.finalize(speech_id, heard, seen)).await,
+            } => return out_of_line(self.finalize(speech_id, heard, seen)).await,
             Inbound::Frame(frame) => frame,
         };
         if let Frame::SessionStart(start) = frame {
-            // Boxed, as is teardown: each runs once a call, and inline their state would size the
-            // feeder for the call's whole life.
-            return Box::pin(self.start(start)).await;
+            return out_of_line(self.start(start)).await;
         }
         let Some((session, brain)) = self.session() else {
             tracing::debug!("dropping {} that arrived before SessionStart", frame.name());
@@ -242,9 +238,7 @@ impl<M: MakeBrain> Feeder<M> {
             }
             Frame::Error(e) => {
                 let fut = context::scope(session.clone(), None, brain.on_error(&session, e));
-                // Boxed (as every brain callback the feeder awaits): the brain's futures are its
-                // own size, and inline they would size the feeder for the whole call.
-                if let Err(e) = Box::pin(guarded(fut)).await
+                if let Err(e) = out_of_line(guarded(fut)).await
                     && lock(&self.control.failures).allow()
                 {
                     tracing::error!("brain: on_error failed: {}", outside(&e));
@@ -269,7 +263,7 @@ impl<M: MakeBrain> Feeder<M> {
             return;
         };
         let fut = context::scope(session.clone(), None, brain.on_finalize(&session, fin));
-        if let Err(e) = Box::pin(guarded(fut)).await
+        if let Err(e) = out_of_line(guarded(fut)).await
             && lock(&self.control.failures).allow()
         {
             tracing::error!("brain: on_finalize failed: {}", outside(&e));
@@ -583,7 +577,7 @@ async fn pump_alerts<B: Brain>(
             continue;
         }
         let fut = context::scope(session.clone(), None, brain.on_error(session, error));
-        if let Err(e) = Box::pin(guarded(fut)).await
+        if let Err(e) = out_of_line(guarded(fut)).await
             && lock(&control.failures).allow()
         {
             tracing::error!(

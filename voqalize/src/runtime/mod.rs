@@ -20,6 +20,14 @@ mod reader;
 mod turns;
 mod writer;
 
+/// Awaits `step` from the heap. A call's tasks live as long as the call and mostly wait; a step
+/// they take rarely (a brain callback, the session's start and teardown, a write batch, a close)
+/// would, awaited inline, size the task's future for its largest step's state for the whole call.
+/// Every such step goes through here, so the reason is written once.
+pub(crate) fn out_of_line<F: Future>(step: F) -> std::pin::Pin<Box<F>> {
+    Box::pin(step)
+}
+
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::inbound::{Lanes, Stop};
+use super::out_of_line;
 use crate::channel::{ChannelError, ChannelSender};
 use crate::logline::{chain, outside};
 use crate::session::outbound::Outbound;
@@ -36,16 +37,14 @@ pub(super) async fn write_loop<S: ChannelSender>(
         let frame = tokio::select! {
             frame = out.pop() => frame,
             _ = ping.tick(), if ping_interval.is_some() => {
-                // Boxed, as is each batch: inline, their state would size this task for the
-                // call's whole life, while the writer mostly waits.
-                if let Err(e) = Box::pin(sender.ping()).await {
+                if let Err(e) = out_of_line(sender.ping()).await {
                     tracing::info!("session: ping failed: {}", outside(&chain(&e)));
                 }
                 continue;
             }
         };
         let Some(frame) = frame else { break };
-        match Box::pin(send_batch(&mut sender, &out, frame, max_frame)).await {
+        match out_of_line(send_batch(&mut sender, &out, frame, max_frame)).await {
             Ok(Batch::Sent(n)) => out.wrote(n),
             Ok(Batch::Refused(n)) => {
                 out.wrote(n);

@@ -3,12 +3,12 @@
 
 use serde_json::{Value, json};
 
-use super::*;
 use super::decode::usage;
+use super::*;
 use crate::model::history::{Chunk, Entry, Part, ToolChoice, Usage};
 use crate::model::sse::SseItem;
-use crate::tools::Arguments;
 use crate::model::test_support::*;
+use crate::tools::Arguments;
 use crate::tools::ToolSet;
 
 fn layer() -> OpenAi {
