@@ -10,7 +10,7 @@ use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
 use crate::tools::Arguments;
 
-use super::*;
+use super::error_name;
 
 /// One tool call being assembled from fragments.
 #[derive(Debug)]

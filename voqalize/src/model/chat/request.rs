@@ -6,7 +6,7 @@ use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
 
-use super::*;
+use super::{Chat, error_name};
 
 impl Chat {
     /// The request body for `spec`.

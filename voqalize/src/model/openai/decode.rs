@@ -11,7 +11,7 @@ use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
 use crate::tools::Arguments;
 
-use super::*;
+use super::PROVIDER;
 
 /// Decodes a Responses stream, switching on each event's `type`. An event that would take more
 /// than `max_kept_bytes` in memory is not read into it: the core cuts the response there.

@@ -7,7 +7,7 @@ use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
 use crate::tools::Arguments;
 
-use super::*;
+use super::{OpenAi, PROVIDER};
 
 impl OpenAi {
     /// The request body for `spec`.
