@@ -32,9 +32,9 @@ struct Desk {
     model: Model,
 }
 
-impl ModelBrain for Desk {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Desk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

@@ -67,9 +67,9 @@ struct Desk {
     next_nonce: AtomicU32,
 }
 
-impl ModelBrain for Desk {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Desk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 
     async fn on_rtvi(&self, _session: &Session, message: Rtvi) -> BrainResult {
@@ -90,7 +90,7 @@ impl ModelBrain for Desk {
             booking.restaurant
         );
         let verb = if confirmed { "confirmed" } else { "declined" };
-        self.model()
+        self.model
             .append_note(&format!("(The user {verb} booking {nonce} on screen.)"));
         Ok(())
     }

@@ -50,9 +50,9 @@ struct Coach {
     meals: AtomicU32,
 }
 
-impl ModelBrain for Coach {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Coach {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! The help desk: a `respond` override that makes sure every turn says something.
+//! The help desk: an `on_user_message` that makes sure every turn says something.
 //!
 //! A model sometimes answers a turn with tool calls only, or with nothing at all, and the caller
 //! hears silence. This brain lets the model answer as usual, and when the turn spoke no word
@@ -31,16 +31,12 @@ struct HelpDesk {
     model: Model,
 }
 
-impl ModelBrain for HelpDesk {
-    fn model(&self) -> &Model {
-        &self.model
-    }
-
-    async fn respond(&self, turn: &mut Turn) -> BrainResult {
-        self.model().respond(self, turn).await?;
+impl Brain for HelpDesk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await?;
         if !turn.has_spoken() {
             // Tools only, or nothing: ask again, and this time the model must speak.
-            self.model()
+            self.model
                 .respond_with(self, turn, ToolChoice::None)
                 .await?;
         }

@@ -1,4 +1,4 @@
-//! The model-backed comparison workload: a `ModelBrain` with a short instruction and no tools, so
+//! The model-backed comparison workload: a model-backed `Brain` with a short instruction and no tools, so
 //! every user message is one model request whose streamed answer is spoken. Against the stand-in
 //! provider (`examples/provider.rs`) each answer is the workload's 41 words in 8 pieces. The Python
 //! SDK's twin is `examples/python/model_brain.py`; `scripts/compare-model` runs both under the
@@ -24,9 +24,9 @@ struct ModelWorkload {
     model: Model,
 }
 
-impl ModelBrain for ModelWorkload {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for ModelWorkload {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

@@ -1,7 +1,7 @@
 //! Real provider streams, replayed: every recording in `tests/fixtures/providers/` (streams the
 //! live APIs sent, published as test fixtures by other open-source projects; each notes file
 //! names its source, commit and licence) is served byte for byte by the stand-in provider over
-//! loopback HTTP to a `ModelBrain` on a real session socket, and must be spoken, called and
+//! loopback HTTP to a model-backed `Brain` on a real session socket, and must be spoken, called and
 //! counted as `expect` in its notes says. `expect` is read from the recording by
 //! `tests/fixtures/providers/expect.py`, never from this SDK's decoders (docs/protocol.md §6.15).
 //!
@@ -30,9 +30,9 @@ struct Listener {
     model: Model,
 }
 
-impl ModelBrain for Listener {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Listener {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

@@ -56,9 +56,9 @@ struct Host {
     log: Arc<Log>,
 }
 
-impl ModelBrain for Host {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Host {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

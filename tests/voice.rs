@@ -1,4 +1,4 @@
-//! Model-backed brains end to end: a `ModelBrain` on a real session socket, talking to the
+//! Model-backed brains end to end: a model-backed `Brain` on a real session socket, talking to the
 //! stand-in provider of `voqalize::testing` over real HTTP and SSE (docs/protocol.md §6).
 
 use std::sync::Arc;
@@ -30,9 +30,9 @@ struct Desk {
     release: Arc<Notify>,
 }
 
-impl ModelBrain for Desk {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Desk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 
     async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {

@@ -1,6 +1,6 @@
 //! A model response is bounded in bytes, counts and time (docs/protocol.md §6.14), and what a
-//! provider or a model says reaches the log clipped and escaped: a `ModelBrain` on a real session
-//! socket against the stand-in provider misbehaving over real HTTP, with small configured bounds
+//! provider or a model says reaches the log clipped and escaped: a model-backed `Brain` on a real
+//! session socket against the stand-in provider misbehaving over real HTTP, with small configured bounds
 //! so each test stays fast. Each test checks the bound held and that the session, and a bystander
 //! session on the same layer, go on being answered.
 
@@ -31,9 +31,9 @@ struct Teller {
     runs: Arc<AtomicUsize>,
 }
 
-impl ModelBrain for Teller {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Teller {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 
@@ -706,9 +706,9 @@ struct Sluggish {
     model: Model,
 }
 
-impl ModelBrain for Sluggish {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Sluggish {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 

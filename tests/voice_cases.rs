@@ -1,4 +1,4 @@
-//! The voice core case by case, end to end: a `ModelBrain` on a real session socket talking to the
+//! The voice core case by case, end to end: a model-backed `Brain` on a real session socket talking to the
 //! stand-in provider over real HTTP and SSE (docs/protocol.md §6 and §7). Each test proves one
 //! behaviour; the doc comment names the case it covers.
 
@@ -78,6 +78,9 @@ enum Plan {
         remember: bool,
         then: bool,
     },
+    /// This line, spoken by the brain itself (`turn.say`), on the first turn; the model on every
+    /// later turn.
+    Say(&'static str),
 }
 
 struct Clerk {
@@ -88,15 +91,15 @@ struct Clerk {
     turns: std::sync::atomic::AtomicUsize,
 }
 
-impl ModelBrain for Clerk {
-    fn model(&self) -> &Model {
-        &self.model
-    }
-
-    async fn respond(&self, turn: &mut Turn) -> BrainResult {
+impl Brain for Clerk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
         let first = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
         match &self.plan {
-            Plan::Line { .. } if !first => self.model.respond(self, turn).await,
+            Plan::Line { .. } | Plan::Say(_) if !first => self.model.respond(self, turn).await,
+            Plan::Say(line) => {
+                turn.say(line);
+                Ok(())
+            }
             Plan::Auto | Plan::Greet => self.model.respond(self, turn).await,
             Plan::With(choice) => self.model.respond_with(self, turn, choice.clone()).await,
             Plan::Line {
@@ -226,9 +229,9 @@ struct Plain {
     model: Model,
 }
 
-impl ModelBrain for Plain {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Plain {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 
@@ -1115,9 +1118,9 @@ struct Pacer {
     log: Arc<Log>,
 }
 
-impl ModelBrain for Pacer {
-    fn model(&self) -> &Model {
-        &self.model
+impl Brain for Pacer {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
     }
 }
 
@@ -1561,6 +1564,30 @@ async fn a_line_not_remembered_is_never_read_by_the_model() {
     rig.server.reply(Reply::new().text("OK.").finish());
     v.user_says("next").await.unwrap();
     assert_eq!(contents(&rig.server, 1), ["user: T(go), T(next)"]);
+}
+
+/// A turn the brain answers itself (`turn.say`, no model): the model's next request still reads
+/// the user's words and what was heard of the reply, in order. A brain holding a `Model` writes
+/// nothing to feed it.
+#[tokio::test]
+async fn a_turn_answered_without_the_model_is_still_in_its_history() {
+    let (rig, mut v) = rig_with(
+        Provider::Gemini,
+        "said-itself",
+        Plan::Say("One moment."),
+        |m| m,
+    )
+    .await;
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("hold on").await.unwrap();
+    let unit = first_unit(&mut v, turn).await;
+    v.finalize(unit, "One moment.").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("next").await.unwrap();
+    assert_eq!(
+        contents(&rig.server, 0),
+        ["user: T(hold on)", "model: T(One moment.)", "user: T(next)"]
+    );
 }
 
 /// case 46: a remembered line is the model's words, cut to what was heard.

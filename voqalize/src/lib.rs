@@ -5,8 +5,8 @@
 //! the user's finalized text comes in, speech streams out in speech units, and Voqalize reports
 //! what the user actually heard of each unit.
 //!
-//! A brain implements [`Brain`] (it speaks itself) or [`ModelBrain`](voice::ModelBrain) (a model
-//! speaks for it); [`host`] serves it; `testing` (feature `testing`) drives it in tests.
+//! A brain implements [`Brain`]: it speaks itself, or hands its turns to a model; [`host`] serves
+//! it; `testing` (feature `testing`) drives it in tests.
 //!
 //! # Quick start
 //!
@@ -30,9 +30,9 @@
 //! }
 //! ```
 //!
-//! A model-backed brain is a struct holding a [`Model`](voice::Model), a [`#[brain]`](macro@brain)
-//! impl of its [`#[tool]`](macro@tool)s, and [`ModelBrain::model`](voice::ModelBrain::model); see
-//! [`voice`]. The README and `docs/model-brains.md` in the repository walk through both.
+//! A model-backed brain is a `Brain` holding a [`Model`](voice::Model), with a
+//! [`#[brain]`](macro@brain) impl of its [`#[tool]`](macro@tool)s, whose `on_user_message` calls
+//! [`Model::respond`](voice::Model::respond); see [`voice`]. The README and `docs/model-brains.md` in the repository walk through both.
 //!
 //! The modules, bottom layer first (each uses only those above it in this table):
 //!
@@ -48,7 +48,7 @@
 //! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
 //! | [`model`] | (feature `model`, on by default) Gemini, OpenAI Responses and chat-completions layers, our SSE parser, the pooled HTTP client |
-//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model) and [`ModelBrain`](voice::ModelBrain), a brain a model answers for |
+//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns |
 //! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
 //! | [`prelude`] | every name a brain file needs |

@@ -8,7 +8,7 @@ pub use crate::model::{Chat, Gemini, OpenAi};
 pub use crate::session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
 pub use crate::tools::prelude::*;
 #[cfg(feature = "model")]
-pub use crate::voice::{Model, ModelBrain, ToolChoice};
+pub use crate::voice::{Model, ToolChoice};
 pub use crate::wire::{
     Capability, Config, ErrorCode, ErrorFrame, Language, Rtvi, RtviType, UserIdle, UserMessage,
     Voice,

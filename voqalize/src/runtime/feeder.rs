@@ -303,9 +303,20 @@ impl<M: MakeBrain> Feeder<M> {
             );
             return;
         }
+        let session = Session::new(
+            start.session_id,
+            start.init,
+            start.capabilities,
+            self.out.clone(),
+            self.session_limits,
+        );
         let factory = self.factory.clone();
-        let made = std::panic::catch_unwind(AssertUnwindSafe(|| factory.make()))
-            .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
+        // The factory runs with the session current, so what it makes (a voice core) can follow
+        // the call from its first frame.
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            context::sync_scope(session.clone(), || factory.make())
+        }))
+        .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
         let brain = match made {
             Ok(brain) => Arc::new(brain),
             Err(why) => {
@@ -322,13 +333,6 @@ impl<M: MakeBrain> Feeder<M> {
                 return;
             }
         };
-        let session = Session::new(
-            start.session_id,
-            start.init,
-            start.capabilities,
-            self.out.clone(),
-            self.session_limits,
-        );
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());
         let _ = self.brain.set(brain.clone());
@@ -477,6 +481,10 @@ impl<M: MakeBrain> Feeder<M> {
         let (s, flag) = (session.clone(), cancelled.clone());
         let task = async move {
             let mut turn = Turn::new(s, turn_id, flag);
+            if let Stimulus::Message(m) = &stimulus {
+                turn.session().user_said(&m.text);
+                turn = turn.answering(m.text.clone());
+            }
             let result = match stimulus {
                 Stimulus::Greeting(text) => {
                     turn.say(&text);

@@ -64,6 +64,18 @@ pub(crate) fn scope_turn<F: Future>(
     )
 }
 
+/// Runs `f` (the brain factory) with `session` current, so what it makes can attach to the call.
+pub(crate) fn sync_scope<R>(session: Session, f: impl FnOnce() -> R) -> R {
+    CURRENT.sync_scope(
+        CallContext {
+            session,
+            turn: None,
+            cancelled: None,
+        },
+        f,
+    )
+}
+
 pub(crate) fn current() -> Option<CallContext> {
     CURRENT.try_with(Clone::clone).ok()
 }

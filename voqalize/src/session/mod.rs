@@ -12,7 +12,7 @@ mod turn;
 mod units;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -83,7 +83,24 @@ struct Shared {
     chunk_bytes: usize,
     /// The largest frame the socket takes, in bytes.
     max_frame: usize,
+    /// What is told the user's words and heard truth as they happen (a voice core).
+    listeners: Mutex<Vec<Weak<dyn Listener>>>,
 }
+
+/// Something kept up to date with the call as it happens: the user's words as each turn answering
+/// them starts, and what the user heard of each unit as it is finalized. The voice core's `Model`
+/// is one, attached to the session of the factory that made it, so a brain holding a `Model`
+/// writes no code to feed it (docs/protocol.md §6.10).
+pub(crate) trait Listener: Send + Sync {
+    /// A turn answering the user's `text` starts.
+    fn user_said(&self, text: &str);
+    /// A unit was finalized: what was heard of it.
+    fn heard(&self, finalized: &Finalized);
+}
+
+/// How many listeners one session keeps (a `Model` per call; a brain may hold a few).
+#[cfg(feature = "model")]
+const MAX_LISTENERS: usize = 16;
 
 /// The brain's handle on one call: a cheap `Clone` passed to every callback.
 ///
@@ -127,6 +144,7 @@ impl Session {
                 // At least one character of any width (4 bytes), whatever was configured.
                 chunk_bytes: limits.chunk_bytes.min(room).max(4),
                 max_frame: limits.max_frame,
+                listeners: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -374,15 +392,21 @@ impl Session {
     }
 
     /// Applies a `Finalize` read when `seen` outbound frames had been handed to the transport:
-    /// settles the unit before `on_finalize` runs, or gives `None` when it names no unit this
-    /// session has on the wire (docs/protocol.md §4.7).
+    /// settles the unit and tells every listener what was heard, before `on_finalize` runs, or
+    /// gives `None` when it names no unit this session has on the wire (docs/protocol.md §4.7).
     pub(crate) fn settle_unit(
         &self,
         speech_id: u64,
         heard: String,
         seen: u64,
     ) -> Option<Finalized> {
-        lock(&self.shared.units).settle(speech_id, heard, seen)
+        let settled = lock(&self.shared.units).settle(speech_id, heard, seen)?;
+        // Told after the book is released: a listener locks its own state, and a turn writing
+        // a unit holds that state while it locks the book.
+        for listener in self.listeners() {
+            listener.heard(&settled);
+        }
+        Some(settled)
     }
 
     /// Reports a step of a turn's work (wire `TurnStep`), sent at once and never answered.
@@ -466,6 +490,37 @@ impl Session {
     #[cfg(feature = "model")]
     pub(crate) fn said(&self, speech_id: u64) -> String {
         self.units().said(speech_id)
+    }
+
+    /// Keeps `listener` up to date with this call from now on, for as long as it lives. At most
+    /// [`MAX_LISTENERS`] live at once; past that the newest is not attached (and says so).
+    #[cfg(feature = "model")]
+    pub(crate) fn listen(&self, listener: Weak<dyn Listener>) {
+        let mut listeners = lock(&self.shared.listeners);
+        listeners.retain(|l| l.strong_count() > 0);
+        if listeners.len() >= MAX_LISTENERS {
+            tracing::warn!(
+                "session: {MAX_LISTENERS} voice cores already follow this call; not attaching another"
+            );
+            return;
+        }
+        listeners.push(listener);
+    }
+
+    /// The listeners alive now (the lock is not held while they run).
+    fn listeners(&self) -> Vec<Arc<dyn Listener>> {
+        lock(&self.shared.listeners)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
+    /// A turn answering the user's `text` starts: every listener is told, before the brain's
+    /// callback runs.
+    pub(crate) fn user_said(&self, text: &str) {
+        for listener in self.listeners() {
+            listener.user_said(text);
+        }
     }
 
     /// The unit book, locked. Speaking holds it across the push of a frame and the bookkeeping

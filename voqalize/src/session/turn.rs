@@ -27,6 +27,8 @@ pub struct Turn {
     open: Mutex<Option<u64>>,
     /// Some text of this turn reached the outbound lane.
     spoke: AtomicBool,
+    /// The user's words this turn answers (a `UserMessage`'s text).
+    user_text: Option<String>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -46,7 +48,23 @@ impl Turn {
             cancelled,
             open: Mutex::new(None),
             spoke: AtomicBool::new(false),
+            user_text: None,
         }
+    }
+
+    /// This turn answers the user's words `text`.
+    pub(crate) fn answering(mut self, text: String) -> Self {
+        self.user_text = Some(text);
+        self
+    }
+
+    /// The user's words this turn answers: the `UserMessage`'s text, or `None` for a turn that
+    /// answers silence (`UserIdle`) or speaks the greeting. [`Model::respond`] adds them to the
+    /// conversation before it asks the model.
+    ///
+    /// [`Model::respond`]: crate::voice::Model::respond
+    pub fn user_text(&self) -> Option<&str> {
+        self.user_text.as_deref()
     }
 
     /// The turn id (the stimulus's `turn_id`).

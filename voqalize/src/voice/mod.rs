@@ -1,7 +1,7 @@
 //! Model-backed brains: the voice core (docs/protocol.md §6).
 //!
-//! A model-backed brain is a struct holding a [`Model`], a `#[brain]` impl of its tools, and
-//! three lines of [`ModelBrain`]:
+//! A model-backed brain is any [`Brain`](crate::brain::Brain) holding a [`Model`], with a
+//! `#[brain]` impl of its tools; its `on_user_message` hands the turn to the model:
 //!
 //! ```no_run
 //! use voqalize::prelude::*;
@@ -11,9 +11,9 @@
 //!     model: Model,
 //! }
 //!
-//! impl ModelBrain for Coach {
-//!     fn model(&self) -> &Model {
-//!         &self.model
+//! impl Brain for Coach {
+//!     async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+//!         self.model.respond(self, turn).await
 //!     }
 //! }
 //!
@@ -38,12 +38,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The SDK then runs every turn: the user's words go into the conversation, the model streams its
-//! answer, speech opens on the first word, each tool runs the moment its call arrives (after the
-//! words before it are on the wire) and its result is filed right after the call, a
-//! `#[needs_result_now]` tool makes the model read its result at once, and every `Finalize` cuts
-//! the conversation down to what the user actually heard. What a provider sends is bounded in
-//! bytes, counts and time (the bounds among [`Model`]'s settings, docs/protocol.md §6.14).
+//! The SDK then runs every turn: [`Model::respond`] adds the user's words to the conversation,
+//! the model streams its answer, speech opens on the first word, each tool runs the moment its
+//! call arrives (after the words before it are on the wire) and its result is filed right after
+//! the call, a `#[needs_result_now]` tool makes the model read its result at once, and before
+//! every request the conversation is cut down to what the user actually heard of each unit (the
+//! session's `Finalize`s). The connection to the provider is opened when the `Model` is made. The
+//! brain's other callbacks are its own: nothing in them feeds the model, so none has to be
+//! written. What a provider sends is bounded in bytes, counts and time (the bounds among
+//! [`Model`]'s settings, docs/protocol.md §6.14).
 
 /// Request building measured in isolation: a hook for `benches/voice.rs` and the fuzz target,
 /// only with the `testing` feature (not an API to build on).
@@ -57,7 +60,7 @@ mod report;
 mod response;
 mod turn;
 
-use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -65,14 +68,14 @@ use bounds::Bounds;
 use conversation::Conversation;
 use report::TurnLog;
 
-use crate::brain::{Brain, BrainResult};
+use crate::brain::BrainResult;
 use crate::model::http;
 use crate::model::layer::Layer;
 use crate::model::{Chat, Gemini, OpenAi};
 use crate::recover::lock;
-use crate::session::{Finalized, Session, Turn};
+use crate::session::context;
+use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
-use crate::wire::{ErrorFrame, Rtvi, UserIdle, UserMessage};
 
 pub use crate::model::ToolChoice;
 
@@ -135,6 +138,8 @@ struct Inner {
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
     conversation: Mutex<Conversation>,
+    /// It follows a session (see [`Model::new`]).
+    attached: AtomicBool,
     /// What the session's turns log, each kind summed up (docs/protocol.md §6.14).
     log: Mutex<TurnLog>,
 }
@@ -149,8 +154,24 @@ impl Inner {
             layer,
             settings,
             instruction: Mutex::new(instruction),
+            attached: AtomicBool::new(false),
             log: Mutex::new(TurnLog::default()),
         }
+    }
+}
+
+/// The session tells the conversation what happens on the call.
+impl Listener for Inner {
+    fn user_said(&self, text: &str) {
+        lock(&self.conversation).push_user(text);
+    }
+
+    fn heard(&self, finalized: &Finalized) {
+        lock(&self.conversation).heard(
+            finalized.speech_id,
+            &finalized.heard,
+            finalized.interrupted(),
+        );
     }
 }
 
@@ -159,6 +180,13 @@ impl Inner {
 /// Make one per call, in the brain factory: it holds that call's history. Making one is cheap;
 /// the layer (and the HTTP connection pool under every layer) is shared. It is deliberately not
 /// `Clone`: a copy shared between calls would mix their conversations.
+///
+/// A brain uses it from `on_user_message` with [`respond`](Self::respond); nothing else needs
+/// wiring. Made in the brain factory, it follows that call from its first frame: the user's words
+/// join the conversation as each turn answering them starts, every `Finalize` cuts it to what the
+/// user heard (docs/protocol.md §6.10), and a pooled connection to the provider is opened in the
+/// background, so the first turn pays no DNS or TLS handshake. A `Model` made elsewhere follows
+/// the call of the first turn it answers, from that turn on.
 pub struct Model {
     inner: Arc<Inner>,
 }
@@ -178,18 +206,29 @@ impl Model {
     /// reported, no fallback line, at most 400 history entries and 1 MiB of history, and every
     /// response bound at its default (see the bounds below and docs/protocol.md §6.14).
     pub fn new(layer: impl Into<ModelLayer>) -> Model {
-        Model {
+        let model = Model {
             inner: Arc::new(Inner::new(layer.into().0, Settings::default(), None)),
+        };
+        if let Some(call) = context::current() {
+            model.attach(&call.session);
         }
+        model
     }
 
     fn with(self, change: impl FnOnce(&mut Settings)) -> Model {
         let mut settings = self.inner.settings.clone();
         change(&mut settings);
         let instruction = lock(&self.inner.instruction).clone();
-        Model {
+        let model = Model {
             inner: Arc::new(Inner::new(self.inner.layer.clone(), settings, instruction)),
+        };
+        // The old core is dropped with `self`, and with it its place on the session.
+        if self.inner.attached.load(Ordering::Acquire)
+            && let Some(call) = context::current()
+        {
+            model.listen_to(&call.session);
         }
+        model
     }
 
     /// The system instruction every request carries (set it per session later with
@@ -322,8 +361,8 @@ impl Model {
         self.conversation().push_user(text);
     }
 
-    /// Asks the model and speaks its answer, with tools on auto: what
-    /// [`ModelBrain::respond`] does by default.
+    /// Asks the model and speaks its answer, with tools on auto: the conversation holds the
+    /// user's words by then (see [`Model`]).
     ///
     /// A failed request (connect error, HTTP error with the provider's body, a timeout, a stream
     /// that ends before its terminal event) is logged with the provider and the status (the
@@ -336,7 +375,7 @@ impl Model {
     /// # Errors
     /// None today; the `Result` leaves room for failures a brain must see.
     pub async fn respond<B: Toolbox + ?Sized>(&self, brain: &B, turn: &Turn) -> BrainResult {
-        turn::run(self, brain, turn, ToolChoice::Auto).await
+        self.respond_with(brain, turn, ToolChoice::Auto).await
     }
 
     /// [`respond`](Self::respond) with a tool choice for this turn: `ToolChoice::None` to make the
@@ -350,6 +389,7 @@ impl Model {
         turn: &Turn,
         choice: ToolChoice,
     ) -> BrainResult {
+        self.follow(turn);
         turn::run(self, brain, turn, choice).await
     }
 
@@ -357,6 +397,7 @@ impl Model {
     /// its own words from the next request on (cut to what the user heard); without, the model
     /// never sees it. Returns the unit's speech id.
     pub fn say_line(&self, turn: &Turn, line: &str, remember: bool) -> u64 {
+        self.follow(turn);
         let mut unit = turn.open_unit();
         let id = unit.id();
         if unit.started() {
@@ -374,133 +415,41 @@ impl Model {
         id
     }
 
-    /// The user's words start a turn.
-    fn user_said(&self, text: &str) {
-        self.conversation().push_user(text);
+    /// Follows `session` from now on: its user's words and heard truth reach the conversation
+    /// as they happen, and the connection to the provider is warmed.
+    fn attach(&self, session: &Session) {
+        self.listen_to(session);
+        self.warm();
     }
 
-    /// Voqalize reported what the user heard of a unit.
-    fn heard(&self, finalized: &Finalized) {
-        self.conversation().heard(
-            finalized.speech_id,
-            &finalized.heard,
-            finalized.interrupted(),
-        );
+    /// Puts this core on `session`'s listeners.
+    fn listen_to(&self, session: &Session) {
+        let inner: Arc<dyn Listener> = self.inner.clone();
+        session.listen(Arc::downgrade(&inner));
+        self.inner.attached.store(true, Ordering::Release);
     }
 
-    /// Opens a pooled connection to the provider in the background, so the first turn pays no
-    /// DNS or TLS handshake.
+    /// A core made outside a brain factory follows the call of the first turn it serves, from
+    /// that turn's user's words on.
+    fn follow(&self, turn: &Turn) {
+        if self.inner.attached.load(Ordering::Acquire) {
+            return;
+        }
+        self.attach(turn.session());
+        if let Some(text) = turn.user_text() {
+            self.conversation().push_user(text);
+        }
+    }
+
+    /// Opens a pooled connection to the provider in the background, when there is a runtime to
+    /// run it on.
     fn warm(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let layer = self.inner.layer.clone();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             http::warm(layer.base_url(), layer.timeouts().connect).await;
         });
-    }
-}
-
-/// A brain whose turns a model answers. Implement [`model`](Self::model) (one line) beside a
-/// `#[brain]` impl of the tools; every [`Brain`] callback then works: the user's words go to the
-/// model, `on_finalize` applies heard truth, the connection to the provider is warmed when the
-/// session starts. Override the hooks below to add to them.
-///
-/// A type implements either `Brain` (it speaks itself) or `ModelBrain` (a model speaks for it),
-/// never both: `Brain` is implemented for every `ModelBrain`.
-pub trait ModelBrain: Toolbox {
-    /// This session's voice core.
-    fn model(&self) -> &Model;
-
-    /// How the brain answers the user: by default, [`Model::respond`]. Override it to check what
-    /// happened and ask again ([`Model::respond_with`]), or to speak without the model
-    /// ([`Model::say_line`]).
-    fn respond(&self, turn: &mut Turn) -> impl Future<Output = BrainResult> + Send {
-        async move { self.model().respond(self, turn).await }
-    }
-
-    /// As [`Brain::on_session_start`]: set a per-session instruction here
-    /// ([`Model::set_instruction`]) from `session.init()`.
-    fn on_session_start(&self, session: &Session) -> impl Future<Output = BrainResult> + Send {
-        let _ = session;
-        async { Ok(()) }
-    }
-
-    /// As [`Brain::greet`]. The greeting the user hears goes into the conversation as the model's
-    /// words.
-    fn greet(&self, session: &Session) -> impl Future<Output = BrainResult<Option<String>>> + Send {
-        let _ = session;
-        async { Ok(None) }
-    }
-
-    /// As [`Brain::on_user_idle`]; the default says nothing.
-    fn on_user_idle(
-        &self,
-        turn: &mut Turn,
-        idle: UserIdle,
-    ) -> impl Future<Output = BrainResult> + Send {
-        let _ = (turn, idle);
-        async { Ok(()) }
-    }
-
-    /// As [`Brain::on_rtvi`]: read app events here and tell the model with
-    /// [`Model::append_note`].
-    fn on_rtvi(
-        &self,
-        session: &Session,
-        message: Rtvi,
-    ) -> impl Future<Output = BrainResult> + Send {
-        let _ = (session, message);
-        async { Ok(()) }
-    }
-
-    /// As [`Brain::on_error`].
-    fn on_error(
-        &self,
-        session: &Session,
-        error: ErrorFrame,
-    ) -> impl Future<Output = BrainResult> + Send {
-        let _ = (session, error);
-        async { Ok(()) }
-    }
-
-    /// As [`Brain::on_session_end`].
-    fn on_session_end(&self, session: &Session) -> impl Future<Output = ()> + Send {
-        let _ = session;
-        async {}
-    }
-}
-
-impl<T: ModelBrain> Brain for T {
-    async fn on_session_start(&self, session: &Session) -> BrainResult {
-        self.model().warm();
-        ModelBrain::on_session_start(self, session).await
-    }
-
-    async fn greet(&self, session: &Session) -> BrainResult<Option<String>> {
-        ModelBrain::greet(self, session).await
-    }
-
-    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
-        self.model().user_said(&message.text);
-        self.respond(turn).await
-    }
-
-    async fn on_user_idle(&self, turn: &mut Turn, idle: UserIdle) -> BrainResult {
-        ModelBrain::on_user_idle(self, turn, idle).await
-    }
-
-    async fn on_finalize(&self, _session: &Session, finalized: Finalized) -> BrainResult {
-        self.model().heard(&finalized);
-        Ok(())
-    }
-
-    async fn on_rtvi(&self, session: &Session, message: Rtvi) -> BrainResult {
-        ModelBrain::on_rtvi(self, session, message).await
-    }
-
-    async fn on_error(&self, session: &Session, error: ErrorFrame) -> BrainResult {
-        ModelBrain::on_error(self, session, error).await
-    }
-
-    async fn on_session_end(&self, session: &Session) {
-        ModelBrain::on_session_end(self, session).await;
     }
 }
