@@ -854,7 +854,7 @@ async fn a_peer_that_never_reads_is_ended_not_buffered() -> TestResult {
     let l = log.clone();
     let addr = serve_tungstenite(
         move || Counted(l.clone()),
-        HostOptions::allow_unverified().queue_maxsize(4),
+        HostOptions::allow_unverified().max_lane_frames(4),
     )
     .await?;
     let mut ws = raw_client(addr, "flood").await.map_err(|e| e.to_string())?;
@@ -1284,7 +1284,7 @@ async fn brain_only_rtvi_sent_inbound_is_logged_once() -> TestResult {
 // warning, not one per unit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
-    let options = HostOptions::allow_unverified().queue_maxsize(4096);
+    let options = HostOptions::allow_unverified().max_lane_frames(4096);
     let (addr, _log, sid) = target("unfinalized", options).await?;
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;
@@ -1307,7 +1307,7 @@ async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
 // many frames it sends after that; a bystander is still answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbound_flood_ends_the_call_with_one_line() -> TestResult {
-    let options = HostOptions::allow_unverified().queue_maxsize(4);
+    let options = HostOptions::allow_unverified().max_lane_frames(4);
     let (addr, log, sid) = target("stuck-flood", options).await?;
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;

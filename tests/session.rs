@@ -1162,7 +1162,7 @@ impl Brain for SlowApp {
 }
 
 // App messages waiting for `on_rtvi` are bounded in bytes: 300 events of 60 KB behind a stuck
-// `on_rtvi` keep about `queue_max_bytes` (2 MiB) of them, not 256 (15 MB).
+// `on_rtvi` keep about `max_lane_bytes` (2 MiB) of them, not 256 (15 MB).
 #[tokio::test]
 async fn app_messages_waiting_for_on_rtvi_are_bounded_in_bytes() {
     let (log, permits) = (
@@ -1312,7 +1312,7 @@ async fn inbound_congestion_sheds_rtvi_and_signals_once() {
             log: l.clone(),
             cfg: cfg.clone(),
         },
-        HostOptions::allow_unverified().queue_maxsize(4),
+        HostOptions::allow_unverified().max_lane_frames(4),
     )
     .await;
     v.send(bare_start()).await.unwrap();
@@ -1711,7 +1711,7 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         log: l.clone(),
         cfg: Cfg::default(),
     };
-    let options = HostOptions::allow_unverified().queue_maxsize(4);
+    let options = HostOptions::allow_unverified().max_lane_frames(4);
     let mut call = gated_call(factory, options, &permits);
     call.send(bare_start());
     call.send(message(2, "chunks a,b,c,d,e,f,g,h"));
@@ -1786,7 +1786,7 @@ impl Brain for Bulky {
 }
 
 // The outbound lane is bounded in bytes, not only in frames: 300 app messages of 100 KB behind a
-// transport that takes nothing hold about `queue_max_bytes` (2 MiB), not 256 of them (25 MB).
+// transport that takes nothing hold about `max_lane_bytes` (2 MiB), not 256 of them (25 MB).
 #[tokio::test]
 async fn the_outbound_lane_is_bounded_in_bytes() {
     let permits = Arc::new(tokio::sync::Semaphore::new(0));
@@ -1821,7 +1821,7 @@ async fn the_outbound_lane_is_bounded_in_bytes() {
 }
 
 // The inbound lane is bounded in bytes too: while `on_session_start` is stuck, ten user messages
-// of 900 KB pass twice `queue_max_bytes` (4 MiB) and end the call with a fatal OVERLOAD, where 2,048
+// of 900 KB pass twice `max_lane_bytes` (4 MiB) and end the call with a fatal OVERLOAD, where 2,048
 // of them (1.8 GB) used to be queued first.
 #[tokio::test]
 async fn the_inbound_lane_is_bounded_in_bytes() {
@@ -2090,7 +2090,7 @@ async fn an_inbound_flood_past_the_hard_bound_ends_the_call() {
             log: l.clone(),
             cfg: cfg.clone(),
         },
-        HostOptions::allow_unverified().queue_maxsize(4),
+        HostOptions::allow_unverified().max_lane_frames(4),
     )
     .await;
     v.send(bare_start()).await.unwrap();

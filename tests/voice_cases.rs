@@ -107,7 +107,11 @@ impl Brain for Clerk {
                 remember,
                 then,
             } => {
-                self.model.say_line(turn, line, *remember);
+                if *remember {
+                    self.model.say_line(turn, line);
+                } else {
+                    self.model.say_aside(turn, line);
+                }
                 if *then {
                     self.model.respond(self, turn).await
                 } else {

@@ -155,8 +155,8 @@ impl HostOptions {
         HostOptions {
             verifier: auth::Verifier::Keys(keys),
             limits: Limits {
-                queue_maxsize: 256,
-                queue_max_bytes: 2 * 1024 * 1024,
+                max_lane_frames: 256,
+                max_lane_bytes: 2 * 1024 * 1024,
                 max_turns: 4,
                 request_timeout: Duration::from_secs(10),
                 start_timeout: Duration::from_secs(10),
@@ -220,8 +220,8 @@ impl HostOptions {
 
     /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
     #[must_use]
-    pub fn queue_maxsize(mut self, maxsize: usize) -> Self {
-        self.limits.queue_maxsize = if maxsize == 0 { 256 } else { maxsize };
+    pub fn max_lane_frames(mut self, frames: usize) -> Self {
+        self.limits.max_lane_frames = if frames == 0 { 256 } else { frames };
         self
     }
 
@@ -238,12 +238,12 @@ impl HostOptions {
 
     /// The bound of each bulk lane in bytes, inbound and outbound (default 2 MiB, at least 64 KiB):
     /// a frame count is no bound when one frame can be a megabyte. Past it `SpeechChunk`s and
-    /// RTVI frames are shed as past [`queue_maxsize`](Self::queue_maxsize) (one `OVERLOAD` per
+    /// RTVI frames are shed as past [`max_lane_frames`](Self::max_lane_frames) (one `OVERLOAD` per
     /// episode); past twice it any frame overflows and the call ends (docs/protocol.md §3.3). A
     /// lane counts each frame's text and JSON payloads; a turn's frames weigh a few kilobytes.
     #[must_use]
-    pub fn queue_max_bytes(mut self, bytes: usize) -> Self {
-        self.limits.queue_max_bytes = bytes.max(64 * 1024);
+    pub fn max_lane_bytes(mut self, bytes: usize) -> Self {
+        self.limits.max_lane_bytes = bytes.max(64 * 1024);
         self
     }
 

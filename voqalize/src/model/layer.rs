@@ -116,9 +116,10 @@ pub enum StreamError {
         /// The event that never came, such as `finishReason` or `[DONE]`.
         expected: &'static str,
     },
-    /// The request could not be built.
+    /// The request could not be built (the history or the tool choice is one the provider
+    /// cannot express).
     #[error("could not build the {provider} request: {why}")]
-    Build {
+    Unbuildable {
         /// The provider.
         provider: String,
         /// Why.

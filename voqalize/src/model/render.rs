@@ -246,9 +246,9 @@ pub(crate) fn check_only(provider: &str, tools: &ToolSet, name: &str) -> Result<
     }
 }
 
-/// A [`StreamError::Build`].
+/// A [`StreamError::Unbuildable`].
 pub(crate) fn build_error(provider: &str, why: impl Into<String>) -> StreamError {
-    StreamError::Build {
+    StreamError::Unbuildable {
         provider: provider.to_owned(),
         why: why.into(),
     }

@@ -36,9 +36,9 @@ const ID_CHARS: usize = 64;
 pub(super) struct Feeder<M: MakeBrain> {
     factory: Arc<M>,
     /// How many app messages may wait for `on_rtvi`.
-    queue_maxsize: usize,
+    max_lane_frames: usize,
     /// How many bytes of app messages may wait for `on_rtvi`.
-    queue_max_bytes: usize,
+    max_lane_bytes: usize,
     /// How many turns may run at once.
     max_turns: usize,
     /// Turns that waited for a place under `max_turns`.
@@ -84,8 +84,8 @@ impl<M: MakeBrain> Feeder<M> {
     ) -> Self {
         Feeder {
             factory,
-            queue_maxsize: limits.queue_maxsize,
-            queue_max_bytes: limits.queue_max_bytes,
+            max_lane_frames: limits.max_lane_frames,
+            max_lane_bytes: limits.max_lane_bytes,
             request_timeout: limits.request_timeout,
             session_limits: SessionLimits {
                 request_timeout: limits.request_timeout,
@@ -389,12 +389,12 @@ impl<M: MakeBrain> Feeder<M> {
     }
 
     /// Hands an app message to the session's RTVI task, which runs `on_rtvi` for each message in
-    /// arrival order, beside the feeder and the turns and untouched by barge-in. When `queue_maxsize`
-    /// messages or `queue_max_bytes` bytes of them already wait, the new one is shed (one
+    /// arrival order, beside the feeder and the turns and untouched by barge-in. When `max_lane_frames`
+    /// messages or `max_lane_bytes` bytes of them already wait, the new one is shed (one
     /// `OVERLOAD` per episode).
     fn deliver_rtvi(&mut self, session: &Session, brain: &Arc<M::Brain>, rtvi: wire::Rtvi) {
         if self.rtvi_tx.is_none() {
-            let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.queue_maxsize.max(1));
+            let (tx, mut rx) = mpsc::channel::<wire::Rtvi>(self.max_lane_frames.max(1));
             let bytes = Arc::new(AtomicUsize::new(0));
             let (s, b, control) = (session.clone(), brain.clone(), self.control.clone());
             let taken = bytes.clone();
@@ -422,7 +422,7 @@ impl<M: MakeBrain> Feeder<M> {
         let weight = rtvi.weight();
         let queued = bytes.fetch_add(weight, Ordering::AcqRel);
         // Past either bound the message is shed: the RTVI task is behind.
-        let sent = queued < self.queue_max_bytes && tx.try_send(rtvi).is_ok();
+        let sent = queued < self.max_lane_bytes && tx.try_send(rtvi).is_ok();
         if sent {
             self.rtvi_congested = false;
         } else {

@@ -50,9 +50,9 @@ use turns::Control;
 /// Tunables of one session.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    pub(crate) queue_maxsize: usize,
+    pub(crate) max_lane_frames: usize,
     /// The byte bound of each bulk lane (frames' [`weight`](crate::wire::Frame::weight)).
-    pub(crate) queue_max_bytes: usize,
+    pub(crate) max_lane_bytes: usize,
     /// How many turns may run at once; a stimulus past it waits for one to end.
     pub(crate) max_turns: usize,
     pub(crate) request_timeout: Duration,
@@ -104,13 +104,13 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
 ) -> (Outcome, Option<S>) {
     let alerts = Arc::new(Alerts::default());
     let lanes = Arc::new(Lanes::new(
-        limits.queue_maxsize,
-        limits.queue_max_bytes,
+        limits.max_lane_frames,
+        limits.max_lane_bytes,
         alerts.clone(),
     ));
     let out = Arc::new(Outbound::new(
-        limits.queue_maxsize,
-        limits.queue_max_bytes,
+        limits.max_lane_frames,
+        limits.max_lane_bytes,
         alerts.clone(),
     ));
     let control = Arc::new(Control::default());

@@ -393,10 +393,20 @@ impl Model {
         turn::run(self, brain, turn, choice).await
     }
 
-    /// Speaks `line` as one unit without asking the model. With `remember`, the model reads it as
-    /// its own words from the next request on (cut to what the user heard); without, the model
-    /// never sees it. Returns the unit's speech id.
-    pub fn say_line(&self, turn: &Turn, line: &str, remember: bool) -> u64 {
+    /// Speaks `line` as one unit without asking the model; the model reads it as its own words
+    /// from the next request on, cut to what the user heard ("One moment, I'm checking."). Returns
+    /// the unit's speech id.
+    pub fn say_line(&self, turn: &Turn, line: &str) -> u64 {
+        self.speak_line(turn, line, true)
+    }
+
+    /// Speaks `line` as one unit that the model never sees (a fallback or a legal notice the
+    /// model should not build on). Returns the unit's speech id.
+    pub fn say_aside(&self, turn: &Turn, line: &str) -> u64 {
+        self.speak_line(turn, line, false)
+    }
+
+    fn speak_line(&self, turn: &Turn, line: &str, remember: bool) -> u64 {
         self.follow(turn);
         let mut unit = turn.open_unit();
         let id = unit.id();

@@ -620,7 +620,7 @@ impl TurnState<'_> {
         if self.clock.speak.is_none()
             && let Some(line) = &self.model.inner.settings.fallback
         {
-            self.model.say_line(self.turn, line, false);
+            self.model.say_aside(self.turn, line);
             self.clock.mark_speak();
         }
         self.finish();

@@ -265,7 +265,7 @@ fn results_need_call_ids_and_note_goes_last() {
     let err = layer("gpt-x")
         .build(&spec(None, &history, &tools, &ToolChoice::Auto))
         .unwrap_err();
-    assert!(matches!(err, StreamError::Build { .. }), "{err}");
+    assert!(matches!(err, StreamError::Unbuildable { .. }), "{err}");
     let history = [user(1, "a")];
     let mut s = spec(None, &history, &tools, &ToolChoice::Auto);
     s.note = Some("again");

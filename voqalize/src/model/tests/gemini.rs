@@ -163,7 +163,7 @@ fn only_an_undeclared_tool_is_a_build_error() {
     let err = layer()
         .build(&spec(None, &history, &tools, &ToolChoice::only("nope")))
         .unwrap_err();
-    assert!(matches!(err, StreamError::Build { .. }), "{err}");
+    assert!(matches!(err, StreamError::Unbuildable { .. }), "{err}");
 }
 
 #[test]
@@ -615,7 +615,7 @@ fn a_result_outside_a_results_turn_is_a_build_error() {
     let err = layer()
         .build(&spec(None, &history, &tools, &ToolChoice::Auto))
         .unwrap_err();
-    assert!(matches!(err, StreamError::Build { .. }));
+    assert!(matches!(err, StreamError::Unbuildable { .. }));
 }
 
 // ---------------------------------------------------------------------------------------------

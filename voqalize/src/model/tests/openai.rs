@@ -384,7 +384,7 @@ fn results_and_calls_need_ids() {
     let err = layer()
         .build(&spec(None, &history, &tools, &ToolChoice::Auto))
         .unwrap_err();
-    assert!(matches!(err, StreamError::Build { .. }), "{err}");
+    assert!(matches!(err, StreamError::Unbuildable { .. }), "{err}");
     let history = [results(1, vec![result(None, "x", json!({"result": 1}))])];
     assert!(
         layer()
