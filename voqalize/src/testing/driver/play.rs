@@ -1,0 +1,490 @@
+//! Playing Voqalize's side of the call: the session start, the user's turns, barge-in, app
+//! events, Finalizes, and the end.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::{Instant, timeout_at};
+
+use super::observed::{TurnRecord, UnitRecord};
+use crate::host::HostError;
+use crate::wire::{self, Frame, Rtvi, RtviType, SessionStart, UserIdle, UserMessage};
+
+use super::{BargeAt, BargeIn, DriverError, Start, Voqalize};
+
+impl Voqalize {
+    /// Sends the default `SessionStart` (turn 1, wire 3, all capabilities, init `{}`) and plays out
+    /// the greeting: waits up to 3 s for a unit of turn 1 to end, then the quiet window, then
+    /// finalizes it. A brain that does not greet gives an empty record.
+    ///
+    /// # Errors
+    /// The link failed or the brain sent an undecodable frame.
+    pub async fn start(&mut self) -> Result<TurnRecord, DriverError> {
+        self.start_with(Start::default()).await
+    }
+
+    /// Sends the default `SessionStart` without waiting for a greeting (for brains that do not
+    /// greet; waiting would take the whole 3 s greeting window).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn start_silent(&mut self) -> Result<(), DriverError> {
+        self.start_with(Start {
+            expect_greeting: false,
+            ..Start::default()
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Sends a `SessionStart` built from `start`, then plays out the greeting as [`start`](Self::start)
+    /// (the wait also ends when the brain sends `End`, as it does when it refuses the session).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub async fn start_with(&mut self, start: Start) -> Result<TurnRecord, DriverError> {
+        self.seen.opened_turns.push(1);
+        let session_id = start.session_id.unwrap_or_else(|| self.session_id.clone());
+        self.send(Frame::SessionStart(SessionStart {
+            session_id,
+            turn_id: 1,
+            init: start.init,
+            wire_version: start.wire_version,
+            capabilities: start.capabilities,
+        }))
+        .await?;
+        if !start.expect_greeting {
+            return Ok(self.turn(1));
+        }
+        let greeting = Duration::from_secs(3);
+        let ended = self
+            .wait_until(greeting, |s| {
+                s.end || s.units.values().any(|u| u.turn_id == 1 && u.ended)
+            })
+            .await?;
+        if ended {
+            self.quiesce(self.quiet, self.timeout).await?;
+            self.finalize_turn(1).await?;
+        }
+        Ok(self.turn(1))
+    }
+
+    /// Mints the next turn id.
+    pub fn next_turn_id(&mut self) -> u64 {
+        let t = self.next_turn;
+        self.next_turn += 1;
+        self.seen.opened_turns.push(t);
+        t
+    }
+
+    /// Sends a `UserMessage` with `text` on the next turn id and returns that id, without waiting
+    /// for an answer (for tests that watch the brain themselves).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_user_message(&mut self, text: &str) -> Result<u64, DriverError> {
+        let turn_id = self.next_turn_id();
+        self.send(Frame::UserMessage(UserMessage {
+            turn_id,
+            text: text.to_owned(),
+        }))
+        .await?;
+        Ok(turn_id)
+    }
+
+    /// The user says `text` (a `UserMessage` on the next turn); plays the turn out and finalizes
+    /// each ended unit with all of its text.
+    ///
+    /// # Errors
+    /// [`DriverError::Timeout`] when the turn does not complete within [`timeout`](Self::timeout).
+    pub async fn user_says(&mut self, text: &str) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.send_user_message(text).await?;
+        self.play_out(turn_id).await
+    }
+
+    /// Like [`user_says`](Self::user_says), but a turn that never completes is not an error: the
+    /// record shows what arrived (for faults, where sending nothing is fine).
+    ///
+    /// # Errors
+    /// The link failed or the brain sent an undecodable frame.
+    pub async fn user_says_within(
+        &mut self,
+        text: &str,
+        within: Duration,
+    ) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.send_user_message(text).await?;
+        self.wait_until(within, move |s| s.turn_completed(turn_id))
+            .await?;
+        self.quiesce(self.quiet, self.timeout).await?;
+        self.finalize_turn(turn_id).await?;
+        Ok(self.turn(turn_id))
+    }
+
+    /// The user is silent: a `UserIdle{level, idle_ms}` on the next turn, played out.
+    ///
+    /// # Errors
+    /// As [`user_says`](Self::user_says).
+    pub async fn user_idle(&mut self, level: u32, idle_ms: u32) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.next_turn_id();
+        self.send(Frame::UserIdle(UserIdle {
+            turn_id,
+            level,
+            idle_ms,
+        }))
+        .await?;
+        self.play_out(turn_id).await
+    }
+
+    async fn play_out(&mut self, turn_id: u64) -> Result<TurnRecord, DriverError> {
+        let timeout = self.timeout;
+        if !self
+            .wait_until(timeout, move |s| s.turn_completed(turn_id))
+            .await?
+        {
+            return Err(DriverError::Timeout {
+                what: format!("turn {turn_id} to complete"),
+                after: timeout,
+            });
+        }
+        self.quiesce(self.quiet, self.timeout).await?;
+        self.finalize_turn(turn_id).await?;
+        Ok(self.turn(turn_id))
+    }
+
+    /// The user says `text` and barges in on the brain's answer: sends `Interruption{turn}` as
+    /// `barge.at` says, waits the quiet window, finalizes the cut unit with `barge.heard_prefix` (or
+    /// all its text), then lingers, recording a violation for any speech of the turn that follows.
+    ///
+    /// # Errors
+    /// The link failed or the brain sent an undecodable frame.
+    pub async fn barge_in(
+        &mut self,
+        text: &str,
+        barge: BargeIn,
+    ) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.send_user_message(text).await?;
+        match barge.at {
+            BargeAt::FirstText => {
+                self.wait_until(self.timeout, move |s| {
+                    s.units
+                        .values()
+                        .any(|u| u.turn_id == turn_id && !u.chunks.is_empty())
+                })
+                .await?;
+                self.quiesce(Duration::from_millis(150), Duration::from_millis(300))
+                    .await?;
+            }
+            BargeAt::After(d) => {
+                self.wait_until(d, |_| false).await?;
+            }
+        }
+        let units: Vec<&UnitRecord> = self.seen.units_of(turn_id).collect();
+        let cut = units
+            .iter()
+            .rev()
+            .find(|u| !u.ended)
+            .or(units.last())
+            .map(|u| u.speech_id);
+        self.send(Frame::Interruption {
+            through_turn: turn_id,
+        })
+        .await?;
+        self.quiesce(self.quiet, self.timeout).await?;
+        let mut heard = None;
+        if let Some(id) = cut {
+            let text = barge.heard_prefix.clone().unwrap_or_else(|| {
+                self.seen
+                    .units
+                    .get(&id)
+                    .map(UnitRecord::text)
+                    .unwrap_or_default()
+            });
+            self.finalize(id, &text).await?;
+            heard = Some(text);
+        }
+        let watched: Vec<(u64, usize, bool)> = self
+            .seen
+            .units_of(turn_id)
+            .map(|u| (u.speech_id, u.chunks.len(), u.ended))
+            .collect();
+        let frames_before = self.seen.received.len();
+        self.wait_until(self.linger, |_| false).await?;
+        let late: Vec<String> = self.seen.received[frames_before..]
+            .iter()
+            .filter(|f| match f {
+                Frame::Rtvi(r) => r.turn_id == Some(turn_id),
+                Frame::TurnStep(t) => t.turn_id == turn_id,
+                _ => false,
+            })
+            .map(|f| format!("{} from turn {turn_id} after the barge-in", f.name()))
+            .collect();
+        self.seen.violations.extend(late);
+        for u in self.seen.units_of(turn_id).cloned().collect::<Vec<_>>() {
+            match watched.iter().find(|(id, ..)| *id == u.speech_id) {
+                None => self.seen.violations.push(format!(
+                    "speech {} opened for turn {turn_id} after the barge-in",
+                    u.speech_id
+                )),
+                Some((_, chunks, _)) if u.chunks.len() > *chunks => self.seen.violations.push(
+                    format!("speech {} kept streaming after the barge-in", u.speech_id),
+                ),
+                _ => {}
+            }
+        }
+        let mut record = self.turn(turn_id);
+        record.interrupted = true;
+        record.heard = heard;
+        Ok(record)
+    }
+
+    /// Sends an app event as the app does: RTVI `ui-event` with `{"event": name, "payload": payload}`.
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_ui_event(&mut self, name: &str, payload: Value) -> Result<(), DriverError> {
+        self.send_rtvi(
+            RtviType::UiEvent,
+            json!({ "event": name, "payload": payload }),
+        )
+        .await
+    }
+
+    /// Sends a deprecated-form app message: RTVI `client-message` with `{"t": name, "d": data}`.
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_client_message(
+        &mut self,
+        name: &str,
+        data: Value,
+    ) -> Result<(), DriverError> {
+        self.send_rtvi(RtviType::ClientMessage, json!({ "t": name, "d": data }))
+            .await
+    }
+
+    /// Sends an RTVI message of any type with `data`.
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_rtvi(&mut self, kind: RtviType, data: Value) -> Result<(), DriverError> {
+        self.send(Frame::Rtvi(Rtvi {
+            kind,
+            data: Some(data),
+            id: None,
+            turn_id: None,
+        }))
+        .await
+    }
+
+    /// Waits up to `within` for at least one more ui-command than already seen, then for the quiet
+    /// window, and returns every ui-command body (JSON object) received so far, in arrival order.
+    ///
+    /// # Errors
+    /// The link failed or the brain sent an undecodable frame.
+    pub async fn collect_ui_commands(
+        &mut self,
+        within: Duration,
+    ) -> Result<Vec<Value>, DriverError> {
+        let before = self.seen.ui_commands.len();
+        if self
+            .wait_until(within, move |s| s.ui_commands.len() > before)
+            .await?
+        {
+            self.quiesce(self.quiet, self.timeout).await?;
+        }
+        Ok(self.seen.ui_commands.clone())
+    }
+
+    /// Waits until `predicate` holds over what was seen, or `within` passes; true if it held.
+    ///
+    /// # Errors
+    /// The brain sent an undecodable frame.
+    pub async fn wait_for(
+        &mut self,
+        within: Duration,
+        predicate: impl Fn(&Voqalize) -> bool,
+    ) -> Result<bool, DriverError> {
+        let deadline = Instant::now() + within;
+        loop {
+            if predicate(self) {
+                return Ok(true);
+            }
+            if !self.pump_once(deadline).await? {
+                return Ok(predicate(self));
+            }
+        }
+    }
+
+    /// Keeps handling the brain's frames (recording them, answering requests and cancels) while
+    /// awaiting `event`, for at most `within`. `None` when the time ran out first.
+    ///
+    /// Use it to wait for something the brain does outside the wire, such as a callback's side
+    /// effect signalled through a channel.
+    ///
+    /// # Errors
+    /// The brain sent an undecodable frame.
+    pub async fn run_until<T>(
+        &mut self,
+        within: Duration,
+        event: impl std::future::Future<Output = T>,
+    ) -> Result<Option<T>, DriverError> {
+        let deadline = Instant::now() + within;
+        tokio::pin!(event);
+        loop {
+            if self.seen.closed.is_some() {
+                return Ok(timeout_at(deadline, &mut event).await.ok());
+            }
+            tokio::select! {
+                biased;
+                out = &mut event => return Ok(Some(out)),
+                more = self.pump_once(deadline) => {
+                    if !more? && self.seen.closed.is_none() {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends any frame as the runtime (for cases the helpers above do not cover).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send(&mut self, frame: Frame) -> Result<(), DriverError> {
+        self.send_bytes(wire::encode(&frame)).await
+    }
+
+    /// Sends raw bytes as one binary message (malformed input tests).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_bytes(&mut self, bytes: Vec<u8>) -> Result<(), DriverError> {
+        let after = self.timeout;
+        tokio::time::timeout(after, self.link.send(bytes))
+            .await
+            .map_err(|_| DriverError::Timeout {
+                what: "the brain to take a frame".into(),
+                after,
+            })?
+    }
+
+    /// Sends a WebSocket text message (which a brain must ignore).
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn send_text(&mut self, text: &str) -> Result<(), DriverError> {
+        let after = self.timeout;
+        tokio::time::timeout(after, self.link.send_text(text))
+            .await
+            .map_err(|_| DriverError::Timeout {
+                what: "the brain to take a text message".into(),
+                after,
+            })?
+    }
+
+    /// Finalizes a unit with `heard` (a `Finalize` frame) and records it.
+    ///
+    /// # Errors
+    /// The link failed.
+    pub async fn finalize(&mut self, speech_id: u64, heard: &str) -> Result<(), DriverError> {
+        if let Some(u) = self.seen.units.get_mut(&speech_id) {
+            u.heard = Some(heard.to_owned());
+        }
+        self.send(Frame::Finalize {
+            speech_id,
+            heard_text: heard.to_owned(),
+        })
+        .await
+    }
+
+    async fn finalize_turn(&mut self, turn_id: u64) -> Result<(), DriverError> {
+        let due: Vec<(u64, String)> = self
+            .seen
+            .units_of(turn_id)
+            .filter(|u| u.ended && u.heard.is_none())
+            .map(|u| (u.speech_id, u.text()))
+            .collect();
+        for (id, text) in due {
+            self.finalize(id, &text).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits the quiet window: until no frame has arrived for `quiet`, or `cap` passed.
+    ///
+    /// # Errors
+    /// The brain sent an undecodable frame.
+    pub async fn quiesce(&mut self, quiet: Duration, cap: Duration) -> Result<(), DriverError> {
+        let cap = Instant::now() + cap;
+        loop {
+            let deadline = (Instant::now() + quiet).min(cap);
+            let before = self.seen.frames;
+            let open = self.pump_once(deadline).await?;
+            if !open || self.seen.frames == before || Instant::now() >= cap {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Ends the call as Voqalize does (`End`), then waits for the brain to close the connection.
+    /// Returns the close code.
+    ///
+    /// # Errors
+    /// [`DriverError::Timeout`] when the brain does not close within the timeout.
+    pub async fn end(&mut self) -> Result<Option<u16>, DriverError> {
+        self.send(Frame::End).await?;
+        self.wait_closed().await
+    }
+
+    /// Cancels the call (`Cancel`), then waits for the brain to close the connection.
+    ///
+    /// # Errors
+    /// As [`end`](Self::end).
+    pub async fn cancel(&mut self, reason: &str) -> Result<Option<u16>, DriverError> {
+        self.send(Frame::Cancel {
+            reason: (!reason.is_empty()).then(|| reason.to_owned()),
+        })
+        .await?;
+        self.wait_closed().await
+    }
+
+    /// Waits for the brain to close the connection and returns the close code it sent.
+    ///
+    /// # Errors
+    /// [`DriverError::Timeout`] when it does not close within the timeout.
+    pub async fn wait_closed(&mut self) -> Result<Option<u16>, DriverError> {
+        let timeout = self.timeout;
+        self.wait_until(timeout, |s| s.closed.is_some()).await?;
+        match &self.seen.closed {
+            Some((code, _)) => Ok(*code),
+            None => Err(DriverError::Timeout {
+                what: "the brain to close the connection".into(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Closes the connection from the runtime's side, as a hang-up would.
+    pub async fn hang_up(&mut self) {
+        self.link.close().await;
+    }
+
+    /// For an in-process brain: waits for `run_session` to return and gives its result.
+    ///
+    /// # Errors
+    /// [`DriverError::Timeout`] when it does not return within the timeout.
+    pub async fn brain_result(&mut self) -> Result<Result<(), HostError>, DriverError> {
+        let timeout = self.timeout;
+        let Some(handle) = self.brain.as_mut() else {
+            return Err(DriverError::NoBrainTask);
+        };
+        match tokio::time::timeout(timeout, handle).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(DriverError::BrainTask(e)),
+            Err(_) => Err(DriverError::Timeout {
+                what: "run_session to return".into(),
+                after: timeout,
+            }),
+        }
+    }
+}
