@@ -270,20 +270,50 @@ impl<M: MakeBrain> Feeder<M> {
         }
     }
 
+    /// A `SessionStart` on a live session. A peer may send these without end (and without
+    /// reading): one line and one answer a session, the rest counted.
+    fn second_start(&mut self) {
+        if self.unwanted.allow() {
+            tracing::warn!("ignoring a second SessionStart on a live session");
+        }
+        if !std::mem::replace(&mut self.answered_second_start, true) {
+            self.out.push(Frame::Error(ErrorFrame {
+                code: ErrorCode::Protocol,
+                message: "a second SessionStart on a live session is ignored".to_owned(),
+                fatal: false,
+            }));
+        }
+    }
+
+    /// Makes the call's brain, with `session` current so what the factory makes (a voice core)
+    /// can follow the call from its first frame. A factory that fails or panics refuses the call.
+    fn make_brain(&mut self, session: &Session) -> Option<Arc<M::Brain>> {
+        let factory = self.factory.clone();
+        let made = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            context::sync_scope(session.clone(), || factory.make())
+        }))
+        .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
+        match made {
+            Ok(brain) => Some(Arc::new(brain)),
+            Err(why) => {
+                tracing::error!(
+                    "brain: the brain factory failed for session {}: {}",
+                    outside_n(session.id(), ID_CHARS),
+                    outside(&why.to_string())
+                );
+                self.refuse(
+                    ErrorCode::Internal,
+                    format!("brain factory failed: {why}"),
+                    "factory_failed",
+                );
+                None
+            }
+        }
+    }
+
     async fn start(&mut self, start: SessionStart) {
         if self.control.session.get().is_some() || self.dead() {
-            // A peer may send these without end (and without reading): one line and one answer a
-            // session, the rest counted.
-            if self.unwanted.allow() {
-                tracing::warn!("ignoring a second SessionStart on a live session");
-            }
-            if !std::mem::replace(&mut self.answered_second_start, true) {
-                self.out.push(Frame::Error(ErrorFrame {
-                    code: ErrorCode::Protocol,
-                    message: "a second SessionStart on a live session is ignored".to_owned(),
-                    fatal: false,
-                }));
-            }
+            self.second_start();
             return;
         }
         let sid = start.session_id.clone();
@@ -310,28 +340,8 @@ impl<M: MakeBrain> Feeder<M> {
             self.out.clone(),
             self.session_limits,
         );
-        let factory = self.factory.clone();
-        // The factory runs with the session current, so what it makes (a voice core) can follow
-        // the call from its first frame.
-        let made = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            context::sync_scope(session.clone(), || factory.make())
-        }))
-        .unwrap_or_else(|panic| Err(panic_text(&*panic).into()));
-        let brain = match made {
-            Ok(brain) => Arc::new(brain),
-            Err(why) => {
-                tracing::error!(
-                    "brain: the brain factory failed for session {}: {}",
-                    outside_n(&sid, ID_CHARS),
-                    outside(&why.to_string())
-                );
-                self.refuse(
-                    ErrorCode::Internal,
-                    format!("brain factory failed: {why}"),
-                    "factory_failed",
-                );
-                return;
-            }
+        let Some(brain) = self.make_brain(&session) else {
+            return;
         };
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());

@@ -233,36 +233,7 @@ fn parse_json(text: &str, what: &str) -> Result<Value, WireError> {
 
 fn from_body(body: Body) -> Result<Frame, WireError> {
     Ok(match body {
-        Body::SessionStart(s) => {
-            let init = if s.init.is_empty() {
-                Map::new()
-            } else {
-                let why = match serde_json::from_str::<Value>(&s.init) {
-                    Ok(Value::Object(m)) => Ok(m),
-                    Ok(other) => Err(format!(
-                        "SessionStart.init must be a JSON object, got {}",
-                        json_kind(&other)
-                    )),
-                    Err(e) => Err(format!("SessionStart.init is not JSON: {e}")),
-                };
-                why.map_err(|why| WireError::BadInit {
-                    session_id: s.session_id.clone(),
-                    why,
-                })?
-            };
-            let capabilities: Capabilities = s
-                .capabilities
-                .iter()
-                .filter_map(|n| Capability::from_number(*n))
-                .collect();
-            Frame::SessionStart(SessionStart {
-                session_id: s.session_id,
-                turn_id: s.turn_id,
-                init,
-                wire_version: s.wire_version,
-                capabilities,
-            })
-        }
+        Body::SessionStart(s) => session_start(s)?,
         Body::UserMessage(m) => Frame::UserMessage(UserMessage {
             turn_id: m.turn_id,
             text: m.text,
@@ -306,24 +277,7 @@ fn from_body(body: Body) -> Result<Frame, WireError> {
             },
             None => return Err(malformed("Request names no op")),
         },
-        Body::Rtvi(r) => {
-            let kind = RtviType::from_number(r.r#type)
-                .ok_or_else(|| malformed(format!("RTVI type {} is not known", r.r#type)))?;
-            let data = if r.data.is_empty() {
-                None
-            } else {
-                match parse_json(&r.data, "RTVI data")? {
-                    Value::Null => None,
-                    v => Some(v),
-                }
-            };
-            Frame::Rtvi(Rtvi {
-                kind,
-                data,
-                id: r.id,
-                turn_id: r.turn_id,
-            })
-        }
+        Body::Rtvi(r) => rtvi(r)?,
         Body::End(_) => Frame::End,
         Body::Cancel(c) => Frame::Cancel {
             reason: (!c.reason.is_empty()).then_some(c.reason),
@@ -344,6 +298,59 @@ fn from_body(body: Body) -> Result<Frame, WireError> {
             counts: t.counts,
         }),
     })
+}
+
+/// A `SessionStart`: its `init` must be empty or a JSON object; capabilities this SDK does not
+/// know are left out.
+fn session_start(s: proto::SessionStart) -> Result<Frame, WireError> {
+    let init = if s.init.is_empty() {
+        Map::new()
+    } else {
+        let why = match serde_json::from_str::<Value>(&s.init) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(other) => Err(format!(
+                "SessionStart.init must be a JSON object, got {}",
+                json_kind(&other)
+            )),
+            Err(e) => Err(format!("SessionStart.init is not JSON: {e}")),
+        };
+        why.map_err(|why| WireError::BadInit {
+            session_id: s.session_id.clone(),
+            why,
+        })?
+    };
+    let capabilities: Capabilities = s
+        .capabilities
+        .iter()
+        .filter_map(|n| Capability::from_number(*n))
+        .collect();
+    Ok(Frame::SessionStart(SessionStart {
+        session_id: s.session_id,
+        turn_id: s.turn_id,
+        init,
+        wire_version: s.wire_version,
+        capabilities,
+    }))
+}
+
+/// An RTVI frame: its type must be known, its data empty, JSON `null` or any JSON value.
+fn rtvi(r: proto::RtviFrame) -> Result<Frame, WireError> {
+    let kind = RtviType::from_number(r.r#type)
+        .ok_or_else(|| malformed(format!("RTVI type {} is not known", r.r#type)))?;
+    let data = if r.data.is_empty() {
+        None
+    } else {
+        match parse_json(&r.data, "RTVI data")? {
+            Value::Null => None,
+            v => Some(v),
+        }
+    };
+    Ok(Frame::Rtvi(Rtvi {
+        kind,
+        data,
+        id: r.id,
+        turn_id: r.turn_id,
+    }))
 }
 
 fn json_kind(v: &Value) -> &'static str {
