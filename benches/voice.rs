@@ -170,10 +170,7 @@ fn codec(c: &mut Criterion) {
         ),
         (
             "user_message",
-            Frame::UserMessage(UserMessage {
-                turn_id: 3,
-                text: "Please book a table for four tonight.".into(),
-            }),
+            Frame::UserMessage(UserMessage::new(3, "Please book a table for four tonight.")),
         ),
         (
             "turn_step",

@@ -106,10 +106,7 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
 
 fn envelope_seeds() -> Vec<Vec<u8>> {
     [
-        Frame::UserMessage(UserMessage {
-            turn_id: 2,
-            text: "hello there".into(),
-        }),
+        Frame::UserMessage(UserMessage::new(2, "hello there")),
         Frame::Interruption { through_turn: 3 },
         Frame::Finalize {
             speech_id: 1,

@@ -49,13 +49,11 @@ fn decoded(bytes: &[u8]) -> Frame {
 }
 
 fn session_start(sid: &str, turn: u64, v: u32, c: &[Capability]) -> Frame {
-    Frame::SessionStart(SessionStart {
-        session_id: sid.to_owned(),
-        turn_id: turn,
-        init: Map::new(),
-        wire_version: v,
-        capabilities: caps(c),
-    })
+    Frame::SessionStart(
+        SessionStart::new(sid.to_owned(), turn)
+            .with_wire_version(v)
+            .with_capabilities(caps(c)),
+    )
 }
 
 fn config(tts: Option<TtsConfig>, stt: Option<SttConfig>, idle: Option<IdleConfig>) -> Config {
@@ -86,19 +84,12 @@ fn exact_golden_vectors() -> Vec<(&'static str, Frame, &'static str)> {
         ),
         (
             "UserMessage{2,hi}",
-            Frame::UserMessage(UserMessage {
-                turn_id: 2,
-                text: "hi".into(),
-            }),
+            Frame::UserMessage(UserMessage::new(2, "hi")),
             "1206080212026869",
         ),
         (
             "UserIdle{3,1,30000}",
-            Frame::UserIdle(UserIdle {
-                turn_id: 3,
-                level: 1,
-                idle_ms: 30000,
-            }),
+            Frame::UserIdle(UserIdle::new(3, 1, 30000)),
             "1a080803100118b0ea01",
         ),
         (
@@ -247,22 +238,17 @@ fn exact_golden_vectors() -> Vec<(&'static str, Frame, &'static str)> {
         ),
         (
             "Response{1,accepted}",
-            Frame::Response(Response {
-                request_id: 1,
-                accepted: true,
-                detail: String::new(),
-                code: None,
-            }),
+            Frame::Response(Response::new(1, true, String::new(), None)),
             "320408011001",
         ),
         (
             "Response{1,rejected,no,UNSUPPORTED_LANGUAGE}",
-            Frame::Response(Response {
-                request_id: 1,
-                accepted: false,
-                detail: "no".into(),
-                code: Some(ErrorCode::UnsupportedLanguage),
-            }),
+            Frame::Response(Response::new(
+                1,
+                false,
+                "no",
+                Some(ErrorCode::UnsupportedLanguage),
+            )),
             "320a080110021a026e6f2007",
         ),
         (
@@ -403,12 +389,12 @@ fn case_01_golden_relay_framed_end() {
 fn case_02_status_unspecified_reads_as_rejected() {
     assert_eq!(
         decode(&unhex("32020801")),
-        Ok(Some(Frame::Response(Response {
-            request_id: 1,
-            accepted: false,
-            detail: String::new(),
-            code: None,
-        })))
+        Ok(Some(Frame::Response(Response::new(
+            1,
+            false,
+            String::new(),
+            None
+        ))))
     );
 }
 
@@ -456,13 +442,12 @@ fn case_04_unknown_capabilities_are_dropped() {
         capabilities: vec![1, 7, 3],
     }));
     assert_eq!(hex(&packed), "0a0c0a0173100120032a03010703");
-    let expected = Frame::SessionStart(SessionStart {
-        session_id: "s".into(),
-        turn_id: 1,
-        init: Map::new(), // empty init text reads as {}
-        wire_version: 3,
-        capabilities: caps(&[Capability::SpeechCancel, Capability::TurnSteps]),
-    });
+    // An empty init text reads as {}.
+    let expected = Frame::SessionStart(
+        SessionStart::new("s", 1)
+            .with_wire_version(3)
+            .with_capabilities(caps(&[Capability::SpeechCancel, Capability::TurnSteps])),
+    );
     assert_eq!(decode(&packed), Ok(Some(expected.clone())));
     // The same list unpacked (field 5 as three varints) and with 0 in it decodes the same.
     let unpacked = unhex("0a0f 0a0173 1001 2003 2801 2807 2803 2800");
@@ -804,11 +789,7 @@ fn conformance_byte_examples() {
             "2a 02 08 02".into(),
         ),
         (
-            Frame::UserIdle(UserIdle {
-                turn_id: 2,
-                level: 2,
-                idle_ms: 30000,
-            }),
+            Frame::UserIdle(UserIdle::new(2, 2, 30000)),
             "1a 08 08 02 10 02 18 b0 ea 01".into(),
         ),
         (
@@ -1203,26 +1184,20 @@ impl Rng {
     /// A random valid frame of any kind.
     fn frame(&mut self) -> Frame {
         match self.below(16) {
-            0 => Frame::SessionStart(SessionStart {
-                session_id: self.text(),
-                turn_id: self.small(),
-                init: self.object(2),
-                wire_version: self.small32(),
-                capabilities: (0..self.below(4))
-                    .filter_map(|_| {
-                        Capability::from_number(i32::try_from(self.below(4)).expect("fits"))
-                    })
-                    .collect(),
-            }),
-            1 => Frame::UserMessage(UserMessage {
-                turn_id: self.small(),
-                text: self.text(),
-            }),
-            2 => Frame::UserIdle(UserIdle {
-                turn_id: self.small(),
-                level: self.small32(),
-                idle_ms: self.small32(),
-            }),
+            0 => Frame::SessionStart(
+                SessionStart::new(self.text(), self.small())
+                    .with_init(self.object(2))
+                    .with_wire_version(self.small32())
+                    .with_capabilities(
+                        (0..self.below(4))
+                            .filter_map(|_| {
+                                Capability::from_number(i32::try_from(self.below(4)).expect("fits"))
+                            })
+                            .collect(),
+                    ),
+            ),
+            1 => Frame::UserMessage(UserMessage::new(self.small(), self.text())),
+            2 => Frame::UserIdle(UserIdle::new(self.small(), self.small32(), self.small32())),
             3 => Frame::Interruption {
                 through_turn: self.small(),
             },
@@ -1230,15 +1205,14 @@ impl Rng {
                 speech_id: self.small(),
                 heard_text: self.text(),
             },
-            5 => Frame::Response(Response {
-                request_id: self.small(),
-                accepted: self.chance(2),
-                detail: self.text(),
+            5 => Frame::Response(Response::new(
+                self.small(),
+                self.chance(2),
+                self.text(),
                 // `Some(Unknown)` encodes as 0, which reads back as `None` (docs/protocol.md §1.5).
-                code: self
-                    .opt(|r| r.error_code())
+                self.opt(|r| r.error_code())
                     .filter(|c| *c != ErrorCode::Unknown),
-            }),
+            )),
             6 => Frame::SpeechStart {
                 speech_id: self.small(),
                 turn_id: self.small(),
@@ -1394,8 +1368,9 @@ fn check_input(bytes: &[u8]) -> bool {
     // docs/protocol.md §1.5: a Response code this build does not know reads as `Some(Unknown)`, and
     // `Unknown` is written as 0, which reads back as "no code". That is the only lossy mapping.
     let expected = match frame {
-        Frame::Response(r) if r.code == Some(ErrorCode::Unknown) => {
-            Frame::Response(Response { code: None, ..r })
+        Frame::Response(mut r) if r.code == Some(ErrorCode::Unknown) => {
+            r.code = None;
+            Frame::Response(r)
         }
         f => f,
     };

@@ -156,13 +156,11 @@ async fn raw_close_code(
 }
 
 fn session_start(session_id: &str) -> Frame {
-    Frame::SessionStart(SessionStart {
-        session_id: session_id.to_owned(),
-        turn_id: 1,
-        init: Map::new(),
-        wire_version: WIRE_VERSION,
-        capabilities: Start::default().capabilities,
-    })
+    Frame::SessionStart(
+        SessionStart::new(session_id.to_owned(), 1)
+            .with_wire_version(WIRE_VERSION)
+            .with_capabilities(Start::default().capabilities),
+    )
 }
 
 /// A full echo call over a socket: greeting, one answered turn, `End`, close 1000.
@@ -503,10 +501,7 @@ async fn failed_send_ends_the_session() -> TestResult {
     to_brain.send(Incoming::Binary(
         voqalize::wire::encode(&session_start(&sid)).into(),
     ))?;
-    let message = Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "talk".to_owned(),
-    });
+    let message = Frame::UserMessage(UserMessage::new(2, "talk".to_owned()));
     to_brain.send(Incoming::Binary(voqalize::wire::encode(&message).into()))?;
     let upgrade = Upgrade {
         session_id: Some(sid),
@@ -586,10 +581,10 @@ async fn hang_up_mid_turn_ends_the_session() -> TestResult {
 /// Starts a `SlowTalker` turn and waits until its first chunk arrived; returns the turn id.
 async fn streaming_turn(v: &mut Voqalize) -> Result<u64, DriverError> {
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
+    v.send(Frame::UserMessage(UserMessage::new(
         turn_id,
-        text: "talk".to_owned(),
-    }))
+        "talk".to_owned(),
+    )))
     .await?;
     let timeout = v.timeout;
     let streaming = v
@@ -831,13 +826,11 @@ async fn raw_client(
     let request = format!("ws://{addr}/voice?session_id={session_id}").into_client_request()?;
     let stream = TcpStream::connect(addr).await?;
     let (mut ws, _) = tokio_tungstenite::client_async(request, stream).await?;
-    let start = Frame::SessionStart(SessionStart {
-        session_id: session_id.into(),
-        turn_id: 1,
-        init: Map::new(),
-        wire_version: WIRE_VERSION,
-        capabilities: Default::default(),
-    });
+    let start = Frame::SessionStart(
+        SessionStart::new(session_id, 1)
+            .with_wire_version(WIRE_VERSION)
+            .with_capabilities(Default::default()),
+    );
     futures_util::SinkExt::send(
         &mut ws,
         Message::Binary(voqalize::wire::encode(&start).into()),
@@ -861,10 +854,7 @@ async fn a_peer_that_never_reads_is_ended_not_buffered() -> TestResult {
     let text = "x".repeat(16 * 1024);
     let flood = tokio::spawn(async move {
         for turn_id in 2..20_000u64 {
-            let m = Frame::UserMessage(UserMessage {
-                turn_id,
-                text: text.clone(),
-            });
+            let m = Frame::UserMessage(UserMessage::new(turn_id, text.clone()));
             let sent = futures_util::SinkExt::send(
                 &mut ws,
                 Message::Binary(voqalize::wire::encode(&m).into()),
@@ -1088,17 +1078,14 @@ async fn a_turns_frames_leave_in_one_flush() -> TestResult {
     });
     let send =
         |frame: Frame| to_brain.send(Incoming::Binary(voqalize::wire::encode(&frame).into()));
-    send(Frame::SessionStart(SessionStart {
-        session_id,
-        turn_id: 1,
-        init: Map::new(),
-        wire_version: WIRE_VERSION,
-        capabilities: Default::default(),
-    }))?;
-    send(Frame::UserMessage(voqalize::wire::UserMessage {
-        turn_id: 2,
-        text: "go".into(),
-    }))?;
+    send(Frame::SessionStart(
+        SessionStart::new(session_id, 1)
+            .with_wire_version(WIRE_VERSION)
+            .with_capabilities(Default::default()),
+    ))?;
+    send(Frame::UserMessage(voqalize::wire::UserMessage::new(
+        2, "go",
+    )))?;
     let ended = |w: &Vec<Wrote>| {
         w.iter()
             .any(|x| matches!(x, Wrote::Frame(Frame::SpeechEnd { .. })))
@@ -1208,12 +1195,12 @@ async fn responses_for_no_request_are_logged_once_not_once_each() -> TestResult 
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;
     for request_id in 1..=5_000 {
-        v.send(Frame::Response(Response {
+        v.send(Frame::Response(Response::new(
             request_id,
-            accepted: true,
-            detail: String::new(),
-            code: None,
-        }))
+            true,
+            String::new(),
+            None,
+        )))
         .await?;
     }
     // Responses are applied as they are read: all of them were, before this is answered.
@@ -1233,10 +1220,7 @@ async fn repeated_session_starts_get_one_answer_and_one_line() -> TestResult {
     for _ in 0..1_000 {
         futures_util::SinkExt::feed(&mut ws, Message::Binary(again.clone().into())).await?;
     }
-    let ping = Frame::UserMessage(UserMessage {
-        turn_id: 2,
-        text: "ping".into(),
-    });
+    let ping = Frame::UserMessage(UserMessage::new(2, "ping"));
     futures_util::SinkExt::send(
         &mut ws,
         Message::Binary(voqalize::wire::encode(&ping).into()),
@@ -1289,11 +1273,8 @@ async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;
     let turn_id = v.next_turn_id();
-    v.send(Frame::UserMessage(UserMessage {
-        turn_id,
-        text: "units 1100".into(),
-    }))
-    .await?;
+    v.send(Frame::UserMessage(UserMessage::new(turn_id, "units 1100")))
+        .await?;
     let all_ended = v
         .wait_for(HANG, |v| v.units().filter(|u| u.ended).count() == 1100)
         .await?;

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::Map;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
@@ -140,20 +139,15 @@ impl StandIn {
 }
 
 fn start(session_id: &str) -> Frame {
-    Frame::SessionStart(SessionStart {
-        session_id: session_id.into(),
-        turn_id: 1,
-        init: Map::new(),
-        wire_version: WIRE_VERSION,
-        capabilities: Capabilities::new(),
-    })
+    Frame::SessionStart(
+        SessionStart::new(session_id, 1)
+            .with_wire_version(WIRE_VERSION)
+            .with_capabilities(Capabilities::new()),
+    )
 }
 
 fn says(turn_id: u64, text: &str) -> Frame {
-    Frame::UserMessage(UserMessage {
-        turn_id,
-        text: text.into(),
-    })
+    Frame::UserMessage(UserMessage::new(turn_id, text))
 }
 
 impl Agent {

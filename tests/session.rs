@@ -282,20 +282,16 @@ async fn start_without_capabilities(v: &mut Voqalize) {
 /// A SessionStart (wire 3, turn 1) advertising no capabilities, for the session the drivers dial
 /// (`test-session`).
 fn bare_start() -> Frame {
-    Frame::SessionStart(SessionStart {
-        session_id: "test-session".into(),
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: 3,
-        capabilities: Capabilities::new(),
-    })
+    Frame::SessionStart(
+        SessionStart::new("test-session", 1)
+            .with_init(Default::default())
+            .with_wire_version(3)
+            .with_capabilities(Capabilities::new()),
+    )
 }
 
 fn message(turn_id: u64, text: &str) -> Frame {
-    Frame::UserMessage(UserMessage {
-        turn_id,
-        text: text.into(),
-    })
+    Frame::UserMessage(UserMessage::new(turn_id, text))
 }
 
 fn start(id: u64, turn: u64) -> Frame {
@@ -580,12 +576,9 @@ async fn turns_run_concurrently_and_only_interruption_cancels() {
     let (mut v, log) = scripted(Cfg::default()).await;
     v.start_silent().await.unwrap();
     for (turn_id, text) in [(2, "slow 400"), (3, "slow 50")] {
-        v.send(Frame::UserMessage(UserMessage {
-            turn_id,
-            text: text.into(),
-        }))
-        .await
-        .unwrap();
+        v.send(Frame::UserMessage(UserMessage::new(turn_id, text)))
+            .await
+            .unwrap();
     }
     v.next_turn_id();
     v.next_turn_id();
@@ -650,13 +643,9 @@ async fn user_idle_default_is_silent_and_a_level_two_nudge_may_end() {
     }
     let mut v = driver(|| Quiet).await;
     v.start_silent().await.unwrap();
-    v.send(Frame::UserIdle(UserIdle {
-        turn_id: 2,
-        level: 1,
-        idle_ms: 5,
-    }))
-    .await
-    .unwrap();
+    v.send(Frame::UserIdle(UserIdle::new(2, 1, 5)))
+        .await
+        .unwrap();
     v.quiesce(Duration::from_millis(100), Duration::from_secs(1))
         .await
         .unwrap();
@@ -664,13 +653,9 @@ async fn user_idle_default_is_silent_and_a_level_two_nudge_may_end() {
 
     let (mut v, _) = scripted(Cfg::default()).await;
     v.start_silent().await.unwrap();
-    v.send(Frame::UserIdle(UserIdle {
-        turn_id: 2,
-        level: 2,
-        idle_ms: 30_000,
-    }))
-    .await
-    .unwrap();
+    v.send(Frame::UserIdle(UserIdle::new(2, 2, 30_000)))
+        .await
+        .unwrap();
     assert!(
         v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
             .await
@@ -943,20 +928,15 @@ async fn configure_rejected_carries_detail_and_code() {
     );
     let (request_id, _) = v.requests()[0].clone();
     // A Response nobody waits for is logged and changes nothing (case 48).
-    v.send(Frame::Response(Response {
-        request_id: 7,
-        accepted: true,
-        detail: String::new(),
-        code: None,
-    }))
-    .await
-    .unwrap();
-    v.send(Frame::Response(Response {
+    v.send(Frame::Response(Response::new(7, true, String::new(), None)))
+        .await
+        .unwrap();
+    v.send(Frame::Response(Response::new(
         request_id,
-        accepted: false,
-        detail: "no tamil".into(),
-        code: Some(ErrorCode::UnsupportedLanguage),
-    }))
+        false,
+        "no tamil",
+        Some(ErrorCode::UnsupportedLanguage),
+    )))
     .await
     .unwrap();
     assert!(logged(&mut v, &log, "rejected").await, "{:?}", log.events());

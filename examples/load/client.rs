@@ -86,15 +86,16 @@ pub async fn dial(
 /// The SessionStart of session `session_id` (turn 1, every capability this client handles).
 pub fn session_start(session_id: String) -> Frame {
     use voqalize::wire::Capability;
-    Frame::SessionStart(SessionStart {
-        session_id,
-        turn_id: 1,
-        init: Default::default(),
-        wire_version: voqalize::wire::WIRE_VERSION,
-        capabilities: [Capability::SpeechCancel, Capability::StringConfig]
-            .into_iter()
-            .collect(),
-    })
+    Frame::SessionStart(
+        SessionStart::new(session_id, 1)
+            .with_init(Default::default())
+            .with_wire_version(voqalize::wire::WIRE_VERSION)
+            .with_capabilities(
+                [Capability::SpeechCancel, Capability::StringConfig]
+                    .into_iter()
+                    .collect(),
+            ),
+    )
 }
 
 /// How long one send may wait for the brain to take it (a brain that stops reading fills the
@@ -272,7 +273,7 @@ impl Session {
         self.turn_id += 1;
         let turn_id = self.turn_id;
         self.leg
-            .send(&Frame::UserMessage(UserMessage { turn_id, text }))
+            .send(&Frame::UserMessage(UserMessage::new(turn_id, text)))
             .await?;
         Ok(turn_id)
     }
@@ -390,12 +391,12 @@ impl Session {
                 }
                 Frame::Request { request_id, .. } => {
                     self.leg
-                        .send(&Frame::Response(Response {
+                        .send(&Frame::Response(Response::new(
                             request_id,
-                            accepted: true,
-                            detail: String::new(),
-                            code: None,
-                        }))
+                            true,
+                            String::new(),
+                            None,
+                        )))
                         .await?;
                 }
                 Frame::Error(e) if e.fatal => {

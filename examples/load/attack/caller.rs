@@ -56,12 +56,12 @@ impl Hostile {
     /// The `n`-th frame of the attack (0 first), or `None` once it has sent all it sends.
     fn frame(self, session_id: &str, n: u64, heard: &str) -> Option<Frame> {
         Some(match self {
-            Hostile::Strays => Frame::Response(Response {
-                request_id: n + 1,
-                accepted: true,
-                detail: "accepted, though nobody asked".into(),
-                code: None,
-            }),
+            Hostile::Strays => Frame::Response(Response::new(
+                n + 1,
+                true,
+                "accepted, though nobody asked",
+                None,
+            )),
             Hostile::Restarts => client::session_start(session_id.to_owned()),
             Hostile::Forged if n < FORGED => Frame::Finalize {
                 speech_id: 1_000 + n,
@@ -74,10 +74,7 @@ impl Hostile {
                 id: None,
                 turn_id: None,
             }),
-            Hostile::Flood => Frame::UserMessage(UserMessage {
-                turn_id: n + 2,
-                text: "flood".into(),
-            }),
+            Hostile::Flood => Frame::UserMessage(UserMessage::new(n + 2, "flood")),
         })
     }
 }

@@ -91,7 +91,7 @@ impl Link {
         let turn = self.turns.entry(prefix).or_insert(1);
         *turn += 1;
         let turn_id = *turn;
-        let frame = Frame::UserMessage(UserMessage { turn_id, text });
+        let frame = Frame::UserMessage(UserMessage::new(turn_id, text));
         self.send(prefix, &frame).await?;
         Ok(turn_id)
     }

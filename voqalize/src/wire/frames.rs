@@ -106,7 +106,12 @@ impl std::fmt::Display for RtviType {
 }
 
 /// `SessionStart`: the call begins. It is also turn `turn_id`, which the greeting answers.
+///
+/// `#[non_exhaustive]`: only the runtime sends it, and wire v3 may grow it (a field under a new
+/// capability, docs/protocol.md §1.4) in a minor release. Read its fields; build one (a test) with
+/// `new`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SessionStart {
     /// The runtime's session id (a UUID string in production).
     pub session_id: String,
@@ -121,7 +126,12 @@ pub struct SessionStart {
 }
 
 /// `UserMessage`: the user's finalized text for a turn.
+///
+/// `#[non_exhaustive]`: only the runtime sends it, and wire v3 may grow it (a field under a new
+/// capability, docs/protocol.md §1.4) in a minor release. Read its fields; build one (a test) with
+/// `new`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UserMessage {
     /// The turn this text opens.
     pub turn_id: u64,
@@ -130,7 +140,12 @@ pub struct UserMessage {
 }
 
 /// `UserIdle`: the user has been silent.
+///
+/// `#[non_exhaustive]`: only the runtime sends it, and wire v3 may grow it (a field under a new
+/// capability, docs/protocol.md §1.4) in a minor release. Read its fields; build one (a test) with
+/// `new`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UserIdle {
     /// The turn this nudge opens.
     pub turn_id: u64,
@@ -141,6 +156,9 @@ pub struct UserIdle {
 }
 
 /// `RTVIFrame`: an RTVI message in either direction.
+///
+/// Not `#[non_exhaustive]`: a brain builds it to send, so its fields are its constructor. A field
+/// wire v3 adds to it is a new major release of this SDK.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rtvi {
     /// The RTVI type.
@@ -154,6 +172,9 @@ pub struct Rtvi {
 }
 
 /// `TurnStep`: one timed piece of work inside a turn, reported for cost and latency accounting.
+///
+/// Not `#[non_exhaustive]`: a brain builds it to send, so its fields are its constructor. A field
+/// wire v3 adds to it is a new major release of this SDK.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TurnStep {
     /// The turn the step belongs to.
@@ -175,7 +196,12 @@ pub struct TurnStep {
 }
 
 /// `Response`: the runtime's answer to a [`Frame::Request`].
+///
+/// `#[non_exhaustive]`: only the runtime sends it, and wire v3 may grow it (a field under a new
+/// capability, docs/protocol.md §1.4) in a minor release. Read its fields; build one (a test) with
+/// `new`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Response {
     /// The request answered.
     pub request_id: u64,
@@ -188,6 +214,9 @@ pub struct Response {
 }
 
 /// `Error`: a failure report in either direction.
+///
+/// Not `#[non_exhaustive]`: a brain builds it to send, so its fields are its constructor. A field
+/// wire v3 adds to it is a new major release of this SDK.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorFrame {
     /// What kind of failure.
@@ -196,6 +225,79 @@ pub struct ErrorFrame {
     pub message: String,
     /// Whether the sender considers the session over.
     pub fatal: bool,
+}
+
+impl SessionStart {
+    /// A `SessionStart` for `session_id` on turn `turn_id` as the runtime sends it: wire v3, every
+    /// capability this SDK knows, no `init` data.
+    pub fn new(session_id: impl Into<String>, turn_id: u64) -> Self {
+        SessionStart {
+            session_id: session_id.into(),
+            turn_id,
+            init: Map::new(),
+            wire_version: super::WIRE_VERSION,
+            capabilities: Capability::ALL.iter().copied().collect(),
+        }
+    }
+
+    /// With this customer data.
+    #[must_use]
+    pub fn with_init(mut self, init: Map<String, Value>) -> Self {
+        self.init = init;
+        self
+    }
+
+    /// Announcing this wire version.
+    #[must_use]
+    pub fn with_wire_version(mut self, version: u32) -> Self {
+        self.wire_version = version;
+        self
+    }
+
+    /// With these capabilities.
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+}
+
+impl UserMessage {
+    /// The user's `text`, opening turn `turn_id`.
+    pub fn new(turn_id: u64, text: impl Into<String>) -> Self {
+        UserMessage {
+            turn_id,
+            text: text.into(),
+        }
+    }
+}
+
+impl UserIdle {
+    /// The `level`-th nudge (from 1) after `idle_ms` of silence, opening turn `turn_id`.
+    pub fn new(turn_id: u64, level: u32, idle_ms: u32) -> Self {
+        UserIdle {
+            turn_id,
+            level,
+            idle_ms,
+        }
+    }
+}
+
+impl Response {
+    /// The runtime's answer to request `request_id`: `accepted`, or not with `detail` and `code`.
+    pub fn new(
+        request_id: u64,
+        accepted: bool,
+        detail: impl Into<String>,
+        code: Option<ErrorCode>,
+    ) -> Self {
+        Response {
+            request_id,
+            accepted,
+            detail: detail.into(),
+            code,
+        }
+    }
 }
 
 /// One wire-v3 frame: the body of one `Envelope`.
