@@ -509,6 +509,192 @@ fn steps_of(v: &Voqalize, turn: u64) -> Vec<(String, String)> {
         .collect()
 }
 
+/// One exchange on Gemini as a table row: the model answers the user's `says` with `reply`; the
+/// user hears `heard` of its first unit (all of it when `None`); the turn spoke `spoken` and ran
+/// `ran`; then the user says "next", and that request (the second, with no retry between) reads
+/// `next` (as [`contents`] shows it).
+struct Exchange {
+    model: &'static str,
+    says: &'static str,
+    reply: Reply,
+    spoken: &'static [&'static str],
+    heard: Option<&'static str>,
+    ran: &'static [&'static str],
+    next: &'static [&'static str],
+}
+
+impl Exchange {
+    async fn check(self) {
+        let (rig, mut v) = rig(Provider::Gemini, self.model).await;
+        rig.server.reply(self.reply);
+        v.start_silent().await.unwrap();
+        let turn = if self.spoken.is_empty() {
+            silent_turn(&mut v, self.says, 1).await
+        } else {
+            let turn = v.send_user_message(self.says).await.unwrap();
+            let unit = first_unit(&mut v, turn).await;
+            assert!(
+                v.wait_for(Duration::from_secs(5), |v| v
+                    .units()
+                    .filter(|u| u.turn_id == turn)
+                    .all(|u| u.ended))
+                    .await
+                    .unwrap()
+            );
+            let text = v.units().find(|u| u.speech_id == unit).map(|u| u.text());
+            v.finalize(unit, self.heard.unwrap_or(&text.unwrap_or_default()))
+                .await
+                .unwrap();
+            turn
+        };
+        let spoken: Vec<String> = v
+            .units()
+            .filter(|u| u.turn_id == turn)
+            .map(|u| u.text())
+            .collect();
+        assert_eq!(spoken, self.spoken, "{}: what the turn spoke", self.model);
+        events(&mut v, &rig.log, |e| e.len() >= self.ran.len()).await;
+        assert_eq!(
+            rig.log.events(),
+            self.ran,
+            "{}: the tools that ran",
+            self.model
+        );
+        rig.server.reply(Reply::new().text("OK.").finish());
+        v.user_says("next").await.unwrap();
+        assert_eq!(rig.server.requests().len(), 2, "{}: no retry", self.model);
+        assert_eq!(
+            contents(&rig.server, 1),
+            self.next,
+            "{}: the next request",
+            self.model
+        );
+    }
+}
+
+/// Exchanges as a table: each row is a test of its own.
+macro_rules! exchanges {
+    ($($(#[$doc:meta])* $name:ident: $case:expr;)*) => {$(
+        $(#[$doc])*
+        #[tokio::test]
+        async fn $name() {
+            $case.check().await;
+        }
+    )*};
+}
+
+exchanges! {
+    /// case 4 with case 40/43: text, a call, more text is one unit; heard in full, the model
+    /// turn holds the heard text as one part, then the call, and the results follow it.
+    text_around_a_call_is_one_unit_and_one_model_turn_in_order: Exchange {
+        model: "case-4",
+        says: "go",
+        reply: Reply::new().text("A. ").call("show_help", json!({})).text("B.").finish(),
+        spoken: &["A. B."],
+        heard: None,
+        ran: &["show_help"],
+        next: &[
+            "user: T(go)",
+            "model: T(A. B.), C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(next)",
+        ],
+    };
+
+    /// case 5 (as decided here): a Gemini finish is the stream's terminal event — what follows
+    /// it is neither spoken nor kept, and the turn still ends cleanly with one request.
+    nothing_after_a_gemini_finish_is_spoken_or_kept: Exchange {
+        model: "case-5",
+        says: "count",
+        reply: Reply::new().text("One.").finish().text("Two.").finish(),
+        spoken: &["One."],
+        heard: None,
+        ran: &[],
+        next: &["user: T(count)", "model: T(One.)", "user: T(next)"],
+    };
+
+    /// case 7: several calls in one chunk run in order and share one results turn.
+    calls_in_one_chunk_run_in_order_and_share_one_results_turn: Exchange {
+        model: "case-7",
+        says: "both",
+        reply: Reply::new()
+            .raw(&gem_chunk(json!([
+                {"functionCall": {"id": "a", "name": "open_booking", "args": {"city": "Rome"}}},
+                {"functionCall": {"id": "b", "name": "show_help", "args": {}}}
+            ])))
+            .finish(),
+        spoken: &[],
+        heard: None,
+        ran: &["open_booking Rome", "show_help"],
+        next: &[
+            "user: T(both)",
+            "model: C(open_booking {\"city\":\"Rome\"}), C(show_help {})",
+            "user: R(open_booking={\"result\":\"ok\"}), R(show_help={\"result\":\"shown\"})",
+            "user: T(next)",
+        ],
+    };
+
+    /// case 35: a code fence opening followed by a real call: nothing spoken, the call runs, no
+    /// retry.
+    a_code_fence_before_a_real_call_is_stripped_without_retry: Exchange {
+        model: "case-35",
+        says: "help",
+        reply: Reply::new().text("```tool_code").call("show_help", json!({})).finish(),
+        spoken: &[],
+        heard: None,
+        ran: &["show_help"],
+        next: &[
+            "user: T(help)",
+            "model: C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(next)",
+        ],
+    };
+
+    /// case 39: heard truth cuts the text of a model turn and keeps its call and results.
+    heard_truth_cuts_the_text_and_keeps_the_call_and_its_result: Exchange {
+        model: "case-39",
+        says: "book Paris",
+        reply: Reply::new()
+            .text("Opening")
+            .text(" it now.")
+            .call("open_booking", json!({"city": "Paris"}))
+            .finish(),
+        spoken: &["Opening it now."],
+        heard: Some("Opening it"),
+        ran: &["open_booking Paris"],
+        next: &[
+            "user: T(book Paris)",
+            "model: T(Opening it), C(open_booking {\"city\":\"Paris\"})",
+            "user: R(open_booking={\"result\":\"ok\"})",
+            "user: T(next)",
+        ],
+    };
+
+    /// case 42 and the Decisions row "Thoughts": nothing heard of `[thought, text, call]` leaves
+    /// `[thought, call]`, the thought untouched.
+    decision_thoughts_survive_heard_truth_that_removes_the_text: Exchange {
+        model: "case-42",
+        says: "help",
+        reply: Reply::new()
+            .raw(&gem_chunk(json!([
+                {"text": "Weighing.", "thought": true, "thoughtSignature": "c2ln"},
+                {"text": "A. "},
+                {"functionCall": {"id": "c1", "name": "show_help", "args": {}}}
+            ])))
+            .finish(),
+        spoken: &["A. "],
+        heard: Some(""),
+        ran: &["show_help"],
+        next: &[
+            "user: T(help)",
+            "model: Th(Weighing.)+sig, C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(next)",
+        ],
+    };
+}
+
 // ---- Turn shape ----
 
 /// case 2: a reply that only calls a tool speaks nothing; the tool runs and its result is filed.
@@ -581,81 +767,6 @@ async fn decision_speech_before_a_call_is_sent_before_the_tool_runs() {
             .any(|u| u.turn_id == turn && u.ended))
             .await
             .unwrap()
-    );
-}
-
-/// case 4 with case 40/43: text, a call, more text is one unit; heard in full, the model turn
-/// holds the heard text as one part, then the call, and the results follow it.
-#[tokio::test]
-async fn text_around_a_call_is_one_unit_and_one_model_turn_in_order() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-4").await;
-    rig.server.reply(
-        Reply::new()
-            .text("A. ")
-            .call("show_help", json!({}))
-            .text("B.")
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = v.user_says("go").await.unwrap();
-    assert_eq!(turn.unit_texts(), ["A. B."]);
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(go)",
-            "model: T(A. B.), C(show_help {})",
-            "user: R(show_help={\"result\":\"shown\"})",
-            "user: T(next)"
-        ]
-    );
-}
-
-/// case 5 (as decided here): a Gemini finish is the stream's terminal event — what follows it is
-/// neither spoken nor kept, and the turn still ends cleanly with one request.
-#[tokio::test]
-async fn nothing_after_a_gemini_finish_is_spoken_or_kept() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-5").await;
-    rig.server
-        .reply(Reply::new().text("One.").finish().text("Two.").finish());
-    v.start_silent().await.unwrap();
-    let turn = v.user_says("count").await.unwrap();
-    assert_eq!(turn.unit_texts(), ["One."]);
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(rig.server.requests().len(), 2);
-    assert_eq!(
-        contents(&rig.server, 1),
-        ["user: T(count)", "model: T(One.)", "user: T(next)"]
-    );
-}
-
-/// case 7: several calls in one chunk run in order and share one results turn.
-#[tokio::test]
-async fn calls_in_one_chunk_run_in_order_and_share_one_results_turn() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-7").await;
-    rig.server.reply(
-        Reply::new()
-            .raw(&gem_chunk(json!([
-                {"functionCall": {"id": "a", "name": "open_booking", "args": {"city": "Rome"}}},
-                {"functionCall": {"id": "b", "name": "show_help", "args": {}}}
-            ])))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    silent_turn(&mut v, "both", 1).await;
-    assert_eq!(rig.log.events(), ["open_booking Rome", "show_help"]);
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(both)",
-            "model: C(open_booking {\"city\":\"Rome\"}), C(show_help {})",
-            "user: R(open_booking={\"result\":\"ok\"}), R(show_help={\"result\":\"shown\"})",
-            "user: T(next)"
-        ]
     );
 }
 
@@ -1366,34 +1477,6 @@ async fn a_possible_call_prefix_is_released_in_pieces() {
     assert_eq!(turn.units[0].chunks, ["Say ", "default", " value."]);
 }
 
-/// case 35: a code fence opening followed by a real call: nothing spoken, the call runs, no retry.
-#[tokio::test]
-async fn a_code_fence_before_a_real_call_is_stripped_without_retry() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-35").await;
-    rig.server.reply(
-        Reply::new()
-            .text("```tool_code")
-            .call("show_help", json!({}))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = silent_turn(&mut v, "help", 1).await;
-    assert_eq!(v.units().filter(|u| u.turn_id == turn).count(), 0);
-    assert_eq!(rig.log.events(), ["show_help"]);
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(rig.server.requests().len(), 2, "no retry");
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(help)",
-            "model: C(show_help {})",
-            "user: R(show_help={\"result\":\"shown\"})",
-            "user: T(next)"
-        ]
-    );
-}
-
 /// case 36: a brace that turns out to be plain JSON text (no call key) is spoken.
 #[tokio::test]
 async fn a_brace_without_a_call_key_is_spoken() {
@@ -1419,81 +1502,6 @@ async fn words_then_a_malformed_finish_are_spoken_and_retried_once() {
 }
 
 // ---- Heard truth, say_line, notes ----
-
-/// case 39: heard truth cuts the text of a model turn and keeps its call and results.
-#[tokio::test]
-async fn heard_truth_cuts_the_text_and_keeps_the_call_and_its_result() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-39").await;
-    rig.server.reply(
-        Reply::new()
-            .text("Opening")
-            .text(" it now.")
-            .call("open_booking", json!({"city": "Paris"}))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = v.send_user_message("book Paris").await.unwrap();
-    let unit = first_unit(&mut v, turn).await;
-    assert!(
-        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
-            .await
-            .unwrap()
-    );
-    events(&mut v, &rig.log, |e| !e.is_empty()).await;
-    v.finalize(unit, "Opening it").await.unwrap();
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(book Paris)",
-            "model: T(Opening it), C(open_booking {\"city\":\"Paris\"})",
-            "user: R(open_booking={\"result\":\"ok\"})",
-            "user: T(next)"
-        ]
-    );
-}
-
-/// case 42 and the Decisions row "Thoughts": nothing heard of `[thought, text, call]` leaves
-/// `[thought, call]`, the thought untouched.
-#[tokio::test]
-async fn decision_thoughts_survive_heard_truth_that_removes_the_text() {
-    let (rig, mut v) = rig(Provider::Gemini, "case-42").await;
-    rig.server.reply(
-        Reply::new()
-            .raw(&gem_chunk(json!([
-                {"text": "Weighing.", "thought": true, "thoughtSignature": "c2ln"},
-                {"text": "A. "},
-                {"functionCall": {"id": "c1", "name": "show_help", "args": {}}}
-            ])))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = v.send_user_message("help").await.unwrap();
-    let unit = first_unit(&mut v, turn).await;
-    events(&mut v, &rig.log, |e| !e.is_empty()).await;
-    assert!(
-        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.ended))
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        v.units().find(|u| u.speech_id == unit).unwrap().text(),
-        "A. "
-    );
-    v.finalize(unit, "").await.unwrap();
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("next").await.unwrap();
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(help)",
-            "model: Th(Weighing.)+sig, C(show_help {})",
-            "user: R(show_help={\"result\":\"shown\"})",
-            "user: T(next)"
-        ]
-    );
-}
 
 /// case 43: `["A. ", call, "B."]` heard "A. B" is `["A. B", call]`.
 #[tokio::test]
