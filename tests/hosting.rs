@@ -118,8 +118,13 @@ async fn serve_once(
     let (done_tx, done_rx) = oneshot::channel();
     tokio::spawn(async move {
         if let Ok((stream, _)) = listener.accept().await {
-            let result =
-                voqalize::host::tungstenite::accept(stream, Arc::new(factory), &options).await;
+            let result = voqalize::host::tungstenite::accept(
+                stream,
+                Arc::new(factory),
+                &options,
+                &voqalize::host::Admission::new(&options),
+            )
+            .await;
             let _ = done_tx.send(result);
         }
     });

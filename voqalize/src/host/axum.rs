@@ -23,8 +23,8 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 
 use super::{
-    Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions, Incoming,
-    MakeBrain, Upgrade, run_session,
+    Admission, Admitted, Channel, ChannelError, ChannelReceiver, ChannelSender, HostError,
+    HostOptions, Incoming, MakeBrain, Upgrade, run_session,
 };
 
 /// A GET route that upgrades to a WebSocket and hosts one call per connection with [`run_session`]:
@@ -36,9 +36,11 @@ where
     S: Clone + Send + Sync + 'static,
 {
     let factory = Arc::new(factory);
+    let admission = Admission::new(&options);
     get(move |ws: WebSocketUpgrade, uri: Uri, headers: HeaderMap| {
         let (factory, options) = (factory.clone(), options.clone());
-        async move { upgrade(ws, uri, headers, factory, options) }
+        let admitted = admission.admit();
+        async move { upgrade(ws, uri, headers, factory, options, admitted) }
     })
 }
 
@@ -48,13 +50,14 @@ fn upgrade<M: MakeBrain>(
     headers: HeaderMap,
     factory: Arc<M>,
     options: HostOptions,
+    admitted: Option<Admitted>,
 ) -> Response {
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
-    let Some(admitted) = options.admit() else {
+    let Some(admitted) = admitted else {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             super::tungstenite::AT_CAPACITY,

@@ -68,20 +68,51 @@ pub struct HostOptions {
     verifier: auth::Verifier,
     limits: Limits,
     socket: SocketLimits,
-    admission: Arc<Admission>,
+    /// The cap on calls hosted at once by one server ([`Admission`] counts them).
+    max_sessions: Option<usize>,
 }
 
-/// How many calls this process hosts at once, against an optional cap. Shared by every clone of
-/// one `HostOptions`.
+/// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
+/// state beside the settings. Each way of serving makes one ([`tungstenite::serve`],
+/// [`axum::brain_route`], a relay); a loop of your own over [`tungstenite::accept`] makes one
+/// with [`Admission::new`] and passes it to every call. Cheap to clone: clones count together.
+#[derive(Debug, Clone, Default)]
+pub struct Admission(Arc<Places>);
+
 #[derive(Debug, Default)]
-struct Admission {
+struct Places {
     max: Option<usize>,
     live: AtomicUsize,
 }
 
+impl Admission {
+    /// A count against the cap `options` set (none by default).
+    pub fn new(options: &HostOptions) -> Self {
+        Admission(Arc::new(Places {
+            max: options.max_sessions,
+            live: AtomicUsize::new(0),
+        }))
+    }
+
+    /// How many calls are hosted now.
+    pub fn open(&self) -> usize {
+        self.0.live.load(Ordering::Acquire)
+    }
+
+    /// A place for one more call, or `None` at the cap.
+    pub(crate) fn admit(&self) -> Option<Admitted> {
+        let taken = self.0.live.fetch_add(1, Ordering::AcqRel);
+        let admitted = Admitted(self.0.clone());
+        match self.0.max {
+            Some(max) if taken >= max => None, // dropping `admitted` gives the place back
+            _ => Some(admitted),
+        }
+    }
+}
+
 /// A hosted call's place under [`HostOptions::max_sessions`]; freed when dropped.
 #[derive(Debug)]
-pub(crate) struct Admitted(Arc<Admission>);
+pub(crate) struct Admitted(Arc<Places>);
 
 impl Drop for Admitted {
     fn drop(&mut self) {
@@ -127,6 +158,7 @@ impl std::fmt::Debug for HostOptions {
             .field("verifier", &keys)
             .field("limits", &self.limits)
             .field("socket", &self.socket)
+            .field("max_sessions", &self.max_sessions)
             .finish()
     }
 }
@@ -168,7 +200,7 @@ impl HostOptions {
                 session_keepalive: true,
             },
             socket: SocketLimits::default(),
-            admission: Arc::default(),
+            max_sessions: None,
         }
     }
 
@@ -262,27 +294,14 @@ impl HostOptions {
         self
     }
 
-    /// At most `n` calls hosted at once by the adapters sharing these options (default: no cap).
-    /// A connection beyond it is refused at the upgrade with HTTP 503, at once, instead of being
-    /// accepted and left to time out.
+    /// At most `n` calls hosted at once by one server: one [`tungstenite::serve`], one
+    /// [`axum::brain_route`], one relay (default: no cap). A connection beyond it is refused at
+    /// the upgrade with HTTP 503, at once, instead of being accepted and left to time out. The
+    /// count itself is the server's [`Admission`]: these options stay a plain value.
     #[must_use]
     pub fn max_sessions(mut self, n: usize) -> Self {
-        self.admission = Arc::new(Admission {
-            max: Some(n),
-            live: AtomicUsize::new(0),
-        });
+        self.max_sessions = Some(n);
         self
-    }
-
-    /// A place for one more call, or `None` at the cap.
-    pub(crate) fn admit(&self) -> Option<Admitted> {
-        let a = &self.admission;
-        let taken = a.live.fetch_add(1, Ordering::AcqRel);
-        let admitted = Admitted(a.clone());
-        match a.max {
-            Some(max) if taken >= max => None, // dropping `admitted` gives the place back
-            _ => Some(admitted),
-        }
     }
 
     /// The session limits these options set.
@@ -510,5 +529,26 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     match outcome {
         Outcome::Ended { .. } => Ok(()),
         Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_admission_counts_its_clones_together_and_options_share_nothing() {
+        let options = HostOptions::allow_unverified().max_sessions(1);
+        let admission = Admission::new(&options);
+        let first = admission.clone().admit();
+        assert!(first.is_some());
+        assert_eq!(admission.open(), 1);
+        assert!(admission.admit().is_none(), "at the cap");
+        assert_eq!(admission.open(), 1, "a refused call holds no place");
+        // Another server made from the same options counts its own calls.
+        assert!(Admission::new(&options.clone()).admit().is_some());
+        drop(first);
+        assert_eq!(admission.open(), 0);
+        assert!(admission.admit().is_some());
     }
 }

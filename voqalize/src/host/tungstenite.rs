@@ -19,8 +19,8 @@ use tracing::Instrument;
 use crate::recover::lock;
 
 use super::{
-    Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions, Incoming,
-    MakeBrain, Upgrade, run_session,
+    Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions,
+    Incoming, MakeBrain, Upgrade, run_session,
 };
 
 /// Accepts connections on `listener` forever, hosting one call per connection in its own task.
@@ -36,6 +36,7 @@ pub async fn serve<M: MakeBrain>(
     options: HostOptions,
 ) -> std::io::Result<()> {
     let factory = Arc::new(factory);
+    let admission = Admission::new(&options);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -45,10 +46,10 @@ pub async fn serve<M: MakeBrain>(
                 continue;
             }
         };
-        let (factory, options) = (factory.clone(), options.clone());
+        let (factory, options, admission) = (factory.clone(), options.clone(), admission.clone());
         tokio::spawn(
             async move {
-                if let Err(e) = accept(stream, factory, &options).await {
+                if let Err(e) = accept(stream, factory, &options, &admission).await {
                     match e {
                         AcceptError::Host(HostError::Rejected { .. }) => {}
                         AcceptError::AtCapacity => {
@@ -98,7 +99,8 @@ pub enum AcceptError {
 
 /// Completes the WebSocket handshake on `stream` (within [`HANDSHAKE_TIMEOUT`], with `TCP_NODELAY`
 /// set), reading `?session_id=` and the `Authorization`
-/// header, then hosts the call with [`run_session`].
+/// header, then hosts the call with [`run_session`], as one of the calls `admission` counts (a
+/// connection past its cap is answered 503).
 ///
 /// # Errors
 /// [`AcceptError::Handshake`], or the [`HostError`] of [`run_session`].
@@ -107,8 +109,9 @@ pub async fn accept<M: MakeBrain>(
     stream: TcpStream,
     factory: Arc<M>,
     options: &HostOptions,
+    admission: &Admission,
 ) -> Result<(), AcceptError> {
-    let admitted = options.admit();
+    let admitted = admission.admit();
     let full = admitted.is_none();
     let seen = Arc::new(Mutex::new(Upgrade::default()));
     let cell = seen.clone();

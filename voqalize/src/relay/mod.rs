@@ -53,7 +53,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::brain::MakeBrain;
-use crate::host::HostOptions;
+use crate::host::{Admission, HostOptions};
 
 pub use connect::RelayError;
 /// The relay's inbound frame parser, for the fuzz target: only with the `testing` feature.
@@ -126,6 +126,8 @@ pub struct Relay {
     version: String,
     authorization: Authorization,
     options: HostOptions,
+    /// The calls it hosts now, against `HostOptions::max_sessions`; its clones count together.
+    admission: Admission,
     drain: Duration,
     settings: Settings,
 }
@@ -320,6 +322,7 @@ impl RelayBuilder {
             url: self.url,
             version: self.version,
             authorization,
+            admission: Admission::new(&self.options),
             options: self.options,
             drain: self.drain,
             settings: self.settings,

@@ -499,7 +499,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
     fn open(&mut self, prefix: Prefix, start: Bytes) {
         // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
         // calls: a relay cannot open more than the process takes.
-        let Some(admitted) = self.relay.options.admit() else {
+        let Some(admitted) = self.relay.admission.admit() else {
             return self.refuse(prefix, "at HostOptions::max_sessions");
         };
         let (tx, rx) = mpsc::channel(SESSION_INBOX);

@@ -246,7 +246,8 @@ impl Voqalize {
                 .accept()
                 .await
                 .map_err(|e| HostError::Handshake(Box::new(e)))?;
-            crate::host::tungstenite::accept(stream, Arc::new(factory), &options)
+            let admission = crate::host::Admission::new(&options);
+            crate::host::tungstenite::accept(stream, Arc::new(factory), &options, &admission)
                 .await
                 .map_err(|e| match e {
                     crate::host::tungstenite::AcceptError::Host(e) => e,
