@@ -510,16 +510,19 @@ fn steps_of(v: &Voqalize, turn: u64) -> Vec<(String, String)> {
 }
 
 /// One exchange on Gemini as a table row: the model answers the user's `says` with `reply`; the
-/// user hears `heard` of its first unit (all of it when `None`); the turn spoke `spoken` and ran
-/// `ran`; then the user says "next", and that request (the second, with no retry between) reads
-/// `next` (as [`contents`] shows it).
+/// turn speaks `spoken` and runs `ran` (with `barge_in`, the user talks over it once the tools
+/// have started); the user hears `heard` of its first unit (all of it when `None`); then the user
+/// says `then`, and that request (the second, with no retry between) reads `next` (as
+/// [`contents`] shows it).
 struct Exchange {
     model: &'static str,
     says: &'static str,
     reply: Reply,
     spoken: &'static [&'static str],
-    heard: Option<&'static str>,
     ran: &'static [&'static str],
+    barge_in: bool,
+    heard: Option<&'static str>,
+    then: &'static str,
     next: &'static [&'static str],
 }
 
@@ -530,6 +533,17 @@ impl Exchange {
         v.start_silent().await.unwrap();
         let turn = if self.spoken.is_empty() {
             silent_turn(&mut v, self.says, 1).await
+        } else if self.barge_in {
+            let turn = v.send_user_message(self.says).await.unwrap();
+            let unit = first_unit(&mut v, turn).await;
+            events(&mut v, &rig.log, |e| e.len() >= self.ran.len()).await;
+            v.send(Frame::Interruption { through_turn: turn })
+                .await
+                .unwrap();
+            v.finalize(unit, self.heard.unwrap_or_default())
+                .await
+                .unwrap();
+            turn
         } else {
             let turn = v.send_user_message(self.says).await.unwrap();
             let unit = first_unit(&mut v, turn).await;
@@ -561,7 +575,7 @@ impl Exchange {
             self.model
         );
         rig.server.reply(Reply::new().text("OK.").finish());
-        v.user_says("next").await.unwrap();
+        v.user_says(self.then).await.unwrap();
         assert_eq!(rig.server.requests().len(), 2, "{}: no retry", self.model);
         assert_eq!(
             contents(&rig.server, 1),
@@ -591,7 +605,9 @@ exchanges! {
         says: "go",
         reply: Reply::new().text("A. ").call("show_help", json!({})).text("B.").finish(),
         spoken: &["A. B."],
+        barge_in: false,
         heard: None,
+        then: "next",
         ran: &["show_help"],
         next: &[
             "user: T(go)",
@@ -608,7 +624,9 @@ exchanges! {
         says: "count",
         reply: Reply::new().text("One.").finish().text("Two.").finish(),
         spoken: &["One."],
+        barge_in: false,
         heard: None,
+        then: "next",
         ran: &[],
         next: &["user: T(count)", "model: T(One.)", "user: T(next)"],
     };
@@ -624,7 +642,9 @@ exchanges! {
             ])))
             .finish(),
         spoken: &[],
+        barge_in: false,
         heard: None,
+        then: "next",
         ran: &["open_booking Rome", "show_help"],
         next: &[
             "user: T(both)",
@@ -641,7 +661,9 @@ exchanges! {
         says: "help",
         reply: Reply::new().text("```tool_code").call("show_help", json!({})).finish(),
         spoken: &[],
+        barge_in: false,
         heard: None,
+        then: "next",
         ran: &["show_help"],
         next: &[
             "user: T(help)",
@@ -661,7 +683,9 @@ exchanges! {
             .call("open_booking", json!({"city": "Paris"}))
             .finish(),
         spoken: &["Opening it now."],
+        barge_in: false,
         heard: Some("Opening it"),
+        then: "next",
         ran: &["open_booking Paris"],
         next: &[
             "user: T(book Paris)",
@@ -684,7 +708,9 @@ exchanges! {
             ])))
             .finish(),
         spoken: &["A. "],
+        barge_in: false,
         heard: Some(""),
+        then: "next",
         ran: &["show_help"],
         next: &[
             "user: T(help)",
@@ -692,6 +718,45 @@ exchanges! {
             "user: R(show_help={\"result\":\"shown\"})",
             "user: T(next)",
         ],
+    };
+
+    /// F11: Gemini never gets a model content with no parts or an empty text part after
+    /// truncation (an empty part would show as `T()`).
+    f11_gemini_gets_no_empty_model_content_after_truncation: Exchange {
+        model: "f11",
+        says: "Hi, what's your name?",
+        reply: Reply::new().text("I am Ada.").call("show_help", json!({})).finish(),
+        spoken: &["I am Ada."],
+        ran: &["show_help"],
+        barge_in: true,
+        heard: Some(""),
+        then: "Please come again?",
+        next: &[
+            "user: T(Hi, what's your name?)",
+            "model: C(show_help {})",
+            "user: R(show_help={\"result\":\"shown\"})",
+            "user: T(Please come again?)",
+        ],
+    };
+
+    /// F13 (same kind, Gemini) and the Decisions row "Unanswered calls": a call cut by a
+    /// barge-in goes with the thought that led to it; the words before it stay.
+    f13_a_cut_gemini_call_goes_with_the_thought_before_it: Exchange {
+        model: "f13-gemini",
+        says: "check",
+        reply: Reply::new()
+            .text("Checking. ")
+            .raw(&gem_chunk(json!([
+                {"text": "Need the back office.", "thought": true, "thoughtSignature": "c2lnLVQ="},
+                {"functionCall": {"id": "h1", "name": "hang", "args": {}}}
+            ])))
+            .finish(),
+        spoken: &["Checking. "],
+        ran: &["hang started"],
+        barge_in: true,
+        heard: Some("Checking. "),
+        then: "never mind",
+        next: &["user: T(check)", "model: T(Checking. )", "user: T(never mind)"],
     };
 }
 
@@ -2881,45 +2946,6 @@ async fn f10_a_unit_heard_as_nothing_stores_no_assistant_text() {
     assert!(!body.to_string().contains("Friday"));
 }
 
-/// F11: Gemini never gets a model content with no parts or an empty text part after truncation.
-#[tokio::test]
-async fn f11_gemini_gets_no_empty_model_content_after_truncation() {
-    let (rig, mut v) = rig(Provider::Gemini, "f11").await;
-    rig.server.reply(
-        Reply::new()
-            .text("I am Ada.")
-            .call("show_help", json!({}))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = v.send_user_message("Hi, what's your name?").await.unwrap();
-    let unit = first_unit(&mut v, turn).await;
-    events(&mut v, &rig.log, |e| !e.is_empty()).await;
-    v.send(Frame::Interruption { through_turn: turn })
-        .await
-        .unwrap();
-    v.finalize(unit, "").await.unwrap();
-    rig.server.reply(Reply::new().text("I'm Ada.").finish());
-    v.user_says("Please come again?").await.unwrap();
-    let body = rig.server.requests()[1].body.clone();
-    for content in body["contents"].as_array().unwrap() {
-        let parts = content["parts"].as_array().unwrap();
-        assert!(!parts.is_empty(), "an empty content: {body}");
-        for p in parts {
-            assert_ne!(p, &json!({"text": ""}), "{body}");
-        }
-    }
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(Hi, what's your name?)",
-            "model: C(show_help {})",
-            "user: R(show_help={\"result\":\"shown\"})",
-            "user: T(Please come again?)"
-        ]
-    );
-}
-
 /// F12 (chat completions): a call cut by a barge-in is mentioned nowhere in the next request; the
 /// words before it are kept; its late result is discarded.
 #[tokio::test]
@@ -3218,40 +3244,6 @@ async fn decision_thoughts_signatures_survive_heard_truth_trimming() {
         "the second signature is kept: {model}"
     );
     assert!(!model.to_string().contains("now"), "{model}");
-}
-
-/// F13 (same kind, Gemini) and the Decisions row "Unanswered calls": a call cut by a barge-in goes
-/// with the thought that led to it; the words before it stay.
-#[tokio::test]
-async fn f13_a_cut_gemini_call_goes_with_the_thought_before_it() {
-    let (rig, mut v) = rig(Provider::Gemini, "f13-gemini").await;
-    rig.server.reply(
-        Reply::new()
-            .text("Checking. ")
-            .raw(&gem_chunk(json!([
-                {"text": "Need the back office.", "thought": true, "thoughtSignature": "c2lnLVQ="},
-                {"functionCall": {"id": "h1", "name": "hang", "args": {}}}
-            ])))
-            .finish(),
-    );
-    v.start_silent().await.unwrap();
-    let turn = v.send_user_message("check").await.unwrap();
-    events(&mut v, &rig.log, |e| e.contains(&"hang started".to_owned())).await;
-    let unit = first_unit(&mut v, turn).await;
-    v.send(Frame::Interruption { through_turn: turn })
-        .await
-        .unwrap();
-    v.finalize(unit, "Checking. ").await.unwrap();
-    rig.server.reply(Reply::new().text("OK.").finish());
-    v.user_says("never mind").await.unwrap();
-    assert_eq!(
-        contents(&rig.server, 1),
-        [
-            "user: T(check)",
-            "model: T(Checking. )",
-            "user: T(never mind)"
-        ]
-    );
 }
 
 /// F07 (same kind): a server that sends whole calls without ids, all on index 0, makes separate
