@@ -63,7 +63,7 @@ fn generate(ident: &Ident, name: &str) -> TokenStream {
         }
 
         impl ::voqalize::typescript::Payloads for #ident {
-            fn __payloads(out: &mut ::voqalize::typescript::PayloadCollector<'_>) {
+            fn payloads(out: &mut ::voqalize::typescript::PayloadCollector<'_>) {
                 #add(out, #name);
             }
         }
@@ -71,7 +71,7 @@ fn generate(ident: &Ident, name: &str) -> TokenStream {
         ::voqalize::__private::inventory::submit! {
             ::voqalize::__private::Discovered::action(
                 &[#name],
-                <#ident as ::voqalize::typescript::Payloads>::__payloads,
+                <#ident as ::voqalize::typescript::Payloads>::payloads,
             )
         }
     }
@@ -120,7 +120,7 @@ mod tests {
         )));
         assert_eq!(compile_errors(&file), Vec::<String>::new());
         assert_eq!(name_of(&file), ["open_url"]);
-        let payloads = &method(trait_impl(&file, "Payloads"), "__payloads").block;
+        let payloads = &method(trait_impl(&file, "Payloads"), "payloads").block;
         let body: syn::Expr = syn::parse_quote!(#payloads);
         assert_eq!(strings(&body), ["open_url"]);
         let ty: syn::Type = syn::parse_quote!(OpenURL);

@@ -34,7 +34,7 @@ fn payloads_stub(input: &DeriveInput) -> TokenStream {
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     quote! {
         impl #impl_generics ::voqalize::typescript::Payloads for #ident #ty_generics #where_clause {
-            fn __payloads(_: &mut ::voqalize::typescript::PayloadCollector<'_>) {}
+            fn payloads(_: &mut ::voqalize::typescript::PayloadCollector<'_>) {}
         }
     }
 }

@@ -95,14 +95,14 @@ impl TypeScript {
     #[must_use]
     pub fn action<A: Action + Payloads>(mut self) -> Self {
         self.actions
-            .push((std::slice::from_ref(&A::NAME), A::__payloads));
+            .push((std::slice::from_ref(&A::NAME), A::payloads));
         self
     }
 
     /// Adds an app event type (all its events).
     #[must_use]
     pub fn event<E: AppEvent + Payloads>(mut self) -> Self {
-        self.events.push((E::NAMES, E::__payloads));
+        self.events.push((E::NAMES, E::payloads));
         self
     }
 

@@ -147,8 +147,10 @@ pub use generate::{TypeScript, TypesError};
 /// [`AppEvent`](crate::actions::AppEvent) type, by wire name. Implemented by
 /// `#[derive(Action)]` and `#[derive(AppEvent)]`.
 pub trait Payloads {
-    #[doc(hidden)]
-    fn __payloads(out: &mut PayloadCollector<'_>);
+    /// Adds the JSON Schema of each payload to `out`, by wire name: what `voqalize types` writes
+    /// the TypeScript from. A type whose `Action` or `AppEvent` impl is written by hand implements
+    /// it with [`action_payload`] for each of its wire names.
+    fn payloads(out: &mut PayloadCollector<'_>);
 }
 
 /// A type `#[derive(Action)]` or `#[derive(AppEvent)]` registered itself for
@@ -195,8 +197,8 @@ inventory::collect!(Discovered);
 // compile error for an action without `JsonSchema` names them by their bare names; re-exported
 // through `__private` for the generated code.
 
-#[doc(hidden)]
-/// The payload schema of an action, for `voqalize types`.
+/// The payload schema of an action, for `voqalize types`: every `schemars::JsonSchema` type
+/// (what `#[json_type]` derives) has one.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not implement `JsonSchema`, which `#[derive(Action)]` needs",
     label = "`voqalize types` describes the action's payload to the app from its JSON Schema",
@@ -214,8 +216,8 @@ impl<T: schemars::JsonSchema> ActionSchema for T {
     }
 }
 
-#[doc(hidden)]
-/// Adds an action's payload (used by `#[derive(Action)]`).
+/// Adds the payload schema of `A` under the wire name `name`: what `#[derive(Action)]` writes in
+/// [`Payloads::payloads`], and what a hand-written impl writes for each of its wire names.
 pub fn action_payload<A: ActionSchema>(out: &mut PayloadCollector<'_>, name: &'static str) {
     A::add_to(out, name);
 }

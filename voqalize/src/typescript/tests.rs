@@ -25,7 +25,7 @@ impl Action for ShowSection {
 }
 
 impl Payloads for ShowSection {
-    fn __payloads(out: &mut PayloadCollector<'_>) {
+    fn payloads(out: &mut PayloadCollector<'_>) {
         crate::__private::action_payload::<Self>(out, Self::NAME);
     }
 }
@@ -38,7 +38,7 @@ impl Action for Logout {
 }
 
 impl Payloads for Logout {
-    fn __payloads(out: &mut PayloadCollector<'_>) {
+    fn payloads(out: &mut PayloadCollector<'_>) {
         crate::__private::action_payload::<Self>(out, Self::NAME);
     }
 }
@@ -68,7 +68,7 @@ impl AppEvent for Ui {
 }
 
 impl Payloads for Ui {
-    fn __payloads(out: &mut PayloadCollector<'_>) {
+    fn payloads(out: &mut PayloadCollector<'_>) {
         crate::__private::event_payload_schema::<TappedPayload>(out, "tapped");
     }
 }
@@ -332,7 +332,7 @@ impl Action for Open {
 }
 
 impl Payloads for Open {
-    fn __payloads(out: &mut PayloadCollector<'_>) {
+    fn payloads(out: &mut PayloadCollector<'_>) {
         crate::__private::action_payload::<Self>(out, Self::NAME);
     }
 }
@@ -391,7 +391,7 @@ fn bad_and_clashing_names_are_refused() {
         const NAME: &'static str = "named";
     }
     impl Payloads for Named {
-        fn __payloads(out: &mut PayloadCollector<'_>) {
+        fn payloads(out: &mut PayloadCollector<'_>) {
             crate::__private::action_payload::<Self>(out, Self::NAME);
         }
     }
@@ -439,7 +439,7 @@ fn shared_type_seen_differently_gets_an_input_twin() {
         const NAME: &'static str = "offer";
     }
     impl Payloads for Offer {
-        fn __payloads(out: &mut PayloadCollector<'_>) {
+        fn payloads(out: &mut PayloadCollector<'_>) {
             crate::__private::action_payload::<Self>(out, Self::NAME);
         }
     }
@@ -456,7 +456,7 @@ fn shared_type_seen_differently_gets_an_input_twin() {
         }
     }
     impl Payloads for Ev {
-        fn __payloads(out: &mut PayloadCollector<'_>) {
+        fn payloads(out: &mut PayloadCollector<'_>) {
             crate::__private::event_payload_schema::<Picked>(out, "picked");
         }
     }

@@ -38,7 +38,7 @@ pub(super) fn app_event(ident: &Ident, events: &[Event<'_>]) -> TokenStream {
             }
 
             impl ::voqalize::typescript::Payloads for #ident {
-                fn __payloads(out: &mut ::voqalize::typescript::PayloadCollector<'_>) {
+                fn payloads(out: &mut ::voqalize::typescript::PayloadCollector<'_>) {
                     #(#schemas)*
                 }
             }
@@ -46,7 +46,7 @@ pub(super) fn app_event(ident: &Ident, events: &[Event<'_>]) -> TokenStream {
             ::voqalize::__private::inventory::submit! {
                 ::voqalize::__private::Discovered::event(
                     <#ident as ::voqalize::actions::AppEvent>::NAMES,
-                    <#ident as ::voqalize::typescript::Payloads>::__payloads,
+                    <#ident as ::voqalize::typescript::Payloads>::payloads,
                 )
             }
         };

@@ -91,7 +91,7 @@ fn the_typescript_names_a_defs_name_with_slash_and_tilde() {
         const NAME: &'static str = "show";
     }
     impl Payloads for Show {
-        fn __payloads(out: &mut PayloadCollector<'_>) {
+        fn payloads(out: &mut PayloadCollector<'_>) {
             crate::__private::action_payload::<Self>(out, Self::NAME);
         }
     }
