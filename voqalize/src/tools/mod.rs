@@ -500,6 +500,11 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>
 
 /// A brain's tool table and dispatcher. `#[brain]` implements it; write it by hand only for a
 /// brain without tools (`#[brain] impl MyBrain {}` does that too).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no tool table: its impl block needs `#[brain]`",
+    label = "the model reads this brain's tools",
+    note = "put `#[brain]` on the impl that holds its `#[tool]`s, or write `#[brain] impl {Self} {{}}` for a brain with none"
+)]
 pub trait Toolbox: Send + Sync + 'static {
     /// Every tool, in declaration order.
     fn tools(&self) -> &'static [ToolDecl];

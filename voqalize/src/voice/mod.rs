@@ -374,7 +374,7 @@ impl Model {
     ///
     /// # Errors
     /// None today; the `Result` leaves room for failures a brain must see.
-    pub async fn respond<B: Toolbox + ?Sized>(&self, brain: &B, turn: &Turn) -> BrainResult {
+    pub async fn respond(&self, brain: &dyn Toolbox, turn: &Turn) -> BrainResult {
         self.respond_with(brain, turn, ToolChoice::Auto).await
     }
 
@@ -383,9 +383,9 @@ impl Model {
     ///
     /// # Errors
     /// As [`respond`](Self::respond).
-    pub async fn respond_with<B: Toolbox + ?Sized>(
+    pub async fn respond_with(
         &self,
-        brain: &B,
+        brain: &dyn Toolbox,
         turn: &Turn,
         choice: ToolChoice,
     ) -> BrainResult {

@@ -252,9 +252,9 @@ impl Drop for TurnState<'_> {
 }
 
 /// Runs one turn against the model: `choice` for every request but a forced last one.
-pub(crate) async fn run<B: Toolbox + ?Sized>(
+pub(crate) async fn run(
     model: &Model,
-    brain: &B,
+    brain: &dyn Toolbox,
     turn: &Turn,
     choice: ToolChoice,
 ) -> BrainResult {
@@ -341,9 +341,9 @@ enum Next {
 
 impl TurnState<'_> {
     /// One request and its stream, read within the turn's bounds and deadline.
-    async fn request<B: Toolbox + ?Sized>(
+    async fn request(
         &mut self,
-        brain: &B,
+        brain: &dyn Toolbox,
         tools: &ToolSet,
         choice: &ToolChoice,
         note: bool,
@@ -413,9 +413,9 @@ impl TurnState<'_> {
 
     /// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A part
     /// or a call past a bound ends the chunk: the response is cut there.
-    async fn chunk<B: Toolbox + ?Sized>(
+    async fn chunk(
         &mut self,
-        brain: &B,
+        brain: &dyn Toolbox,
         tools: &ToolSet,
         tools_off: bool,
         chunk: Chunk,
@@ -517,9 +517,9 @@ impl TurnState<'_> {
     /// # Errors
     /// The bound the call passes (calls per response, argument bytes, tool runs): it is
     /// refused, answered with an error the model reads, and the response is cut there.
-    async fn run_call<B: Toolbox + ?Sized>(
+    async fn run_call(
         &mut self,
-        brain: &B,
+        brain: &dyn Toolbox,
         tools: &ToolSet,
         tools_off: bool,
         (call, raw): (Call, Value),
