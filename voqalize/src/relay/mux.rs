@@ -333,7 +333,7 @@ async fn run_connection<M: MakeBrain>(
             }
             written = &mut writer => {
                 break Ended::Lost(match written {
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(Err(e)) => crate::logline::chain(&e),
                     Ok(Ok(_)) => "the writer stopped".to_owned(),
                     Err(e) => format!("the writer failed: {}", crate::logline::chain(&e)),
                 });

@@ -403,9 +403,7 @@ impl Session {
         let settled = lock(&self.shared.units).settle(speech_id, heard, seen)?;
         // Told after the book is released: a listener locks its own state, and a turn writing
         // a unit holds that state while it locks the book.
-        for listener in self.listeners() {
-            listener.heard(&settled);
-        }
+        self.tell(|listener| listener.heard(&settled));
         Some(settled)
     }
 
@@ -507,20 +505,20 @@ impl Session {
         listeners.push(listener);
     }
 
-    /// The listeners alive now (the lock is not held while they run).
-    fn listeners(&self) -> Vec<Arc<dyn Listener>> {
-        lock(&self.shared.listeners)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
+    /// Runs `tell` on every listener alive, under the listeners' lock (no allocation per frame).
+    /// A listener locks only its own state, and nothing that holds that state locks this list.
+    fn tell(&self, tell: impl Fn(&dyn Listener)) {
+        for listener in lock(&self.shared.listeners).iter() {
+            if let Some(listener) = listener.upgrade() {
+                tell(&*listener);
+            }
+        }
     }
 
     /// A turn answering the user's `text` starts: every listener is told, before the brain's
     /// callback runs.
     pub(crate) fn user_said(&self, text: &str) {
-        for listener in self.listeners() {
-            listener.user_said(text);
-        }
+        self.tell(|listener| listener.user_said(text));
     }
 
     /// The unit book, locked. Speaking holds it across the push of a frame and the bookkeeping
