@@ -1,4 +1,8 @@
-//! The macros at run time, in a crate that depends on voqalize alone.
+//! The macros at run time, in a crate that depends on voqalize alone: the tests below, and the
+//! compile-pass cases in `pass/`.
+
+#[path = "pass/mod.rs"]
+mod pass;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

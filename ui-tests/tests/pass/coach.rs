@@ -49,7 +49,8 @@ impl Coach {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let tools = Coach.tools();
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     assert_eq!(names, ["show", "log_meal", "weekly_average"]);

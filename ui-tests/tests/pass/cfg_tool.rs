@@ -30,7 +30,8 @@ impl Desk {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let names: Vec<&str> = Desk.tools().iter().map(|t| t.name()).collect();
     assert_eq!(names, ["here", "mode"]);
 }

@@ -69,7 +69,8 @@ impl OwnSession {
 
 fn assert_send<T: Send>(_: &T) {}
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let desk = Desk {
         signed_in: AtomicBool::new(false),
     };

@@ -37,7 +37,8 @@ impl Desk {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let set = Desk.tools_for_turn();
     assert!(set.contains("book"), "{set:?}");
     assert!(set.contains("again"), "{set:?}");

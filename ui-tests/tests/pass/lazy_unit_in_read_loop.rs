@@ -39,6 +39,7 @@ fn serves<B: Brain>(factory: impl Fn() -> B) -> B {
     factory()
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let _ = serves(|| Streamer);
 }

@@ -32,7 +32,8 @@ impl Brain {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let marks: Vec<(&str, bool)> = Brain
         .tools()
         .iter()

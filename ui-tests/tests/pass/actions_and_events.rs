@@ -56,7 +56,8 @@ fn event(name: &str, payload: &str) -> Rtvi {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     assert_eq!(<OpenURL as Action>::NAME, "open_url");
     assert_eq!(<HTTPServer as Action>::NAME, "serve");
     assert_eq!(<Row2Added as Action>::NAME, "row2_added");
@@ -147,10 +148,11 @@ fn main() {
         assert!(renamed.contains(line), "missing {line:?} in\n{renamed}");
     }
 
-    // Discovery finds every derived type without registering one by hand, sorted by wire name.
+    // Discovery finds every derived type of the program without registering one by hand, sorted
+    // by wire name: here, this module's and the `coach` case's `show_section`.
     let found = TypeScript::new().discover().render().unwrap();
     for line in [
-        "export const ACTION_COMMANDS: readonly ActionCommand[] = [\"open_url\", \"row2_added\", \"serve\"];\n",
+        "export const ACTION_COMMANDS: readonly ActionCommand[] = [\"open_url\", \"row2_added\", \"serve\", \"show_section\"];\n",
         "export const APP_EVENT_NAMES: readonly AppEventName[] = [\"ping\", \"row_tapped\", \"closed_all\", \"scrolled\"];\n",
     ] {
         assert!(found.contains(line), "missing {line:?} in\n{found}");

@@ -80,7 +80,8 @@ impl Host {
     }
 }
 
-fn main() {
+#[test]
+fn compiles_and_runs() {
     let turn = Host.tools_for_turn();
     let run = |name: &str, args: &str| {
         voqalize_ui_tests::block_on(Host.call_tool(&turn, name, args.into()))
