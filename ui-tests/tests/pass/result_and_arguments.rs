@@ -58,7 +58,7 @@ impl Host {
     /// Book a table.
     #[tool]
     async fn book(&self, args: Booking) -> Result<Confirmation, Unavailable> {
-        if args.guest.party_size > 8 {
+        if args.guest.party_size > 8 || args.guest.name.is_empty() {
             return Err(Unavailable(args.at));
         }
         let _ = (args.alt, args.seating, args.dishes, args.note);
