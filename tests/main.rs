@@ -8,6 +8,7 @@ mod codec;
 mod corpus;
 mod hosting;
 mod kit;
+mod layer_kit;
 mod port;
 mod relay;
 mod request_schemas;

@@ -57,6 +57,10 @@
 //! implements; comments cite it as `docs/protocol.md §N`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The macros' output names `::voqalize::...`; the testing kit's own brain uses them in here.
+#[cfg(feature = "testing")]
+extern crate self as voqalize;
+
 pub mod actions;
 pub mod brain;
 pub mod channel;

@@ -11,11 +11,12 @@ use serde_json::Value;
 use crate::tools::Arguments;
 
 /// A history entry's stable id, unique within one conversation.
-pub(crate) type EntryId = u64;
+pub type EntryId = u64;
 
 /// Who an entry speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+#[non_exhaustive]
+pub enum Role {
     /// The user's words, or a note the brain added (`append_note`).
     User,
     /// One model response: text, thoughts, calls, as the provider sent them.
@@ -24,20 +25,24 @@ pub(crate) enum Role {
     Results,
 }
 
-/// One turn of the conversation.
+/// One turn of the conversation: who speaks and what, under an id stable for the whole call.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Entry {
+#[non_exhaustive]
+pub struct Entry {
+    /// Unique within the conversation.
     pub id: EntryId,
+    /// Who speaks.
     pub role: Role,
+    /// What, in order.
     pub parts: Vec<Part>,
     /// What the parts hold, in bytes ([`Part::bytes`] summed): kept up to date by the
     /// conversation for its byte bound; layers never read it.
-    pub bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 impl Entry {
-    /// An entry whose [`bytes`](Self::bytes) are counted from its parts.
-    pub(crate) fn new(id: EntryId, role: Role, parts: Vec<Part>) -> Entry {
+    /// An entry whose held bytes are counted from its parts.
+    pub fn new(id: EntryId, role: Role, parts: Vec<Part>) -> Entry {
         let bytes = parts.iter().map(Part::bytes).sum();
         Entry {
             id,
@@ -48,40 +53,56 @@ impl Entry {
     }
 }
 
-/// One piece of a turn.
+/// One piece of a turn. A layer's decoder makes the model's parts (the constructors below, or
+/// the variants directly); the voice core makes the user's and the results.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Part {
+#[non_exhaustive]
+pub enum Part {
     /// Spoken text. `raw` is the provider's part object when it carries more than the text
     /// (Gemini: `{"text": "", "thoughtSignature": ..}`, its text moved out into `text` and the
     /// key left empty in its place), else `Value::Null`. A layer renders the part from `text`
     /// (which heard truth may have rewritten), keeping every other key of `raw`.
     /// `trimmed` is set when heard truth rewrote or dropped text of this response.
     Text {
+        /// The words.
         text: String,
+        /// The provider's part, or `Value::Null`.
         raw: Value,
+        /// Heard truth rewrote or dropped text of this response (a decoder sets `false`).
         trimmed: bool,
     },
     /// Reasoning: a Gemini part with `thought: true`, an OpenAI reasoning item. Never spoken,
     /// never rewritten by heard truth; replayed verbatim (within each provider's rules).
-    Thought { raw: Value },
+    Thought {
+        /// The provider's part or item, replayed as it came.
+        raw: Value,
+    },
     /// A function call the model made. The layer renders its id, name and arguments from `call`
     /// (so the core can refuse a call by rewriting them) and replays whatever else the provider
     /// sent with it from `raw`: Gemini's part without the `functionCall`'s `id`, `name` and
     /// `args` (its `thoughtSignature` kept byte for byte); Responses: the `function_call` item as
     /// received (replayed verbatim after the reasoning that led to it); `Value::Null` where the
     /// provider sends nothing else (chat completions).
-    Call { call: Call, raw: Value },
+    Call {
+        /// What the SDK reads and may rewrite.
+        call: Call,
+        /// What else the provider sent with it, or `Value::Null`.
+        raw: Value,
+    },
     /// Anything else the provider sent in a response (a signature on an empty text part, an
     /// unknown part type, a Responses `message` item whose text came as deltas): kept and
     /// replayed as each layer's rules say, never spoken.
-    Other { raw: Value },
+    Other {
+        /// The provider's part or item, replayed as each layer's rules say.
+        raw: Value,
+    },
     /// A call's result (only in [`Role::Results`] entries).
     Result(ToolResult),
 }
 
 impl Part {
     /// A plain text part (user turns, notes, remembered lines).
-    pub(crate) fn text(text: impl Into<String>) -> Part {
+    pub fn text(text: impl Into<String>) -> Part {
         Part::Text {
             text: text.into(),
             raw: Value::Null,
@@ -91,7 +112,7 @@ impl Part {
 
     /// Plain text: words and nothing else (no signature, not rewritten by heard truth). Plain
     /// text right after plain text joins it in the history: one part, however many deltas.
-    pub(crate) fn is_plain_text(&self) -> bool {
+    pub fn is_plain_text(&self) -> bool {
         matches!(
             self,
             Part::Text {
@@ -103,9 +124,10 @@ impl Part {
     }
 
     /// What the part costs held in the history, in bytes: its text, ids, names and arguments at
-    /// their length, JSON at what it takes in memory ([`json_bytes`]), and [`PART_BYTES`] for
-    /// the part itself. What the conversation's byte bound counts, and a response's kept bytes.
-    pub(crate) fn bytes(&self) -> usize {
+    /// their length, JSON at what it takes in memory (about 200 bytes an object entry), and the
+    /// size of a `Part` for the part itself. What the conversation's byte bound counts, and a
+    /// response's kept bytes.
+    pub fn bytes(&self) -> usize {
         PART_BYTES
             + match self {
                 Part::Text { text, raw, .. } => text.len() + json_bytes(raw),
@@ -186,7 +208,7 @@ pub(crate) fn arguments_bytes(arguments: &Arguments) -> usize {
 /// [`Part::bytes`]. The voice core's bounds on a response read it; a decoder keeps its own to
 /// stop decoding past them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Kept {
+pub struct Kept {
     /// Parts kept.
     pub parts: usize,
     /// Their bytes.
@@ -198,7 +220,7 @@ pub(crate) struct Kept {
 impl Kept {
     /// The tally once `part` is kept after the parts counted so far.
     #[must_use]
-    pub(crate) fn with(self, part: &Part) -> Kept {
+    pub fn with(self, part: &Part) -> Kept {
         let plain = part.is_plain_text();
         let (parts, bytes) = match part {
             Part::Text { text, .. } if plain && self.after_plain_text => (0, text.len()),
@@ -214,7 +236,8 @@ impl Kept {
 
 /// A function call as the SDK reads it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Call {
+#[non_exhaustive]
+pub struct Call {
     /// The provider's call id (`call_id` on OpenAI, `functionCall.id` on Gemini when sent, the
     /// `tool_calls[].id` on chat completions). Results echo it.
     pub id: Option<String>,
@@ -225,8 +248,17 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// Its id, name and arguments as held, in bytes (JSON arguments at [`json_bytes`]).
-    pub(crate) fn bytes(&self) -> usize {
+    /// A call named `name` with `arguments` as sent, under the provider's call id if it gave one.
+    pub fn new(id: Option<String>, name: impl Into<String>, arguments: Arguments) -> Call {
+        Call {
+            id,
+            name: name.into(),
+            arguments,
+        }
+    }
+
+    /// Its id, name and arguments as held, in bytes (JSON arguments at what they take in memory).
+    pub fn bytes(&self) -> usize {
         let arguments = match &self.arguments {
             Arguments::Raw(text) => text.len(),
             Arguments::Json(value) => json_bytes(value),
@@ -237,7 +269,8 @@ impl Call {
 
 /// The answer filed for one call.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolResult {
+#[non_exhaustive]
+pub struct ToolResult {
     /// The call's id, echoed.
     pub call_id: Option<String>,
     /// The function's name, echoed (Gemini needs it).
@@ -246,9 +279,11 @@ pub(crate) struct ToolResult {
     pub response: Value,
 }
 
-/// One step of a streamed response, as a layer decoded it.
+/// One step of a streamed response, as a layer decoded it. Outside this crate, make one with
+/// [`Chunk::new`] and the `with_`/`ending` methods, or `Chunk::default()` and its fields.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Chunk {
+#[non_exhaustive]
+pub struct Chunk {
     /// Parts in stream order. A call part is complete (runnable) when it appears here.
     pub parts: Vec<Part>,
     /// The response ended at this chunk (Gemini `finishReason`, Responses `response.completed` /
@@ -265,9 +300,44 @@ pub(crate) struct Chunk {
     pub too_big: bool,
 }
 
+impl Chunk {
+    /// A step carrying `parts`, in stream order.
+    pub fn new(parts: Vec<Part>) -> Chunk {
+        Chunk {
+            parts,
+            ..Chunk::default()
+        }
+    }
+
+    /// A step where the decoder stopped because what followed would not fit what the response may
+    /// keep ([`DecodeLimits::max_kept_bytes`](super::layer::DecodeLimits)): the core cuts there.
+    pub fn cut() -> Chunk {
+        Chunk {
+            too_big: true,
+            ..Chunk::default()
+        }
+    }
+
+    /// The same step, ending the response (`malformed`: because the model's output did not parse).
+    #[must_use]
+    pub fn ending(mut self, malformed: bool) -> Chunk {
+        self.finished = true;
+        self.malformed = malformed;
+        self
+    }
+
+    /// The same step, reporting the request's usage so far.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Usage) -> Chunk {
+        self.usage = Some(usage);
+        self
+    }
+}
+
 /// Tokens one request (or, summed, one turn) used. `None` means the provider did not report it,
-/// which is different from 0.
+/// which is different from 0. Outside this crate, start from `Usage::default()` and set fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Usage {
     /// Prompt tokens, cached ones included.
     pub input: Option<u64>,
@@ -339,9 +409,11 @@ impl ToolChoice {
     }
 }
 
-/// Everything one model request is built from.
+/// Everything one model request is built from: what [`Layer::build`](super::layer::Layer::build)
+/// renders in its provider's shape.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestSpec<'a> {
+#[non_exhaustive]
+pub struct RequestSpec<'a> {
     /// The system instruction, if any (a blank one is left out).
     pub instruction: Option<&'a str>,
     /// The conversation so far, oldest first.

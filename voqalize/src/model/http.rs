@@ -54,15 +54,59 @@ const REQUEST_ID_HEADERS: [&str; 3] = ["x-request-id", "x-goog-request-id", "req
 /// The longest request id kept, in bytes.
 const MAX_REQUEST_ID_BYTES: usize = 128;
 
-/// One streamed request to a model API: always a `POST`.
+/// One streamed request to a model API: always a `POST`, whose answer is read as server-sent
+/// events (or a bare JSON body) by the transport, with its timers, byte bound and one retry
+/// before the first byte. A [`Layer`](super::layer::Layer) builds one per model request.
 #[derive(Debug, Clone)]
-pub(crate) struct HttpRequest {
+pub struct HttpRequest {
     /// The full URL, e.g. `https://generativelanguage.googleapis.com/v1/models/m:streamGenerateContent?alt=sse`.
-    pub url: String,
+    pub(crate) url: String,
     /// Request headers (`content-type`, the API key…), sent as given.
-    pub headers: Vec<(String, String)>,
-    /// The JSON body; a `Bytes` so the retry resends it without a copy.
-    pub body: Bytes,
+    pub(crate) headers: Vec<(String, String)>,
+    /// The body; a `Bytes` so the retry resends it without a copy.
+    pub(crate) body: Bytes,
+}
+
+impl HttpRequest {
+    /// A `POST` of `body` to `url` with `headers` (names and values as sent; a header the HTTP
+    /// client cannot send fails the request with a transport error, so check keys when your
+    /// layer is built).
+    pub fn post(url: impl Into<String>, headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
+        HttpRequest {
+            url: url.into(),
+            headers,
+            body: Bytes::from(body),
+        }
+    }
+
+    /// A `POST` of the JSON `body`, with `content-type: application/json` added to `headers`.
+    pub fn json(
+        url: impl Into<String>,
+        mut headers: Vec<(String, String)>,
+        body: &serde_json::Value,
+    ) -> Self {
+        headers.push(("content-type".into(), "application/json".into()));
+        HttpRequest {
+            url: url.into(),
+            headers,
+            body: super::render::body_bytes(body),
+        }
+    }
+
+    /// The URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The headers, in order.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// The body's bytes.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// The timers of a streamed model request. There is deliberately no whole-request timeout: a reply

@@ -1,33 +1,121 @@
-//! What a model layer is to the voice core: it builds one provider request from a
-//! [`RequestSpec`] and decodes that provider's stream into [`Chunk`]s.
+//! What a model layer is to the voice core, and what a layer of your own implements: [`Layer`]
+//! builds one provider request from a [`RequestSpec`] and hands out a [`Decoder`] that turns that
+//! provider's stream into [`Chunk`]s.
 //!
-//! The core is provider-neutral; everything that differs between Gemini, OpenAI Responses and chat
-//! completions (URLs, headers, JSON shapes, event names, usage fields) lives behind this trait.
+//! The core is provider-neutral; everything that differs between providers (URLs, headers, JSON
+//! shapes, event names, usage fields) lives behind this trait. What is the same for every
+//! provider the core does around it, so a layer gets it for nothing: the pooled HTTP/1.1 client
+//! with its connect, first-byte and gap timers ([`Timeouts`]) and its one retry before the first
+//! byte, the byte bound on a response, our server-sent events parser (each event, or a bare JSON
+//! body, reaches [`Decoder::item`] as an [`SseItem`]), the bounds on what one response may keep
+//! ([`DecodeLimits`]), heard truth, the tool loop, TurnSteps and logs. Gemini, OpenAI Responses
+//! and chat completions are built on exactly this trait.
+//!
+//! What a layer must get right, and how to prove it: the layer conformance kit,
+//! `voqalize::testing::layer_kit` (feature `testing`), runs the scripted cases the built-in
+//! layers pass against any layer in one call.
+//!
+//! # Examples
+//!
+//! A layer for a provider that streams `data: {"text": ".."}` events and ends with
+//! `data: {"done": true}` (calls and usage left out for brevity):
+//!
+//! ```
+//! use serde_json::json;
+//! use voqalize::model::layer::{
+//!     Chunk, DecodeLimits, Decoder, HttpRequest, Layer, Part, RequestSpec, Role, SseItem,
+//!     StreamError, parse_event,
+//! };
+//!
+//! struct Tiny;
+//!
+//! impl Layer for Tiny {
+//!     fn provider(&self) -> &str { "tiny" }
+//!     fn model(&self) -> &str { "tiny-1" }
+//!     fn base_url(&self) -> &str { "http://127.0.0.1:9" }
+//!     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
+//!         let mut said = Vec::new();
+//!         for entry in spec.history {
+//!             for part in &entry.parts {
+//!                 if let Part::Text { text, .. } = part {
+//!                     let role = if entry.role == Role::Model { "model" } else { "user" };
+//!                     said.push(json!({"role": role, "text": text}));
+//!                 }
+//!             }
+//!         }
+//!         let body = json!({"system": spec.instruction, "messages": said});
+//!         Ok(HttpRequest::json("http://127.0.0.1:9/stream", Vec::new(), &body))
+//!     }
+//!     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {
+//!         Box::new(TinyDecoder { limits, done: false })
+//!     }
+//! }
+//!
+//! struct TinyDecoder { limits: DecodeLimits, done: bool }
+//!
+//! impl Decoder for TinyDecoder {
+//!     fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
+//!         let SseItem::Event(event) = item else { return Ok(Vec::new()) };
+//!         // Read within what the response may keep: `None` means it would not fit.
+//!         let Some(data) = parse_event("tiny", &event.data, self.limits.max_kept_bytes)? else {
+//!             return Ok(vec![Chunk::cut()]);
+//!         };
+//!         if data["done"] == true {
+//!             self.done = true;
+//!             return Ok(vec![Chunk::new(Vec::new()).ending(false)]);
+//!         }
+//!         match data["text"].as_str() {
+//!             Some(text) => Ok(vec![Chunk::new(vec![Part::text(text)])]),
+//!             None => Ok(Vec::new()),
+//!         }
+//!     }
+//!     fn end(&mut self) -> Result<Vec<Chunk>, StreamError> {
+//!         if self.done { Ok(Vec::new()) } else { Err(StreamError::truncated("tiny", "done")) }
+//!     }
+//!     fn done(&self) -> bool { self.done }
+//! }
+//!
+//! let model = voqalize::voice::Model::new(Tiny);
+//! # let _ = model;
+//! ```
 
-use super::history::{Chunk, RequestSpec};
-use super::http::{HttpRequest, Timeouts};
-use super::sse::SseItem;
+pub use super::history::{
+    Call, Chunk, Entry, EntryId, Kept, Part, RequestSpec, Role, ToolChoice, ToolResult, Usage,
+};
+pub use super::http::{HttpRequest, Timeouts};
+pub use super::sse::{SseEvent, SseItem};
 
-/// A provider: Gemini, OpenAI Responses, or an OpenAI-compatible chat-completions endpoint.
-pub(crate) trait Layer: Send + Sync + 'static {
-    /// Who serves the model, for TurnSteps: `google`, `openai`, or the company of a chat route.
+/// A provider: how one model request is built and how its stream is read.
+///
+/// Implement it for a provider the SDK does not ship, then `Model::new(your_layer)`: the voice
+/// core drives it exactly as it drives the built-in layers. Every method is called from the
+/// session's tasks, so a layer is shared (`Send + Sync`) and cheap to call; hold what the
+/// builder checked (URL, headers, model) and render per request only what changes.
+pub trait Layer: Send + Sync + 'static {
+    /// Who serves the model, for TurnSteps and logs: `google`, `openai`, `anthropic`, or your
+    /// company's name. Short, lowercase.
     fn provider(&self) -> &str;
     /// The model as configured (what TurnSteps and the `turn:` line name).
     fn model(&self) -> &str;
-    /// The base URL, warmed when a session starts.
+    /// The base URL, warmed (one `HEAD`, so the TLS handshake is done) when a session starts.
     fn base_url(&self) -> &str;
-    /// Connect, first-byte and between-event timeouts.
-    fn timeouts(&self) -> Timeouts;
-    /// Builds the HTTP request for one model request.
+    /// Connect, first-byte and between-event timeouts. Default: [`Timeouts::default`].
+    fn timeouts(&self) -> Timeouts {
+        Timeouts::default()
+    }
+    /// Builds the HTTP request for one model request: the instruction, the history (heard truth
+    /// already applied: render text from [`Part::Text::text`], replay `raw` as your provider's
+    /// rules say), the tools and the tool choice of `spec`.
     ///
     /// # Errors
-    /// A history the provider cannot express (never expected from the core's own history).
+    /// A history or a tool choice the provider cannot express ([`StreamError::unbuildable`]);
+    /// the turn then fails as any failed request does.
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError>;
     /// A fresh decoder for one response stream, holding no more than `limits` lets through.
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder>;
     /// Whether this provider's declarations carry every enum as strings (Gemini), so the core
     /// turns the model's strings back into the neutral schema's values before a tool reads them
-    /// (docs/protocol.md §6.15).
+    /// (docs/protocol.md §6.15). Default: false.
     fn enums_as_strings(&self) -> bool {
         false
     }
@@ -39,9 +127,10 @@ pub(crate) trait Layer: Send + Sync + 'static {
 /// to see a bound trip and no more: at most `max_calls + 1` calls, each with at most
 /// `max_argument_bytes + 1` bytes of arguments assembled from fragments, and no part after the
 /// one that took the response past `max_parts` parts or `max_kept_bytes` bytes (counted as the
-/// history keeps them, [`Kept`](super::history::Kept)).
+/// history keeps them, [`Kept`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DecodeLimits {
+#[non_exhaustive]
+pub struct DecodeLimits {
     /// The most calls the core runs from one response.
     pub max_calls: usize,
     /// The most bytes of one call's arguments the core takes.
@@ -63,13 +152,15 @@ impl DecodeLimits {
     };
 
     /// Whether a response that kept `kept` is past a bound: nothing after it need be decoded.
-    pub(crate) fn passed(&self, kept: super::history::Kept) -> bool {
+    pub fn passed(&self, kept: Kept) -> bool {
         kept.parts > self.max_parts || kept.bytes > self.max_kept_bytes
     }
 }
 
-/// Decodes one provider response stream, item by item.
-pub(crate) trait Decoder: Send {
+/// Decodes one provider response stream, item by item. The core calls [`item`](Self::item) for
+/// each event until [`done`](Self::done) says the terminal event was seen or the stream ends,
+/// then [`end`](Self::end) once.
+pub trait Decoder: Send {
     /// One SSE item (an event, or a bare JSON body) → zero or more chunks.
     ///
     /// # Errors
@@ -106,7 +197,7 @@ pub enum StreamError {
         provider: String,
         /// Why it did not parse.
         #[source]
-        source: serde_json::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The stream ended before the provider's terminal event.
     #[error("the {provider} stream ended before its {expected}")]
@@ -125,4 +216,56 @@ pub enum StreamError {
         /// Why.
         why: String,
     },
+}
+
+impl StreamError {
+    /// [`StreamError::Provider`]: `provider` reported `message` (cut to 1 KiB).
+    pub fn provider(provider: &str, message: impl Into<String>) -> StreamError {
+        super::render::provider_error(provider, message.into())
+    }
+
+    /// [`StreamError::Malformed`], from why the event did not parse.
+    pub fn malformed(
+        provider: &str,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StreamError {
+        StreamError::Malformed {
+            provider: provider.to_owned(),
+            source: source.into(),
+        }
+    }
+
+    /// [`StreamError::Truncated`]: the stream ended before `expected`, its terminal event.
+    pub fn truncated(provider: &str, expected: &'static str) -> StreamError {
+        StreamError::Truncated {
+            provider: provider.to_owned(),
+            expected,
+        }
+    }
+
+    /// [`StreamError::Unbuildable`]: the request cannot be built, because `why`.
+    pub fn unbuildable(provider: &str, why: impl Into<String>) -> StreamError {
+        super::render::build_error(provider, why)
+    }
+}
+
+/// One event's JSON, read within `budget` bytes of memory (as the history counts them): `None`
+/// when it would take more; it is then read through, never held. A decoder reads each event
+/// with `limits.max_kept_bytes` as its budget and answers a `None` with [`Chunk::cut`], so a
+/// provider can never make it hold more than a response may keep.
+///
+/// # Errors
+/// JSON that does not parse ([`StreamError::Malformed`], naming `provider`).
+pub fn parse_event(
+    provider: &str,
+    data: &str,
+    budget: usize,
+) -> Result<Option<serde_json::Value>, StreamError> {
+    super::within::parse_within(provider, data, budget)
+}
+
+/// A provider's error object (`{"message", "type"|"status", "code"}`) as one line,
+/// `message (type, code)`, for [`StreamError::provider`].
+pub fn error_message(error: &serde_json::Value) -> String {
+    super::render::error_message(error)
 }

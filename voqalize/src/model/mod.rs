@@ -6,7 +6,7 @@
 //! layer and its builder (`mod.rs`), the request (`request.rs`), the stream decoder (`decode.rs`).
 //!
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
-//! * `layer`: what a provider layer is to the voice core;
+//! * [`layer`]: what a provider layer is to the voice core, and what a layer of your own implements;
 //! * `render`: the JSON helpers and construction checks the three layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `within`: reading a provider's JSON within a budget of memory;
@@ -20,7 +20,7 @@ pub(crate) mod chat;
 pub(crate) mod gemini;
 pub(crate) mod history;
 pub(crate) mod http;
-pub(crate) mod layer;
+pub mod layer;
 pub(crate) mod openai;
 pub(crate) mod partial_args;
 pub(crate) mod render;
@@ -30,10 +30,8 @@ pub(crate) mod within;
 pub use chat::{Chat, ChatBuilder};
 pub use gemini::{Gemini, GeminiBuilder};
 pub use history::ToolChoice;
-pub(crate) use history::Usage;
 pub(crate) use http::ModelError;
 pub use http::Timeouts;
-pub(crate) use layer::StreamError;
 pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;
 

@@ -256,10 +256,7 @@ pub(crate) fn build_error(provider: &str, why: impl Into<String>) -> StreamError
 
 /// A [`StreamError::Malformed`] from a parse error.
 pub(crate) fn malformed(provider: &str, source: serde_json::Error) -> StreamError {
-    StreamError::Malformed {
-        provider: provider.to_owned(),
-        source,
-    }
+    StreamError::malformed(provider, source)
 }
 
 /// A [`StreamError::Malformed`] for JSON that parsed but is not the documented shape.

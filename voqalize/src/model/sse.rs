@@ -44,9 +44,10 @@ pub enum SseError {
     },
 }
 
-/// One item of a stream.
+/// One item of a stream, as our SSE parser hands it to a [`Decoder`](super::layer::Decoder).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SseItem {
+#[non_exhaustive]
+pub enum SseItem {
     /// A server-sent event.
     Event(SseEvent),
     /// A bare JSON value found where SSE lines were expected, with its lines joined by `\n`.
@@ -55,7 +56,8 @@ pub(crate) enum SseItem {
 
 /// One dispatched server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct SseEvent {
+#[non_exhaustive]
+pub struct SseEvent {
     /// The `event:` field, when the event had one (OpenAI Responses name every event).
     pub event: Option<String>,
     /// The `data:` lines joined with `\n` (empty for an event with a name and no data).

@@ -7,6 +7,9 @@
 //! inside a real session.
 
 mod driver;
+mod formats;
+#[cfg(feature = "model")]
+mod layer_kit;
 mod memory;
 mod model_server;
 mod token;
@@ -15,6 +18,11 @@ mod tool_harness;
 pub use driver::{
     BargeAt, BargeIn, CancelHeard, DriverError, Start, TurnRecord, UnitRecord, Voqalize,
 };
-pub use model_server::{Gate, ModelServer, Provider, Recorded, Reply};
+pub use formats::Provider;
+#[cfg(feature = "model")]
+pub use layer_kit::{KitReport, LayerKit};
+pub use model_server::{
+    Gate, ModelServer, ReadBack, Recorded, Reply, Said, StreamWriter, WireFormat,
+};
 pub use token::TokenSigner;
 pub use tool_harness::{ToolCall, ToolHarness};

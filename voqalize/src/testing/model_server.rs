@@ -23,25 +23,14 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use super::formats::Provider;
 use crate::recover::lock;
-
-/// Which provider's wire format the server speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    /// Gemini `streamGenerateContent?alt=sse`: `data:` chunks of candidates, ended by a
-    /// `finishReason`.
-    Gemini,
-    /// OpenAI Responses: named events, ended by `response.completed`.
-    OpenAi,
-    /// Chat completions: `data:` chunks of choices, ended by `finish_reason` and `[DONE]`.
-    Chat,
-}
 
 /// A point in a scripted stream where the server stops writing until the test releases it (to
 /// barge in while text or a tool is in flight).
@@ -75,10 +64,95 @@ impl Gate {
 enum Step {
     Text(String),
     Thought(String),
-    Call { name: String, args: Value },
-    Finish { reason: &'static str },
+    Call {
+        id: String,
+        name: String,
+        args: Value,
+    },
+    Finish {
+        malformed: bool,
+    },
+    Error(String),
     Raw(String),
     Pause(Gate),
+}
+
+/// A provider's wire format as the stand-in writes it and as the layer conformance kit reads it
+/// back: implement it for a layer of your own (see `layer_kit`) and start a server with
+/// [`ModelServer::start_with`]. [`Provider`] implements it for the built-in layers.
+pub trait WireFormat: Send + Sync + 'static {
+    /// The path the layer's base URL names on the server: `""` (Gemini) or `"/v1"` (OpenAI,
+    /// chat). Default: `""`.
+    fn base_path(&self) -> &str {
+        ""
+    }
+    /// A writer for one response stream.
+    fn writer(&self) -> Box<dyn StreamWriter>;
+    /// The provider's JSON error body for an HTTP error answer saying `message` (what
+    /// [`Reply::error_status`] sends).
+    fn error_body(&self, message: &str) -> Value;
+    /// One recorded request read back in the kit's neutral notation: the instruction, the tools
+    /// declared and the conversation, in order.
+    fn read(&self, request: &Recorded) -> ReadBack;
+}
+
+/// Writes one response stream in a provider's format, step by step: each method returns the
+/// bytes to send (whole SSE events, `data: ..\n\n` and the like), written in order.
+pub trait StreamWriter: Send {
+    /// A text piece.
+    fn text(&mut self, text: &str) -> Vec<String>;
+    /// A reasoning part; default: nothing (a provider without reasoning).
+    fn thought(&mut self, text: &str) -> Vec<String> {
+        let _ = text;
+        Vec::new()
+    }
+    /// A complete function call, under the call id `id` (`call_1`, `call_2`... in reply order).
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String>;
+    /// The provider's terminal event: a normal stop, or (`malformed`) the provider's "the model's
+    /// call did not parse" finish where it has one; with `usage` (prompt and output tokens) when
+    /// the reply reports it.
+    fn finish(&mut self, malformed: bool, usage: Option<(u64, u64)>) -> Vec<String>;
+    /// An error event inside the stream saying `message`, as the provider sends one.
+    fn error(&mut self, message: &str) -> Vec<String>;
+    /// One event the layer reads and ignores (for [`Reply::keep_alive`]).
+    fn keep_alive(&mut self) -> String;
+}
+
+/// One model request read back in neutral terms ([`WireFormat::read`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadBack {
+    /// The system instruction, if the request carried one.
+    pub instruction: Option<String>,
+    /// The names of the tools declared, in order.
+    pub tools: Vec<String>,
+    /// The conversation, oldest first.
+    pub said: Vec<Said>,
+}
+
+/// One item of a request's conversation, in neutral terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Said {
+    /// The user's words (or a note the brain added).
+    User(String),
+    /// The model's words.
+    Model(String),
+    /// A call the model made.
+    Call {
+        /// The call id, where the format carries one.
+        id: Option<String>,
+        /// The function.
+        name: String,
+        /// Its arguments, as JSON.
+        arguments: Value,
+    },
+    /// A result filed for a call.
+    Result {
+        /// The call id it answers, where the format carries one.
+        id: Option<String>,
+        /// The result as the request carries it, as JSON text (`{"result":..}` or
+        /// `{"error":..}`).
+        output: String,
+    },
 }
 
 /// One scripted response, built step by step in the provider-neutral notation of the tests
@@ -88,7 +162,7 @@ enum Step {
 pub struct Reply {
     steps: Vec<Step>,
     usage: Option<(u64, u64)>,
-    status: Option<(u16, String)>,
+    status: Option<(u16, ErrorBody)>,
     hang: bool,
     keep_alive: Option<Duration>,
 }
@@ -102,7 +176,16 @@ impl Reply {
     /// An HTTP error answer instead of a stream: `status` with `body` (the provider's error JSON).
     pub fn status(status: u16, body: Value) -> Reply {
         Reply {
-            status: Some((status, body.to_string())),
+            status: Some((status, ErrorBody::Given(body.to_string()))),
+            ..Reply::default()
+        }
+    }
+
+    /// An HTTP error answer instead of a stream: `status` with the provider's own error body
+    /// saying `message` ([`WireFormat::error_body`]).
+    pub fn error_status(status: u16, message: &str) -> Reply {
+        Reply {
+            status: Some((status, ErrorBody::Message(message.to_owned()))),
             ..Reply::default()
         }
     }
@@ -125,7 +208,13 @@ impl Reply {
     /// A complete function call (ids `call_1`, `call_2`... in reply order).
     #[must_use]
     pub fn call(mut self, name: &str, args: Value) -> Reply {
+        let n = 1 + self
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Call { .. }))
+            .count();
         self.steps.push(Step::Call {
+            id: format!("call_{n}"),
             name: name.to_owned(),
             args,
         });
@@ -135,16 +224,21 @@ impl Reply {
     /// The provider's terminal event (a normal stop).
     #[must_use]
     pub fn finish(mut self) -> Reply {
-        self.steps.push(Step::Finish { reason: "STOP" });
+        self.steps.push(Step::Finish { malformed: false });
         self
     }
 
     /// Gemini's `MALFORMED_FUNCTION_CALL` finish (other providers: a normal finish).
     #[must_use]
     pub fn malformed(mut self) -> Reply {
-        self.steps.push(Step::Finish {
-            reason: "MALFORMED_FUNCTION_CALL",
-        });
+        self.steps.push(Step::Finish { malformed: true });
+        self
+    }
+
+    /// An error event inside the stream, as the provider sends one ([`StreamWriter::error`]).
+    #[must_use]
+    pub fn error(mut self, message: &str) -> Reply {
+        self.steps.push(Step::Error(message.to_owned()));
         self
     }
 
@@ -189,6 +283,15 @@ impl Reply {
     }
 }
 
+/// The body of an HTTP error answer.
+#[derive(Debug, Clone)]
+enum ErrorBody {
+    /// Sent as given.
+    Given(String),
+    /// Rendered by the wire format.
+    Message(String),
+}
+
 /// One request the server received.
 #[derive(Debug, Clone)]
 pub struct Recorded {
@@ -211,7 +314,8 @@ impl Recorded {
 }
 
 struct Shared {
-    provider: Provider,
+    format: Arc<dyn WireFormat>,
+    name: String,
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
     seen: watch::Sender<usize>,
@@ -233,22 +337,39 @@ impl Drop for ModelServer {
 impl std::fmt::Debug for ModelServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelServer")
-            .field("provider", &self.shared.provider)
+            .field("format", &self.shared.name)
             .field("base_url", &self.base_url)
             .finish_non_exhaustive()
     }
 }
 
 impl ModelServer {
-    /// Starts a server on a free port of 127.0.0.1.
+    /// Starts a server speaking a built-in provider's format on a free port of 127.0.0.1.
     ///
     /// # Errors
     /// The port could not be bound.
     pub async fn start(provider: Provider) -> std::io::Result<ModelServer> {
+        Self::serve(Arc::new(provider), format!("{provider:?}")).await
+    }
+
+    /// Starts a server speaking `format` (a layer of your own) on a free port of 127.0.0.1.
+    ///
+    /// # Errors
+    /// The port could not be bound.
+    pub async fn start_with<F: WireFormat>(format: F) -> std::io::Result<ModelServer> {
+        Self::serve(Arc::new(format), std::any::type_name::<F>().to_owned()).await
+    }
+
+    pub(crate) async fn serve(
+        format: Arc<dyn WireFormat>,
+        name: String,
+    ) -> std::io::Result<ModelServer> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let base_url = format!("http://{addr}{}", format.base_path());
         let shared = Arc::new(Shared {
-            provider,
+            format,
+            name,
             replies: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
             seen: watch::channel(0).0,
@@ -262,10 +383,6 @@ impl ModelServer {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let base_url = match provider {
-            Provider::Gemini => format!("http://{addr}"),
-            Provider::OpenAi | Provider::Chat => format!("http://{addr}/v1"),
-        };
         Ok(ModelServer {
             base_url,
             shared,
@@ -273,7 +390,8 @@ impl ModelServer {
         })
     }
 
-    /// The base URL to give the layer (`http://127.0.0.1:<port>`, with `/v1` for OpenAI and chat).
+    /// The base URL to give the layer (`http://127.0.0.1:<port>` and the format's
+    /// [`base_path`](WireFormat::base_path): `/v1` for OpenAI and chat).
     pub fn base_url(&self) -> String {
         self.base_url.clone()
     }
@@ -289,6 +407,13 @@ impl ModelServer {
         lock(&self.shared.requests).clone()
     }
 
+    /// Request `i` (0 first) read back in neutral terms by the server's format
+    /// ([`WireFormat::read`]); `None` before it arrived.
+    pub fn read_back(&self, i: usize) -> Option<ReadBack> {
+        let request = lock(&self.shared.requests).get(i).cloned()?;
+        Some(self.shared.format.read(&request))
+    }
+
     /// Waits until `n` requests have arrived (5 s at most); true if they did.
     pub async fn wait_requests(&self, n: usize) -> bool {
         let mut rx = self.shared.seen.subscribe();
@@ -300,10 +425,15 @@ impl ModelServer {
 
 async fn answer(
     State(shared): State<Arc<Shared>>,
+    method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if method != Method::POST {
+        // A warm-up (HEAD on the base URL) or anything else: answered, not recorded.
+        return StatusCode::NOT_FOUND.into_response();
+    }
     let target = uri
         .path_and_query()
         .map_or_else(|| uri.path().to_owned(), ToString::to_string);
@@ -317,39 +447,42 @@ async fn answer(
         })
         .collect();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if target.starts_with("/v1/responses")
-        || target.contains("streamGenerateContent")
-        || target.contains("/chat/completions")
-    {
-        lock(&shared.requests).push(Recorded {
-            target,
-            headers,
-            body,
-        });
-        shared.seen.send_modify(|n| *n += 1);
-    } else {
-        // A warm-up (HEAD on the base URL) or anything else: answered, not recorded.
-        return StatusCode::NOT_FOUND.into_response();
-    }
+    lock(&shared.requests).push(Recorded {
+        target,
+        headers,
+        body,
+    });
+    shared.seen.send_modify(|n| *n += 1);
     let Some(reply) = lock(&shared.replies).pop_front() else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply").into_response();
     };
     if let Some((status, body)) = reply.status {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = match body {
+            ErrorBody::Given(body) => body,
+            ErrorBody::Message(m) => shared.format.error_body(&m).to_string(),
+        };
         return (status, [("content-type", "application/json")], body).into_response();
     }
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
-    let provider = shared.provider;
+    let mut writer = shared.format.writer();
     tokio::spawn(async move {
-        let mut writer = Writer::new(provider, reply.usage);
         for step in reply.steps {
-            if let Step::Pause(gate) = &step {
-                gate.reached.send_replace(true);
-                let mut rx = gate.released.subscribe();
-                let _ = rx.wait_for(|r| *r).await;
-                continue;
-            }
-            for event in writer.render(&step) {
+            let events = match &step {
+                Step::Pause(gate) => {
+                    gate.reached.send_replace(true);
+                    let mut rx = gate.released.subscribe();
+                    let _ = rx.wait_for(|r| *r).await;
+                    continue;
+                }
+                Step::Text(t) => writer.text(t),
+                Step::Thought(t) => writer.thought(t),
+                Step::Call { id, name, args } => writer.call(id, name, args),
+                Step::Finish { malformed } => writer.finish(*malformed, reply.usage),
+                Step::Error(message) => writer.error(message),
+                Step::Raw(raw) => vec![raw.clone()],
+            };
+            for event in events {
                 if tx.send(Ok(Bytes::from(event))).await.is_err() {
                     return; // the client went away (a barge-in dropped the stream)
                 }
@@ -375,181 +508,4 @@ async fn answer(
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
-}
-
-/// Writes neutral steps in one provider's format, keeping the little state each format needs.
-struct Writer {
-    provider: Provider,
-    usage: Option<(u64, u64)>,
-    calls: usize,
-    seq: u64,
-    /// Responses: the message whose text deltas are being written (its number and text so far),
-    /// closed by its `response.output_item.done` before the next item, as OpenAI streams it.
-    message: Option<(usize, String)>,
-    messages: usize,
-}
-
-impl Writer {
-    fn new(provider: Provider, usage: Option<(u64, u64)>) -> Self {
-        Writer {
-            provider,
-            usage,
-            calls: 0,
-            seq: 0,
-            message: None,
-            messages: 0,
-        }
-    }
-
-    fn render(&mut self, step: &Step) -> Vec<String> {
-        self.seq += 1;
-        match self.provider {
-            Provider::Gemini => self.gemini(step),
-            Provider::OpenAi => self.openai(step),
-            Provider::Chat => self.chat(step),
-        }
-    }
-
-    /// One event the layer reads and ignores.
-    fn keep_alive(&self) -> &'static str {
-        match self.provider {
-            Provider::Gemini => "data: {\"candidates\": []}\r\n\r\n",
-            Provider::OpenAi => "event: keepalive\ndata: {\"type\": \"keepalive\"}\n\n",
-            Provider::Chat => "data: {\"id\": \"chatcmpl-1\", \"choices\": []}\n\n",
-        }
-    }
-
-    fn next_call_id(&mut self) -> String {
-        self.calls += 1;
-        format!("call_{}", self.calls)
-    }
-
-    fn gemini(&mut self, step: &Step) -> Vec<String> {
-        let chunk = |parts: Value| json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}]});
-        let data = match step {
-            Step::Text(t) => chunk(json!([{"text": t}])),
-            Step::Thought(t) => chunk(json!([{"text": t, "thought": true}])),
-            Step::Call { name, args } => {
-                let id = self.next_call_id();
-                chunk(json!([{"functionCall": {"id": id, "name": name, "args": args}}]))
-            }
-            Step::Finish { reason } => {
-                let mut c = json!({"candidates": [{"finishReason": reason, "index": 0}]});
-                if let Some((input, output)) = self.usage {
-                    c["usageMetadata"] = json!({"promptTokenCount": input,
-                        "candidatesTokenCount": output, "totalTokenCount": input + output});
-                }
-                c
-            }
-            Step::Raw(raw) => return vec![raw.clone()],
-            Step::Pause(_) => return Vec::new(),
-        };
-        vec![format!("data: {data}\r\n\r\n")]
-    }
-
-    fn openai(&mut self, step: &Step) -> Vec<String> {
-        let seq = self.seq;
-        let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
-        if matches!(
-            step,
-            Step::Thought(_) | Step::Call { .. } | Step::Finish { .. }
-        ) && let Some((n, text)) = self.message.take()
-        {
-            let done = event(
-                "response.output_item.done",
-                json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,
-                    "item": {"id": format!("msg_{n}"), "type": "message", "status": "completed",
-                        "role": "assistant", "content": [{"type": "output_text", "text": text,
-                            "annotations": [], "logprobs": []}]}}),
-            );
-            let mut out = vec![done];
-            out.extend(self.openai(step));
-            return out;
-        }
-        match step {
-            Step::Text(t) => {
-                let n = match &mut self.message {
-                    Some((n, text)) => {
-                        text.push_str(t);
-                        *n
-                    }
-                    None => {
-                        self.messages += 1;
-                        self.message = Some((self.messages, t.clone()));
-                        self.messages
-                    }
-                };
-                vec![event(
-                    "response.output_text.delta",
-                    json!({"type": "response.output_text.delta", "sequence_number": seq,
-                        "item_id": format!("msg_{n}"), "output_index": 0, "content_index": 0,
-                        "delta": t}),
-                )]
-            }
-            Step::Thought(_) => vec![event(
-                "response.output_item.done",
-                json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,
-                    "item": {"id": format!("rs_{seq}"), "type": "reasoning", "summary": [],
-                        "encrypted_content": "gAAAAenc", "status": "completed"}}),
-            )],
-            Step::Call { name, args } => {
-                let id = self.next_call_id();
-                vec![event(
-                    "response.output_item.done",
-                    json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 1,
-                        "item": {"id": format!("fc_{}", self.calls), "type": "function_call",
-                            "status": "completed", "arguments": args.to_string(), "call_id": id,
-                            "name": name}}),
-                )]
-            }
-            Step::Finish { .. } => {
-                let usage = self.usage.map_or(Value::Null, |(i, o)| {
-                    json!({"input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
-                        "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0},
-                        "total_tokens": i + o})
-                });
-                vec![event(
-                    "response.completed",
-                    json!({"type": "response.completed", "sequence_number": seq,
-                        "response": {"id": "resp_1", "status": "completed", "output": [], "usage": usage}}),
-                )]
-            }
-            Step::Raw(raw) => vec![raw.clone()],
-            Step::Pause(_) => Vec::new(),
-        }
-    }
-
-    fn chat(&mut self, step: &Step) -> Vec<String> {
-        let chunk = |delta: Value, finish: Value| {
-            let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
-                "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-            format!("data: {c}\n\n")
-        };
-        match step {
-            Step::Text(t) => vec![chunk(json!({"content": t}), Value::Null)],
-            Step::Thought(_) | Step::Pause(_) => Vec::new(),
-            Step::Call { name, args } => {
-                let id = self.next_call_id();
-                let index = self.calls - 1;
-                vec![chunk(
-                    json!({"tool_calls": [{"index": index, "id": id, "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}}]}),
-                    Value::Null,
-                )]
-            }
-            Step::Finish { .. } => {
-                let reason = if self.calls > 0 { "tool_calls" } else { "stop" };
-                let mut out = vec![chunk(json!({}), json!(reason))];
-                if let Some((i, o)) = self.usage {
-                    let u = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
-                        "model": "m", "choices": [], "usage": {"prompt_tokens": i,
-                            "completion_tokens": o, "total_tokens": i + o}});
-                    out.push(format!("data: {u}\n\n"));
-                }
-                out.push("data: [DONE]\n\n".to_owned());
-                out
-            }
-            Step::Raw(raw) => vec![raw.clone()],
-        }
-    }
 }

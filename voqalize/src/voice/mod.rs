@@ -71,7 +71,6 @@ use report::TurnLog;
 use crate::brain::BrainResult;
 use crate::model::http;
 use crate::model::layer::Layer;
-use crate::model::{Chat, Gemini, OpenAi};
 use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
@@ -79,9 +78,23 @@ use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
 
-/// A provider a [`Model`] talks to: [`Gemini`], [`OpenAi`] or [`Chat`] (each converts into it).
+/// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
+/// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
+/// [`Layer`] of your own; each converts into it. Cloning shares the layer.
 #[derive(Clone)]
 pub struct ModelLayer(Arc<dyn Layer>);
+
+impl ModelLayer {
+    /// The layer, shared.
+    pub fn new(layer: impl Layer) -> ModelLayer {
+        ModelLayer(Arc::new(layer))
+    }
+
+    /// A layer already shared (one layer for many `Model`s).
+    pub fn shared(layer: Arc<dyn Layer>) -> ModelLayer {
+        ModelLayer(layer)
+    }
+}
 
 impl std::fmt::Debug for ModelLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,20 +105,8 @@ impl std::fmt::Debug for ModelLayer {
     }
 }
 
-impl From<Gemini> for ModelLayer {
-    fn from(layer: Gemini) -> Self {
-        ModelLayer(Arc::new(layer))
-    }
-}
-
-impl From<OpenAi> for ModelLayer {
-    fn from(layer: OpenAi) -> Self {
-        ModelLayer(Arc::new(layer))
-    }
-}
-
-impl From<Chat> for ModelLayer {
-    fn from(layer: Chat) -> Self {
+impl<L: Layer> From<L> for ModelLayer {
+    fn from(layer: L) -> Self {
         ModelLayer(Arc::new(layer))
     }
 }

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::logline::Repeated;
-use crate::model::Usage;
+use crate::model::layer::Usage;
 use crate::session::{Session, Step};
 
 /// How far apart turns must be for each to write its `turn:` line: a person takes longer than

@@ -29,7 +29,8 @@ use crate::logline::{Repeated, chain, outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::Decoder;
-use crate::model::{ModelError, StreamError, ToolChoice};
+use crate::model::layer::StreamError;
+use crate::model::{ModelError, ToolChoice};
 use crate::session::{Session, Step, Turn};
 use crate::tools::{
     TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox, restore_enum_strings,

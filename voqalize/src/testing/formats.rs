@@ -1,0 +1,413 @@
+//! The built-in providers' wire formats for the stand-in ([`Provider`] as a [`WireFormat`]): how
+//! a scripted reply is written as Gemini, OpenAI Responses or chat-completions events, and how a
+//! recorded request is read back in neutral terms.
+
+use serde_json::{Value, json};
+
+use super::model_server::{ReadBack, Recorded, Said, StreamWriter, WireFormat};
+
+/// Which built-in provider's wire format the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Gemini `streamGenerateContent?alt=sse`: `data:` chunks of candidates, ended by a
+    /// `finishReason`.
+    Gemini,
+    /// OpenAI Responses: named events, ended by `response.completed`.
+    OpenAi,
+    /// Chat completions: `data:` chunks of choices, ended by `finish_reason` and `[DONE]`.
+    Chat,
+}
+
+impl WireFormat for Provider {
+    fn base_path(&self) -> &str {
+        match self {
+            Provider::Gemini => "",
+            Provider::OpenAi | Provider::Chat => "/v1",
+        }
+    }
+
+    fn writer(&self) -> Box<dyn StreamWriter> {
+        match self {
+            Provider::Gemini => Box::new(GeminiWriter),
+            Provider::OpenAi => Box::new(OpenAiWriter::default()),
+            Provider::Chat => Box::new(ChatWriter::default()),
+        }
+    }
+
+    fn error_body(&self, message: &str) -> Value {
+        match self {
+            Provider::Gemini => {
+                json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
+            }
+            Provider::OpenAi | Provider::Chat => {
+                json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
+            }
+        }
+    }
+
+    fn read(&self, request: &Recorded) -> ReadBack {
+        let body = &request.body;
+        match self {
+            Provider::Gemini => read_gemini(body),
+            Provider::OpenAi => read_openai(body),
+            Provider::Chat => read_chat(body),
+        }
+    }
+}
+
+fn text_of(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_owned)
+}
+
+/// A JSON text field read back as JSON (arguments and outputs sent as strings).
+fn json_of(v: &Value) -> Value {
+    match v {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        other => other.clone(),
+    }
+}
+
+/// A result as JSON text, whether the request sent it as a string or as an object.
+fn output_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn read_gemini(body: &Value) -> ReadBack {
+    let instruction = text_of(&body["systemInstruction"]["parts"][0]["text"]);
+    let tools = body["tools"][0]["functionDeclarations"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
+        .unwrap_or_default();
+    let mut said = Vec::new();
+    for content in body["contents"].as_array().into_iter().flatten() {
+        let model = content["role"] == "model";
+        for part in content["parts"].as_array().into_iter().flatten() {
+            if part["thought"] == true {
+                continue;
+            }
+            if let Some(f) = part.get("functionCall") {
+                said.push(Said::Call {
+                    id: text_of(&f["id"]),
+                    name: text_of(&f["name"]).unwrap_or_default(),
+                    arguments: f["args"].clone(),
+                });
+            } else if let Some(f) = part.get("functionResponse") {
+                said.push(Said::Result {
+                    id: text_of(&f["id"]),
+                    output: output_of(&f["response"]),
+                });
+            } else if let Some(t) = part["text"].as_str().filter(|t| !t.is_empty()) {
+                said.push(if model {
+                    Said::Model(t.to_owned())
+                } else {
+                    Said::User(t.to_owned())
+                });
+            }
+        }
+    }
+    ReadBack {
+        instruction,
+        tools,
+        said,
+    }
+}
+
+/// The words of a Responses or chat `content`: a string, or a list of parts with `text`.
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => {
+            let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+            (!text.is_empty()).then_some(text)
+        }
+        _ => None,
+    }
+}
+
+fn read_openai(body: &Value) -> ReadBack {
+    let instruction = text_of(&body["instructions"]);
+    let tools = body["tools"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
+        .unwrap_or_default();
+    let mut said = Vec::new();
+    for item in body["input"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("function_call") => said.push(Said::Call {
+                id: text_of(&item["call_id"]),
+                name: text_of(&item["name"]).unwrap_or_default(),
+                arguments: json_of(&item["arguments"]),
+            }),
+            Some("function_call_output") => said.push(Said::Result {
+                id: text_of(&item["call_id"]),
+                output: output_of(&item["output"]),
+            }),
+            Some("reasoning") => {}
+            _ => {
+                if let Some(text) = content_text(&item["content"]) {
+                    said.push(if item["role"] == "assistant" {
+                        Said::Model(text)
+                    } else {
+                        Said::User(text)
+                    });
+                }
+            }
+        }
+    }
+    ReadBack {
+        instruction,
+        tools,
+        said,
+    }
+}
+
+fn read_chat(body: &Value) -> ReadBack {
+    let mut instruction = None;
+    let tools = body["tools"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .filter_map(|t| text_of(&t["function"]["name"]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut said = Vec::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        let text = content_text(&message["content"]);
+        match message["role"].as_str() {
+            Some("system") => instruction = text,
+            Some("assistant") => {
+                said.extend(text.map(Said::Model));
+                for call in message["tool_calls"].as_array().into_iter().flatten() {
+                    said.push(Said::Call {
+                        id: text_of(&call["id"]),
+                        name: text_of(&call["function"]["name"]).unwrap_or_default(),
+                        arguments: json_of(&call["function"]["arguments"]),
+                    });
+                }
+            }
+            Some("tool") => said.push(Said::Result {
+                id: text_of(&message["tool_call_id"]),
+                output: output_of(&message["content"]),
+            }),
+            _ => said.extend(text.map(Said::User)),
+        }
+    }
+    ReadBack {
+        instruction,
+        tools,
+        said,
+    }
+}
+
+/// Gemini: every step is one `data:` chunk of one candidate.
+struct GeminiWriter;
+
+fn gemini_chunk(parts: Value) -> String {
+    let c = json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}]});
+    format!("data: {c}\r\n\r\n")
+}
+
+impl StreamWriter for GeminiWriter {
+    fn text(&mut self, text: &str) -> Vec<String> {
+        vec![gemini_chunk(json!([{ "text": text }]))]
+    }
+
+    fn thought(&mut self, text: &str) -> Vec<String> {
+        vec![gemini_chunk(json!([{"text": text, "thought": true}]))]
+    }
+
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String> {
+        vec![gemini_chunk(
+            json!([{"functionCall": {"id": id, "name": name, "args": arguments}}]),
+        )]
+    }
+
+    fn finish(&mut self, malformed: bool, usage: Option<(u64, u64)>) -> Vec<String> {
+        let reason = if malformed {
+            "MALFORMED_FUNCTION_CALL"
+        } else {
+            "STOP"
+        };
+        let mut c = json!({"candidates": [{"finishReason": reason, "index": 0}]});
+        if let Some((input, output)) = usage {
+            c["usageMetadata"] = json!({"promptTokenCount": input,
+                "candidatesTokenCount": output, "totalTokenCount": input + output});
+        }
+        vec![format!("data: {c}\r\n\r\n")]
+    }
+
+    fn error(&mut self, message: &str) -> Vec<String> {
+        let e = json!({"error": {"code": 500, "message": message, "status": "INTERNAL"}});
+        vec![format!("data: {e}\r\n\r\n")]
+    }
+
+    fn keep_alive(&mut self) -> String {
+        "data: {\"candidates\": []}\r\n\r\n".to_owned()
+    }
+}
+
+/// OpenAI Responses: named events; text deltas belong to a message item, closed by its
+/// `response.output_item.done` before the next item, as OpenAI streams it.
+#[derive(Default)]
+struct OpenAiWriter {
+    seq: u64,
+    calls: usize,
+    /// The message whose text deltas are being written (its number and text so far).
+    message: Option<(usize, String)>,
+    messages: usize,
+}
+
+fn openai_event(kind: &str, data: &Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+impl OpenAiWriter {
+    /// The next sequence number, and the `done` event of an open message when the next item is
+    /// not more of its text.
+    fn next(&mut self, more_text: bool) -> (u64, Vec<String>) {
+        self.seq += 1;
+        let seq = self.seq;
+        let mut out = Vec::new();
+        if !more_text && let Some((n, text)) = self.message.take() {
+            out.push(openai_event(
+                "response.output_item.done",
+                &json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,
+                    "item": {"id": format!("msg_{n}"), "type": "message", "status": "completed",
+                        "role": "assistant", "content": [{"type": "output_text", "text": text,
+                            "annotations": [], "logprobs": []}]}}),
+            ));
+        }
+        (seq, out)
+    }
+}
+
+impl StreamWriter for OpenAiWriter {
+    fn text(&mut self, text: &str) -> Vec<String> {
+        let (seq, mut out) = self.next(true);
+        let n = match &mut self.message {
+            Some((n, so_far)) => {
+                so_far.push_str(text);
+                *n
+            }
+            None => {
+                self.messages += 1;
+                self.message = Some((self.messages, text.to_owned()));
+                self.messages
+            }
+        };
+        out.push(openai_event(
+            "response.output_text.delta",
+            &json!({"type": "response.output_text.delta", "sequence_number": seq,
+                "item_id": format!("msg_{n}"), "output_index": 0, "content_index": 0,
+                "delta": text}),
+        ));
+        out
+    }
+
+    fn thought(&mut self, _text: &str) -> Vec<String> {
+        let (seq, mut out) = self.next(false);
+        out.push(openai_event(
+            "response.output_item.done",
+            &json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 0,
+                "item": {"id": format!("rs_{seq}"), "type": "reasoning", "summary": [],
+                    "encrypted_content": "gAAAAenc", "status": "completed"}}),
+        ));
+        out
+    }
+
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String> {
+        let (seq, mut out) = self.next(false);
+        self.calls += 1;
+        out.push(openai_event(
+            "response.output_item.done",
+            &json!({"type": "response.output_item.done", "sequence_number": seq, "output_index": 1,
+                "item": {"id": format!("fc_{}", self.calls), "type": "function_call",
+                    "status": "completed", "arguments": arguments.to_string(), "call_id": id,
+                    "name": name}}),
+        ));
+        out
+    }
+
+    fn finish(&mut self, _malformed: bool, usage: Option<(u64, u64)>) -> Vec<String> {
+        let (seq, mut out) = self.next(false);
+        let usage = usage.map_or(Value::Null, |(i, o)| {
+            json!({"input_tokens": i, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": o, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": i + o})
+        });
+        out.push(openai_event(
+            "response.completed",
+            &json!({"type": "response.completed", "sequence_number": seq,
+                "response": {"id": "resp_1", "status": "completed", "output": [], "usage": usage}}),
+        ));
+        out
+    }
+
+    fn error(&mut self, message: &str) -> Vec<String> {
+        let (seq, mut out) = self.next(false);
+        out.push(openai_event(
+            "error",
+            &json!({"type": "error", "sequence_number": seq, "code": "server_error",
+                "message": message, "param": null}),
+        ));
+        out
+    }
+
+    fn keep_alive(&mut self) -> String {
+        "event: keepalive\ndata: {\"type\": \"keepalive\"}\n\n".to_owned()
+    }
+}
+
+/// Chat completions: `data:` chunks of one choice; calls whole in one fragment each.
+#[derive(Default)]
+struct ChatWriter {
+    calls: usize,
+}
+
+fn chat_chunk(delta: &Value, finish: &Value) -> String {
+    let c = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+        "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {c}\n\n")
+}
+
+impl StreamWriter for ChatWriter {
+    fn text(&mut self, text: &str) -> Vec<String> {
+        vec![chat_chunk(&json!({ "content": text }), &Value::Null)]
+    }
+
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String> {
+        let index = self.calls;
+        self.calls += 1;
+        vec![chat_chunk(
+            &json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+                "function": {"name": name, "arguments": arguments.to_string()}}]}),
+            &Value::Null,
+        )]
+    }
+
+    fn finish(&mut self, _malformed: bool, usage: Option<(u64, u64)>) -> Vec<String> {
+        let reason = if self.calls > 0 { "tool_calls" } else { "stop" };
+        let mut out = vec![chat_chunk(&json!({}), &json!(reason))];
+        if let Some((i, o)) = usage {
+            let u = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                "model": "m", "choices": [], "usage": {"prompt_tokens": i,
+                    "completion_tokens": o, "total_tokens": i + o}});
+            out.push(format!("data: {u}\n\n"));
+        }
+        out.push("data: [DONE]\n\n".to_owned());
+        out
+    }
+
+    fn error(&mut self, message: &str) -> Vec<String> {
+        let e = json!({"error": {"message": message, "type": "server_error", "code": 500}});
+        vec![format!("data: {e}\n\n")]
+    }
+
+    fn keep_alive(&mut self) -> String {
+        "data: {\"id\": \"chatcmpl-1\", \"choices\": []}\n\n".to_owned()
+    }
+}
