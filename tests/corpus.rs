@@ -7,7 +7,7 @@
 //!
 //! A `.sse` file is a response body as recorded; a `.chunks` file is one provider payload per
 //! line as recorded, framed here as its API frames it on the wire (Gemini `data: …\r\n\r\n`,
-//! Responses `event: <type>\ndata: …\n\n`, chat `data: …\n\n`); a `.json.body` file is a whole
+//! Responses and Anthropic `event: <type>\ndata: …\n\n`, chat `data: …\n\n`); a `.json.body` file is a whole
 //! JSON body (an HTTP error, with the notes' status, or a non-streamed response).
 
 use std::collections::BTreeMap;
@@ -55,6 +55,7 @@ impl Recording {
         match self.api() {
             "gemini" => Provider::Gemini,
             "responses" => Provider::OpenAi,
+            "anthropic" => Provider::Anthropic,
             _ => Provider::Chat,
         }
     }
@@ -76,7 +77,7 @@ impl Recording {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             match self.api() {
                 "gemini" => out.push_str(&format!("data: {line}\r\n\r\n")),
-                "responses" => {
+                "responses" | "anthropic" => {
                     let kind = serde_json::from_str::<Value>(line)
                         .ok()
                         .and_then(|v| v["type"].as_str().map(str::to_owned))
@@ -118,19 +119,6 @@ impl Recording {
         };
         let model = self.name.replace('/', "-");
         match self.provider() {
-            Provider::Gemini => Gemini::builder("test-key")
-                .model(model)
-                .base_url(base)
-                .timeouts(timeouts)
-                .build()
-                .expect("a layer")
-                .into(),
-            Provider::OpenAi => OpenAi::builder("test-key", model)
-                .base_url(base)
-                .timeouts(timeouts)
-                .build()
-                .expect("a layer")
-                .into(),
             Provider::Chat => {
                 let company = self.notes["layer_provider"].as_str().unwrap_or_default();
                 Chat::builder(base, model)
@@ -140,6 +128,7 @@ impl Recording {
                     .expect("a layer")
                     .into()
             }
+            other => crate::support::layer(other, base, &model, timeouts),
         }
     }
 }
@@ -206,6 +195,15 @@ fn calls_in(api: &str, body: &Value) -> Vec<Value> {
                 for p in c["parts"].as_array().into_iter().flatten() {
                     if let Some(f) = p.get("functionCall") {
                         out.push(json!({"name": f["name"], "arguments": f["args"]}));
+                    }
+                }
+            }
+        }
+        "anthropic" => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                for b in m["content"].as_array().into_iter().flatten() {
+                    if b["type"] == "tool_use" {
+                        out.push(json!({"name": b["name"], "arguments": b["input"]}));
                     }
                 }
             }

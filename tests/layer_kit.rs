@@ -9,7 +9,7 @@ use voqalize::model::layer::{
     Call, Chunk, DecodeLimits, Decoder, HttpRequest, Layer, Part, RequestSpec, Role, SseItem,
     StreamError, Timeouts, ToolChoice, Usage, error_message, parse_event,
 };
-use voqalize::model::{Chat, Gemini, OpenAi};
+use voqalize::model::{Anthropic, Chat, Gemini, OpenAi};
 use voqalize::testing::{LayerKit, Provider, ReadBack, Recorded, Said, StreamWriter, WireFormat};
 use voqalize::tools::{Arguments, Dialect};
 
@@ -54,6 +54,20 @@ async fn the_openai_layer_passes_the_kit() {
 async fn the_chat_layer_passes_the_kit() {
     LayerKit::new(Provider::Chat, |base| {
         Chat::builder(base, "openai/gpt-test")
+            .timeouts(timeouts())
+            .build()
+            .expect("a valid layer")
+            .into()
+    })
+    .check()
+    .await;
+}
+
+#[tokio::test]
+async fn the_anthropic_layer_passes_the_kit() {
+    LayerKit::new(Provider::Anthropic, |base| {
+        Anthropic::builder("test-key", "claude-test")
+            .base_url(base)
             .timeouts(timeouts())
             .build()
             .expect("a valid layer")

@@ -99,6 +99,7 @@ fn layer(provider: Provider, base: &str, strict: bool) -> ModelLayer {
             .build()
             .expect("a layer")
             .into(),
+        other => panic!("no published request schema is checked for {other:?}"),
     }
 }
 

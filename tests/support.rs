@@ -185,3 +185,42 @@ pub async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), S
     }
     Ok((turn, spoken))
 }
+
+/// The built-in layer for `provider`, named `model`, against the stand-in at `base_url` with test
+/// keys and `timeouts`: what the end-to-end tests run on.
+pub fn layer(
+    provider: voqalize::testing::Provider,
+    base_url: &str,
+    model: &str,
+    timeouts: voqalize::model::Timeouts,
+) -> voqalize::voice::ModelLayer {
+    use voqalize::model::{Anthropic, Chat, Gemini, OpenAi};
+    use voqalize::testing::Provider;
+    match provider {
+        Provider::Gemini => Gemini::builder("test-key")
+            .model(model)
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::OpenAi => OpenAi::builder("test-key", model)
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::Chat => Chat::builder(base_url, model)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::Anthropic => Anthropic::builder("test-key", model)
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        other => panic!("no layer for {other:?}"),
+    }
+}

@@ -97,26 +97,12 @@ fn layer(provider: Provider, base_url: &str, gap: Duration) -> ModelLayer {
         first_byte: Duration::from_secs(5),
         gap,
     };
-    match provider {
-        Provider::Gemini => Gemini::builder("test-key")
-            .model("gemini-test")
-            .base_url(base_url)
-            .timeouts(timeouts)
-            .build()
-            .expect("a valid layer")
-            .into(),
-        Provider::OpenAi => OpenAi::builder("test-key", "gpt-test")
-            .base_url(base_url)
-            .timeouts(timeouts)
-            .build()
-            .expect("a valid layer")
-            .into(),
-        Provider::Chat => Chat::builder(base_url, "openai/gpt-test")
-            .timeouts(timeouts)
-            .build()
-            .expect("a valid layer")
-            .into(),
-    }
+    let model = match provider {
+        Provider::Gemini => "gemini-test",
+        Provider::Chat => "openai/gpt-test",
+        _ => "gpt-test",
+    };
+    crate::support::layer(provider, base_url, model, timeouts)
 }
 
 async fn rig_with(

@@ -85,26 +85,13 @@ impl Rig {
             first_byte: Duration::from_secs(5),
             gap: Duration::from_secs(5),
         };
-        let layer: ModelLayer = match provider {
-            Provider::Gemini => Gemini::builder("test-key")
-                .model("bounds-gemini")
-                .base_url(&base)
-                .timeouts(timeouts)
-                .build()
-                .expect("a valid layer")
-                .into(),
-            Provider::OpenAi => OpenAi::builder("test-key", "bounds-openai")
-                .base_url(&base)
-                .timeouts(timeouts)
-                .build()
-                .expect("a valid layer")
-                .into(),
-            Provider::Chat => Chat::builder(&base, "bounds-chat")
-                .timeouts(timeouts)
-                .build()
-                .expect("a valid layer")
-                .into(),
+        let model = match provider {
+            Provider::Gemini => "bounds-gemini",
+            Provider::OpenAi => "bounds-openai",
+            Provider::Chat => "bounds-chat",
+            _ => "bounds-other",
         };
+        let layer: ModelLayer = crate::support::layer(provider, &base, model, timeouts);
         Rig {
             server,
             layer,

@@ -258,27 +258,7 @@ fn timeouts(first_byte: Duration) -> Timeouts {
 
 /// A layer for `provider` named `model` (unique per test, so its `turn:` line can be found).
 fn layer(provider: Provider, base_url: &str, model: &str, first_byte: Duration) -> ModelLayer {
-    let t = timeouts(first_byte);
-    match provider {
-        Provider::Gemini => Gemini::builder("test-key")
-            .model(model)
-            .base_url(base_url)
-            .timeouts(t)
-            .build()
-            .expect("a valid layer")
-            .into(),
-        Provider::OpenAi => OpenAi::builder("test-key", model)
-            .base_url(base_url)
-            .timeouts(t)
-            .build()
-            .expect("a valid layer")
-            .into(),
-        Provider::Chat => Chat::builder(base_url, model)
-            .timeouts(t)
-            .build()
-            .expect("a valid layer")
-            .into(),
-    }
+    crate::support::layer(provider, base_url, model, timeouts(first_byte))
 }
 
 async fn rig_full(
@@ -944,7 +924,12 @@ async fn decision_max_tool_hops_zero_keeps_the_tools_of_the_first_request() {
 /// declared.
 #[tokio::test]
 async fn tool_choice_none_is_sent_and_tools_stay_declared() {
-    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+    for provider in [
+        Provider::Gemini,
+        Provider::OpenAi,
+        Provider::Chat,
+        Provider::Anthropic,
+    ] {
         let (rig, mut v) = rig_with(provider, "case-14", Plan::With(ToolChoice::None), |m| m).await;
         rig.server.reply(Reply::new().text("Sure.").finish());
         v.start_silent().await.unwrap();
@@ -962,6 +947,10 @@ async fn tool_choice_none_is_sent_and_tools_stay_declared() {
                 assert_eq!(body["tool_choice"], "none", "{provider:?}");
                 assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
             }
+            _ => {
+                assert_eq!(body["tool_choice"], json!({"type": "none"}), "{provider:?}");
+                assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+            }
         }
     }
 }
@@ -969,7 +958,12 @@ async fn tool_choice_none_is_sent_and_tools_stay_declared() {
 /// case 15: `ToolChoice::only` in each provider's form.
 #[tokio::test]
 async fn tool_choice_only_is_each_providers_form() {
-    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+    for provider in [
+        Provider::Gemini,
+        Provider::OpenAi,
+        Provider::Chat,
+        Provider::Anthropic,
+    ] {
         let (rig, mut v) = rig_with(
             provider,
             "case-15",
@@ -993,6 +987,10 @@ async fn tool_choice_only_is_each_providers_form() {
             Provider::Chat => assert_eq!(
                 body["tool_choice"],
                 json!({"type": "function", "function": {"name": "show_help"}})
+            ),
+            _ => assert_eq!(
+                body["tool_choice"],
+                json!({"type": "tool", "name": "show_help"})
             ),
         }
     }
@@ -1098,7 +1096,12 @@ async fn decision_a_call_on_a_request_whose_tools_were_off_is_not_run() {
 /// Gemini have no tools and no choice.
 #[tokio::test]
 async fn a_brain_without_tools_declares_none() {
-    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+    for provider in [
+        Provider::Gemini,
+        Provider::OpenAi,
+        Provider::Chat,
+        Provider::Anthropic,
+    ] {
         let server = ModelServer::start(provider).await.unwrap();
         let base = server.base_url();
         let mut v = driver(move || Plain {
@@ -1128,10 +1131,10 @@ async fn a_brain_without_tools_declares_none() {
                     "{keys:?}"
                 );
             }
-            Provider::Chat => {
+            _ => {
                 assert!(
                     !keys.contains(&"tools") && !keys.contains(&"tool_choice"),
-                    "{keys:?}"
+                    "{provider:?}: {keys:?}"
                 );
             }
         }
@@ -2441,6 +2444,17 @@ async fn declared(provider: Provider) -> Vec<(String, Value)> {
                 )
             })
             .collect(),
+        _ => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().unwrap().to_owned(),
+                    d["input_schema"].clone(),
+                )
+            })
+            .collect(),
     }
 }
 
@@ -2493,7 +2507,7 @@ async fn decision_tool_arguments_are_the_flat_parameter_object_everywhere() {
 
 /// Decisions row "Schemas": the Gemini declarations hold none of the keys Gemini rejects, at any
 /// depth; nested structs are inline; `Option` is `nullable`; OpenAI and chat keep `strict: false`
-/// and no `$ref`.
+/// and no `$ref`, and so does Anthropic's `input_schema`.
 #[tokio::test]
 async fn decision_schemas_are_rewritten_for_each_provider() {
     let gemini = declared(Provider::Gemini).await;
@@ -2544,7 +2558,7 @@ async fn decision_schemas_are_rewritten_for_each_provider() {
     assert_eq!(reserve["properties"]["alt"]["nullable"], true);
     assert_eq!(reserve["properties"]["note"]["nullable"], true);
     assert_eq!(reserve["required"], json!(["guest"]));
-    for provider in [Provider::OpenAi, Provider::Chat] {
+    for provider in [Provider::OpenAi, Provider::Chat, Provider::Anthropic] {
         let tools = declared(provider).await;
         let all = Value::Array(tools.iter().map(|(_, p)| p.clone()).collect());
         let text = all.to_string();
@@ -2643,7 +2657,12 @@ async fn decision_reasoning_is_replayed_only_whole_and_encrypted() {
 /// required.
 #[tokio::test]
 async fn decision_heard_truth_leaves_nothing_for_a_unit_nobody_heard() {
-    for provider in [Provider::Gemini, Provider::OpenAi, Provider::Chat] {
+    for provider in [
+        Provider::Gemini,
+        Provider::OpenAi,
+        Provider::Chat,
+        Provider::Anthropic,
+    ] {
         let (rig, mut v) = rig(provider, "decision-heard").await;
         rig.server
             .reply(Reply::new().text("Would you like Friday?").finish());
@@ -2664,6 +2683,12 @@ async fn decision_heard_truth_leaves_nothing_for_a_unit_nobody_heard() {
                 messages(&rig.server, 1),
                 json!([{"role": "system", "content": "Be brief."},
                     {"role": "user", "content": "slot?"}, {"role": "user", "content": "again?"}])
+            ),
+            _ => assert_eq!(
+                messages(&rig.server, 1),
+                json!([{"role": "user", "content": [{"type": "text", "text": "slot?"},
+                    {"type": "text", "text": "again?", "cache_control": {"type": "ephemeral"}}]}]),
+                "{provider:?}: one user message, as the API requires"
             ),
         }
         assert!(!body.to_string().contains("Friday"), "{provider:?}: {body}");

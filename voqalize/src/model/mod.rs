@@ -1,7 +1,7 @@
 //! Model layers: the providers a model-backed brain talks to, and the transport beneath them.
 //!
-//! [`Gemini`], [`OpenAi`] (Responses API) and [`Chat`] (any OpenAI-compatible `/chat/completions`
-//! endpoint) each build one provider request from the conversation and decode that provider's
+//! [`Gemini`], [`OpenAi`] (Responses API), [`Anthropic`] (Messages API) and [`Chat`] (any
+//! OpenAI-compatible `/chat/completions` endpoint) each build one provider request from the conversation and decode that provider's
 //! stream; the voice core drives them the same way. Each provider is a folder of three jobs: the
 //! layer and its builder (`mod.rs`), the request (`request.rs`), the stream decoder (`decode.rs`).
 //!
@@ -16,6 +16,7 @@
 //! Built with the `model` cargo feature (on by default), which brings in reqwest and rustls.
 #![cfg(feature = "model")]
 
+pub(crate) mod anthropic;
 pub(crate) mod chat;
 pub(crate) mod gemini;
 pub(crate) mod history;
@@ -27,6 +28,7 @@ pub(crate) mod render;
 pub(crate) mod sse;
 pub(crate) mod within;
 
+pub use anthropic::{Anthropic, AnthropicBuilder};
 pub use chat::{Chat, ChatBuilder};
 pub use gemini::{Gemini, GeminiBuilder};
 pub use history::ToolChoice;

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::model_server::{ReadBack, Recorded, Said, StreamWriter, WireFormat};
 
-/// Which built-in provider's wire format the server speaks.
+/// Which built-in provider's wire format the server speaks. New providers are added as variants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Provider {
     /// Gemini `streamGenerateContent?alt=sse`: `data:` chunks of candidates, ended by a
     /// `finishReason`.
@@ -16,12 +17,14 @@ pub enum Provider {
     OpenAi,
     /// Chat completions: `data:` chunks of choices, ended by `finish_reason` and `[DONE]`.
     Chat,
+    /// Anthropic Messages: named events of content blocks, ended by `message_stop`.
+    Anthropic,
 }
 
 impl WireFormat for Provider {
     fn base_path(&self) -> &str {
         match self {
-            Provider::Gemini => "",
+            Provider::Gemini | Provider::Anthropic => "",
             Provider::OpenAi | Provider::Chat => "/v1",
         }
     }
@@ -31,6 +34,7 @@ impl WireFormat for Provider {
             Provider::Gemini => Box::new(GeminiWriter),
             Provider::OpenAi => Box::new(OpenAiWriter::default()),
             Provider::Chat => Box::new(ChatWriter::default()),
+            Provider::Anthropic => Box::new(AnthropicWriter::default()),
         }
     }
 
@@ -42,6 +46,9 @@ impl WireFormat for Provider {
             Provider::OpenAi | Provider::Chat => {
                 json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
             }
+            Provider::Anthropic => {
+                json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+            }
         }
     }
 
@@ -51,6 +58,7 @@ impl WireFormat for Provider {
             Provider::Gemini => read_gemini(body),
             Provider::OpenAi => read_openai(body),
             Provider::Chat => read_chat(body),
+            Provider::Anthropic => read_anthropic(body),
         }
     }
 }
@@ -200,6 +208,172 @@ fn read_chat(body: &Value) -> ReadBack {
         instruction,
         tools,
         said,
+    }
+}
+
+fn read_anthropic(body: &Value) -> ReadBack {
+    let instruction = match &body["system"] {
+        Value::Null => None,
+        system => content_text(system),
+    };
+    let tools = body["tools"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
+        .unwrap_or_default();
+    let mut said = Vec::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        let model = message["role"] == "assistant";
+        let blocks = match &message["content"] {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(b) => b.clone(),
+            _ => Vec::new(),
+        };
+        for block in blocks {
+            match block["type"].as_str() {
+                Some("text") => {
+                    let text = text_of(&block["text"]).unwrap_or_default();
+                    said.push(if model {
+                        Said::Model(text)
+                    } else {
+                        Said::User(text)
+                    });
+                }
+                Some("tool_use") => said.push(Said::Call {
+                    id: text_of(&block["id"]),
+                    name: text_of(&block["name"]).unwrap_or_default(),
+                    arguments: block["input"].clone(),
+                }),
+                Some("tool_result") => said.push(Said::Result {
+                    id: text_of(&block["tool_use_id"]),
+                    output: content_text(&block["content"]).unwrap_or_default(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    ReadBack {
+        instruction,
+        tools,
+        said,
+    }
+}
+
+/// Anthropic Messages: `message_start`, then one content block per text run, thinking or call
+/// (a call's input in two `input_json_delta` fragments), then `message_delta` and `message_stop`.
+#[derive(Default)]
+struct AnthropicWriter {
+    started: bool,
+    blocks: u64,
+    text_open: bool,
+    calls: usize,
+}
+
+fn anthropic_event(data: &Value) -> String {
+    let kind = data["type"].as_str().unwrap_or_default();
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+impl AnthropicWriter {
+    /// `message_start` before the first block, and the stop of an open text block when the next
+    /// step is not more of its text.
+    fn next(&mut self, more_text: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.started {
+            self.started = true;
+            out.push(anthropic_event(
+                &json!({"type": "message_start", "message": {
+                "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                "model": "claude-test", "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 1}}}),
+            ));
+        }
+        if self.text_open && !more_text {
+            self.text_open = false;
+            out.push(self.stop());
+        }
+        out
+    }
+
+    fn start(&mut self, block: &Value) -> String {
+        self.blocks += 1;
+        anthropic_event(
+            &json!({"type": "content_block_start", "index": self.blocks - 1, "content_block": block}),
+        )
+    }
+
+    fn delta(&self, delta: &Value) -> String {
+        anthropic_event(
+            &json!({"type": "content_block_delta", "index": self.blocks - 1, "delta": delta}),
+        )
+    }
+
+    fn stop(&self) -> String {
+        anthropic_event(&json!({"type": "content_block_stop", "index": self.blocks - 1}))
+    }
+}
+
+impl StreamWriter for AnthropicWriter {
+    fn text(&mut self, text: &str) -> Vec<String> {
+        let mut out = self.next(true);
+        if !self.text_open {
+            self.text_open = true;
+            out.push(self.start(&json!({"type": "text", "text": ""})));
+        }
+        out.push(self.delta(&json!({"type": "text_delta", "text": text})));
+        out
+    }
+
+    fn thought(&mut self, text: &str) -> Vec<String> {
+        let mut out = self.next(false);
+        out.push(self.start(&json!({"type": "thinking", "thinking": "", "signature": ""})));
+        out.push(self.delta(&json!({"type": "thinking_delta", "thinking": text})));
+        out.push(self.delta(&json!({"type": "signature_delta", "signature": "EqQBc2ln"})));
+        out.push(self.stop());
+        out
+    }
+
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String> {
+        let mut out = self.next(false);
+        self.calls += 1;
+        out.push(self.start(&json!({"type": "tool_use", "id": id, "name": name, "input": {}})));
+        let text = arguments.to_string();
+        let mut half = text.len() / 2;
+        while !text.is_char_boundary(half) {
+            half += 1;
+        }
+        for piece in [&text[..half], &text[half..]] {
+            out.push(self.delta(&json!({"type": "input_json_delta", "partial_json": piece})));
+        }
+        out.push(self.stop());
+        out
+    }
+
+    fn finish(&mut self, _malformed: bool, usage: Option<(u64, u64)>) -> Vec<String> {
+        let mut out = self.next(false);
+        let reason = if self.calls > 0 {
+            "tool_use"
+        } else {
+            "end_turn"
+        };
+        let usage = usage.map_or_else(
+            || json!({"output_tokens": 1}),
+            |(i, o)| json!({"input_tokens": i, "output_tokens": o}),
+        );
+        out.push(anthropic_event(&json!({"type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": usage})));
+        out.push(anthropic_event(&json!({"type": "message_stop"})));
+        out
+    }
+
+    fn error(&mut self, message: &str) -> Vec<String> {
+        let mut out = self.next(false);
+        out.push(anthropic_event(&json!({"type": "error",
+            "error": {"type": "overloaded_error", "message": message}})));
+        out
+    }
+
+    fn keep_alive(&mut self) -> String {
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_owned()
     }
 }
 

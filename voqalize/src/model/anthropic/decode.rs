@@ -1,0 +1,284 @@
+//! Decoding an Anthropic Messages stream: text spoken as its deltas come; a `tool_use` block's
+//! `input_json_delta` fragments and a thinking block's deltas and signature assembled until the
+//! block stops; usage from `message_start`, updated by `message_delta`; `message_stop` ends it.
+
+use serde_json::{Map, Value, json};
+
+use crate::logline::outside_n;
+use crate::model::history::{Call, Chunk, Part, Usage};
+use crate::model::layer::{DecodeLimits, Decoder, StreamError};
+use crate::model::render::{count, error_message, malformed_shape, provider_error, visible_output};
+use crate::model::sse::SseItem;
+use crate::model::within::parse_within;
+use crate::tools::Arguments;
+
+use super::PROVIDER;
+
+/// The content block being streamed.
+#[derive(Debug)]
+enum Block {
+    /// Text: its deltas were handed on as they came.
+    Text,
+    /// A call: its id, name and argument text so far.
+    ToolUse {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// Reasoning: its text and signature so far.
+    Thinking { thinking: String, signature: String },
+    /// A block this layer does not read (server tools, a new type): skipped to its stop.
+    Skipped,
+}
+
+/// Decodes one Messages stream within its [`DecodeLimits`]: at most `max_calls + 1` calls (a
+/// `tool_use` block past them is skipped: the core cuts the response at the call past its bound),
+/// at most `max_argument_bytes + 1` bytes of one call's arguments, and a thinking block of at
+/// most `max_kept_bytes` (past it, the response is cut there).
+#[derive(Debug)]
+pub(crate) struct AnthropicDecoder {
+    limits: DecodeLimits,
+    block: Option<Block>,
+    calls: usize,
+    usage: Usage,
+    usage_seen: bool,
+    done: bool,
+}
+
+impl AnthropicDecoder {
+    pub(crate) fn new(limits: DecodeLimits) -> Self {
+        AnthropicDecoder {
+            limits,
+            block: None,
+            calls: 0,
+            usage: Usage::default(),
+            usage_seen: false,
+            done: false,
+        }
+    }
+
+    fn event(&mut self, data: &str) -> Result<Vec<Chunk>, StreamError> {
+        if self.done || data.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(event) = parse_within(PROVIDER, data, self.limits.max_kept_bytes)? else {
+            return Ok(vec![Chunk::cut()]);
+        };
+        let parts = match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                self.read_usage(&event["message"]["usage"]);
+                Vec::new()
+            }
+            Some("content_block_start") => self.start(&event["content_block"]),
+            Some("content_block_delta") => return self.delta(&event["delta"]),
+            Some("content_block_stop") => self.stop(),
+            Some("message_delta") => {
+                self.read_usage(&event["usage"]);
+                Vec::new()
+            }
+            Some("message_stop") => {
+                self.done = true;
+                let mut chunk = Chunk::new(self.stop()).ending(false);
+                if self.usage_seen {
+                    chunk = chunk.with_usage(self.usage);
+                }
+                return Ok(vec![chunk]);
+            }
+            Some("error") => {
+                return Err(provider_error(PROVIDER, error_message(&event["error"])));
+            }
+            // `ping`, and event types added later.
+            _ => Vec::new(),
+        };
+        Ok(if parts.is_empty() {
+            Vec::new()
+        } else {
+            vec![Chunk::new(parts)]
+        })
+    }
+
+    /// Usage fields present in `u` replace the ones read before (`message_delta` carries the
+    /// final `output_tokens`, and on newer models the input counts again).
+    fn read_usage(&mut self, u: &Value) {
+        if !u.is_object() {
+            return;
+        }
+        self.usage_seen = true;
+        let fresh = count(u, &["input_tokens"]);
+        let read = count(u, &["cache_read_input_tokens"]);
+        let write = count(u, &["cache_creation_input_tokens"]);
+        if fresh.is_some() || read.is_some() || write.is_some() {
+            // The prompt's tokens, cached ones included (Anthropic's `input_tokens` leaves out
+            // what was read from or written to the cache).
+            let sum = [fresh, read, write].into_iter().flatten().sum::<u64>();
+            self.usage.input = Some(sum);
+            self.usage.cached_input = read.or(self.usage.cached_input);
+            self.usage.cache_write = write.or(self.usage.cache_write);
+        }
+        if let Some(out) = count(u, &["output_tokens"]) {
+            // Thinking is counted inside; newer models report it beside
+            // (`output_tokens_details.thinking_tokens`), older ones not at all, when the count is
+            // taken as sent (docs/protocol.md §6.15).
+            let thinking = count(u, &["output_tokens_details", "thinking_tokens"]);
+            self.usage.output = visible_output(Some(out), thinking, true);
+            self.usage.reasoning = thinking.or(self.usage.reasoning);
+        }
+    }
+
+    fn start(&mut self, block: &Value) -> Vec<Part> {
+        let mut parts = self.stop();
+        let text = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default();
+        self.block = Some(match text("type") {
+            "text" => {
+                if !text("text").is_empty() {
+                    parts.push(Part::text(text("text")));
+                }
+                Block::Text
+            }
+            "tool_use" if self.calls <= self.limits.max_calls => {
+                self.calls += 1;
+                // A block that starts with its input whole (no deltas follow) keeps it.
+                let arguments = match block.get("input") {
+                    Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()).to_string(),
+                    _ => String::new(),
+                };
+                Block::ToolUse {
+                    id: text("id").to_owned(),
+                    name: text("name").to_owned(),
+                    arguments,
+                }
+            }
+            "thinking" => Block::Thinking {
+                thinking: text("thinking").to_owned(),
+                signature: text("signature").to_owned(),
+            },
+            "redacted_thinking" => {
+                parts.push(Part::Thought { raw: block.clone() });
+                Block::Skipped
+            }
+            other => {
+                tracing::debug!(
+                    "{PROVIDER}: a content block of type {} is not read",
+                    outside_n(other, 40)
+                );
+                Block::Skipped
+            }
+        });
+        parts
+    }
+
+    fn delta(&mut self, delta: &Value) -> Result<Vec<Chunk>, StreamError> {
+        let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default();
+        let room = |held: usize, most: usize| most.saturating_add(1).saturating_sub(held);
+        match (self.block.as_mut(), text("type")) {
+            (Some(Block::Text), "text_delta") if !text("text").is_empty() => {
+                return Ok(vec![Chunk::new(vec![Part::text(text("text"))])]);
+            }
+            (Some(Block::ToolUse { arguments, .. }), "input_json_delta") => {
+                let piece = text("partial_json");
+                let mut end =
+                    room(arguments.len(), self.limits.max_argument_bytes).min(piece.len());
+                while !piece.is_char_boundary(end) {
+                    end += 1;
+                }
+                arguments.push_str(&piece[..end]);
+            }
+            (
+                Some(Block::Thinking {
+                    thinking,
+                    signature,
+                }),
+                kind,
+            ) => {
+                match kind {
+                    "thinking_delta" => thinking.push_str(text("thinking")),
+                    "signature_delta" => signature.push_str(text("signature")),
+                    _ => {}
+                }
+                if thinking.len() + signature.len() > self.limits.max_kept_bytes {
+                    self.block = Some(Block::Skipped);
+                    return Ok(vec![Chunk::cut()]);
+                }
+            }
+            (None, _) => {
+                return Err(malformed_shape(
+                    PROVIDER,
+                    "a content_block_delta outside any content block",
+                ));
+            }
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
+
+    /// Closes the open block: a call or a thinking block is complete now.
+    fn stop(&mut self) -> Vec<Part> {
+        match self.block.take() {
+            Some(Block::ToolUse {
+                id,
+                name,
+                arguments,
+            }) => {
+                let arguments = if arguments.trim().is_empty() {
+                    "{}".to_owned()
+                } else {
+                    arguments
+                };
+                let id = (!id.is_empty()).then_some(id);
+                // Everything a `tool_use` block carries is in the call: no raw to keep.
+                vec![Part::Call {
+                    call: Call::new(id, name, Arguments::Raw(arguments)),
+                    raw: Value::Null,
+                }]
+            }
+            Some(Block::Thinking {
+                thinking,
+                signature,
+            }) => {
+                let mut raw = Map::new();
+                raw.insert("type".into(), json!("thinking"));
+                raw.insert("thinking".into(), Value::String(thinking));
+                raw.insert("signature".into(), Value::String(signature));
+                vec![Part::Thought {
+                    raw: Value::Object(raw),
+                }]
+            }
+            Some(Block::Text | Block::Skipped) | None => Vec::new(),
+        }
+    }
+}
+
+impl Decoder for AnthropicDecoder {
+    fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
+        match item {
+            SseItem::Event(event) => self.event(&event.data),
+            SseItem::Bare(body) => {
+                let Some(value) = parse_within(PROVIDER, &body, self.limits.max_kept_bytes)? else {
+                    return Err(provider_error(
+                        PROVIDER,
+                        "an error body too large to read".to_owned(),
+                    ));
+                };
+                match value.get("error") {
+                    Some(e) => Err(provider_error(PROVIDER, error_message(e))),
+                    None => Err(malformed_shape(
+                        PROVIDER,
+                        "a bare body that is not an error",
+                    )),
+                }
+            }
+        }
+    }
+
+    fn end(&mut self) -> Result<Vec<Chunk>, StreamError> {
+        if self.done {
+            Ok(Vec::new())
+        } else {
+            Err(StreamError::truncated(PROVIDER, "message_stop"))
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+}
