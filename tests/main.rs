@@ -6,6 +6,7 @@
 mod auth;
 mod codec;
 mod corpus;
+mod endpoints;
 mod hosting;
 mod kit;
 mod layer_kit;

@@ -3537,3 +3537,29 @@ async fn decision_speech_before_a_call_includes_an_undecided_opening() {
             .unwrap()
     );
 }
+
+/// Anthropic's "overloaded" answer, HTTP 529 with an `overloaded_error` body, is retried once
+/// before the first byte; once words were spoken, an `overloaded_error` event ends the turn and
+/// keeps them, with the provider's words in the log; and the turn's thinking block is replayed
+/// with its signature on the next request.
+#[tokio::test]
+async fn anthropic_overloaded_is_retried_before_the_first_byte_and_ends_the_turn_after_it() {
+    let (rig, mut v) = rig(Provider::Anthropic, "case-anthropic-529").await;
+    let overloaded =
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    rig.server.reply(Reply::status(529, overloaded));
+    rig.server
+        .reply(Reply::new().thought("They greet.").text("Hello.").finish());
+    v.start_silent().await.unwrap();
+    assert_eq!(v.user_says("hi").await.unwrap().text(), "Hello.");
+    assert_eq!(rig.server.requests().len(), 2, "one retry");
+    rig.server
+        .reply(Reply::new().text("Let me").error("Overloaded right now"));
+    assert_eq!(v.user_says("and?").await.unwrap().text(), "Let me");
+    line_with(&mut v, &["anthropic", "Overloaded right now"]).await;
+    let replayed = &messages(&rig.server, 2)[1]["content"][0];
+    assert_eq!(
+        replayed,
+        &json!({"type": "thinking", "thinking": "They greet.", "signature": "EqQBc2ln"})
+    );
+}

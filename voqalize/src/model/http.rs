@@ -28,6 +28,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
+use super::endpoint::HttpOptions;
 use super::sse::{DEFAULT_MAX_EVENT_BYTES, SseError, SseItem, SseParser};
 use crate::logline::outside;
 use crate::recover::lock;
@@ -238,35 +239,67 @@ fn is_quota_body(body: &str) -> bool {
 /// # Errors
 /// [`ModelError::Client`] when the TLS configuration cannot be built (no usable protocol version
 /// or platform verifier).
-pub(crate) fn client(connect: Duration) -> Result<reqwest::Client, ModelError> {
-    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+pub(crate) fn client(
+    connect: Duration,
+    http: Option<&HttpOptions>,
+) -> Result<reqwest::Client, ModelError> {
+    type Key = (Duration, Option<u64>);
+    static CLIENTS: OnceLock<Mutex<HashMap<Key, reqwest::Client>>> = OnceLock::new();
+    let http = http.filter(|h| h.custom_transport());
+    let key = (connect, http.map(HttpOptions::transport_key));
     let mut clients = lock(CLIENTS.get_or_init(Mutex::default));
-    if let Some(client) = clients.get(&connect) {
+    if let Some(client) = clients.get(&key) {
         return Ok(client.clone());
     }
-    let client = build_client(connect)?;
+    let client = build_client(connect, http)?;
     if clients.len() < MAX_CLIENTS {
-        clients.insert(connect, client.clone());
+        clients.insert(key, client.clone());
     }
     Ok(client)
 }
 
-/// Builds a client: rustls with ring and the platform verifier, ALPN `http/1.1` only.
-fn build_client(connect: Duration) -> Result<reqwest::Client, ModelError> {
+/// Builds a client: rustls with ring and the platform verifier (with `http`'s extra roots),
+/// ALPN `http/1.1` only, through `http`'s proxy when it names one.
+fn build_client(
+    connect: Duration,
+    http: Option<&HttpOptions>,
+) -> Result<reqwest::Client, ModelError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+    let roots = http
+        .map(HttpOptions::root_certificates)
+        .transpose()
+        .map_err(|why| ModelError::Client(why.into()))?
+        .unwrap_or_default();
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .and_then(BuilderVerifierExt::with_platform_verifier)
-        .map_err(|err| ModelError::Client(Box::new(err)))?
-        .with_no_client_auth();
+        .map_err(|err| ModelError::Client(Box::new(err)))?;
+    let builder = if roots.is_empty() {
+        builder
+            .with_platform_verifier()
+            .map_err(|err| ModelError::Client(Box::new(err)))?
+    } else {
+        let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(roots, provider)
+            .map_err(|err| ModelError::Client(Box::new(err)))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+    };
+    let mut tls = builder.with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
+    let mut client = reqwest::Client::builder()
         // A stream's small events must not wait on Nagle's algorithm.
         .tcp_nodelay(true)
         .tls_backend_preconfigured(tls)
         .http1_only()
         .connect_timeout(connect)
         .redirect(reqwest::redirect::Policy::none())
+        // Only an explicit proxy: the environment's proxy variables are not read.
+        .no_proxy();
+    if let Some(url) = http.and_then(HttpOptions::proxy_url) {
+        let proxy = reqwest::Proxy::all(url).map_err(|err| ModelError::Client(Box::new(err)))?;
+        client = client.proxy(proxy);
+    }
+    client
         .build()
         .map_err(|err| ModelError::Client(Box::new(err)))
 }
@@ -287,8 +320,9 @@ pub(crate) async fn open(
     req: &HttpRequest,
     t: Timeouts,
     max_response_bytes: usize,
+    http: Option<&HttpOptions>,
 ) -> Result<EventStream, ModelError> {
-    let client = client(t.connect)?;
+    let client = client(t.connect, http)?;
     let err = match attempt(&client, req, t, max_response_bytes).await {
         Ok(stream) => return Ok(stream),
         Err(err) => err,
@@ -502,7 +536,7 @@ impl EventStream {
 /// sends `HEAD base_url` and ignores the answer (any status, or none within `connect` + 5 s).
 /// At most once per 30 s per base URL; a later call in that span returns at once. Never fails:
 /// a connection that could not be opened now is opened by the turn.
-pub(crate) async fn warm(base_url: &str, connect: Duration) {
+pub(crate) async fn warm(base_url: &str, connect: Duration, http: Option<&HttpOptions>) {
     static WARMED: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
     {
         let now = Instant::now();
@@ -519,7 +553,7 @@ pub(crate) async fn warm(base_url: &str, connect: Duration) {
             warmed.insert(base_url.to_owned(), now);
         }
     }
-    let Ok(client) = client(connect) else {
+    let Ok(client) = client(connect, http) else {
         return;
     };
     match timeout(connect + WARM_ANSWER, client.head(base_url).send()).await {
@@ -567,7 +601,13 @@ mod tests {
 
     /// [`open`] with the default timeouts and event bound.
     async fn open_default(url: &str) -> Result<EventStream, ModelError> {
-        open(&request(url), Timeouts::default(), DEFAULT_MAX_EVENT_BYTES).await
+        open(
+            &request(url),
+            Timeouts::default(),
+            DEFAULT_MAX_EVENT_BYTES,
+            None,
+        )
+        .await
     }
 
     /// A 200 answer with a whole SSE body.
@@ -808,12 +848,12 @@ mod tests {
             ..Timeouts::default()
         };
         let url = format!("{base}/silent");
-        let err = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES)
+        let err = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES, None)
             .await
             .unwrap_err();
         assert!(matches!(err, ModelError::FirstByteTimeout(_)), "{err:?}");
         let url = format!("{base}/head-only");
-        let mut stream = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES)
+        let mut stream = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES, None)
             .await
             .unwrap();
         let err = stream.next().await.unwrap().unwrap_err();
@@ -843,7 +883,7 @@ mod tests {
             ..Timeouts::default()
         };
         let url = format!("{base}/s");
-        let mut stream = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES)
+        let mut stream = open(&request(&url), t, DEFAULT_MAX_EVENT_BYTES, None)
             .await
             .unwrap();
         assert_eq!(data(stream.next().await), "one");
@@ -866,7 +906,9 @@ mod tests {
         );
         let base = serve(app).await;
         let url = format!("{base}/s");
-        let mut stream = open(&request(&url), Timeouts::default(), 64).await.unwrap();
+        let mut stream = open(&request(&url), Timeouts::default(), 64, None)
+            .await
+            .unwrap();
         let tx = senders.recv().await.unwrap();
         tx.send("data: first\n\n").await.unwrap();
         assert_eq!(data(stream.next().await), "first");
@@ -1042,8 +1084,8 @@ mod tests {
         );
         let base = serve(app).await;
         let url = format!("{base}/");
-        warm(&url, Duration::from_secs(10)).await;
-        warm(&url, Duration::from_secs(10)).await;
+        warm(&url, Duration::from_secs(10), None).await;
+        warm(&url, Duration::from_secs(10), None).await;
         assert_eq!(count.get(), 1);
     }
 
@@ -1091,7 +1133,7 @@ mod tests {
 
     #[test]
     fn the_client_builds_with_ring_and_the_platform_verifier() {
-        assert!(client(Duration::from_secs(7)).is_ok());
-        assert!(build_client(Duration::from_secs(7)).is_ok());
+        assert!(client(Duration::from_secs(7), None).is_ok());
+        assert!(build_client(Duration::from_secs(7), None).is_ok());
     }
 }

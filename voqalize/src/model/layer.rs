@@ -79,6 +79,7 @@
 //! # let _ = model;
 //! ```
 
+pub use super::endpoint::HttpOptions;
 pub use super::history::{
     Call, Chunk, Entry, EntryId, Kept, Part, RequestSpec, Role, ToolChoice, ToolResult, Usage,
 };
@@ -113,6 +114,11 @@ pub trait Layer: Send + Sync + 'static {
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError>;
     /// A fresh decoder for one response stream, holding no more than `limits` lets through.
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder>;
+    /// The HTTP options (a proxy, extra root certificates) the transport uses for this layer's
+    /// requests and its warm-up; default: none. Their extra headers are the layer's to send.
+    fn http(&self) -> Option<&HttpOptions> {
+        None
+    }
     /// Whether this provider's declarations carry every enum as strings (Gemini), so the core
     /// turns the model's strings back into the neutral schema's values before a tool reads them
     /// (docs/protocol.md §6.15). Default: false.

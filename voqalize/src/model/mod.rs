@@ -10,6 +10,8 @@
 //! * `render`: the JSON helpers and construction checks the three layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `within`: reading a provider's JSON within a budget of memory;
+//! * `endpoint`: where a layer's requests go: the URL, the headers, a bearer token asked for per
+//!   request, and [`HttpOptions`] (a proxy, extra root certificates, extra headers);
 //! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
 //!   the byte bound per response, and the single retry before the first byte.
 //!
@@ -18,6 +20,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod chat;
+pub(crate) mod endpoint;
 pub(crate) mod gemini;
 pub(crate) mod history;
 pub(crate) mod http;
@@ -30,6 +33,7 @@ pub(crate) mod within;
 
 pub use anthropic::{Anthropic, AnthropicBuilder};
 pub use chat::{Chat, ChatBuilder};
+pub use endpoint::HttpOptions;
 pub use gemini::{Gemini, GeminiBuilder};
 pub use history::ToolChoice;
 pub(crate) use http::ModelError;

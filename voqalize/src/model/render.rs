@@ -82,6 +82,15 @@ pub enum LayerError {
         /// What it must be.
         expected: &'static str,
     },
+    /// An [`HttpOptions`](super::HttpOptions) setting (proxy, root certificates, header) is
+    /// malformed.
+    #[error("bad HTTP option ({what}): {why}")]
+    BadHttpOption {
+        /// `proxy`, `root certificates` or `header`.
+        what: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
     /// An environment variable is set but is not valid Unicode.
     #[error("the environment variable {var} cannot be read")]
     Env {

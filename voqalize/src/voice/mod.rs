@@ -460,7 +460,7 @@ impl Model {
         };
         let layer = self.inner.layer.clone();
         runtime.spawn(async move {
-            http::warm(layer.base_url(), layer.timeouts().connect).await;
+            http::warm(layer.base_url(), layer.timeouts().connect, layer.http()).await;
         });
     }
 }

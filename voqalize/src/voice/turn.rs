@@ -366,7 +366,12 @@ impl TurnState<'_> {
         self.request_calls = 0;
         let (bounds, deadline) = (self.bounds, self.deadline);
         let limit = bounds.turn_deadline;
-        let open = http::open(&request, layer.timeouts(), bounds.response_bytes);
+        let open = http::open(
+            &request,
+            layer.timeouts(),
+            bounds.response_bytes,
+            layer.http(),
+        );
         let mut stream: EventStream = before(deadline, limit, open).await??;
         self.request_id = stream.request_id().map(str::to_owned);
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::model::endpoint::{Endpoint, HttpOptions};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
-    LayerError, body_bytes, check_base_url, check_header, check_model, check_options, check_word,
-    env_var,
+    LayerError, check_base_url, check_header, check_model, check_options, check_word, env_var,
 };
 
 mod decode;
@@ -63,9 +63,7 @@ pub struct Anthropic {
 
 struct Config {
     model: String,
-    base_url: String,
-    url: String,
-    headers: Vec<(String, String)>,
+    endpoint: Endpoint,
     max_tokens: u32,
     thinking_budget: Option<u32>,
     prompt_caching: bool,
@@ -77,7 +75,7 @@ impl fmt::Debug for Anthropic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Anthropic")
             .field("model", &self.inner.model)
-            .field("url", &self.inner.url)
+            .field("url", &self.inner.endpoint.url)
             .field("max_tokens", &self.inner.max_tokens)
             .field("thinking_budget", &self.inner.thinking_budget)
             .field("prompt_caching", &self.inner.prompt_caching)
@@ -95,6 +93,7 @@ pub struct AnthropicBuilder {
     thinking_budget: Option<u32>,
     prompt_caching: bool,
     timeouts: Timeouts,
+    http: HttpOptions,
     options: Map<String, Value>,
     env_error: Option<LayerError>,
 }
@@ -109,6 +108,7 @@ impl fmt::Debug for AnthropicBuilder {
             .field("max_tokens", &self.max_tokens)
             .field("thinking_budget", &self.thinking_budget)
             .field("prompt_caching", &self.prompt_caching)
+            .field("http", &self.http)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -138,6 +138,7 @@ impl Anthropic {
             thinking_budget: None,
             prompt_caching: true,
             timeouts: Timeouts::default(),
+            http: HttpOptions::default(),
             options: Map::new(),
             env_error: None,
         }
@@ -215,6 +216,14 @@ impl AnthropicBuilder {
         self
     }
 
+    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]): an `anthropic-beta`
+    /// header, for one.
+    #[must_use]
+    pub fn http(mut self, options: HttpOptions) -> Self {
+        self.http = options;
+        self
+    }
+
     /// An extra body key sent with every request (`temperature`, `top_k`, `metadata`...); a later
     /// call with the same key replaces it. Keys the SDK builds (`model`, `messages`, `system`,
     /// `stream`, `tools`, `tool_choice`, `max_tokens`, `thinking`) are refused by
@@ -271,12 +280,12 @@ impl AnthropicBuilder {
             ("x-api-key".to_owned(), key),
             ("anthropic-version".to_owned(), self.version),
         ];
+        let url = format!("{base_url}/v1/messages");
+        let endpoint = Endpoint::new(base_url, url, headers, None, self.http)?;
         Ok(Anthropic {
             inner: Arc::new(Config {
                 model: self.model,
-                url: format!("{base_url}/v1/messages"),
-                base_url,
-                headers,
+                endpoint,
                 max_tokens: self.max_tokens,
                 thinking_budget: self.thinking_budget,
                 prompt_caching: self.prompt_caching,
@@ -297,7 +306,11 @@ impl Layer for Anthropic {
     }
 
     fn base_url(&self) -> &str {
-        &self.inner.base_url
+        &self.inner.endpoint.base_url
+    }
+
+    fn http(&self) -> Option<&HttpOptions> {
+        self.inner.endpoint.http.as_ref()
     }
 
     fn timeouts(&self) -> Timeouts {
@@ -306,11 +319,7 @@ impl Layer for Anthropic {
 
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
         let body = self.body(spec)?;
-        Ok(HttpRequest {
-            url: self.inner.url.clone(),
-            headers: self.inner.headers.clone(),
-            body: body_bytes(&body),
-        })
+        self.inner.endpoint.request(PROVIDER, &body)
     }
 
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {

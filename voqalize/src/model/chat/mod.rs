@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
-    LayerError, body_bytes, check_base_url, check_header, check_model, check_options, check_word,
-    env_var,
+    LayerError, check_base_url, check_header, check_model, check_options, check_word, env_var,
 };
 
 mod decode;
@@ -58,9 +58,7 @@ pub struct Chat {
 struct Config {
     model: String,
     provider: String,
-    base_url: String,
-    url: String,
-    headers: Vec<(String, String)>,
+    endpoint: Endpoint,
     reasoning_effort: Option<String>,
     strict: bool,
     timeouts: Timeouts,
@@ -72,7 +70,7 @@ impl fmt::Debug for Chat {
         f.debug_struct("Chat")
             .field("model", &self.inner.model)
             .field("provider", &self.inner.provider)
-            .field("url", &self.inner.url)
+            .field("url", &self.inner.endpoint.url)
             .field("reasoning_effort", &self.inner.reasoning_effort)
             .field("strict", &self.inner.strict)
             .finish_non_exhaustive()
@@ -84,6 +82,12 @@ pub struct ChatBuilder {
     base_url: String,
     model: String,
     api_key: Option<String>,
+    /// Azure OpenAI ([`Chat::azure`]).
+    azure: bool,
+    /// Azure's dated `api-version`; `None`: the v1 API, which takes none.
+    api_version: Option<String>,
+    bearer: Option<TokenFn>,
+    http: HttpOptions,
     provider: Option<String>,
     reasoning_effort: Option<String>,
     strict: bool,
@@ -98,6 +102,10 @@ impl fmt::Debug for ChatBuilder {
             .field("base_url", &self.base_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("azure", &self.azure)
+            .field("api_version", &self.api_version)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<a token source>"))
+            .field("http", &self.http)
             .field("provider", &self.provider)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("strict", &self.strict)
@@ -126,6 +134,10 @@ impl Chat {
             base_url: base_url.into(),
             model: model.into(),
             api_key: None,
+            azure: false,
+            api_version: None,
+            bearer: None,
+            http: HttpOptions::default(),
             provider: None,
             reasoning_effort: None,
             strict: false,
@@ -133,6 +145,32 @@ impl Chat {
             options: Map::new(),
             env_error: None,
         }
+    }
+
+    /// A layer for chat completions on Azure OpenAI: the resource at `endpoint`
+    /// (`https://my-resource.openai.azure.com`) and its `deployment`. Requests go to Azure's v1
+    /// API, `{endpoint}/openai/v1/chat/completions` with the deployment as the model, unless
+    /// [`ChatBuilder::api_version`] names a dated version (then the deployment URL
+    /// `{endpoint}/openai/deployments/{deployment}/chat/completions?api-version=…`). Authenticate
+    /// with [`ChatBuilder::api_key`] (sent as `api-key`) or [`ChatBuilder::bearer`] (Entra ID).
+    /// TurnSteps name `microsoft` as the provider.
+    ///
+    /// # Examples
+    /// ```
+    /// use voqalize::model::Chat;
+    ///
+    /// let azure = Chat::azure("https://my-resource.openai.azure.com", "gpt-4o-mini-voice")
+    ///     .api_key("azure-key")
+    ///     .api_version("2024-10-21")
+    ///     .build()?;
+    /// # let _ = azure;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn azure(endpoint: impl Into<String>, deployment: impl Into<String>) -> ChatBuilder {
+        let mut builder = Chat::builder(endpoint, deployment);
+        builder.azure = true;
+        builder.provider = Some("microsoft".to_owned());
+        builder
     }
 
     /// A layer for `model` configured from the environment as the OpenAI clients read it: the key
@@ -165,7 +203,31 @@ impl Chat {
 }
 
 impl ChatBuilder {
-    /// The API key, sent as `Authorization: Bearer <key>`.
+    /// A bearer token source, called before each request (Azure Entra ID, a gateway); it
+    /// replaces the API key. Keep it fast: return the current token, refreshed by a task of your
+    /// own. A token a header cannot carry fails that request.
+    #[must_use]
+    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.bearer = Some(Arc::new(token));
+        self
+    }
+
+    /// Azure only: a dated `api-version` (`2024-10-21`), which sends requests to the deployment
+    /// URL; [`build`](Self::build) refuses it on a layer that is not [`Chat::azure`]'s.
+    #[must_use]
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = Some(version.into());
+        self
+    }
+
+    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
+    #[must_use]
+    pub fn http(mut self, options: HttpOptions) -> Self {
+        self.http = options;
+        self
+    }
+
+    /// The API key, sent as `Authorization: Bearer <key>` (as `api-key` on Azure).
     #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
@@ -242,10 +304,43 @@ impl ChatBuilder {
             ("content-type".to_owned(), "application/json".to_owned()),
             ("accept".to_owned(), "text/event-stream".to_owned()),
         ];
-        if let Some(key) = self.api_key {
-            check_header("chat completions", "API key", &key)?;
-            headers.push(("authorization".to_owned(), format!("Bearer {key}")));
+        match (self.api_key, self.bearer.is_some(), self.azure) {
+            (_, true, _) => {}
+            (Some(key), false, azure) => {
+                check_header("chat completions", "API key", &key)?;
+                headers.push(if azure {
+                    ("api-key".to_owned(), key)
+                } else {
+                    ("authorization".to_owned(), format!("Bearer {key}"))
+                });
+            }
+            (None, false, true) => {
+                return Err(LayerError::MissingKey {
+                    provider: "microsoft",
+                    vars: "an Azure key (api_key) or a bearer token source",
+                });
+            }
+            (None, false, false) => {}
         }
+        let url = match (self.azure, &self.api_version) {
+            (false, None) => format!("{base_url}/chat/completions"),
+            (false, Some(version)) => {
+                return Err(LayerError::BadSetting {
+                    setting: "api_version",
+                    value: version.clone(),
+                    why: "only Azure OpenAI takes an api-version (Chat::azure)",
+                });
+            }
+            (true, None) => format!("{base_url}/openai/v1/chat/completions"),
+            (true, Some(version)) => {
+                check_word("API version", version)?;
+                check_word("Azure deployment", &self.model)?;
+                format!(
+                    "{base_url}/openai/deployments/{}/chat/completions?api-version={version}",
+                    self.model
+                )
+            }
+        };
         if let Some(effort) = &self.reasoning_effort {
             check_word("reasoning effort", effort)?;
         }
@@ -256,13 +351,12 @@ impl ChatBuilder {
                 setting: "reasoning_effort(effort)",
             });
         }
+        let endpoint = Endpoint::new(base_url, url, headers, self.bearer, self.http)?;
         Ok(Chat {
             inner: Arc::new(Config {
                 model: self.model,
                 provider,
-                url: format!("{base_url}/chat/completions"),
-                base_url,
-                headers,
+                endpoint,
                 reasoning_effort: self.reasoning_effort,
                 strict: self.strict,
                 timeouts: self.timeouts,
@@ -330,7 +424,11 @@ impl Layer for Chat {
     }
 
     fn base_url(&self) -> &str {
-        &self.inner.base_url
+        &self.inner.endpoint.base_url
+    }
+
+    fn http(&self) -> Option<&HttpOptions> {
+        self.inner.endpoint.http.as_ref()
     }
 
     fn timeouts(&self) -> Timeouts {
@@ -339,11 +437,9 @@ impl Layer for Chat {
 
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
         let body = self.body(spec)?;
-        Ok(HttpRequest {
-            url: self.inner.url.clone(),
-            headers: self.inner.headers.clone(),
-            body: body_bytes(&body),
-        })
+        self.inner
+            .endpoint
+            .request(error_name(&self.inner.provider), &body)
     }
 
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
-    LayerError, body_bytes, check_base_url, check_header, check_options, check_word, env_var,
+    LayerError, check_base_url, check_header, check_options, check_word, env_var,
 };
 
 mod decode;
@@ -63,10 +64,8 @@ pub struct Gemini {
 }
 
 struct Config {
-    api_key: String,
     model: String,
-    base_url: String,
-    url: String,
+    endpoint: Endpoint,
     thinking_level: Option<String>,
     timeouts: Timeouts,
     /// Top-level body keys other than `generationConfig`.
@@ -79,7 +78,7 @@ impl fmt::Debug for Gemini {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Gemini")
             .field("model", &self.inner.model)
-            .field("url", &self.inner.url)
+            .field("url", &self.inner.endpoint.url)
             .field("thinking_level", &self.inner.thinking_level)
             .finish_non_exhaustive()
     }
@@ -88,6 +87,9 @@ impl fmt::Debug for Gemini {
 /// Configures a [`Gemini`] layer; [`build`](Self::build) checks everything.
 pub struct GeminiBuilder {
     api_key: Option<String>,
+    vertex: Option<(String, String)>,
+    bearer: Option<TokenFn>,
+    http: HttpOptions,
     model: String,
     base_url: String,
     api_version: String,
@@ -102,6 +104,9 @@ impl fmt::Debug for GeminiBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GeminiBuilder")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("vertex", &self.vertex)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<a token source>"))
+            .field("http", &self.http)
             .field("model", &self.model)
             .field("base_url", &self.base_url)
             .field("api_version", &self.api_version)
@@ -129,6 +134,9 @@ impl Gemini {
     pub fn builder(api_key: impl Into<String>) -> GeminiBuilder {
         GeminiBuilder {
             api_key: Some(api_key.into()),
+            vertex: None,
+            bearer: None,
+            http: HttpOptions::default(),
             model: DEFAULT_MODEL.to_owned(),
             base_url: DEFAULT_BASE_URL.to_owned(),
             api_version: DEFAULT_API_VERSION.to_owned(),
@@ -137,6 +145,42 @@ impl Gemini {
             options: Map::new(),
             env_error: None,
         }
+    }
+
+    /// A layer for Gemini on Vertex AI: `project`'s models in `location` (`us-central1`,
+    /// `europe-west4`, or `global`), at the regional endpoint
+    /// `https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/{location}/publishers/google/models/{model}`
+    /// (`aiplatform.googleapis.com` for `global`). Vertex takes an OAuth access token, not an API
+    /// key: give [`GeminiBuilder::bearer`] a source, called before each request, so rotating
+    /// credentials are read fresh. The request and the stream are Gemini's.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::{Arc, RwLock};
+    /// use voqalize::model::Gemini;
+    ///
+    /// // Your own task refreshes the token (gcloud, the metadata server, a workload identity).
+    /// let token = Arc::new(RwLock::new(String::from("ya29.a0-first-token")));
+    /// let current = token.clone();
+    /// let gemini = Gemini::vertex("my-project", "europe-west4")
+    ///     .model("gemini-3.5-flash")
+    ///     .bearer(move || current.read().map(|t| t.clone()).unwrap_or_default())
+    ///     .build()?;
+    /// # let _ = gemini;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn vertex(project: impl Into<String>, location: impl Into<String>) -> GeminiBuilder {
+        let location = location.into();
+        let host = if location == "global" {
+            "https://aiplatform.googleapis.com".to_owned()
+        } else {
+            format!("https://{location}-aiplatform.googleapis.com")
+        };
+        let mut builder = Gemini::builder(String::new());
+        builder.api_key = None;
+        builder.base_url = host;
+        builder.vertex = Some((project.into(), location));
+        builder
     }
 
     /// A layer configured from the environment: the key from `GOOGLE_API_KEY`, else
@@ -190,6 +234,22 @@ impl GeminiBuilder {
     #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
+        self
+    }
+
+    /// A bearer token source, called before each request and sent as `Authorization: Bearer`
+    /// (Vertex AI, or a gateway); it replaces the API key. Keep it fast: return the current
+    /// token, refreshed by a task of your own. A token a header cannot carry fails that request.
+    #[must_use]
+    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.bearer = Some(Arc::new(token));
+        self
+    }
+
+    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
+    #[must_use]
+    pub fn http(mut self, options: HttpOptions) -> Self {
+        self.http = options;
         self
     }
 
@@ -249,11 +309,22 @@ impl GeminiBuilder {
         if let Some(e) = self.env_error {
             return Err(e);
         }
-        let api_key = self.api_key.ok_or(LayerError::MissingKey {
-            provider: PROVIDER,
-            vars: "GOOGLE_API_KEY or GEMINI_API_KEY",
-        })?;
-        check_header(PROVIDER, "API key", &api_key)?;
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+        ];
+        if self.bearer.is_none() {
+            let api_key = self.api_key.ok_or(LayerError::MissingKey {
+                provider: PROVIDER,
+                vars: if self.vertex.is_some() {
+                    "a bearer token source (Vertex AI takes an access token)"
+                } else {
+                    "GOOGLE_API_KEY or GEMINI_API_KEY"
+                },
+            })?;
+            check_header(PROVIDER, "API key", &api_key)?;
+            headers.insert(0, ("x-goog-api-key".to_owned(), api_key));
+        }
         let model = self
             .model
             .strip_prefix("models/")
@@ -302,16 +373,24 @@ impl GeminiBuilder {
                 setting: "thinking_level (pass thinking_level(None) to send your own)",
             });
         }
-        let url = format!(
-            "{base_url}/{}/models/{model}:streamGenerateContent?alt=sse",
-            self.api_version
-        );
+        let url = match &self.vertex {
+            None => format!(
+                "{base_url}/{}/models/{model}:streamGenerateContent?alt=sse",
+                self.api_version
+            ),
+            Some((project, location)) => {
+                check_word("Vertex AI project", project)?;
+                check_word("Vertex AI location", location)?;
+                format!(
+                    "{base_url}/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:streamGenerateContent?alt=sse"
+                )
+            }
+        };
+        let endpoint = Endpoint::new(base_url, url, headers, self.bearer, self.http)?;
         Ok(Gemini {
             inner: Arc::new(Config {
-                api_key,
                 model,
-                base_url,
-                url,
+                endpoint,
                 thinking_level: self.thinking_level,
                 timeouts: self.timeouts,
                 options,
@@ -331,7 +410,11 @@ impl Layer for Gemini {
     }
 
     fn base_url(&self) -> &str {
-        &self.inner.base_url
+        &self.inner.endpoint.base_url
+    }
+
+    fn http(&self) -> Option<&HttpOptions> {
+        self.inner.endpoint.http.as_ref()
     }
 
     fn timeouts(&self) -> Timeouts {
@@ -340,15 +423,7 @@ impl Layer for Gemini {
 
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
         let body = self.body(spec)?;
-        Ok(HttpRequest {
-            url: self.inner.url.clone(),
-            headers: vec![
-                ("x-goog-api-key".into(), self.inner.api_key.clone()),
-                ("content-type".into(), "application/json".into()),
-                ("accept".into(), "text/event-stream".into()),
-            ],
-            body: body_bytes(&body),
-        })
+        self.inner.endpoint.request(PROVIDER, &body)
     }
 
     fn enums_as_strings(&self) -> bool {

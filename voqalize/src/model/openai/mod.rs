@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
-    LayerError, body_bytes, check_base_url, check_header, check_model, check_options, check_word,
-    env_var,
+    LayerError, check_base_url, check_header, check_model, check_options, check_word, env_var,
 };
 
 mod decode;
@@ -58,9 +58,9 @@ pub struct OpenAi {
 
 struct Config {
     model: String,
-    base_url: String,
-    url: String,
-    headers: Vec<(String, String)>,
+    /// `openai`, or `microsoft` on Azure.
+    provider: &'static str,
+    endpoint: Endpoint,
     reasoning: Option<String>,
     strict: bool,
     timeouts: Timeouts,
@@ -71,7 +71,7 @@ impl fmt::Debug for OpenAi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAi")
             .field("model", &self.inner.model)
-            .field("url", &self.inner.url)
+            .field("url", &self.inner.endpoint.url)
             .field("reasoning", &self.inner.reasoning)
             .field("strict", &self.inner.strict)
             .finish_non_exhaustive()
@@ -83,6 +83,12 @@ pub struct OpenAiBuilder {
     api_key: Option<String>,
     model: String,
     base_url: String,
+    /// Azure OpenAI ([`OpenAi::azure`]).
+    azure: bool,
+    /// Azure's dated `api-version`; `None`: the v1 API, which takes none.
+    api_version: Option<String>,
+    bearer: Option<TokenFn>,
+    http: HttpOptions,
     organization: Option<String>,
     project: Option<String>,
     reasoning: Option<String>,
@@ -96,6 +102,10 @@ impl fmt::Debug for OpenAiBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiBuilder")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("azure", &self.azure)
+            .field("api_version", &self.api_version)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<a token source>"))
+            .field("http", &self.http)
             .field("model", &self.model)
             .field("base_url", &self.base_url)
             .field("organization", &self.organization)
@@ -126,6 +136,10 @@ impl OpenAi {
             api_key: Some(api_key.into()),
             model: model.into(),
             base_url: DEFAULT_BASE_URL.to_owned(),
+            azure: false,
+            api_version: None,
+            bearer: None,
+            http: HttpOptions::default(),
             organization: None,
             project: None,
             reasoning: None,
@@ -134,6 +148,32 @@ impl OpenAi {
             options: Map::new(),
             env_error: None,
         }
+    }
+
+    /// A layer for the Responses API on Azure OpenAI: the resource at `endpoint`
+    /// (`https://my-resource.openai.azure.com`) and its `deployment`, which goes where the model
+    /// does. Requests go to Azure's v1 API, `{endpoint}/openai/v1/responses`, unless
+    /// [`OpenAiBuilder::api_version`] names a dated version (then
+    /// `{endpoint}/openai/responses?api-version=…`). Authenticate with
+    /// [`OpenAiBuilder::api_key`] (sent as `api-key`) or [`OpenAiBuilder::bearer`] (Entra ID).
+    /// TurnSteps name `microsoft` as the provider.
+    ///
+    /// # Examples
+    /// ```
+    /// use voqalize::model::OpenAi;
+    ///
+    /// let azure = OpenAi::azure("https://my-resource.openai.azure.com", "gpt-5-mini-voice")
+    ///     .api_key("azure-key")
+    ///     .build()?;
+    /// # let _ = azure;
+    /// # Ok::<(), voqalize::model::LayerError>(())
+    /// ```
+    pub fn azure(endpoint: impl Into<String>, deployment: impl Into<String>) -> OpenAiBuilder {
+        let mut builder = OpenAi::builder(String::new(), deployment);
+        builder.api_key = None;
+        builder.base_url = endpoint.into();
+        builder.azure = true;
+        builder
     }
 
     /// A layer for `model` configured from the environment: the key from `OPENAI_API_KEY`, the
@@ -175,6 +215,37 @@ impl OpenAiBuilder {
     #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
+        self
+    }
+
+    /// The API key: sent as `Authorization: Bearer` to OpenAI, as `api-key` to Azure.
+    #[must_use]
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// A bearer token source, called before each request (Azure Entra ID, a gateway); it
+    /// replaces the API key. Keep it fast: return the current token, refreshed by a task of your
+    /// own. A token a header cannot carry fails that request.
+    #[must_use]
+    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.bearer = Some(Arc::new(token));
+        self
+    }
+
+    /// Azure only: a dated `api-version` (`2025-04-01-preview`), for a resource without the v1
+    /// API; [`build`](Self::build) refuses it on a layer that is not [`OpenAi::azure`]'s.
+    #[must_use]
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = Some(version.into());
+        self
+    }
+
+    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
+    #[must_use]
+    pub fn http(mut self, options: HttpOptions) -> Self {
+        self.http = options;
         self
     }
 
@@ -237,13 +308,43 @@ impl OpenAiBuilder {
         if let Some(e) = self.env_error {
             return Err(e);
         }
-        let api_key = self.api_key.ok_or(LayerError::MissingKey {
-            provider: PROVIDER,
-            vars: "OPENAI_API_KEY",
-        })?;
-        check_header(PROVIDER, "API key", &api_key)?;
         check_model(&self.model)?;
         let base_url = check_base_url(&self.base_url)?;
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("accept".to_owned(), "text/event-stream".to_owned()),
+        ];
+        if self.bearer.is_none() {
+            let api_key = self.api_key.ok_or(LayerError::MissingKey {
+                provider: PROVIDER,
+                vars: if self.azure {
+                    "an Azure key (api_key) or a bearer token source"
+                } else {
+                    "OPENAI_API_KEY"
+                },
+            })?;
+            check_header(PROVIDER, "API key", &api_key)?;
+            headers.push(if self.azure {
+                ("api-key".to_owned(), api_key)
+            } else {
+                ("authorization".to_owned(), format!("Bearer {api_key}"))
+            });
+        }
+        let url = match (self.azure, &self.api_version) {
+            (false, None) => format!("{base_url}/responses"),
+            (false, Some(_)) => {
+                return Err(LayerError::BadSetting {
+                    setting: "api_version",
+                    value: self.api_version.unwrap_or_default(),
+                    why: "only Azure OpenAI takes an api-version (OpenAi::azure)",
+                });
+            }
+            (true, None) => format!("{base_url}/openai/v1/responses"),
+            (true, Some(version)) => {
+                check_word("API version", version)?;
+                format!("{base_url}/openai/responses?api-version={version}")
+            }
+        };
         if let Some(effort) = &self.reasoning {
             check_word("reasoning effort", effort)?;
         }
@@ -254,11 +355,6 @@ impl OpenAiBuilder {
                 setting: "reasoning(effort)",
             });
         }
-        let mut headers = vec![
-            ("authorization".to_owned(), format!("Bearer {api_key}")),
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("accept".to_owned(), "text/event-stream".to_owned()),
-        ];
         if let Some(org) = self.organization {
             check_header(PROVIDER, "organization", &org)?;
             headers.push(("openai-organization".to_owned(), org));
@@ -267,12 +363,12 @@ impl OpenAiBuilder {
             check_header(PROVIDER, "project", &project)?;
             headers.push(("openai-project".to_owned(), project));
         }
+        let endpoint = Endpoint::new(base_url, url, headers, self.bearer, self.http)?;
         Ok(OpenAi {
             inner: Arc::new(Config {
                 model: self.model,
-                url: format!("{base_url}/responses"),
-                base_url,
-                headers,
+                provider: if self.azure { "microsoft" } else { PROVIDER },
+                endpoint,
                 reasoning: self.reasoning,
                 strict: self.strict,
                 timeouts: self.timeouts,
@@ -284,7 +380,7 @@ impl OpenAiBuilder {
 
 impl Layer for OpenAi {
     fn provider(&self) -> &str {
-        PROVIDER
+        self.inner.provider
     }
 
     fn model(&self) -> &str {
@@ -292,7 +388,11 @@ impl Layer for OpenAi {
     }
 
     fn base_url(&self) -> &str {
-        &self.inner.base_url
+        &self.inner.endpoint.base_url
+    }
+
+    fn http(&self) -> Option<&HttpOptions> {
+        self.inner.endpoint.http.as_ref()
     }
 
     fn timeouts(&self) -> Timeouts {
@@ -301,11 +401,7 @@ impl Layer for OpenAi {
 
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
         let body = self.body(spec)?;
-        Ok(HttpRequest {
-            url: self.inner.url.clone(),
-            headers: self.inner.headers.clone(),
-            body: body_bytes(&body),
-        })
+        self.inner.endpoint.request(PROVIDER, &body)
     }
 
     fn decoder(&self, limits: DecodeLimits) -> Box<dyn Decoder> {

@@ -623,17 +623,27 @@ fn from_env_reads_the_openai_variables() {
     .build()
     .unwrap();
     assert_eq!(
-        l.inner.url,
+        l.inner.endpoint.url,
         "https://router.example/api/v1/chat/completions"
     );
     assert!(
         l.inner
+            .endpoint
             .headers
             .contains(&("authorization".into(), "Bearer sk-env".into()))
     );
     let l = Chat::from_lookup("gpt-x", |_| Ok(None)).build().unwrap();
-    assert_eq!(l.inner.url, "https://api.openai.com/v1/chat/completions");
-    assert!(!l.inner.headers.iter().any(|(k, _)| k == "authorization"));
+    assert_eq!(
+        l.inner.endpoint.url,
+        "https://api.openai.com/v1/chat/completions"
+    );
+    assert!(
+        !l.inner
+            .endpoint
+            .headers
+            .iter()
+            .any(|(k, _)| k == "authorization")
+    );
     let strict = Chat::builder("http://h", "m").strict(true).build().unwrap();
     let tools = tools();
     let history = [user(1, "hi")];

@@ -633,7 +633,10 @@ fn env(vars: &'static [(&'static str, &'static str)]) -> GeminiBuilder {
 #[test]
 fn from_env_reads_the_documented_variables() {
     let g = env(&[("GEMINI_API_KEY", "g2")]).build().unwrap();
-    assert_eq!(g.inner.api_key, "g2");
+    assert_eq!(
+        g.inner.endpoint.headers[0],
+        ("x-goog-api-key".to_owned(), "g2".to_owned())
+    );
     assert_eq!(g.model(), "gemini-3.5-flash");
     assert_eq!(g.base_url(), "https://generativelanguage.googleapis.com");
     let g = env(&[
@@ -645,9 +648,12 @@ fn from_env_reads_the_documented_variables() {
     ])
     .build()
     .unwrap();
-    assert_eq!(g.inner.api_key, "g1");
     assert_eq!(
-        g.inner.url,
+        g.inner.endpoint.headers[0],
+        ("x-goog-api-key".to_owned(), "g1".to_owned())
+    );
+    assert_eq!(
+        g.inner.endpoint.url,
         "http://localhost:8080/proxy/v1beta/models/gemini-3.7-flash:streamGenerateContent?alt=sse"
     );
     assert_eq!(g.base_url(), "http://localhost:8080/proxy");

@@ -625,17 +625,19 @@ fn from_env_reads_the_documented_variables() {
     )
     .build()
     .unwrap();
-    assert_eq!(l.inner.url, "http://localhost:4000/v1/responses");
+    assert_eq!(l.inner.endpoint.url, "http://localhost:4000/v1/responses");
     assert_eq!(l.base_url(), "http://localhost:4000/v1");
     assert_eq!(l.model(), "gpt-6-sol");
     assert_eq!(l.provider(), "openai");
     assert!(
         l.inner
+            .endpoint
             .headers
             .contains(&("authorization".into(), "Bearer sk-env".into()))
     );
     assert!(
         l.inner
+            .endpoint
             .headers
             .contains(&("openai-project".into(), "proj-9".into()))
     );

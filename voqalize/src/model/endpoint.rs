@@ -1,0 +1,209 @@
+//! Where a layer's requests go and how they are let in: the URL and fixed headers, a bearer token
+//! asked for before each request (rotating credentials: Vertex AI, Azure Entra ID), and
+//! [`HttpOptions`] (an HTTP proxy, extra root certificates, extra headers).
+
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::http::HttpRequest;
+use super::layer::StreamError;
+use super::render::{LayerError, body_bytes, build_error, check_base_url, check_header};
+
+/// What a company's network needs of a layer's HTTP, without naming the HTTP crate: a proxy,
+/// root certificates beyond the platform's (a TLS-inspecting proxy, a private gateway), and
+/// headers sent with every request (a gateway's routing or tenant header). Checked when the
+/// layer is built.
+///
+/// # Examples
+/// ```
+/// use voqalize::model::{Gemini, HttpOptions};
+///
+/// let http = HttpOptions::new()
+///     .proxy("http://proxy.internal:3128")
+///     .header("x-tenant", "voice");
+/// let gemini = Gemini::builder("key").http(http).build()?;
+/// # let _ = gemini;
+/// # Ok::<(), voqalize::model::LayerError>(())
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct HttpOptions {
+    proxy: Option<String>,
+    roots: Vec<u8>,
+    headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpOptions")
+            .field("proxy", &self.proxy)
+            .field("root_certificate_bytes", &self.roots.len())
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl HttpOptions {
+    /// No proxy, the platform's roots, no extra header.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every request of the layer goes through the proxy at `url` (`http://host:port`, with
+    /// `user:password@` for basic auth); HTTPS is tunnelled through it with `CONNECT`.
+    #[must_use]
+    pub fn proxy(mut self, url: impl Into<String>) -> Self {
+        self.proxy = Some(url.into());
+        self
+    }
+
+    /// Trusts the certificates in `pem` (one or more `-----BEGIN CERTIFICATE-----` blocks) as
+    /// roots, beside the platform's. Call again to add more.
+    #[must_use]
+    pub fn root_certificates_pem(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.roots.extend_from_slice(pem.as_ref());
+        self.roots.push(b'\n');
+        self
+    }
+
+    /// Sends `name: value` with every request (after the layer's own headers).
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Whether the transport needs a client of its own (a proxy or extra roots).
+    pub(crate) fn custom_transport(&self) -> bool {
+        self.proxy.is_some() || !self.roots.is_empty()
+    }
+
+    /// What tells two transports apart, for the client cache.
+    pub(crate) fn transport_key(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        (&self.proxy, &self.roots).hash(&mut h);
+        h.finish()
+    }
+
+    /// The proxy's URL, if any.
+    pub(crate) fn proxy_url(&self) -> Option<&str> {
+        self.proxy.as_deref()
+    }
+
+    /// The extra roots, parsed.
+    ///
+    /// # Errors
+    /// PEM without a certificate, or a block that does not parse.
+    pub(crate) fn root_certificates(
+        &self,
+    ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        if self.roots.is_empty() {
+            return Ok(Vec::new());
+        }
+        let certs = CertificateDer::pem_slice_iter(&self.roots)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("the PEM does not parse: {e}"))?;
+        if certs.is_empty() {
+            return Err("the PEM holds no certificate".into());
+        }
+        Ok(certs)
+    }
+
+    /// Checks everything, once, when a layer is built.
+    ///
+    /// # Errors
+    /// [`LayerError::BadHttpOption`] naming the option and why.
+    pub(crate) fn check(&self) -> Result<(), LayerError> {
+        let bad = |what: &'static str, why: String| LayerError::BadHttpOption { what, why };
+        if let Some(url) = &self.proxy {
+            check_base_url(url).map_err(|e| bad("proxy", e.to_string()))?;
+        }
+        self.root_certificates()
+            .map_err(|why| bad("root certificates", why))?;
+        for (name, value) in &self.headers {
+            let token = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(bad("header", format!("{name:?} is not a header name")));
+            }
+            check_header("the layer", "header value", value)
+                .map_err(|e| bad("header", e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// A bearer token asked for before each request.
+pub(crate) type TokenFn = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Where one layer's requests go: built and checked by its builder, used on every request.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    /// What the session warms, and errors name.
+    pub base_url: String,
+    /// The full URL of a model request.
+    pub url: String,
+    /// Fixed headers: content type, a fixed key, the layer's own, then the options' extra ones.
+    pub headers: Vec<(String, String)>,
+    /// Sent as `Authorization: Bearer <token>`, asked for per request.
+    pub bearer: Option<TokenFn>,
+    /// The options the transport uses (a proxy, extra roots), when any.
+    pub http: Option<HttpOptions>,
+}
+
+impl Endpoint {
+    /// An endpoint at `url` (under `base_url`) with `headers` and then the options' headers.
+    ///
+    /// # Errors
+    /// An option that does not check ([`HttpOptions::check`]).
+    pub(crate) fn new(
+        base_url: String,
+        url: String,
+        mut headers: Vec<(String, String)>,
+        bearer: Option<TokenFn>,
+        http: HttpOptions,
+    ) -> Result<Endpoint, LayerError> {
+        http.check()?;
+        headers.extend(http.headers.iter().cloned());
+        Ok(Endpoint {
+            base_url,
+            url,
+            headers,
+            bearer,
+            http: (http != HttpOptions::default()).then_some(http),
+        })
+    }
+
+    /// The request of `body`, with a fresh bearer token when the endpoint has a source.
+    ///
+    /// # Errors
+    /// A token a header cannot carry ([`StreamError::Unbuildable`]): the request is not sent.
+    pub(crate) fn request(&self, provider: &str, body: &Value) -> Result<HttpRequest, StreamError> {
+        let mut headers = self.headers.clone();
+        if let Some(token) = &self.bearer {
+            let token = token();
+            if check_header("the layer", "bearer token", &token).is_err() {
+                return Err(build_error(
+                    provider,
+                    "the bearer token source gave a token a header cannot carry (empty, or \
+                     with spaces or control characters)",
+                ));
+            }
+            headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+        }
+        Ok(HttpRequest {
+            url: self.url.clone(),
+            headers,
+            body: body_bytes(body),
+        })
+    }
+}
