@@ -7,7 +7,7 @@
 //!
 //! A `.sse` file is a response body as recorded; a `.chunks` file is one provider payload per
 //! line as recorded, framed here as its API frames it on the wire (Gemini `data: …\r\n\r\n`,
-//! Responses and Anthropic `event: <type>\ndata: …\n\n`, chat `data: …\n\n`); a `.json.body` file is a whole
+//! Responses and Anthropic `event: <type>\ndata: …\n\n`, Interactions `event: <event_type>\ndata: …\n\n`, chat `data: …\n\n`); a `.json.body` file is a whole
 //! JSON body (an HTTP error, with the notes' status, or a non-streamed response).
 
 use std::collections::BTreeMap;
@@ -56,6 +56,7 @@ impl Recording {
             "gemini" => Provider::Gemini,
             "responses" => Provider::OpenAi,
             "anthropic" => Provider::Anthropic,
+            "interactions" => Provider::Interactions,
             _ => Provider::Chat,
         }
     }
@@ -77,10 +78,15 @@ impl Recording {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             match self.api() {
                 "gemini" => out.push_str(&format!("data: {line}\r\n\r\n")),
-                "responses" | "anthropic" => {
+                "responses" | "anthropic" | "interactions" => {
+                    let key = if self.api() == "interactions" {
+                        "event_type"
+                    } else {
+                        "type"
+                    };
                     let kind = serde_json::from_str::<Value>(line)
                         .ok()
-                        .and_then(|v| v["type"].as_str().map(str::to_owned))
+                        .and_then(|v| v[key].as_str().map(str::to_owned))
                         .unwrap_or_default();
                     out.push_str(&format!("event: {kind}\ndata: {line}\n\n"));
                 }
@@ -205,6 +211,13 @@ fn calls_in(api: &str, body: &Value) -> Vec<Value> {
                     if b["type"] == "tool_use" {
                         out.push(json!({"name": b["name"], "arguments": b["input"]}));
                     }
+                }
+            }
+        }
+        "interactions" => {
+            for step in body["input"].as_array().into_iter().flatten() {
+                if step["type"] == "function_call" {
+                    out.push(json!({"name": step["name"], "arguments": step["arguments"]}));
                 }
             }
         }

@@ -77,6 +77,15 @@ async fn the_anthropic_layer_passes_the_kit() {
     .await;
 }
 
+#[tokio::test]
+async fn the_interactions_layer_passes_the_kit() {
+    LayerKit::new(Provider::Interactions, |base| {
+        crate::support::layer(Provider::Interactions, base, "gemini-test", timeouts())
+    })
+    .check()
+    .await;
+}
+
 // ---- Acme: a provider the SDK does not know, its layer and its stand-in written here ----
 //
 // Request: `POST {base}/stream` with `{"model", "system", "tools": [{"name", "description",

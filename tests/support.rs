@@ -194,7 +194,7 @@ pub fn layer(
     model: &str,
     timeouts: voqalize::model::Timeouts,
 ) -> voqalize::voice::ModelLayer {
-    use voqalize::model::{Anthropic, Chat, Gemini, OpenAi};
+    use voqalize::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
     use voqalize::testing::Provider;
     match provider {
         Provider::Gemini => Gemini::builder("test-key")
@@ -216,6 +216,13 @@ pub fn layer(
             .expect("a valid layer")
             .into(),
         Provider::Anthropic => Anthropic::builder("test-key", model)
+            .base_url(base_url)
+            .timeouts(timeouts)
+            .build()
+            .expect("a valid layer")
+            .into(),
+        Provider::Interactions => Interactions::builder("test-key")
+            .model(model)
             .base_url(base_url)
             .timeouts(timeouts)
             .build()

@@ -929,6 +929,7 @@ async fn tool_choice_none_is_sent_and_tools_stay_declared() {
         Provider::OpenAi,
         Provider::Chat,
         Provider::Anthropic,
+        Provider::Interactions,
     ] {
         let (rig, mut v) = rig_with(provider, "case-14", Plan::With(ToolChoice::None), |m| m).await;
         rig.server.reply(Reply::new().text("Sure.").finish());
@@ -947,8 +948,15 @@ async fn tool_choice_none_is_sent_and_tools_stay_declared() {
                 assert_eq!(body["tool_choice"], "none", "{provider:?}");
                 assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
             }
-            _ => {
+            Provider::Anthropic => {
                 assert_eq!(body["tool_choice"], json!({"type": "none"}), "{provider:?}");
+                assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+            }
+            _ => {
+                assert_eq!(
+                    body["generation_config"]["tool_choice"], "none",
+                    "{provider:?}"
+                );
                 assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
             }
         }
@@ -963,6 +971,7 @@ async fn tool_choice_only_is_each_providers_form() {
         Provider::OpenAi,
         Provider::Chat,
         Provider::Anthropic,
+        Provider::Interactions,
     ] {
         let (rig, mut v) = rig_with(
             provider,
@@ -988,9 +997,13 @@ async fn tool_choice_only_is_each_providers_form() {
                 body["tool_choice"],
                 json!({"type": "function", "function": {"name": "show_help"}})
             ),
-            _ => assert_eq!(
+            Provider::Anthropic => assert_eq!(
                 body["tool_choice"],
                 json!({"type": "tool", "name": "show_help"})
+            ),
+            _ => assert_eq!(
+                body["generation_config"]["tool_choice"],
+                json!({"allowed_tools": {"mode": "any", "tools": ["show_help"]}})
             ),
         }
     }
@@ -1101,6 +1114,7 @@ async fn a_brain_without_tools_declares_none() {
         Provider::OpenAi,
         Provider::Chat,
         Provider::Anthropic,
+        Provider::Interactions,
     ] {
         let server = ModelServer::start(provider).await.unwrap();
         let base = server.base_url();
@@ -2449,10 +2463,12 @@ async fn declared(provider: Provider) -> Vec<(String, Value)> {
             .unwrap()
             .iter()
             .map(|d| {
-                (
-                    d["name"].as_str().unwrap().to_owned(),
-                    d["input_schema"].clone(),
-                )
+                let schema = if provider == Provider::Anthropic {
+                    "input_schema"
+                } else {
+                    "parameters"
+                };
+                (d["name"].as_str().unwrap().to_owned(), d[schema].clone())
             })
             .collect(),
     }
@@ -2558,7 +2574,12 @@ async fn decision_schemas_are_rewritten_for_each_provider() {
     assert_eq!(reserve["properties"]["alt"]["nullable"], true);
     assert_eq!(reserve["properties"]["note"]["nullable"], true);
     assert_eq!(reserve["required"], json!(["guest"]));
-    for provider in [Provider::OpenAi, Provider::Chat, Provider::Anthropic] {
+    for provider in [
+        Provider::OpenAi,
+        Provider::Chat,
+        Provider::Anthropic,
+        Provider::Interactions,
+    ] {
         let tools = declared(provider).await;
         let all = Value::Array(tools.iter().map(|(_, p)| p.clone()).collect());
         let text = all.to_string();
@@ -2662,6 +2683,7 @@ async fn decision_heard_truth_leaves_nothing_for_a_unit_nobody_heard() {
         Provider::OpenAi,
         Provider::Chat,
         Provider::Anthropic,
+        Provider::Interactions,
     ] {
         let (rig, mut v) = rig(provider, "decision-heard").await;
         rig.server
@@ -2684,11 +2706,19 @@ async fn decision_heard_truth_leaves_nothing_for_a_unit_nobody_heard() {
                 json!([{"role": "system", "content": "Be brief."},
                     {"role": "user", "content": "slot?"}, {"role": "user", "content": "again?"}])
             ),
-            _ => assert_eq!(
+            Provider::Anthropic => assert_eq!(
                 messages(&rig.server, 1),
                 json!([{"role": "user", "content": [{"type": "text", "text": "slot?"},
                     {"type": "text", "text": "again?", "cache_control": {"type": "ephemeral"}}]}]),
                 "{provider:?}: one user message, as the API requires"
+            ),
+            _ => assert_eq!(
+                body["input"],
+                json!([
+                    {"type": "user_input", "content": [{"type": "text", "text": "slot?"}]},
+                    {"type": "user_input", "content": [{"type": "text", "text": "again?"}]}
+                ]),
+                "{provider:?}"
             ),
         }
         assert!(!body.to_string().contains("Friday"), "{provider:?}: {body}");

@@ -47,7 +47,7 @@
 //! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters |
 //! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
-//! | [`model`] | (feature `model`, on by default) Gemini, OpenAI Responses and chat-completions layers, our SSE parser, the pooled HTTP client |
+//! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic and chat-completions layers; our SSE parser, the pooled HTTP client |
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns |
 //! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |

@@ -4,7 +4,7 @@ pub use crate::actions::{Action, AppEvent, parse_app_event};
 pub use crate::brain::{Brain, BrainError, BrainResult, MakeBrain, fallible};
 pub use crate::host::{HostError, HostOptions, Upgrade, run_session};
 #[cfg(feature = "model")]
-pub use crate::model::{Anthropic, Chat, Gemini, OpenAi};
+pub use crate::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
 pub use crate::session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
 pub use crate::tools::prelude::*;
 #[cfg(feature = "model")]

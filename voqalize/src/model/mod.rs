@@ -1,13 +1,14 @@
 //! Model layers: the providers a model-backed brain talks to, and the transport beneath them.
 //!
-//! [`Gemini`], [`OpenAi`] (Responses API), [`Anthropic`] (Messages API) and [`Chat`] (any
-//! OpenAI-compatible `/chat/completions` endpoint) each build one provider request from the conversation and decode that provider's
-//! stream; the voice core drives them the same way. Each provider is a folder of three jobs: the
+//! [`Gemini`] (and its [`Interactions`] API), [`OpenAi`] (Responses API), [`Anthropic`] (Messages
+//! API) and [`Chat`] (any OpenAI-compatible `/chat/completions` endpoint) each build one provider
+//! request from the conversation and decode that provider's stream; the voice core drives them the
+//! same way, and a [`layer::Layer`] of your own too. Each provider is a folder of three jobs: the
 //! layer and its builder (`mod.rs`), the request (`request.rs`), the stream decoder (`decode.rs`).
 //!
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
 //! * [`layer`]: what a provider layer is to the voice core, and what a layer of your own implements;
-//! * `render`: the JSON helpers and construction checks the three layers share;
+//! * `render`: the JSON helpers and construction checks the layers share;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `within`: reading a provider's JSON within a budget of memory;
 //! * `endpoint`: where a layer's requests go: the URL, the headers, a bearer token asked for per
@@ -24,6 +25,7 @@ pub(crate) mod endpoint;
 pub(crate) mod gemini;
 pub(crate) mod history;
 pub(crate) mod http;
+pub(crate) mod interactions;
 pub mod layer;
 pub(crate) mod openai;
 pub(crate) mod partial_args;
@@ -38,6 +40,7 @@ pub use gemini::{Gemini, GeminiBuilder};
 pub use history::ToolChoice;
 pub(crate) use http::ModelError;
 pub use http::Timeouts;
+pub use interactions::{Interactions, InteractionsBuilder};
 pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;
 

@@ -19,12 +19,15 @@ pub enum Provider {
     Chat,
     /// Anthropic Messages: named events of content blocks, ended by `message_stop`.
     Anthropic,
+    /// Gemini Interactions: named events of bracketed steps, ended by `interaction.completed`
+    /// and `[DONE]`.
+    Interactions,
 }
 
 impl WireFormat for Provider {
     fn base_path(&self) -> &str {
         match self {
-            Provider::Gemini | Provider::Anthropic => "",
+            Provider::Gemini | Provider::Anthropic | Provider::Interactions => "",
             Provider::OpenAi | Provider::Chat => "/v1",
         }
     }
@@ -35,6 +38,7 @@ impl WireFormat for Provider {
             Provider::OpenAi => Box::new(OpenAiWriter::default()),
             Provider::Chat => Box::new(ChatWriter::default()),
             Provider::Anthropic => Box::new(AnthropicWriter::default()),
+            Provider::Interactions => Box::new(InteractionsWriter::default()),
         }
     }
 
@@ -49,6 +53,9 @@ impl WireFormat for Provider {
             Provider::Anthropic => {
                 json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
             }
+            Provider::Interactions => {
+                json!({"error": {"code": "invalid_request", "message": message}})
+            }
         }
     }
 
@@ -59,6 +66,7 @@ impl WireFormat for Provider {
             Provider::OpenAi => read_openai(body),
             Provider::Chat => read_chat(body),
             Provider::Anthropic => read_anthropic(body),
+            Provider::Interactions => read_interactions(body),
         }
     }
 }
@@ -374,6 +382,165 @@ impl StreamWriter for AnthropicWriter {
 
     fn keep_alive(&mut self) -> String {
         "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_owned()
+    }
+}
+
+fn read_interactions(body: &Value) -> ReadBack {
+    let tools = body["tools"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
+        .unwrap_or_default();
+    let mut said = Vec::new();
+    for step in body["input"].as_array().into_iter().flatten() {
+        let text = || content_text(&step["content"]).unwrap_or_default();
+        match step["type"].as_str() {
+            Some("user_input") => said.push(Said::User(text())),
+            Some("model_output") => said.push(Said::Model(text())),
+            Some("function_call") => said.push(Said::Call {
+                id: text_of(&step["id"]),
+                name: text_of(&step["name"]).unwrap_or_default(),
+                arguments: step["arguments"].clone(),
+            }),
+            Some("function_result") => said.push(Said::Result {
+                id: text_of(&step["call_id"]),
+                output: output_of(&step["result"]),
+            }),
+            _ => {}
+        }
+    }
+    ReadBack {
+        instruction: text_of(&body["system_instruction"]),
+        tools,
+        said,
+    }
+}
+
+/// Gemini Interactions: `interaction.created` and a status update, then one bracketed step per
+/// text run, thought or call (a call's arguments in two `arguments_delta` fragments), then
+/// `interaction.completed` and `[DONE]`.
+#[derive(Default)]
+struct InteractionsWriter {
+    started: bool,
+    steps: u64,
+    output_open: bool,
+}
+
+fn interactions_event(kind: &str, mut data: Value) -> String {
+    data["event_type"] = json!(kind);
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+impl InteractionsWriter {
+    /// The opening events before the first step, and the stop of an open `model_output` step
+    /// when the next step is not more of its words.
+    fn next(&mut self, more_text: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.started {
+            self.started = true;
+            out.push(interactions_event(
+                "interaction.created",
+                json!({"interaction": {"id": "", "status": "in_progress", "object": "interaction"}}),
+            ));
+            out.push(interactions_event(
+                "interaction.status_update",
+                json!({"interaction_id": "", "status": "in_progress"}),
+            ));
+        }
+        if self.output_open && !more_text {
+            self.output_open = false;
+            out.push(self.stop());
+        }
+        out
+    }
+
+    fn start(&mut self, step: Value) -> String {
+        self.steps += 1;
+        interactions_event("step.start", json!({"index": self.steps - 1, "step": step}))
+    }
+
+    fn delta(&self, delta: Value) -> String {
+        interactions_event(
+            "step.delta",
+            json!({"index": self.steps - 1, "delta": delta}),
+        )
+    }
+
+    fn stop(&self) -> String {
+        interactions_event("step.stop", json!({"index": self.steps - 1}))
+    }
+}
+
+impl StreamWriter for InteractionsWriter {
+    fn text(&mut self, text: &str) -> Vec<String> {
+        let mut out = self.next(true);
+        if !self.output_open {
+            self.output_open = true;
+            out.push(self.start(json!({"type": "model_output"})));
+        }
+        out.push(self.delta(json!({"text": text, "type": "text"})));
+        out
+    }
+
+    fn thought(&mut self, text: &str) -> Vec<String> {
+        let mut out = self.next(false);
+        out.push(self.start(json!({"type": "thought"})));
+        out.push(
+            self.delta(
+                json!({"content": {"text": text, "type": "text"}, "type": "thought_summary"}),
+            ),
+        );
+        out.push(self.delta(json!({"signature": "CiQBc2ln", "type": "thought_signature"})));
+        out.push(self.stop());
+        out
+    }
+
+    fn call(&mut self, id: &str, name: &str, arguments: &Value) -> Vec<String> {
+        let mut out = self.next(false);
+        out.push(self.start(
+            json!({"id": id, "signature": "", "type": "function_call", "name": name, "arguments": {}}),
+        ));
+        let text = arguments.to_string();
+        let mut half = text.len() / 2;
+        while !text.is_char_boundary(half) {
+            half += 1;
+        }
+        for piece in [&text[..half], &text[half..]] {
+            out.push(self.delta(json!({"arguments": piece, "type": "arguments_delta"})));
+        }
+        out.push(self.stop());
+        out
+    }
+
+    fn finish(&mut self, _malformed: bool, usage: Option<(u64, u64)>) -> Vec<String> {
+        let mut out = self.next(false);
+        let mut interaction = json!({"id": "", "status": "completed", "object": "interaction"});
+        if let Some((i, o)) = usage {
+            interaction["usage"] = json!({"total_input_tokens": i, "total_cached_tokens": 0,
+                "total_output_tokens": o, "total_thought_tokens": 0, "total_tool_use_tokens": 0,
+                "total_tokens": i + o});
+        }
+        out.push(interactions_event(
+            "interaction.completed",
+            json!({ "interaction": interaction }),
+        ));
+        out.push("event: done\ndata: [DONE]\n\n".to_owned());
+        out
+    }
+
+    fn error(&mut self, message: &str) -> Vec<String> {
+        let mut out = self.next(false);
+        out.push(interactions_event(
+            "error",
+            json!({"error": {"code": "service_unavailable", "message": message}}),
+        ));
+        out
+    }
+
+    fn keep_alive(&mut self) -> String {
+        interactions_event(
+            "interaction.status_update",
+            json!({"interaction_id": "", "status": "in_progress"}),
+        )
     }
 }
 

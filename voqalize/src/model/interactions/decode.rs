@@ -1,0 +1,269 @@
+//! Decoding an Interactions stream: every step arrives bracketed (`step.start`, its
+//! `step.delta`s, `step.stop`). A `model_output` step's text is spoken as each delta comes; a
+//! `function_call` step's `arguments_delta` fragments and a `thought` step's summary and
+//! signature are assembled until the step stops; `interaction.completed` carries the usage and
+//! ends the response.
+
+use serde_json::{Map, Value, json};
+
+use crate::logline::outside_n;
+use crate::model::history::{Call, Chunk, Part, Usage};
+use crate::model::layer::{DecodeLimits, Decoder, StreamError};
+use crate::model::render::{count, error_message, malformed_shape, provider_error};
+use crate::model::sse::SseItem;
+use crate::model::within::parse_within;
+use crate::tools::Arguments;
+
+use super::PROVIDER;
+
+/// The step being streamed.
+#[derive(Debug)]
+enum Step {
+    /// Words: each delta was handed on as it came. Nothing of it is held, so a barge-in between
+    /// its start and its first delta leaves nothing behind.
+    Output,
+    /// A call: its id, name and argument text so far.
+    Call {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// Reasoning: its summary text and signature so far.
+    Thought { summary: String, signature: String },
+    /// A step this layer does not read (a server tool's call or result, a new type).
+    Skipped,
+}
+
+/// Decodes one Interactions stream within its [`DecodeLimits`]: at most `max_calls + 1` calls,
+/// at most `max_argument_bytes + 1` bytes of one call's arguments, a thought of at most
+/// `max_kept_bytes` (past it, the response is cut there).
+#[derive(Debug)]
+pub(crate) struct InteractionsDecoder {
+    limits: DecodeLimits,
+    step: Option<Step>,
+    calls: usize,
+    done: bool,
+}
+
+impl InteractionsDecoder {
+    pub(crate) fn new(limits: DecodeLimits) -> Self {
+        InteractionsDecoder {
+            limits,
+            step: None,
+            calls: 0,
+            done: false,
+        }
+    }
+
+    fn event(&mut self, data: &str) -> Result<Vec<Chunk>, StreamError> {
+        let data = data.trim();
+        if self.done || data.is_empty() {
+            return Ok(Vec::new());
+        }
+        if data == "[DONE]" {
+            // The server's last event, after `interaction.completed`: the end without a usage.
+            self.done = true;
+            return Ok(vec![Chunk::new(self.stop()).ending(false)]);
+        }
+        let Some(event) = parse_within(PROVIDER, data, self.limits.max_kept_bytes)? else {
+            return Ok(vec![Chunk::cut()]);
+        };
+        let parts = match event.get("event_type").and_then(Value::as_str) {
+            Some("step.start") => self.start(&event["step"]),
+            Some("step.delta") => return self.delta(&event["delta"]),
+            Some("step.stop") => self.stop(),
+            Some("interaction.completed") => {
+                self.done = true;
+                let interaction = &event["interaction"];
+                let mut chunk = Chunk::new(self.stop()).ending(false);
+                if let Some(u) = interaction.get("usage").filter(|u| u.is_object()) {
+                    chunk = chunk.with_usage(usage(u));
+                }
+                if interaction["status"] == "failed" {
+                    return Err(provider_error(
+                        PROVIDER,
+                        "the interaction failed".to_owned(),
+                    ));
+                }
+                return Ok(vec![chunk]);
+            }
+            Some("error") => {
+                return Err(provider_error(PROVIDER, error_message(&event["error"])));
+            }
+            // `interaction.created`, `interaction.status_update`, and event types added later.
+            _ => Vec::new(),
+        };
+        Ok(if parts.is_empty() {
+            Vec::new()
+        } else {
+            vec![Chunk::new(parts)]
+        })
+    }
+
+    fn start(&mut self, step: &Value) -> Vec<Part> {
+        let mut parts = self.stop();
+        let text = |k: &str| step.get(k).and_then(Value::as_str).unwrap_or_default();
+        self.step = Some(match text("type") {
+            "model_output" => {
+                for item in step["content"].as_array().into_iter().flatten() {
+                    if let Some(t) = item["text"].as_str().filter(|t| !t.is_empty()) {
+                        parts.push(Part::text(t));
+                    }
+                }
+                Step::Output
+            }
+            "function_call" if self.calls <= self.limits.max_calls => {
+                self.calls += 1;
+                let arguments = match step.get("arguments") {
+                    Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()).to_string(),
+                    _ => String::new(),
+                };
+                Step::Call {
+                    id: text("id").to_owned(),
+                    name: text("name").to_owned(),
+                    arguments,
+                }
+            }
+            "thought" => Step::Thought {
+                summary: step["summary"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["text"].as_str())
+                    .collect(),
+                signature: text("signature").to_owned(),
+            },
+            other => {
+                tracing::debug!(
+                    "{PROVIDER} interactions: a step of type {} is not read",
+                    outside_n(other, 40)
+                );
+                Step::Skipped
+            }
+        });
+        parts
+    }
+
+    fn delta(&mut self, delta: &Value) -> Result<Vec<Chunk>, StreamError> {
+        let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default();
+        match (self.step.as_mut(), text("type")) {
+            (Some(Step::Output), "text") if !text("text").is_empty() => {
+                return Ok(vec![Chunk::new(vec![Part::text(text("text"))])]);
+            }
+            (Some(Step::Call { arguments, .. }), "arguments_delta") => {
+                let piece = text("arguments");
+                let room = self
+                    .limits
+                    .max_argument_bytes
+                    .saturating_add(1)
+                    .saturating_sub(arguments.len());
+                let mut end = room.min(piece.len());
+                while !piece.is_char_boundary(end) {
+                    end += 1;
+                }
+                arguments.push_str(&piece[..end]);
+            }
+            (Some(Step::Thought { summary, signature }), kind) => {
+                match kind {
+                    "thought_summary" => {
+                        summary.push_str(delta["content"]["text"].as_str().unwrap_or_default());
+                    }
+                    "thought_signature" => signature.push_str(text("signature")),
+                    _ => {}
+                }
+                if summary.len() + signature.len() > self.limits.max_kept_bytes {
+                    self.step = Some(Step::Skipped);
+                    return Ok(vec![Chunk::cut()]);
+                }
+            }
+            (None, _) => {
+                return Err(malformed_shape(PROVIDER, "a step.delta outside any step"));
+            }
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
+
+    /// Closes the open step: a call or a thought is complete now.
+    fn stop(&mut self) -> Vec<Part> {
+        match self.step.take() {
+            Some(Step::Call {
+                id,
+                name,
+                arguments,
+            }) => {
+                let arguments = if arguments.trim().is_empty() {
+                    "{}".to_owned()
+                } else {
+                    arguments
+                };
+                let id = (!id.is_empty()).then_some(id);
+                vec![Part::Call {
+                    call: Call::new(id, name, Arguments::Raw(arguments)),
+                    raw: Value::Null,
+                }]
+            }
+            Some(Step::Thought { summary, signature }) => {
+                let mut raw = Map::new();
+                raw.insert("type".into(), json!("thought"));
+                if !signature.is_empty() {
+                    raw.insert("signature".into(), Value::String(signature));
+                }
+                if !summary.is_empty() {
+                    raw.insert("summary".into(), json!([{"type": "text", "text": summary}]));
+                }
+                vec![Part::Thought {
+                    raw: Value::Object(raw),
+                }]
+            }
+            Some(Step::Output | Step::Skipped) | None => Vec::new(),
+        }
+    }
+}
+
+/// `interaction.usage` → [`Usage`]: `total_output_tokens` leaves thoughts out
+/// (`total_thought_tokens`), so it is taken as sent (docs/protocol.md §6.15).
+fn usage(u: &Value) -> Usage {
+    Usage {
+        input: count(u, &["total_input_tokens"]),
+        cached_input: count(u, &["total_cached_tokens"]),
+        cache_write: None,
+        output: count(u, &["total_output_tokens"]),
+        reasoning: count(u, &["total_thought_tokens"]),
+    }
+}
+
+impl Decoder for InteractionsDecoder {
+    fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
+        match item {
+            SseItem::Event(event) => self.event(&event.data),
+            SseItem::Bare(body) => {
+                let Some(value) = parse_within(PROVIDER, &body, self.limits.max_kept_bytes)? else {
+                    return Err(provider_error(
+                        PROVIDER,
+                        "an error body too large to read".to_owned(),
+                    ));
+                };
+                match value.get("error") {
+                    Some(e) => Err(provider_error(PROVIDER, error_message(e))),
+                    None => Err(malformed_shape(
+                        PROVIDER,
+                        "a bare body that is not an error",
+                    )),
+                }
+            }
+        }
+    }
+
+    fn end(&mut self) -> Result<Vec<Chunk>, StreamError> {
+        if self.done {
+            Ok(Vec::new())
+        } else {
+            Err(StreamError::truncated(PROVIDER, "interaction.completed"))
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+}
