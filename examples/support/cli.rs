@@ -135,7 +135,7 @@ impl Args {
 #[allow(dead_code)] // echo, conformance and load share this file and use no model
 mod model {
     use clap::Parser;
-    use voqalize::model::{Chat, Gemini, LayerError, OpenAi};
+    use voqalize::model::{Anthropic, Chat, Gemini, Interactions, LayerError, OpenAi};
     use voqalize::voice::ModelLayer;
 
     use super::Args;
@@ -150,6 +150,18 @@ mod model {
         /// Any OpenAI-compatible chat-completions endpoint: a LiteLLM proxy, vLLM, Ollama...
         /// (`OPENAI_API_KEY` when the server wants one).
         Chat,
+        /// Anthropic's Messages API (`ANTHROPIC_API_KEY`).
+        Anthropic,
+        /// Gemini's Interactions API (`GEMINI_API_KEY` or `GOOGLE_API_KEY`).
+        Interactions,
+        /// Gemini on Vertex AI (`--vertex-project`, `--vertex-location`; an access token in
+        /// `GOOGLE_ACCESS_TOKEN`, e.g. from `gcloud auth print-access-token`).
+        Vertex,
+        /// Azure OpenAI, Responses API (`--azure-endpoint`, `--model` the deployment;
+        /// `AZURE_OPENAI_API_KEY`).
+        Azure,
+        /// Azure OpenAI, chat completions (as `azure`).
+        AzureChat,
     }
 
     /// Serve a model-backed Voqalize brain on a WebSocket.
@@ -166,10 +178,24 @@ mod model {
         /// provider's own API otherwise.
         #[arg(long, value_name = "URL")]
         pub base_url: Option<String>,
-        /// The model. Default: gemini-3.5-flash (or VOQAL_GEMINI_MODEL) for gemini, gpt-6-sol
-        /// for openai; required for chat.
+        /// The model. Default: gemini-3.5-flash (or VOQAL_GEMINI_MODEL) for gemini,
+        /// interactions and vertex, gpt-6-sol for openai, claude-haiku-4-5 for anthropic; required
+        /// for chat, and the deployment's name for azure.
         #[arg(long, value_name = "NAME")]
         pub model: Option<String>,
+        /// vertex: the Google Cloud project.
+        #[arg(long, value_name = "PROJECT")]
+        pub vertex_project: Option<String>,
+        /// vertex: the region (us-central1, europe-west4...) or global.
+        #[arg(long, value_name = "LOCATION", default_value = "global")]
+        pub vertex_location: String,
+        /// azure, azure-chat: the resource's endpoint, https://<resource>.openai.azure.com.
+        /// Default: AZURE_OPENAI_ENDPOINT.
+        #[arg(long, value_name = "URL")]
+        pub azure_endpoint: Option<String>,
+        /// azure, azure-chat: a dated api-version (default: Azure's v1 API, which takes none).
+        #[arg(long, value_name = "VERSION")]
+        pub api_version: Option<String>,
     }
 
     impl ModelArgs {
@@ -215,6 +241,72 @@ mod model {
                     }
                     b.build().map(ModelLayer::from)
                 }
+                Provider::Anthropic => {
+                    let mut b =
+                        Anthropic::from_env(self.model.as_deref().unwrap_or("claude-haiku-4-5"));
+                    if let Some(u) = &self.base_url {
+                        b = b.base_url(u);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+                Provider::Interactions => {
+                    let mut b = Interactions::from_env();
+                    if let Some(m) = &self.model {
+                        b = b.model(m);
+                    }
+                    if let Some(u) = &self.base_url {
+                        b = b.base_url(u);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+                Provider::Vertex => {
+                    let project = self.vertex_project.as_deref().ok_or(
+                        "--provider vertex needs --vertex-project: the Google Cloud project",
+                    )?;
+                    // What a token refresher of yours would keep current; read here once.
+                    let token = std::env::var("GOOGLE_ACCESS_TOKEN").map_err(|_| {
+                        "--provider vertex needs an access token in GOOGLE_ACCESS_TOKEN                          (gcloud auth print-access-token)"
+                            .to_owned()
+                    })?;
+                    let mut b = Gemini::vertex(project, &self.vertex_location)
+                        .bearer(move || token.clone());
+                    if let Some(m) = &self.model {
+                        b = b.model(m);
+                    }
+                    if let Some(u) = &self.base_url {
+                        b = b.base_url(u);
+                    }
+                    b.build().map(ModelLayer::from)
+                }
+                Provider::Azure | Provider::AzureChat => {
+                    let endpoint = match &self.azure_endpoint {
+                        Some(u) => u.clone(),
+                        None => std::env::var("AZURE_OPENAI_ENDPOINT").map_err(|_| {
+                            "--provider azure needs --azure-endpoint                              (https://<resource>.openai.azure.com) or AZURE_OPENAI_ENDPOINT"
+                                .to_owned()
+                        })?,
+                    };
+                    let deployment = self
+                        .model
+                        .as_deref()
+                        .ok_or("--provider azure needs --model: the deployment's name")?;
+                    let key = std::env::var("AZURE_OPENAI_API_KEY").map_err(|_| {
+                        "--provider azure needs a key in AZURE_OPENAI_API_KEY".to_owned()
+                    })?;
+                    if self.provider == Provider::Azure {
+                        let mut b = OpenAi::azure(endpoint, deployment).api_key(key);
+                        if let Some(v) = &self.api_version {
+                            b = b.api_version(v);
+                        }
+                        b.build().map(ModelLayer::from)
+                    } else {
+                        let mut b = Chat::azure(endpoint, deployment).api_key(key);
+                        if let Some(v) = &self.api_version {
+                            b = b.api_version(v);
+                        }
+                        b.build().map(ModelLayer::from)
+                    }
+                }
             };
             built.map_err(|e| match e {
                 LayerError::MissingKey { vars, .. } => format!(
@@ -230,6 +322,11 @@ mod model {
                 Provider::Gemini => "gemini",
                 Provider::Openai => "openai",
                 Provider::Chat => "chat",
+                Provider::Anthropic => "anthropic",
+                Provider::Interactions => "interactions",
+                Provider::Vertex => "vertex",
+                Provider::Azure => "azure",
+                Provider::AzureChat => "azure-chat",
             }
         }
     }
