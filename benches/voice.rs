@@ -5,9 +5,11 @@
 //! ```
 //!
 //! * `request_build/<provider>/30_turns`: one request body from 30 exchanges of history;
-//! * `decode/gemini`: SSE bytes of a 40-piece answer with a call, parsed and decoded;
-//! * `turn/gemini`: one whole turn in process: UserMessage → model request over loopback HTTP to
-//!   the stand-in provider → streamed answer → every SpeechChunk and the SpeechEnd on the session;
+//! * `decode/<provider>`: SSE bytes of a 40-piece answer with a call (as the stand-in provider
+//!   writes that provider's stream), parsed and decoded;
+//! * `turn/<provider>`: one whole turn in process: UserMessage → model request over loopback HTTP
+//!   to the stand-in provider → streamed answer → every SpeechChunk and the SpeechEnd on the
+//!   session;
 //! * `codec/*`: encode and decode of the frames of a turn.
 
 use std::hint::black_box;
@@ -15,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+use voqalize::testing::{ModelServer, Provider, Reply, Voqalize, WireFormat};
+use voqalize::voice::ModelLayer;
 use voqalize::voice::bench::RequestBench;
 use voqalize::wire::{self, Frame, TurnStep};
 
@@ -63,7 +66,7 @@ fn desk_tools() -> voqalize::tools::ToolSet {
 
 fn request_build(c: &mut Criterion) {
     let mut group = c.benchmark_group("request_build");
-    let layers: [(&str, voqalize::voice::ModelLayer); 3] = [
+    let layers: [(&str, ModelLayer); 5] = [
         (
             "gemini",
             Gemini::builder("k").build().expect("layer").into(),
@@ -79,6 +82,17 @@ fn request_build(c: &mut Criterion) {
                 .expect("layer")
                 .into(),
         ),
+        (
+            "anthropic",
+            Anthropic::builder("k", "claude")
+                .build()
+                .expect("layer")
+                .into(),
+        ),
+        (
+            "interactions",
+            Interactions::builder("k").build().expect("layer").into(),
+        ),
     ];
     for (name, layer) in layers {
         let bench = RequestBench::new(layer, desk_tools(), 30);
@@ -89,36 +103,79 @@ fn request_build(c: &mut Criterion) {
     group.finish();
 }
 
-fn gemini_answer() -> Vec<u8> {
-    let mut sse = String::new();
-    for i in 0..40 {
-        sse.push_str(&format!(
-            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"word{i} \"}}],\"role\":\"model\"}},\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":120}}}}\r\n\r\n"
-        ));
+/// The built-in layer for `provider` against `base_url`.
+fn layer(provider: Provider, base_url: &str) -> ModelLayer {
+    match provider {
+        Provider::Gemini => Gemini::builder("k")
+            .base_url(base_url)
+            .build()
+            .map(Into::into),
+        Provider::OpenAi => OpenAi::builder("k", "gpt")
+            .base_url(base_url)
+            .build()
+            .map(Into::into),
+        Provider::Chat => Chat::builder(base_url, "gpt").build().map(Into::into),
+        Provider::Anthropic => Anthropic::builder("k", "claude")
+            .base_url(base_url)
+            .build()
+            .map(Into::into),
+        _ => Interactions::builder("k")
+            .base_url(base_url)
+            .build()
+            .map(Into::into),
     }
-    sse.push_str("data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"id\":\"c1\",\"name\":\"show_help\",\"args\":{}}}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":120,\"candidatesTokenCount\":50}}\r\n\r\n");
-    sse.into_bytes()
+    .expect("layer")
+}
+
+const PROVIDERS: [(&str, Provider); 5] = [
+    ("gemini", Provider::Gemini),
+    ("openai", Provider::OpenAi),
+    ("chat", Provider::Chat),
+    ("anthropic", Provider::Anthropic),
+    ("interactions", Provider::Interactions),
+];
+
+/// A 40-piece answer with a call, in `provider`'s stream format as the stand-in writes it.
+fn answer(provider: Provider) -> Vec<u8> {
+    let mut writer = provider.writer();
+    let mut sse: Vec<String> = Vec::new();
+    for i in 0..40 {
+        sse.extend(writer.text(&format!("word{i} ")));
+    }
+    sse.extend(writer.call("c1", "show_help", &serde_json::json!({})));
+    sse.extend(writer.finish(false, Some((120, 50))));
+    sse.concat().into_bytes()
 }
 
 fn decode(c: &mut Criterion) {
-    let bench = RequestBench::new(
-        Gemini::builder("k").build().expect("layer"),
-        desk_tools(),
-        0,
-    );
-    let sse = gemini_answer();
-    c.bench_function("decode/gemini", |b| {
-        b.iter(|| black_box(bench.decode(black_box(&sse)).expect("decodes")))
-    });
+    let mut group = c.benchmark_group("decode");
+    for (name, provider) in PROVIDERS {
+        let bench = RequestBench::new(layer(provider, "http://127.0.0.1:1/v1"), desk_tools(), 0);
+        let sse = answer(provider);
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(bench.decode(black_box(&sse)).expect("decodes")))
+        });
+    }
+    group.finish();
 }
 
 fn turn(c: &mut Criterion) {
+    for (name, provider) in [
+        ("gemini", Provider::Gemini),
+        ("anthropic", Provider::Anthropic),
+        ("interactions", Provider::Interactions),
+    ] {
+        turn_on(c, name, provider);
+    }
+}
+
+fn turn_on(c: &mut Criterion, name: &str, provider: Provider) {
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     let (server, mut v) = rt.block_on(async {
-        let server = ModelServer::start(Provider::Gemini).await.expect("a port");
+        let server = ModelServer::start(provider).await.expect("a port");
         let base = server.base_url();
         let mut v = Voqalize::in_process(move || Desk {
-            model: Model::new(Gemini::builder("k").base_url(&base).build().expect("layer")),
+            model: Model::new(layer(provider, &base)),
         });
         v.start_silent().await.expect("started");
         (server, v)
@@ -128,7 +185,7 @@ fn turn(c: &mut Criterion) {
         words = words.text(&format!("word{i} "));
     }
     let answer = words.finish().usage(100, 10);
-    c.bench_function("turn/gemini", |b| {
+    c.bench_function(&format!("turn/{name}"), |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let mut total = Duration::ZERO;

@@ -1,7 +1,10 @@
-//! A stand-in Gemini provider, as a process, for the model-backed half of the Rust-vs-Python
+//! A stand-in provider, as a process, for the model-backed half of the Rust-vs-Python
 //! comparison: every `POST .../models/{model}:streamGenerateContent?alt=sse` gets the same answer,
 //! the workload's 8 chunks (the text of `examples/workload.rs`, 41 words) as 8 SSE events in
 //! Gemini's format, the last with `finishReason: STOP` and `usageMetadata`, written without delay.
+//! Every `POST /v1/messages` gets the same words as Anthropic streams them (`message_start`, one
+//! text block of 8 deltas, `message_delta` with the usage, `message_stop`: 13 events), so the two
+//! layers can be compared under the same load.
 //!
 //! `examples/model_workload.rs` (Rust) and `examples/python/model_brain.py` (the Python SDK) are
 //! the two brains it answers; `scripts/compare-model` runs them against it, one after the other.
@@ -70,17 +73,54 @@ fn events() -> Arc<[Bytes]> {
         .collect()
 }
 
-/// Answers a `streamGenerateContent` POST with the rendered events, one body frame each; anything
-/// else with a 404. The request body is read (so the connection can be reused) and ignored.
+/// The same answer as Anthropic's Messages stream, rendered once.
+fn anthropic_events() -> Arc<[Bytes]> {
+    let event = |data: serde_json::Value| {
+        let kind = data["type"].as_str().unwrap_or_default().to_owned();
+        Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+    };
+    let mut out = vec![
+        event(
+            json!({"type": "message_start", "message": {"id": "msg_workload", "type": "message",
+            "role": "assistant", "content": [], "model": "workload", "stop_reason": null,
+            "usage": {"input_tokens": 40, "output_tokens": 1}}}),
+        ),
+        event(json!({"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}})),
+    ];
+    for text in CHUNKS {
+        out.push(event(json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}})));
+    }
+    out.push(event(json!({"type": "content_block_stop", "index": 0})));
+    out.push(event(json!({"type": "message_delta",
+        "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+        "usage": {"output_tokens": 52}})));
+    out.push(event(json!({"type": "message_stop"})));
+    out.into()
+}
+
+/// Both answers, rendered once.
+struct Answers {
+    gemini: Arc<[Bytes]>,
+    anthropic: Arc<[Bytes]>,
+}
+
+/// Answers a `streamGenerateContent` or `/v1/messages` POST with the rendered events, one body
+/// frame each; anything else with a 404. The request body is read (so the connection can be
+/// reused) and ignored.
 async fn answer(
-    State(events): State<Arc<[Bytes]>>,
+    State(answers): State<Arc<Answers>>,
     method: Method,
     uri: Uri,
     _body: Bytes,
 ) -> Response {
-    if method != Method::POST || !uri.path().ends_with(":streamGenerateContent") {
-        return StatusCode::NOT_FOUND.into_response();
-    }
+    let events = match uri.path() {
+        _ if method != Method::POST => return StatusCode::NOT_FOUND.into_response(),
+        p if p.ends_with(":streamGenerateContent") => &answers.gemini,
+        "/v1/messages" => &answers.anthropic,
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
     let frames: Vec<Result<Bytes, Infallible>> = events.iter().cloned().map(Ok).collect();
     Response::builder()
         .header("content-type", "text/event-stream")
@@ -95,7 +135,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("provider on http://{}", listener.local_addr()?);
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    let app = axum::Router::new().fallback(answer).with_state(events());
+    let answers = Arc::new(Answers {
+        gemini: events(),
+        anthropic: anthropic_events(),
+    });
+    let app = axum::Router::new().fallback(answer).with_state(answers);
     // Small SSE events go out at once (no Nagle delay against the client's delayed ACK).
     let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
     axum::serve(listener, app).await?;

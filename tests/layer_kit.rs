@@ -9,7 +9,6 @@ use voqalize::model::layer::{
     Call, Chunk, DecodeLimits, Decoder, HttpRequest, Layer, Part, RequestSpec, Role, SseItem,
     StreamError, Timeouts, ToolChoice, Usage, error_message, parse_event,
 };
-use voqalize::model::{Anthropic, Chat, Gemini, OpenAi};
 use voqalize::testing::{LayerKit, Provider, ReadBack, Recorded, Said, StreamWriter, WireFormat};
 use voqalize::tools::{Arguments, Dialect};
 
@@ -21,69 +20,39 @@ fn timeouts() -> Timeouts {
     }
 }
 
-#[tokio::test]
-async fn the_gemini_layer_passes_the_kit() {
-    LayerKit::new(Provider::Gemini, |base| {
-        Gemini::builder("test-key")
-            .model("gemini-test")
-            .base_url(base)
-            .timeouts(timeouts())
-            .build()
-            .expect("a valid layer")
-            .into()
+/// The kit against a built-in layer, named `model`.
+async fn built_in(provider: Provider, model: &str) {
+    let model = model.to_owned();
+    LayerKit::new(provider, move |base| {
+        crate::support::layer(provider, base, &model, timeouts())
     })
     .check()
     .await;
+}
+
+#[tokio::test]
+async fn the_gemini_layer_passes_the_kit() {
+    built_in(Provider::Gemini, "gemini-test").await;
 }
 
 #[tokio::test]
 async fn the_openai_layer_passes_the_kit() {
-    LayerKit::new(Provider::OpenAi, |base| {
-        OpenAi::builder("test-key", "gpt-test")
-            .base_url(base)
-            .timeouts(timeouts())
-            .build()
-            .expect("a valid layer")
-            .into()
-    })
-    .check()
-    .await;
+    built_in(Provider::OpenAi, "gpt-test").await;
 }
 
 #[tokio::test]
 async fn the_chat_layer_passes_the_kit() {
-    LayerKit::new(Provider::Chat, |base| {
-        Chat::builder(base, "openai/gpt-test")
-            .timeouts(timeouts())
-            .build()
-            .expect("a valid layer")
-            .into()
-    })
-    .check()
-    .await;
+    built_in(Provider::Chat, "openai/gpt-test").await;
 }
 
 #[tokio::test]
 async fn the_anthropic_layer_passes_the_kit() {
-    LayerKit::new(Provider::Anthropic, |base| {
-        Anthropic::builder("test-key", "claude-test")
-            .base_url(base)
-            .timeouts(timeouts())
-            .build()
-            .expect("a valid layer")
-            .into()
-    })
-    .check()
-    .await;
+    built_in(Provider::Anthropic, "claude-test").await;
 }
 
 #[tokio::test]
 async fn the_interactions_layer_passes_the_kit() {
-    LayerKit::new(Provider::Interactions, |base| {
-        crate::support::layer(Provider::Interactions, base, "gemini-test", timeouts())
-    })
-    .check()
-    .await;
+    built_in(Provider::Interactions, "gemini-test").await;
 }
 
 // ---- Acme: a provider the SDK does not know, its layer and its stand-in written here ----

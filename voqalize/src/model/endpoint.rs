@@ -142,6 +142,40 @@ impl HttpOptions {
     }
 }
 
+/// The setters every layer builder shares, on fields of the same names: `timeouts` and `http`,
+/// and with `bearer` the bearer token source too.
+macro_rules! reach_setters {
+    () => {
+        /// Connect, first-byte and between-event timeouts.
+        #[must_use]
+        pub fn timeouts(mut self, timeouts: $crate::model::Timeouts) -> Self {
+            self.timeouts = timeouts;
+            self
+        }
+
+        /// A proxy, extra root certificates, extra headers ([`HttpOptions`](crate::model::HttpOptions)).
+        #[must_use]
+        pub fn http(mut self, options: $crate::model::HttpOptions) -> Self {
+            self.http = options;
+            self
+        }
+    };
+    (bearer) => {
+        $crate::model::endpoint::reach_setters!();
+
+        /// A bearer token source, called before each request and sent as `Authorization:
+        /// Bearer` (Vertex AI, Azure Entra ID, a gateway); it replaces the API key. Keep it fast:
+        /// return the current token, refreshed by a task of your own. A token a header cannot
+        /// carry fails that request, which is never sent.
+        #[must_use]
+        pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
+            self.bearer = Some(std::sync::Arc::new(token));
+            self
+        }
+    };
+}
+pub(crate) use reach_setters;
+
 /// A bearer token asked for before each request.
 pub(crate) type TokenFn = Arc<dyn Fn() -> String + Send + Sync>;
 

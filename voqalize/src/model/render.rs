@@ -319,6 +319,39 @@ pub(crate) fn provider_error(provider: &str, message: String) -> StreamError {
     }
 }
 
+/// A call assembled from a stream's fragments, as a part: `{}` for arguments that never came,
+/// no id for an empty one. Everything the provider sent of it is in the call (no raw to keep).
+pub(crate) fn assembled_call(id: String, name: String, arguments: String) -> super::history::Part {
+    let arguments = if arguments.trim().is_empty() {
+        "{}".to_owned()
+    } else {
+        arguments
+    };
+    super::history::Part::Call {
+        call: super::history::Call::new(
+            (!id.is_empty()).then_some(id),
+            name,
+            Arguments::Raw(arguments),
+        ),
+        raw: Value::Null,
+    }
+}
+
+/// A bare JSON body where events belong: a provider's error (`{"error": ..}`), read within
+/// `budget` bytes; anything else is malformed. Every layer but Gemini's (whose bare bodies are
+/// its chunks) reads one this way.
+pub(crate) fn bare_error(provider: &str, body: &str, budget: usize) -> StreamError {
+    let value = match super::within::parse_within(provider, body, budget) {
+        Ok(Some(value)) => value,
+        Ok(None) => return provider_error(provider, "an error body too large to read".to_owned()),
+        Err(e) => return e,
+    };
+    match value.get("error") {
+        Some(e) => provider_error(provider, error_message(e)),
+        None => malformed_shape(provider, "a bare body that is not an error"),
+    }
+}
+
 /// A token count at `path` (`None` when absent or not a non-negative integer).
 pub(crate) fn count(value: &Value, path: &[&str]) -> Option<u64> {
     path.iter()

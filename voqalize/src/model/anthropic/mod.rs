@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions};
+use crate::model::endpoint::{Endpoint, HttpOptions, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
@@ -169,6 +169,8 @@ impl Anthropic {
 }
 
 impl AnthropicBuilder {
+    reach_setters!();
+
     /// The API root (default `https://api.anthropic.com`; `/v1/messages` is appended): a gateway,
     /// or a stand-in in tests.
     #[must_use]
@@ -206,21 +208,6 @@ impl AnthropicBuilder {
     #[must_use]
     pub fn prompt_caching(mut self, on: bool) -> Self {
         self.prompt_caching = on;
-        self
-    }
-
-    /// Connect, first-byte and between-event timeouts.
-    #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]): an `anthropic-beta`
-    /// header, for one.
-    #[must_use]
-    pub fn http(mut self, options: HttpOptions) -> Self {
-        self.http = options;
         self
     }
 

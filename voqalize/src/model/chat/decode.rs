@@ -5,7 +5,9 @@ use serde_json::Value;
 use crate::logline::{outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
-use crate::model::render::{count, error_message, malformed_shape, provider_error, visible_output};
+use crate::model::render::{
+    bare_error, count, error_message, malformed_shape, provider_error, visible_output,
+};
 use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
 use crate::tools::Arguments;
@@ -324,22 +326,11 @@ impl Decoder for ChatDecoder {
     fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
         match item {
             SseItem::Event(event) => self.event(&event.data),
-            SseItem::Bare(body) => {
-                let Some(value) = parse_within(&self.provider, &body, self.limits.max_kept_bytes)?
-                else {
-                    return Err(provider_error(
-                        &self.provider,
-                        "an error body too large to read".to_owned(),
-                    ));
-                };
-                match value.get("error") {
-                    Some(e) => Err(provider_error(&self.provider, error_message(e))),
-                    None => Err(malformed_shape(
-                        &self.provider,
-                        "a bare body that is not an error",
-                    )),
-                }
-            }
+            SseItem::Bare(body) => Err(bare_error(
+                &self.provider,
+                &body,
+                self.limits.max_kept_bytes,
+            )),
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
@@ -203,27 +203,13 @@ impl Chat {
 }
 
 impl ChatBuilder {
-    /// A bearer token source, called before each request (Azure Entra ID, a gateway); it
-    /// replaces the API key. Keep it fast: return the current token, refreshed by a task of your
-    /// own. A token a header cannot carry fails that request.
-    #[must_use]
-    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.bearer = Some(Arc::new(token));
-        self
-    }
+    reach_setters!(bearer);
 
     /// Azure only: a dated `api-version` (`2024-10-21`), which sends requests to the deployment
     /// URL; [`build`](Self::build) refuses it on a layer that is not [`Chat::azure`]'s.
     #[must_use]
     pub fn api_version(mut self, version: impl Into<String>) -> Self {
         self.api_version = Some(version.into());
-        self
-    }
-
-    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
-    #[must_use]
-    pub fn http(mut self, options: HttpOptions) -> Self {
-        self.http = options;
         self
     }
 
@@ -255,13 +241,6 @@ impl ChatBuilder {
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
-        self
-    }
-
-    /// Connect, first-byte and between-event timeouts.
-    #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
         self
     }
 

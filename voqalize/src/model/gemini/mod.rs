@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
@@ -223,6 +223,8 @@ impl Gemini {
 }
 
 impl GeminiBuilder {
+    reach_setters!(bearer);
+
     /// The model, e.g. `gemini-3.5-flash` (a leading `models/` is accepted and removed).
     #[must_use]
     pub fn model(mut self, model: impl Into<String>) -> Self {
@@ -234,22 +236,6 @@ impl GeminiBuilder {
     #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
-        self
-    }
-
-    /// A bearer token source, called before each request and sent as `Authorization: Bearer`
-    /// (Vertex AI, or a gateway); it replaces the API key. Keep it fast: return the current
-    /// token, refreshed by a task of your own. A token a header cannot carry fails that request.
-    #[must_use]
-    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.bearer = Some(Arc::new(token));
-        self
-    }
-
-    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
-    #[must_use]
-    pub fn http(mut self, options: HttpOptions) -> Self {
-        self.http = options;
         self
     }
 
@@ -266,13 +252,6 @@ impl GeminiBuilder {
     #[must_use]
     pub fn thinking_level(mut self, level: Option<&str>) -> Self {
         self.thinking_level = level.map(str::to_owned);
-        self
-    }
-
-    /// Connect, first-byte and between-event timeouts.
-    #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
         self
     }
 

@@ -7,12 +7,13 @@
 use serde_json::{Map, Value, json};
 
 use crate::logline::outside_n;
-use crate::model::history::{Call, Chunk, Part, Usage};
+use crate::model::history::{Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
-use crate::model::render::{count, error_message, malformed_shape, provider_error};
+use crate::model::render::{
+    assembled_call, bare_error, count, error_message, malformed_shape, provider_error,
+};
 use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
-use crate::tools::Arguments;
 
 use super::PROVIDER;
 
@@ -192,16 +193,7 @@ impl InteractionsDecoder {
                 name,
                 arguments,
             }) => {
-                let arguments = if arguments.trim().is_empty() {
-                    "{}".to_owned()
-                } else {
-                    arguments
-                };
-                let id = (!id.is_empty()).then_some(id);
-                vec![Part::Call {
-                    call: Call::new(id, name, Arguments::Raw(arguments)),
-                    raw: Value::Null,
-                }]
+                vec![assembled_call(id, name, arguments)]
             }
             Some(Step::Thought { summary, signature }) => {
                 let mut raw = Map::new();
@@ -237,21 +229,7 @@ impl Decoder for InteractionsDecoder {
     fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
         match item {
             SseItem::Event(event) => self.event(&event.data),
-            SseItem::Bare(body) => {
-                let Some(value) = parse_within(PROVIDER, &body, self.limits.max_kept_bytes)? else {
-                    return Err(provider_error(
-                        PROVIDER,
-                        "an error body too large to read".to_owned(),
-                    ));
-                };
-                match value.get("error") {
-                    Some(e) => Err(provider_error(PROVIDER, error_message(e))),
-                    None => Err(malformed_shape(
-                        PROVIDER,
-                        "a bare body that is not an error",
-                    )),
-                }
-            }
+            SseItem::Bare(body) => Err(bare_error(PROVIDER, &body, self.limits.max_kept_bytes)),
         }
     }
 

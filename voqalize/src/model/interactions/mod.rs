@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
@@ -167,6 +167,8 @@ impl Interactions {
 }
 
 impl InteractionsBuilder {
+    reach_setters!(bearer);
+
     /// The model, e.g. `gemini-3.5-flash`.
     #[must_use]
     pub fn model(mut self, model: impl Into<String>) -> Self {
@@ -194,29 +196,6 @@ impl InteractionsBuilder {
     #[must_use]
     pub fn thinking_level(mut self, level: Option<&str>) -> Self {
         self.thinking_level = level.map(str::to_owned);
-        self
-    }
-
-    /// A bearer token source, called before each request and sent as `Authorization: Bearer`
-    /// (OAuth instead of an API key); it replaces the key. Keep it fast: return the current
-    /// token, refreshed by a task of your own.
-    #[must_use]
-    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.bearer = Some(Arc::new(token));
-        self
-    }
-
-    /// Connect, first-byte and between-event timeouts.
-    #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
-    #[must_use]
-    pub fn http(mut self, options: HttpOptions) -> Self {
-        self.http = options;
         self
     }
 

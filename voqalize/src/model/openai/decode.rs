@@ -5,7 +5,8 @@ use serde_json::Value;
 use crate::model::history::{Call, Chunk, Part, Usage};
 use crate::model::layer::{Decoder, StreamError};
 use crate::model::render::{
-    count, error_message, malformed_shape, provider_error, visible_output, without_nulls,
+    bare_error, count, error_message, malformed_shape, provider_error, visible_output,
+    without_nulls,
 };
 use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
@@ -161,21 +162,7 @@ impl Decoder for OpenAiDecoder {
     fn item(&mut self, item: SseItem) -> Result<Vec<Chunk>, StreamError> {
         match item {
             SseItem::Event(event) => self.event(event.event.as_deref(), &event.data),
-            SseItem::Bare(body) => {
-                let Some(value) = parse_within(PROVIDER, &body, self.max_kept_bytes)? else {
-                    return Err(provider_error(
-                        PROVIDER,
-                        "an error body too large to read".to_owned(),
-                    ));
-                };
-                match value.get("error") {
-                    Some(e) => Err(provider_error(PROVIDER, error_message(e))),
-                    None => Err(malformed_shape(
-                        PROVIDER,
-                        "a bare body that is not an error",
-                    )),
-                }
-            }
+            SseItem::Bare(body) => Err(bare_error(PROVIDER, &body, self.max_kept_bytes)),
         }
     }
 

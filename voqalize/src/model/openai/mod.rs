@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn};
+use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
@@ -211,6 +211,8 @@ impl OpenAi {
 }
 
 impl OpenAiBuilder {
+    reach_setters!(bearer);
+
     /// The API root, e.g. `https://api.openai.com/v1` (`/responses` is appended).
     #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
@@ -225,27 +227,11 @@ impl OpenAiBuilder {
         self
     }
 
-    /// A bearer token source, called before each request (Azure Entra ID, a gateway); it
-    /// replaces the API key. Keep it fast: return the current token, refreshed by a task of your
-    /// own. A token a header cannot carry fails that request.
-    #[must_use]
-    pub fn bearer(mut self, token: impl Fn() -> String + Send + Sync + 'static) -> Self {
-        self.bearer = Some(Arc::new(token));
-        self
-    }
-
     /// Azure only: a dated `api-version` (`2025-04-01-preview`), for a resource without the v1
     /// API; [`build`](Self::build) refuses it on a layer that is not [`OpenAi::azure`]'s.
     #[must_use]
     pub fn api_version(mut self, version: impl Into<String>) -> Self {
         self.api_version = Some(version.into());
-        self
-    }
-
-    /// A proxy, extra root certificates, extra headers ([`HttpOptions`]).
-    #[must_use]
-    pub fn http(mut self, options: HttpOptions) -> Self {
-        self.http = options;
         self
     }
 
@@ -276,13 +262,6 @@ impl OpenAiBuilder {
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
-        self
-    }
-
-    /// Connect, first-byte and between-event timeouts.
-    #[must_use]
-    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
         self
     }
 
