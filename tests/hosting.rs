@@ -224,6 +224,28 @@ async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
     Ok(())
 }
 
+/// A health check's or a load balancer's TCP probe (connect, close) and a plain HTTP request are
+/// no calls: nothing is lost, any peer can repeat them, so no warning is logged; the next call is
+/// served as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_probes_and_plain_http_are_not_warned_about() -> TestResult {
+    logs();
+    let addr = serve_tungstenite(|| Echo, trusted()).await?;
+    for _ in 0..20 {
+        drop(TcpStream::connect(addr).await?);
+    }
+    let mut http = TcpStream::connect(addr).await?;
+    tokio::io::AsyncWriteExt::write_all(&mut http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await?;
+    drop(http);
+    let url = format!("ws://{addr}/voice");
+    let sid = unique_id("tung-probed");
+    echo_call(&url, &sid, Some(&signer().mint(&sid))).await?;
+    let warned = logs().lines_with("connection from 127.0.0.1");
+    assert!(warned.is_empty(), "{warned:?}");
+    Ok(())
+}
+
 // 2. tokio-tungstenite: serve with a path and extra query; End closes 1000 without waiting (docs/protocol.md §7 D10).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tungstenite_serve_echoes_refuses_and_closes_on_end() -> TestResult {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize, WireFormat};
 use voqalize::voice::ModelLayer;
 
 use crate::support::{driver, logs};
@@ -245,7 +245,11 @@ async fn a_call_over_max_argument_bytes_does_not_run_and_keeps_no_arguments() {
         0,
         "no tool step for a call that did not run"
     );
-    assert_eq!(v.turn(turn).text(), "Repeating. ", "what was said stays");
+    assert_eq!(
+        v.turn(turn).unit_texts(),
+        ["Repeating. "],
+        "what was said stays"
+    );
     rig.both_answered(&mut v).await;
     let history = messages(&rig.server, 1);
     let call = &history[1]["tool_calls"][0]["function"];
@@ -817,4 +821,103 @@ async fn one_part_of_tiny_objects_is_bounded_by_what_a_response_may_keep() {
         "the next request is {} bytes",
         request.len()
     );
+}
+
+/// Ten thousand calls in one response from the newer layers (Anthropic `tool_use` blocks,
+/// Interactions `function_call` steps, each streamed in fragments): four run, the fifth is
+/// refused, nothing after it is read, and every call kept has one answer.
+#[tokio::test]
+async fn the_newer_layers_stop_ten_thousand_calls_at_max_calls_per_response() {
+    for provider in [Provider::Anthropic, Provider::Interactions] {
+        let rig = Rig::new(provider, |m| m.max_calls_per_response(4)).await;
+        let mut reply = Reply::new();
+        for _ in 0..10_000 {
+            reply = reply.call("show_help", json!({}));
+        }
+        rig.server.reply(reply.finish());
+        let mut v = rig.session().await;
+        let turn = silent_turn(&mut v, "help", 1).await;
+        assert_eq!(rig.runs(), 4, "{provider:?}");
+        assert_eq!(tool_steps(&v, turn), 4, "{provider:?}");
+        rig.both_answered(&mut v).await;
+        let said = rig.server.read_back(1).expect("a second request").said;
+        let calls = said
+            .iter()
+            .filter(|s| matches!(s, Said::Call { .. }))
+            .count();
+        let results: Vec<&str> = said
+            .iter()
+            .filter_map(|s| match s {
+                Said::Result { output, .. } => Some(output.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!((calls, results.len()), (5, 5), "{provider:?}: {said:?}");
+        assert!(
+            results[4].contains("more than 4 function calls"),
+            "{provider:?}: {results:?}"
+        );
+    }
+}
+
+/// A reasoning block streamed as twenty thousand 100-byte deltas (2 MB, Anthropic thinking and
+/// an Interactions thought summary): the decoder never holds more than a response may keep; the
+/// response is cut there, the words before it stay spoken, nothing of the reasoning is replayed.
+#[tokio::test]
+async fn a_reasoning_block_of_a_million_small_deltas_is_cut_not_held() {
+    let piece = "x".repeat(100);
+    for provider in [Provider::Anthropic, Provider::Interactions] {
+        let rig = Rig::new(provider, |m| m).await;
+        let mut writer = provider.writer();
+        let mut body: String = writer.text("Hi.").concat();
+        let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
+        if provider == Provider::Anthropic {
+            body += &event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            );
+            body += &event(
+                "content_block_start",
+                json!({"type": "content_block_start",
+                "index": 1, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            );
+            for _ in 0..20_000 {
+                body += &event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta",
+                    "index": 1, "delta": {"type": "thinking_delta", "thinking": piece}}),
+                );
+            }
+        } else {
+            body += &event("step.stop", json!({"event_type": "step.stop", "index": 0}));
+            body += &event(
+                "step.start",
+                json!({"event_type": "step.start", "index": 1,
+                "step": {"type": "thought"}}),
+            );
+            for _ in 0..20_000 {
+                body += &event(
+                    "step.delta",
+                    json!({"event_type": "step.delta", "index": 1,
+                    "delta": {"type": "thought_summary", "content": {"type": "text", "text": piece}}}),
+                );
+            }
+        }
+        body += &writer.text(" Never read.").concat();
+        body += &writer.finish(false, None).concat();
+        rig.server.reply(Reply::new().raw(&body));
+        let mut v = rig.session().await;
+        assert_eq!(
+            v.user_says("hello").await.unwrap().text(),
+            "Hi.",
+            "{provider:?}"
+        );
+        rig.both_answered(&mut v).await;
+        let request = rig.server.requests()[1].body.to_string();
+        assert!(
+            request.len() < 10_000 && !request.contains("xxxxxxxx"),
+            "{provider:?}: the next request is {} bytes",
+            request.len()
+        );
+    }
 }

@@ -1822,7 +1822,7 @@ async fn decision_an_unparseable_chunk_ends_the_turn_with_a_logged_error() {
         .reply(Reply::new().text("Hello ").raw("data: {not json\n\n"));
     v.start_silent().await.unwrap();
     let turn = v.user_says("hi").await.unwrap();
-    assert_eq!(turn.text(), "Hello ");
+    assert_eq!(turn.unit_texts(), ["Hello "]);
     line_with(&mut v, &["model=case-54", "request failed"]).await;
     assert!(
         v.turn_steps()

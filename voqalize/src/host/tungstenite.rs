@@ -55,6 +55,14 @@ pub async fn serve<M: MakeBrain>(
                         AcceptError::AtCapacity => {
                             tracing::debug!("brain: refused {peer}: at max_sessions");
                         }
+                        // A health check's or a load balancer's TCP probe, a port scan: no call
+                        // was lost, and any peer can repeat it at will, so it is no warning.
+                        e @ (AcceptError::Handshake(_) | AcceptError::HandshakeTimeout) => {
+                            tracing::debug!(
+                                "brain: connection from {peer} was not a WebSocket call: {}",
+                                crate::logline::outside(&crate::logline::chain(&e))
+                            );
+                        }
                         // The error may quote what the peer sent (a handshake's bytes).
                         e => tracing::warn!(
                             "brain: connection from {peer}: {}",

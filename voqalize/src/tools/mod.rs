@@ -47,8 +47,9 @@
 //! * `impl Toolbox for Type`: the tool table in declaration order ([`Toolbox::tools`]) and the
 //!   dispatcher ([`Toolbox::call_tool`]);
 //! * `fn session(&self) -> Session` on the type (unless the block defines its own `session`): the
-//!   session serving the running tool, read from the task-local context the runtime sets around
-//!   every turn and callback. It panics when called elsewhere, e.g. in a task the brain spawned
+//!   session serving the running tool or callback, in any method of the type (a tool, a `Brain`
+//!   hook, a helper they call), read from the task-local context the runtime sets around every
+//!   turn and callback. It panics when called elsewhere, e.g. in a task the brain spawned
 //!   (clone the session into such tasks first).
 //!
 //! One `#[brain]` block per type. The macro only generates the tool table: it works on its own,

@@ -55,12 +55,15 @@ pub struct TurnRecord {
 }
 
 impl TurnRecord {
-    /// The non-empty unit texts joined with one space.
+    /// What the turn said, as the caller heard it: each unit's text without the spaces around
+    /// it, the non-empty ones joined with one space (`"Let me check."` and `" You have 12."` read
+    /// `"Let me check. You have 12."`). [`unit_texts`](Self::unit_texts) keeps each as sent.
     pub fn text(&self) -> String {
         self.units
             .iter()
             .map(UnitRecord::text)
-            .filter(|t| !t.is_empty())
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().to_owned())
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -201,5 +204,37 @@ impl Observed {
     pub(super) fn turn_completed(&self, turn_id: u64) -> bool {
         let mut units = self.units_of(turn_id).peekable();
         units.peek().is_some() && units.all(|u| u.ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(speech_id: u64, chunks: &[&str]) -> UnitRecord {
+        UnitRecord {
+            speech_id,
+            turn_id: 1,
+            chunks: chunks.iter().map(|c| (*c).to_owned()).collect(),
+            ended: true,
+            cancelled: false,
+            heard: None,
+        }
+    }
+
+    #[test]
+    fn a_turns_text_reads_as_the_caller_heard_it() {
+        let turn = TurnRecord {
+            turn_id: 1,
+            units: vec![
+                unit(1, &["Let me ", "check. "]),
+                unit(2, &[]),
+                unit(3, &[" You have ", "12.50."]),
+            ],
+            interrupted: false,
+            heard: None,
+        };
+        assert_eq!(turn.text(), "Let me check. You have 12.50.");
+        assert_eq!(turn.unit_texts()[0], "Let me check. ", "each unit as sent");
     }
 }
