@@ -2,6 +2,7 @@
 
 pub use crate::actions::{Action, AppEvent, parse_app_event};
 pub use crate::brain::{Brain, BrainError, BrainResult, MakeBrain, fallible};
+pub use crate::json;
 pub use crate::host::{HostError, HostOptions, Upgrade, run_session};
 #[cfg(feature = "model")]
 pub use crate::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
