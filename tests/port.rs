@@ -188,3 +188,31 @@ async fn heard_lines_follow_what_the_user_heard() {
     );
     v.assert_clean();
 }
+
+/// What most agents return, a plain stream of text (no `Result`), is spoken as one unit, and
+/// borrowed pieces too.
+#[tokio::test]
+async fn a_plain_stream_of_text_is_spoken_as_one_unit() {
+    struct Plain;
+    impl Brain for Plain {
+        async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+            let words: Vec<String> = message
+                .text
+                .split_inclusive(' ')
+                .map(str::to_owned)
+                .collect();
+            let id = turn.speak_stream(stream::iter(words)).await?;
+            let again = turn
+                .speak_stream(stream::iter(["", " (", "that was all", ")"]))
+                .await?;
+            assert!(id.is_some() && again.is_some() && id != again);
+            let none = turn.speak_stream(stream::iter([""; 3])).await?;
+            assert_eq!(none, None, "nothing spoken, no unit");
+            Ok(())
+        }
+    }
+    let mut v = driver(|| Plain).await;
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("hello there you").await.unwrap();
+    assert_eq!(turn.unit_texts(), ["hello there you", " (that was all)"]);
+}

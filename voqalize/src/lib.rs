@@ -100,11 +100,11 @@ pub mod proto {
 
 pub use brain::{Brain, BrainError, BrainResult, MakeBrain};
 pub use host::{HostError, HostOptions, run_session};
-pub use session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
 /// `serde_json`'s `json!`, so a brain and its tests write JSON values (tool arguments in a scripted
 /// reply, an app event's payload, an RTVI message) without depending on `serde_json` themselves:
 /// `voqalize::json!({"city": "Paris"})`.
 pub use serde_json::json;
+pub use session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
 /// The macros, at the root where the docs show them (also in [`prelude`]).
 pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};
 

@@ -2,8 +2,8 @@
 
 pub use crate::actions::{Action, AppEvent, parse_app_event};
 pub use crate::brain::{Brain, BrainError, BrainResult, MakeBrain, fallible};
-pub use crate::json;
 pub use crate::host::{HostError, HostOptions, Upgrade, run_session};
+pub use crate::json;
 #[cfg(feature = "model")]
 pub use crate::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
 pub use crate::session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};

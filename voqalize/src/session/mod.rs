@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 pub use error::SessionError;
 pub use heard::HeardLines;
 pub use step::Step;
-pub use turn::{SpeechUnit, Turn};
+pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
 
 use crate::actions::{Action, ui_command_data};

@@ -142,14 +142,16 @@ impl Turn {
         self.spoke.load(Ordering::Acquire)
     }
 
-    /// Speaks a stream of text pieces (an agent's or a model's streamed answer) as one unit, and
-    /// returns the unit's speech id.
+    /// Speaks a stream of text pieces (an agent's or a model's streamed answer) as one unit;
+    /// gives `Ok(Some(speech_id))` of the unit, or `Ok(None)` when nothing was spoken.
     ///
-    /// The unit opens on the first non-empty piece, so a stream that yields nothing (or only empty
-    /// pieces) opens no unit and returns `Ok(None)`. Each piece is written as it arrives, and the
-    /// unit is closed when the stream ends. An `Err` from the stream closes the unit (what was
-    /// written stays spoken) and is returned. A barge-in drops this future at its next `.await`,
-    /// like the rest of the turn: nothing more is read or spoken.
+    /// Items are text (`String`, `&str`, `Cow<str>`, `Box<str>`, `Arc<str>`) or a `Result` of
+    /// text, as most agents stream them ([`SpeechPiece`]). The unit opens on the first non-empty
+    /// piece, so a stream that yields nothing (or only empty pieces) opens no unit and gives
+    /// `Ok(None)`. Each piece is written as it arrives, and the unit is closed when the stream
+    /// ends. An `Err` item closes the unit (what was written stays spoken) and is returned. A
+    /// barge-in drops this future at its next `.await`, like the rest of the turn: nothing more is
+    /// read or spoken.
     ///
     /// ```no_run
     /// use futures_util::stream;
@@ -159,26 +161,29 @@ impl Turn {
     ///
     /// impl Brain for Ported {
     ///     async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
-    ///         // Your agent's streamed answer: any `Stream` of `Result<impl AsRef<str>, E>`.
+    ///         // Your agent's streamed answer: a `Stream` of text, or of `Result`s of text.
     ///         let pieces = ["You said ", "\"", message.text.as_str(), "\"."];
-    ///         let answer = stream::iter(pieces.map(Ok::<_, std::convert::Infallible>));
-    ///         turn.speak_stream(answer).await?;
+    ///         turn.speak_stream(stream::iter(pieces)).await?;
     ///         Ok(())
     ///     }
     /// }
     /// ```
     ///
     /// # Errors
-    /// The first `Err` the stream yields; nothing after it is read.
-    pub async fn speak_stream<S, T, E>(&self, stream: S) -> Result<Option<u64>, E>
+    /// The first `Err` item of the stream; nothing after it is read. A stream of plain text never
+    /// fails (its error type is `Infallible`).
+    pub async fn speak_stream<S>(
+        &self,
+        stream: S,
+    ) -> Result<Option<u64>, <S::Item as SpeechPiece>::Error>
     where
-        S: Stream<Item = Result<T, E>>,
-        T: AsRef<str>,
+        S: Stream,
+        S::Item: SpeechPiece,
     {
         let mut stream = std::pin::pin!(stream);
         let mut unit: Option<SpeechUnit<'_>> = None;
         while let Some(piece) = stream.next().await {
-            let piece = match piece {
+            let piece = match piece.into_text() {
                 Ok(piece) => piece,
                 Err(e) => {
                     if let Some(unit) = unit {
@@ -198,6 +203,70 @@ impl Turn {
             unit.close();
             id
         }))
+    }
+}
+
+/// One item of a stream [`Turn::speak_stream`] speaks: text, or a `Result` of text (an agent's
+/// fallible stream; its `Err` ends the unit and is returned).
+///
+/// An item that is neither is a compile error naming the fix (map the items to their text):
+///
+/// ```compile_fail
+/// use futures_util::stream;
+/// use voqalize::prelude::*;
+///
+/// struct Event {
+///     text: String,
+/// }
+///
+/// async fn speak(turn: &Turn) {
+///     let events = stream::iter([Event { text: "Hi.".into() }]);
+///     let _ = turn.speak_stream(events).await; // `Event` is not a piece of text
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`speak_stream` speaks text: `{Self}` is not a piece of text",
+    label = "the stream's items",
+    note = "items are `String`, `&str`, `Cow<str>`, `Box<str>`, `Arc<str>`, or a `Result` of one; map your agent's items to the text to speak first (`.map(|item| item.text)`)"
+)]
+pub trait SpeechPiece {
+    /// The text, as the stream holds it.
+    type Text: AsRef<str>;
+    /// What a failed item carries (`Infallible` for plain text).
+    type Error;
+    /// The item's text, or its error.
+    ///
+    /// # Errors
+    /// The item is an `Err`.
+    fn into_text(self) -> Result<Self::Text, Self::Error>;
+}
+
+macro_rules! text_piece {
+    ($(<$($l:lifetime),*> $t:ty),*) => {$(
+        impl<$($l),*> SpeechPiece for $t {
+            type Text = $t;
+            type Error = std::convert::Infallible;
+            fn into_text(self) -> Result<Self, std::convert::Infallible> {
+                Ok(self)
+            }
+        }
+    )*};
+}
+
+text_piece!(
+    <> String,
+    <'a> &'a str,
+    <'a> &'a String,
+    <'a> std::borrow::Cow<'a, str>,
+    <> Box<str>,
+    <> Arc<str>
+);
+
+impl<T: AsRef<str>, E> SpeechPiece for Result<T, E> {
+    type Text = T;
+    type Error = E;
+    fn into_text(self) -> Result<T, E> {
+        self
     }
 }
 
