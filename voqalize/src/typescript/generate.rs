@@ -44,6 +44,15 @@ pub enum TypesError {
         #[source]
         source: std::io::Error,
     },
+    /// [`TypeScript::discover`] found no derived type at all: the program does not link the
+    /// crate that defines them, and the module would say the app has no commands and no events.
+    #[error(
+        "discovery found no #[derive(Action)] or #[derive(AppEvent)] type: this program does not \
+         link the crate that defines them. Add `use your_brain_crate as _;` to its main file (or \
+         list the types with .action::<T>() and .event::<T>()); an app with none at all says so \
+         with .allow_empty()"
+    )]
+    NothingDiscovered,
     /// `--check`: the file is not what `voqalize types` would write now.
     #[error("{path} is out of date: write it again with `{command}`")]
     Stale {
@@ -68,6 +77,10 @@ pub struct TypeScript {
     pub(super) invocation: Option<String>,
     /// The names of the two unions, when not `Action` and `AppEvent`.
     union_names: Option<(String, String)>,
+    /// [`discover`](Self::discover) was called and found nothing.
+    found_nothing: bool,
+    /// [`allow_empty`](Self::allow_empty): a module with no command and no event is meant.
+    allow_empty: bool,
 }
 
 impl std::fmt::Debug for TypeScript {
@@ -111,10 +124,30 @@ impl TypeScript {
     /// [`action`](Self::action) / [`event`](Self::event) (a type added both ways is refused
     /// as a duplicate name). Types whose `Action`/`AppEvent` impls are written by hand are not
     /// found: add those with `action`/`event`.
+    ///
+    /// Finding none at all is an error when the module is rendered
+    /// ([`TypesError::NothingDiscovered`]): the program does not link the crate that defines the
+    /// types (`use your_brain_crate as _;` links it), unless [`allow_empty`](Self::allow_empty)
+    /// says the app really has none.
     #[must_use]
-    pub fn discover(mut self) -> Self {
-        let mut found: Vec<&super::Discovered> =
-            inventory::iter::<super::Discovered>.into_iter().collect();
+    pub fn discover(self) -> Self {
+        self.discover_from(inventory::iter::<super::Discovered>.into_iter())
+    }
+
+    /// A module with no UI command and no app event is what is meant, found by
+    /// [`discover`](Self::discover) or not.
+    #[must_use]
+    pub fn allow_empty(mut self) -> Self {
+        self.allow_empty = true;
+        self
+    }
+
+    pub(super) fn discover_from<'d>(
+        mut self,
+        found: impl Iterator<Item = &'d super::Discovered>,
+    ) -> Self {
+        let mut found: Vec<&super::Discovered> = found.collect();
+        self.found_nothing = found.is_empty();
         found.sort_by_key(|d| (d.event, d.names.first().copied()));
         for d in found {
             if d.event {
@@ -139,8 +172,17 @@ impl TypeScript {
     ///
     /// # Errors
     /// Two actions, or two events, share a wire name; a union name is not an identifier, or
-    /// two declarations would share a name.
+    /// two declarations would share a name; [`discover`](Self::discover) found nothing and
+    /// nothing else was added ([`TypesError::NothingDiscovered`], unless
+    /// [`allow_empty`](Self::allow_empty)).
     pub fn render(&self) -> Result<String, TypesError> {
+        if self.found_nothing
+            && !self.allow_empty
+            && self.actions.is_empty()
+            && self.events.is_empty()
+        {
+            return Err(TypesError::NothingDiscovered);
+        }
         let (action_union, event_union) = self.checked_union_names()?;
         self.check_wire_names()?;
         let action_side = Side::new(action_union, "command", "Command");

@@ -39,7 +39,10 @@
 //! `discover()` adds every derived type linked into the binary, sorted by wire name (actions
 //! first, then app events). Types whose `Action` or `AppEvent` impl is written by hand do not
 //! register: add them with `.action::<T>()` / `.event::<T>()`, which also pick types one by one
-//! when you want only some.
+//! when you want only some. A binary whose types live in another crate of yours must link it:
+//! `use your_brain_crate as _;` in its main file. Finding nothing at all is an error
+//! ([`TypesError::NothingDiscovered`]) rather than a module with no command and no event, unless
+//! `.allow_empty()` says so.
 //!
 //! ```text
 //! cargo run --bin voqalize -- types                       # print to stdout

@@ -573,3 +573,31 @@ fn the_invocation_is_the_cargo_target() {
         "cargo run --example types --"
     );
 }
+
+#[test]
+fn a_discovery_that_finds_nothing_names_the_fix_unless_empty_is_meant() {
+    let empty = TypeScript::new().discover_from(std::iter::empty());
+    let err = empty.render().unwrap_err();
+    assert!(matches!(err, TypesError::NothingDiscovered));
+    assert!(
+        err.to_string().contains("use your_brain_crate as _;"),
+        "{err}"
+    );
+    let meant = TypeScript::new()
+        .discover_from(std::iter::empty())
+        .allow_empty();
+    assert!(
+        meant
+            .render()
+            .unwrap()
+            .contains("export type Action = never;")
+    );
+    let listed = TypeScript::new()
+        .discover_from(std::iter::empty())
+        .action::<ShowSection>();
+    assert!(listed.render().is_ok(), "types added by hand are something");
+    assert!(
+        TypeScript::new().render().is_ok(),
+        "no discovery asked, nothing checked"
+    );
+}
