@@ -326,3 +326,31 @@ async fn a_tool_is_called_by_name_inside_a_real_session() {
     assert!(unknown.response["error"].as_str().unwrap().contains("nope"));
     v.assert_clean();
 }
+
+/// A model-backed brain built with `offline_model()` (for its tools' tests) never reaches a
+/// model: a turn handed to it says the fallback line and the session goes on.
+#[tokio::test]
+async fn an_offline_model_answers_with_its_fallback_line_and_sends_nothing() {
+    use voqalize::prelude::*;
+    use voqalize::testing::offline_model;
+
+    struct Coach {
+        model: Model,
+    }
+    impl Brain for Coach {
+        async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+            self.model.respond(self, turn).await
+        }
+    }
+    #[brain]
+    impl Coach {}
+
+    let mut v = Voqalize::in_process(|| Coach {
+        model: offline_model().fallback_line("No model here."),
+    });
+    v.start_silent().await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(v.user_says("hi").await.unwrap().text(), "No model here.");
+    }
+    v.assert_clean();
+}

@@ -3,8 +3,10 @@
 //! checks that suite does not make. [`TokenSigner`] mints real RS256 tokens for hosting tests.
 //! [`ModelServer`] stands in for a model provider (Gemini, OpenAI Responses, chat completions),
 //! streaming scripted replies in the provider's own SSE format, so a model-backed brain is tested
-//! end to end without the network. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
-//! inside a real session.
+//! end to end without the network; [`LayerKit`] runs the scripted cases every model layer passes
+//! against a layer of your own. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
+//! inside a real session, and [`offline_model`] builds a model-backed brain for that with no
+//! provider at all.
 
 mod driver;
 mod formats;
@@ -12,6 +14,8 @@ mod formats;
 mod layer_kit;
 mod memory;
 mod model_server;
+#[cfg(feature = "model")]
+mod offline;
 mod token;
 mod tool_harness;
 
@@ -24,5 +28,7 @@ pub use layer_kit::{KitReport, LayerKit};
 pub use model_server::{
     Gate, ModelServer, ReadBack, Recorded, Reply, Said, StreamWriter, WireFormat,
 };
+#[cfg(feature = "model")]
+pub use offline::offline_model;
 pub use token::TokenSigner;
 pub use tool_harness::{ToolCall, ToolHarness};
