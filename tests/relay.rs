@@ -963,3 +963,39 @@ async fn a_relay_connection_carries_at_most_max_sessions() {
     link.send(A, &says(3, "still served")).await;
     assert_eq!(link.spoken().await, (A, "still served".to_owned()));
 }
+
+/// A relay whose TLS fails on every attempt (here: `wss://` to a server that speaks plain
+/// WebSocket) will not heal by waiting: after `give_up_after`, `serve` returns
+/// `RelayError::Unreachable` saying why, instead of redialling without end. A relay that is not
+/// up yet (connection refused) is another matter: it is retried, as the 500s above.
+#[tokio::test]
+async fn a_relay_whose_tls_always_fails_is_given_up_with_a_typed_error() {
+    let relay = stand_in().await;
+    let url = relay.url().replacen("ws://", "wss://", 1);
+    let agent = Relay::builder(url, "v9")
+        .api_key("k")
+        .reconnect_backoff(Duration::from_millis(5), Duration::from_millis(20))
+        .give_up_after(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        agent.serve(
+            || Echo {
+                log: Arc::default(),
+                release: Arc::default(),
+            },
+            std::future::pending(),
+        ),
+    )
+    .await
+    .expect("serve gives up");
+    let Err(RelayError::Unreachable { why, .. }) = result else {
+        panic!("{result:?}");
+    };
+    assert!(why.contains("TLS"), "{why}");
+    assert!(
+        relay.attempts.load(Ordering::SeqCst) == 0,
+        "no upgrade ever reached the relay"
+    );
+}

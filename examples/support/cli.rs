@@ -98,7 +98,9 @@ impl Args {
         };
         voqalize::logging::init("info", format)?;
         if let (Some(url), Some(key)) = (&self.cortex, &self.api_key) {
-            println!("serving a brain over the relay at {url}");
+            // The relay logs `relay: connected to ...` once it is; a relay that cannot be reached
+            // (its host does not resolve, TLS fails) ends this with an error after a minute.
+            println!("connecting to the relay at {url}");
             let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
                 .build()?;

@@ -39,6 +39,15 @@ pub enum RelayError {
     /// The relay closed with 4000 ("no agent"): it does not accept this agent. Not retried.
     #[error("the relay closed with 4000 (no agent): it does not accept this agent")]
     NoAgent,
+    /// Every connect attempt for [`RelayBuilder::give_up_after`](super::RelayBuilder::give_up_after)
+    /// failed in a way waiting does not heal: the host does not resolve, or TLS fails.
+    #[error("the relay cannot be reached: {why} (every attempt for {lasted:?})")]
+    Unreachable {
+        /// The last attempt's failure, e.g. `the host relay.example does not resolve`.
+        why: String,
+        /// How long the attempts went on.
+        lasted: Duration,
+    },
 }
 
 pub(super) fn header_value(text: &str) -> Result<HeaderValue, InvalidHeaderValue> {
@@ -90,8 +99,12 @@ impl Backoff {
 /// What one attempt gave.
 enum Attempt {
     Open(Box<Socket>),
-    /// Worth retrying (connection refused, DNS, timeout, HTTP 5xx...), with the reason to log.
+    /// Worth retrying (connection refused, timeout, HTTP 5xx...): a relay not up yet, with the
+    /// reason to log.
     Retry(String),
+    /// Retried, but waiting is not what heals it (the host does not resolve, TLS fails): after
+    /// `give_up_after` of these alone, `serve` stops.
+    Lasting(String),
 }
 
 /// Dials until a connection opens, waiting `backoff` between attempts; fails at once only when
@@ -101,19 +114,34 @@ pub(super) async fn connect(
     backoff: &mut Backoff,
 ) -> Result<Box<Socket>, RelayError> {
     let mut attempt = 0u32;
+    // Since when every attempt failed in a lasting way.
+    let mut lasting: Option<tokio::time::Instant> = None;
     loop {
         attempt += 1;
-        match once(relay).await? {
+        let why = match once(relay).await? {
             Attempt::Open(socket) => return Ok(socket),
             Attempt::Retry(why) => {
-                tracing::warn!(
-                    "relay: connect attempt {attempt} failed ({}); retrying in {:?}",
-                    outside(&why),
-                    backoff.delay()
-                );
-                backoff.wait().await;
+                lasting = None;
+                why
             }
-        }
+            Attempt::Lasting(why) => {
+                let since = *lasting.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= relay.settings.give_up_after {
+                    tracing::error!("relay: {}; giving up", outside(&why));
+                    return Err(RelayError::Unreachable {
+                        why,
+                        lasted: since.elapsed(),
+                    });
+                }
+                why
+            }
+        };
+        tracing::warn!(
+            "relay: connect attempt {attempt} failed ({}); retrying in {:?}",
+            outside(&why),
+            backoff.delay()
+        );
+        backoff.wait().await;
     }
 }
 
@@ -181,6 +209,30 @@ async fn once(relay: &Relay) -> Result<Attempt, RelayError> {
             ));
         }
     }
+    // The host is resolved first, so that a name that does not resolve is told from a relay that
+    // is not up yet (tungstenite reports both as I/O errors).
+    if let (Some(host), Some(port)) = (
+        request.uri().host(),
+        request
+            .uri()
+            .port_u16()
+            .or(match request.uri().scheme_str() {
+                Some("wss") => Some(443),
+                _ => Some(80),
+            }),
+    ) {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let resolved = tokio::time::timeout(ATTEMPT, tokio::net::lookup_host((host, port))).await;
+        match resolved.map(|found| found.map(|mut addrs| addrs.next().is_some())) {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false) | Err(_)) => {
+                return Ok(Attempt::Lasting(format!(
+                    "the host {host} does not resolve"
+                )));
+            }
+            Err(_) => return Ok(Attempt::Retry(format!("resolving {host} timed out"))),
+        }
+    }
     let config = websocket_config(relay);
     let dial = tokio_tungstenite::connect_async_tls_with_config(
         request,
@@ -203,8 +255,24 @@ async fn once(relay: &Relay) -> Result<Attempt, RelayError> {
                 Ok(Attempt::Retry(format!("HTTP {status}")))
             }
         }
+        Ok(Err(e @ tokio_tungstenite::tungstenite::Error::Tls(_))) => {
+            Ok(Attempt::Lasting(format!("TLS failed: {e}")))
+        }
+        // The TLS handshake's own failure reaches us as an I/O error: one carrying rustls's
+        // (a certificate refused, a protocol error), or tokio-rustls's end of stream in the
+        // handshake (a server that does not speak TLS on that port).
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Io(e))) if tls_handshake_failed(&e) => {
+            Ok(Attempt::Lasting(format!("TLS failed: {e}")))
+        }
         Ok(Err(e)) => Ok(Attempt::Retry(e.to_string())),
     }
+}
+
+/// Whether `e` is the TLS handshake failing, as tokio-rustls reports it.
+fn tls_handshake_failed(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>())
+        || (e.kind() == std::io::ErrorKind::UnexpectedEof
+            && e.to_string().contains("tls handshake"))
 }
 
 /// TLS for `wss://`: rustls with ring and the platform's roots, as the model layers use.

@@ -79,6 +79,7 @@ struct Settings {
     first_delay: Duration,
     max_delay: Duration,
     backoff_reset_after: Duration,
+    give_up_after: Duration,
     frame_headroom: usize,
     max_backlog: usize,
     max_sessions: usize,
@@ -92,6 +93,7 @@ impl Default for Settings {
             first_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(60),
             backoff_reset_after: Duration::from_secs(30),
+            give_up_after: Duration::from_secs(60),
             frame_headroom: 1024 * 1024,
             max_backlog: 16 * 1024 * 1024,
             max_sessions: 10_000,
@@ -259,6 +261,17 @@ impl RelayBuilder {
     /// value (default 30 s). Shorter connections keep doubling it.
     pub fn backoff_reset_after(mut self, up: Duration) -> Self {
         self.settings.backoff_reset_after = up;
+        self
+    }
+
+    /// How long [`Relay::serve`] goes on dialling while every attempt fails in a way waiting does
+    /// not heal: the relay's host does not resolve (DNS), or its TLS handshake fails (a wrong
+    /// port, a proxy, a certificate the platform does not trust). Past it, `serve` returns
+    /// [`RelayError::Unreachable`] (default 60 s: a DNS blip or a relay being redeployed
+    /// recovers within it). A refused connection, a timeout or an HTTP 5xx is a relay that is not
+    /// up yet, and is retried without end; a refused API key (401/403) ends `serve` at once.
+    pub fn give_up_after(mut self, lasting: Duration) -> Self {
+        self.settings.give_up_after = lasting;
         self
     }
 

@@ -118,6 +118,8 @@ pub(super) async fn serve<M: MakeBrain>(
         };
         if reconnect {
             tracing::info!("relay: reconnected");
+        } else {
+            tracing::info!("relay: connected to {}", outside(relay.url.as_str()));
         }
         reconnect = true;
         let opened = Instant::now();
