@@ -269,6 +269,18 @@ fn http_options_are_checked_when_the_layer_is_built() {
         let err = build(http).unwrap_err().to_string();
         assert!(err.contains(what), "{err}");
     }
+    let with_credentials = HttpOptions::new().proxy("http://user:s3cret@proxy.internal:3128");
+    assert!(
+        Gemini::builder("k")
+            .http(with_credentials.clone())
+            .build()
+            .is_ok()
+    );
+    let shown = format!("{with_credentials:?}");
+    assert!(
+        !shown.contains("s3cret") && shown.contains("proxy.internal"),
+        "{shown}"
+    );
     assert!(
         OpenAi::builder("k", "m")
             .api_version("2025-04-01-preview")

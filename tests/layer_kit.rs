@@ -286,12 +286,9 @@ impl WireFormat for AcmeWire {
 
 #[tokio::test]
 async fn a_layer_written_outside_the_crate_passes_the_kit() {
-    LayerKit::new(AcmeWire, |base| {
-        Acme {
-            url: base.to_owned(),
-            forget_results: false,
-        }
-        .into()
+    LayerKit::new(AcmeWire, |base| Acme {
+        url: base.to_owned(),
+        forget_results: false,
     })
     .check()
     .await;
@@ -301,12 +298,9 @@ async fn a_layer_written_outside_the_crate_passes_the_kit() {
 /// that read a request after a call was answered.
 #[tokio::test]
 async fn a_layer_that_forgets_results_fails_the_kit_where_it_should() {
-    let report = LayerKit::new(AcmeWire, |base| {
-        Acme {
-            url: base.to_owned(),
-            forget_results: true,
-        }
-        .into()
+    let report = LayerKit::new(AcmeWire, |base| Acme {
+        url: base.to_owned(),
+        forget_results: true,
     })
     .run()
     .await;

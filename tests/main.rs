@@ -9,6 +9,7 @@ mod corpus;
 mod endpoints;
 mod hosting;
 mod kit;
+mod layer_attacks;
 mod layer_kit;
 mod port;
 mod relay;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::http::HttpRequest;
 use super::layer::StreamError;
-use super::render::{LayerError, body_bytes, build_error, check_base_url, check_header};
+use super::render::{LayerError, body_bytes, build_error, check_header};
 
 /// What a company's network needs of a layer's HTTP, without naming the HTTP crate: a proxy,
 /// root certificates beyond the platform's (a TLS-inspecting proxy, a private gateway), and
@@ -37,8 +37,19 @@ pub struct HttpOptions {
 
 impl fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A proxy's credentials are not for logs.
+        let proxy = self
+            .proxy
+            .as_deref()
+            .map(|url| match url.split_once("://") {
+                Some((scheme, rest)) if rest.split('/').next().is_some_and(|a| a.contains('@')) => {
+                    let after = rest.split_once('@').map_or("", |(_, host)| host);
+                    format!("{scheme}://<credentials>@{after}")
+                }
+                _ => url.to_owned(),
+            });
         f.debug_struct("HttpOptions")
-            .field("proxy", &self.proxy)
+            .field("proxy", &proxy)
             .field("root_certificate_bytes", &self.roots.len())
             .field(
                 "headers",
@@ -71,11 +82,19 @@ impl HttpOptions {
         self
     }
 
-    /// Sends `name: value` with every request (after the layer's own headers).
+    /// Sends `name: value` with every request, after the layer's own headers. A header the
+    /// layer sets itself (its key, `content-type`, `authorization` beside a bearer source) or one
+    /// the transport owns (`content-length`, `host`, `transfer-encoding`, `connection`...) is
+    /// refused when the layer is built.
     #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self
+    }
+
+    /// The extra headers, in order: what a layer of your own sends after its own.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
     }
 
     /// Whether the transport needs a client of its own (a proxy or extra roots).
@@ -116,14 +135,17 @@ impl HttpOptions {
         Ok(certs)
     }
 
-    /// Checks everything, once, when a layer is built.
+    /// Checks everything, once, when a layer is built (the built-in layers call it from their
+    /// `build`; a layer of your own should too).
     ///
     /// # Errors
-    /// [`LayerError::BadHttpOption`] naming the option and why.
-    pub(crate) fn check(&self) -> Result<(), LayerError> {
+    /// [`LayerError::BadHttpOption`] naming the option and why: a proxy that is not
+    /// `http(s)://[user:password@]host[:port]`, PEM without a certificate, a header name that is
+    /// not a token, a value a header cannot carry, or a header the transport owns.
+    pub fn check(&self) -> Result<(), LayerError> {
         let bad = |what: &'static str, why: String| LayerError::BadHttpOption { what, why };
         if let Some(url) = &self.proxy {
-            check_base_url(url).map_err(|e| bad("proxy", e.to_string()))?;
+            check_proxy(url).map_err(|why| bad("proxy", why.to_owned()))?;
         }
         self.root_certificates()
             .map_err(|why| bad("root certificates", why))?;
@@ -135,11 +157,54 @@ impl HttpOptions {
             if !token {
                 return Err(bad("header", format!("{name:?} is not a header name")));
             }
+            if TRANSPORT_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                return Err(bad(
+                    "header",
+                    format!("{name} is the transport's to send, not an option"),
+                ));
+            }
             check_header("the layer", "header value", value)
                 .map_err(|e| bad("header", e.to_string()))?;
         }
         Ok(())
     }
+}
+
+/// Headers the HTTP transport writes itself: one given as an option would contradict it (a
+/// `content-length` that cuts the body, leaving the rest on a pooled connection).
+const TRANSPORT_HEADERS: [&str; 9] = [
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// A proxy URL: `http://` or `https://`, a host, an optional port and `user:password@`; no path
+/// beyond `/`, no query.
+fn check_proxy(url: &str) -> Result<(), &'static str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or("it must start with http:// or https://")?;
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("it holds whitespace");
+    }
+    let authority = rest.trim_end_matches('/');
+    if authority.contains(['/', '?', '#']) {
+        return Err("it must be a host and port, with no path or query");
+    }
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.is_empty() || host.starts_with(':') {
+        return Err("it has no host");
+    }
+    Ok(())
 }
 
 /// The setters every layer builder shares, on fields of the same names: `timeouts` and `http`,
@@ -207,6 +272,16 @@ impl Endpoint {
         http: HttpOptions,
     ) -> Result<Endpoint, LayerError> {
         http.check()?;
+        for (name, _) in &http.headers {
+            let taken = headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(name))
+                || (bearer.is_some() && name.eq_ignore_ascii_case("authorization"));
+            if taken {
+                return Err(LayerError::BadHttpOption {
+                    what: "header",
+                    why: format!("{name} is set by the layer itself"),
+                });
+            }
+        }
         headers.extend(http.headers.iter().cloned());
         Ok(Endpoint {
             base_url,
@@ -225,7 +300,8 @@ impl Endpoint {
         let mut headers = self.headers.clone();
         if let Some(token) = &self.bearer {
             let token = token();
-            if check_header("the layer", "bearer token", &token).is_err() {
+            // A bearer token is one word (RFC 6750's token68): no spaces either.
+            if check_header("the layer", "bearer token", &token).is_err() || token.contains(' ') {
                 return Err(build_error(
                     provider,
                     "the bearer token source gave a token a header cannot carry (empty, or \

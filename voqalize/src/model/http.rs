@@ -57,8 +57,9 @@ const MAX_REQUEST_ID_BYTES: usize = 128;
 
 /// One streamed request to a model API: always a `POST`, whose answer is read as server-sent
 /// events (or a bare JSON body) by the transport, with its timers, byte bound and one retry
-/// before the first byte. A [`Layer`](super::layer::Layer) builds one per model request.
-#[derive(Debug, Clone)]
+/// before the first byte. A [`Layer`](super::layer::Layer) builds one per model request. Its
+/// `Debug` leaves out the values of headers that carry credentials.
+#[derive(Clone)]
 pub struct HttpRequest {
     /// The full URL, e.g. `https://generativelanguage.googleapis.com/v1/models/m:streamGenerateContent?alt=sse`.
     pub(crate) url: String,
@@ -66,6 +67,26 @@ pub struct HttpRequest {
     pub(crate) headers: Vec<(String, String)>,
     /// The body; a `Bytes` so the retry resends it without a copy.
     pub(crate) body: Bytes,
+}
+
+impl std::fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let secret = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
+                    .iter()
+                    .any(|s| k.eq_ignore_ascii_case(s));
+                (k.as_str(), if secret { "<redacted>" } else { v.as_str() })
+            })
+            .collect();
+        f.debug_struct("HttpRequest")
+            .field("url", &self.url)
+            .field("headers", &headers)
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
 }
 
 impl HttpRequest {

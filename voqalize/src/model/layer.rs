@@ -8,11 +8,17 @@
 //! with its connect, first-byte and gap timers ([`Timeouts`]) and its one retry before the first
 //! byte, the byte bound on a response, our server-sent events parser (each event, or a bare JSON
 //! body, reaches [`Decoder::item`] as an [`SseItem`]), the bounds on what one response may keep
-//! ([`DecodeLimits`]), heard truth, the tool loop, TurnSteps and logs. Gemini, OpenAI Responses
-//! and chat completions are built on exactly this trait.
+//! ([`DecodeLimits`]), heard truth, the tool loop, TurnSteps and logs. Every built-in layer
+//! (Gemini, Interactions, OpenAI Responses, Anthropic, chat completions) is built on exactly this
+//! trait.
+//!
+//! What the core does to the history a layer renders: heard truth rewrites a model turn to what
+//! the user heard, and puts the heard words in its first text part, so text the model said after
+//! a call can come before that call in the next request (the call and its result stay paired and
+//! in order). Render the parts in the order they are.
 //!
 //! What a layer must get right, and how to prove it: the layer conformance kit,
-//! `voqalize::testing::layer_kit` (feature `testing`), runs the scripted cases the built-in
+//! `voqalize::testing::LayerKit` (feature `testing`), runs the scripted cases the built-in
 //! layers pass against any layer in one call.
 //!
 //! # Examples
@@ -85,6 +91,9 @@ pub use super::history::{
 };
 pub use super::http::{HttpRequest, Timeouts};
 pub use super::sse::{SseEvent, SseItem};
+/// A call's arguments (for [`Call::new`]) and the schema dialects of tool declarations (for
+/// `ToolDecl::parameters`), here for a layer's convenience.
+pub use crate::tools::{Arguments, Dialect};
 
 /// A provider: how one model request is built and how its stream is read.
 ///
@@ -148,6 +157,22 @@ pub struct DecodeLimits {
 }
 
 impl DecodeLimits {
+    /// Limits of these sizes: what a decoder is handed by the core (for a test of your own
+    /// decoder; the core sets them from the `Model`'s bounds).
+    pub fn new(
+        max_calls: usize,
+        max_argument_bytes: usize,
+        max_parts: usize,
+        max_kept_bytes: usize,
+    ) -> DecodeLimits {
+        DecodeLimits {
+            max_calls,
+            max_argument_bytes,
+            max_parts,
+            max_kept_bytes,
+        }
+    }
+
     /// No bound a test or a benchmark would reach.
     #[cfg(any(test, feature = "testing"))]
     pub(crate) const UNBOUNDED: DecodeLimits = DecodeLimits {

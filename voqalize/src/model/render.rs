@@ -319,20 +319,52 @@ pub(crate) fn provider_error(provider: &str, message: String) -> StreamError {
     }
 }
 
-/// A call assembled from a stream's fragments, as a part: `{}` for arguments that never came,
-/// no id for an empty one. Everything the provider sent of it is in the call (no raw to keep).
-pub(crate) fn assembled_call(id: String, name: String, arguments: String) -> super::history::Part {
+/// The call ids of one response, as the providers accept them back: each call keeps the id the
+/// provider sent unless it is missing, already used by an earlier call of the response, longer
+/// than 64 bytes, or holds characters other than ASCII letters, digits, `_` and `-` (what
+/// Anthropic's `tool_use` ids allow); then it gets one made up, unique in the process. Without
+/// this, one such call would make every later request of the call unbuildable or refused.
+#[derive(Debug, Default)]
+pub(crate) struct CallIds {
+    seen: Vec<String>,
+}
+
+impl CallIds {
+    /// The id the call with the provider's `id` goes by.
+    pub(crate) fn assign(&mut self, id: String) -> String {
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let fits = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let id = if fits && !self.seen.contains(&id) {
+            id
+        } else {
+            let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            format!("call_voq{n}")
+        };
+        // A decoder assembles at most `max_calls + 1` calls, so this stays that short.
+        self.seen.push(id.clone());
+        id
+    }
+}
+
+/// A call assembled from a stream's fragments, as a part: `{}` for arguments that never came, its
+/// id from `ids`. Everything the provider sent of it is in the call (no raw to keep).
+pub(crate) fn assembled_call(
+    ids: &mut CallIds,
+    id: String,
+    name: String,
+    arguments: String,
+) -> super::history::Part {
     let arguments = if arguments.trim().is_empty() {
         "{}".to_owned()
     } else {
         arguments
     };
     super::history::Part::Call {
-        call: super::history::Call::new(
-            (!id.is_empty()).then_some(id),
-            name,
-            Arguments::Raw(arguments),
-        ),
+        call: super::history::Call::new(Some(ids.assign(id)), name, Arguments::Raw(arguments)),
         raw: Value::Null,
     }
 }

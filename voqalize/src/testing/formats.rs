@@ -1,5 +1,5 @@
 //! The built-in providers' wire formats for the stand-in ([`Provider`] as a [`WireFormat`]): how
-//! a scripted reply is written as Gemini, OpenAI Responses or chat-completions events, and how a
+//! a scripted reply is written as each built-in provider's events, and how a
 //! recorded request is read back in neutral terms.
 
 use serde_json::{Value, json};

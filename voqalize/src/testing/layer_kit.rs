@@ -28,7 +28,7 @@
 //! use voqalize::testing::{LayerKit, Provider};
 //!
 //! LayerKit::new(Provider::Gemini, |base_url| {
-//!     Gemini::builder("test-key").base_url(base_url).build().expect("a valid layer").into()
+//!     Gemini::builder("test-key").base_url(base_url).build().expect("a valid layer")
 //! })
 //! .check()
 //! .await; // panics naming every case that failed, and why
@@ -81,13 +81,13 @@ impl LayerKit {
     /// A kit for the layer `make` builds against the stand-in's base URL, which speaks `format`.
     /// `make` is called once per case and should set nothing the cases do not expect (no
     /// strict-schema or reasoning settings the format does not write).
-    pub fn new(
+    pub fn new<L: Into<ModelLayer>>(
         format: impl WireFormat,
-        make: impl Fn(&str) -> ModelLayer + Send + Sync + 'static,
+        make: impl Fn(&str) -> L + Send + Sync + 'static,
     ) -> LayerKit {
         LayerKit {
             format: Arc::new(format),
-            make: Arc::new(make),
+            make: Arc::new(move |base_url| make(base_url).into()),
         }
     }
 

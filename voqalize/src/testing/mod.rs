@@ -1,8 +1,9 @@
 //! A testing kit for brains: [`Voqalize`] plays the runtime's side of a call against your brain,
 //! in-process or over a socket, with the conformance suite's playout and heard-truth model plus the
 //! checks that suite does not make. [`TokenSigner`] mints real RS256 tokens for hosting tests.
-//! [`ModelServer`] stands in for a model provider (Gemini, OpenAI Responses, chat completions),
-//! streaming scripted replies in the provider's own SSE format, so a model-backed brain is tested
+//! [`ModelServer`] stands in for a model provider (every built-in [`Provider`], or any
+//! [`WireFormat`] of your own with [`ModelServer::start_with`]), streaming scripted replies in the
+//! provider's own SSE format, so a model-backed brain is tested
 //! end to end without the network; [`LayerKit`] runs the scripted cases every model layer passes
 //! against a layer of your own. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
 //! inside a real session, and [`offline_model`] builds a model-backed brain for that with no

@@ -78,7 +78,7 @@ enum Step {
 }
 
 /// A provider's wire format as the stand-in writes it and as the layer conformance kit reads it
-/// back: implement it for a layer of your own (see `layer_kit`) and start a server with
+/// back: implement it for a layer of your own (see [`LayerKit`](super::LayerKit)) and start a server with
 /// [`ModelServer::start_with`]. [`Provider`] implements it for the built-in layers.
 pub trait WireFormat: Send + Sync + 'static {
     /// The path the layer's base URL names on the server: `""` (Gemini) or `"/v1"` (OpenAI,
@@ -92,7 +92,9 @@ pub trait WireFormat: Send + Sync + 'static {
     /// [`Reply::error_status`] sends).
     fn error_body(&self, message: &str) -> Value;
     /// One recorded request read back in the kit's neutral notation: the instruction, the tools
-    /// declared and the conversation, in order.
+    /// declared and the conversation, in order. The kit compares the user's and the model's
+    /// words exactly, calls by name and JSON arguments, and a result by what its output text
+    /// holds (the tool's answer, or `error`), so a format may wrap results as it likes.
     fn read(&self, request: &Recorded) -> ReadBack;
 }
 

@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::logline::outside_n;
 use crate::model::history::{Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
+use crate::model::render::CallIds;
 use crate::model::render::{
     assembled_call, bare_error, count, error_message, malformed_shape, provider_error,
     visible_output,
@@ -21,11 +22,13 @@ use super::PROVIDER;
 enum Block {
     /// Text: its deltas were handed on as they came.
     Text,
-    /// A call: its id, name and argument text so far.
+    /// A call: its id, name and argument text so far (`from_start`: the text is the block's
+    /// own `input`, which the first `input_json_delta` replaces).
     ToolUse {
         id: String,
         name: String,
         arguments: String,
+        from_start: bool,
     },
     /// Reasoning: its text and signature so far.
     Thinking { thinking: String, signature: String },
@@ -40,8 +43,10 @@ enum Block {
 #[derive(Debug)]
 pub(crate) struct AnthropicDecoder {
     limits: DecodeLimits,
-    block: Option<Block>,
+    /// The open block and its `index`: a delta or a stop naming another index is not its own.
+    block: Option<(Option<u64>, Block)>,
     calls: usize,
+    ids: CallIds,
     usage: Usage,
     usage_seen: bool,
     done: bool,
@@ -53,6 +58,7 @@ impl AnthropicDecoder {
             limits,
             block: None,
             calls: 0,
+            ids: CallIds::default(),
             usage: Usage::default(),
             usage_seen: false,
             done: false,
@@ -71,9 +77,23 @@ impl AnthropicDecoder {
                 self.read_usage(&event["message"]["usage"]);
                 Vec::new()
             }
-            Some("content_block_start") => self.start(&event["content_block"]),
-            Some("content_block_delta") => return self.delta(&event["delta"]),
-            Some("content_block_stop") => self.stop(),
+            Some("content_block_start") => self.start(index(&event), &event["content_block"]),
+            Some("content_block_delta") if self.is_open(index(&event)) => {
+                return self.delta(&event["delta"]);
+            }
+            Some("content_block_stop") if self.is_open(index(&event)) => self.stop(),
+            // A delta or a stop for a block that is not the open one (never started, or
+            // interleaved): never applied to another block's words or arguments.
+            Some("content_block_delta" | "content_block_stop") if self.block.is_some() => {
+                Vec::new()
+            }
+            Some("content_block_delta") => {
+                return Err(malformed_shape(
+                    PROVIDER,
+                    "a content_block_delta outside any content block",
+                ));
+            }
+            Some("content_block_stop") => Vec::new(),
             Some("message_delta") => {
                 self.read_usage(&event["usage"]);
                 Vec::new()
@@ -111,8 +131,11 @@ impl AnthropicDecoder {
         let write = count(u, &["cache_creation_input_tokens"]);
         if fresh.is_some() || read.is_some() || write.is_some() {
             // The prompt's tokens, cached ones included (Anthropic's `input_tokens` leaves out
-            // what was read from or written to the cache).
-            let sum = [fresh, read, write].into_iter().flatten().sum::<u64>();
+            // what was read from or written to the cache). A provider's count never overflows it.
+            let sum = [fresh, read, write]
+                .into_iter()
+                .flatten()
+                .fold(0u64, u64::saturating_add);
             self.usage.input = Some(sum);
             self.usage.cached_input = read.or(self.usage.cached_input);
             self.usage.cache_write = write.or(self.usage.cache_write);
@@ -127,10 +150,20 @@ impl AnthropicDecoder {
         }
     }
 
-    fn start(&mut self, block: &Value) -> Vec<Part> {
+    /// Whether a delta or a stop naming `index` belongs to the open block (an event without an
+    /// index belongs to whatever block is open).
+    fn is_open(&self, index: Option<u64>) -> bool {
+        match (&self.block, index) {
+            (Some((open, _)), Some(i)) => open.is_none_or(|open| open == i),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    fn start(&mut self, index: Option<u64>, block: &Value) -> Vec<Part> {
         let mut parts = self.stop();
         let text = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default();
-        self.block = Some(match text("type") {
+        let open = match text("type") {
             "text" => {
                 if !text("text").is_empty() {
                     parts.push(Part::text(text("text")));
@@ -147,6 +180,7 @@ impl AnthropicDecoder {
                 Block::ToolUse {
                     id: text("id").to_owned(),
                     name: text("name").to_owned(),
+                    from_start: !arguments.is_empty(),
                     arguments,
                 }
             }
@@ -165,18 +199,31 @@ impl AnthropicDecoder {
                 );
                 Block::Skipped
             }
-        });
+        };
+        self.block = Some((index, open));
         parts
     }
 
     fn delta(&mut self, delta: &Value) -> Result<Vec<Chunk>, StreamError> {
         let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default();
         let room = |held: usize, most: usize| most.saturating_add(1).saturating_sub(held);
-        match (self.block.as_mut(), text("type")) {
+        match (self.block.as_mut().map(|(_, b)| b), text("type")) {
             (Some(Block::Text), "text_delta") if !text("text").is_empty() => {
                 return Ok(vec![Chunk::new(vec![Part::text(text("text"))])]);
             }
-            (Some(Block::ToolUse { arguments, .. }), "input_json_delta") => {
+            (
+                Some(Block::ToolUse {
+                    arguments,
+                    from_start,
+                    ..
+                }),
+                "input_json_delta",
+            ) => {
+                if std::mem::take(from_start) {
+                    // Streamed input replaces what the block started with: the two together
+                    // would not be one JSON object.
+                    arguments.clear();
+                }
                 let piece = text("partial_json");
                 let mut end =
                     room(arguments.len(), self.limits.max_argument_bytes).min(piece.len());
@@ -198,7 +245,9 @@ impl AnthropicDecoder {
                     _ => {}
                 }
                 if thinking.len() + signature.len() > self.limits.max_kept_bytes {
-                    self.block = Some(Block::Skipped);
+                    if let Some((_, block)) = self.block.as_mut() {
+                        *block = Block::Skipped;
+                    }
                     return Ok(vec![Chunk::cut()]);
                 }
             }
@@ -215,13 +264,14 @@ impl AnthropicDecoder {
 
     /// Closes the open block: a call or a thinking block is complete now.
     fn stop(&mut self) -> Vec<Part> {
-        match self.block.take() {
+        match self.block.take().map(|(_, b)| b) {
             Some(Block::ToolUse {
                 id,
                 name,
                 arguments,
+                ..
             }) => {
-                vec![assembled_call(id, name, arguments)]
+                vec![assembled_call(&mut self.ids, id, name, arguments)]
             }
             Some(Block::Thinking {
                 thinking,
@@ -238,6 +288,11 @@ impl AnthropicDecoder {
             Some(Block::Text | Block::Skipped) | None => Vec::new(),
         }
     }
+}
+
+/// The `index` an event names, if it names one.
+fn index(event: &Value) -> Option<u64> {
+    event.get("index").and_then(Value::as_u64)
 }
 
 impl Decoder for AnthropicDecoder {

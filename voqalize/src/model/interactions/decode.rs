@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::logline::outside_n;
 use crate::model::history::{Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
+use crate::model::render::CallIds;
 use crate::model::render::{
     assembled_call, bare_error, count, error_message, malformed_shape, provider_error,
 };
@@ -23,11 +24,13 @@ enum Step {
     /// Words: each delta was handed on as it came. Nothing of it is held, so a barge-in between
     /// its start and its first delta leaves nothing behind.
     Output,
-    /// A call: its id, name and argument text so far.
+    /// A call: its id, name and argument text so far (`from_start`: the text is the step's own
+    /// `arguments`, which the first `arguments_delta` replaces).
     Call {
         id: String,
         name: String,
         arguments: String,
+        from_start: bool,
     },
     /// Reasoning: its summary text and signature so far.
     Thought { summary: String, signature: String },
@@ -41,7 +44,9 @@ enum Step {
 #[derive(Debug)]
 pub(crate) struct InteractionsDecoder {
     limits: DecodeLimits,
-    step: Option<Step>,
+    /// The open step and its `index`: a delta or a stop naming another index is not its own.
+    step: Option<(Option<u64>, Step)>,
+    ids: CallIds,
     calls: usize,
     done: bool,
 }
@@ -52,6 +57,7 @@ impl InteractionsDecoder {
             limits,
             step: None,
             calls: 0,
+            ids: CallIds::default(),
             done: false,
         }
     }
@@ -70,9 +76,18 @@ impl InteractionsDecoder {
             return Ok(vec![Chunk::cut()]);
         };
         let parts = match event.get("event_type").and_then(Value::as_str) {
-            Some("step.start") => self.start(&event["step"]),
-            Some("step.delta") => return self.delta(&event["delta"]),
-            Some("step.stop") => self.stop(),
+            Some("step.start") => self.start(index(&event), &event["step"]),
+            Some("step.delta") if self.is_open(index(&event)) => {
+                return self.delta(&event["delta"]);
+            }
+            Some("step.stop") if self.is_open(index(&event)) => self.stop(),
+            // A delta or a stop for a step that is not the open one (never started, or
+            // interleaved): never applied to another step's words or arguments.
+            Some("step.delta" | "step.stop") if self.step.is_some() => Vec::new(),
+            Some("step.delta") => {
+                return Err(malformed_shape(PROVIDER, "a step.delta outside any step"));
+            }
+            Some("step.stop") => Vec::new(),
             Some("interaction.completed") => {
                 self.done = true;
                 let interaction = &event["interaction"];
@@ -101,13 +116,26 @@ impl InteractionsDecoder {
         })
     }
 
-    fn start(&mut self, step: &Value) -> Vec<Part> {
+    /// Whether a delta or a stop naming `index` belongs to the open step (an event without an
+    /// index belongs to whatever step is open).
+    fn is_open(&self, index: Option<u64>) -> bool {
+        match (&self.step, index) {
+            (Some((open, _)), Some(i)) => open.is_none_or(|open| open == i),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    fn start(&mut self, index: Option<u64>, step: &Value) -> Vec<Part> {
         let mut parts = self.stop();
         let text = |k: &str| step.get(k).and_then(Value::as_str).unwrap_or_default();
-        self.step = Some(match text("type") {
+        let open = match text("type") {
             "model_output" => {
+                // Only text items are words; anything else a step opens with is not spoken.
                 for item in step["content"].as_array().into_iter().flatten() {
-                    if let Some(t) = item["text"].as_str().filter(|t| !t.is_empty()) {
+                    if item["type"] == "text"
+                        && let Some(t) = item["text"].as_str().filter(|t| !t.is_empty())
+                    {
                         parts.push(Part::text(t));
                     }
                 }
@@ -122,6 +150,7 @@ impl InteractionsDecoder {
                 Step::Call {
                     id: text("id").to_owned(),
                     name: text("name").to_owned(),
+                    from_start: !arguments.is_empty(),
                     arguments,
                 }
             }
@@ -141,17 +170,29 @@ impl InteractionsDecoder {
                 );
                 Step::Skipped
             }
-        });
+        };
+        self.step = Some((index, open));
         parts
     }
 
     fn delta(&mut self, delta: &Value) -> Result<Vec<Chunk>, StreamError> {
         let text = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or_default();
-        match (self.step.as_mut(), text("type")) {
+        match (self.step.as_mut().map(|(_, s)| s), text("type")) {
             (Some(Step::Output), "text") if !text("text").is_empty() => {
                 return Ok(vec![Chunk::new(vec![Part::text(text("text"))])]);
             }
-            (Some(Step::Call { arguments, .. }), "arguments_delta") => {
+            (
+                Some(Step::Call {
+                    arguments,
+                    from_start,
+                    ..
+                }),
+                "arguments_delta",
+            ) => {
+                if std::mem::take(from_start) {
+                    // Streamed arguments replace what the step started with.
+                    arguments.clear();
+                }
                 let piece = text("arguments");
                 let room = self
                     .limits
@@ -173,7 +214,9 @@ impl InteractionsDecoder {
                     _ => {}
                 }
                 if summary.len() + signature.len() > self.limits.max_kept_bytes {
-                    self.step = Some(Step::Skipped);
+                    if let Some((_, step)) = self.step.as_mut() {
+                        *step = Step::Skipped;
+                    }
                     return Ok(vec![Chunk::cut()]);
                 }
             }
@@ -187,13 +230,14 @@ impl InteractionsDecoder {
 
     /// Closes the open step: a call or a thought is complete now.
     fn stop(&mut self) -> Vec<Part> {
-        match self.step.take() {
+        match self.step.take().map(|(_, s)| s) {
             Some(Step::Call {
                 id,
                 name,
                 arguments,
+                ..
             }) => {
-                vec![assembled_call(id, name, arguments)]
+                vec![assembled_call(&mut self.ids, id, name, arguments)]
             }
             Some(Step::Thought { summary, signature }) => {
                 let mut raw = Map::new();
@@ -211,6 +255,11 @@ impl InteractionsDecoder {
             Some(Step::Output | Step::Skipped) | None => Vec::new(),
         }
     }
+}
+
+/// The `index` an event names, if it names one.
+fn index(event: &Value) -> Option<u64> {
+    event.get("index").and_then(Value::as_u64)
 }
 
 /// `interaction.usage` → [`Usage`]: `total_output_tokens` leaves thoughts out
