@@ -592,3 +592,31 @@ async fn holds_keep_alives_end_at_the_deadline() {
         assert!(turn.completed(), "{provider:?}");
     }
 }
+
+/// A layer's own code that panics (here a bearer token source: a vault client that panics) fails
+/// that request like any failed request: logged, the fallback line spoken, the session going on.
+#[tokio::test]
+async fn a_panicking_token_source_fails_the_request_and_the_fallback_line_covers_it() {
+    logs();
+    let server = ModelServer::start(Provider::Interactions).await.unwrap();
+    let layer = Interactions::builder("unused")
+        .model("review-model")
+        .base_url(server.base_url())
+        .timeouts(timeouts())
+        .bearer(|| panic!("the vault is down"))
+        .build()
+        .unwrap();
+    let rig = Rig::with_layer(server, layer.into());
+    let mut v = rig.session().await;
+    for _ in 0..2 {
+        assert_eq!(
+            v.user_says("hello").await.unwrap().text(),
+            "Sorry, one moment."
+        );
+    }
+    assert!(rig.server.requests().is_empty(), "nothing was sent");
+    assert!(
+        !logs().lines_with("the vault is down").is_empty(),
+        "the cause is logged"
+    );
+}

@@ -360,7 +360,9 @@ impl TurnState<'_> {
                 tools,
                 choice,
             };
-            layer.build(&spec)?
+            layer_code(layer.provider(), "building the request", || {
+                layer.build(&spec)
+            })?
         };
         self.hop = Some(Hop::start());
         self.request_calls = 0;
@@ -379,14 +381,17 @@ impl TurnState<'_> {
         let tools_off = matches!(choice, ToolChoice::None);
         loop {
             let chunks = match before(deadline, limit, stream.next()).await? {
-                Some(Ok(item)) => decoder.item(item)?,
+                Some(Ok(item)) => layer_code(layer.provider(), "decoding the stream", || {
+                    decoder.item(item)
+                })?,
                 Some(Err(ModelError::ResponseTooLarge { limit })) => {
                     end.cut = Some(Tripped::ResponseBytes(limit));
                     break;
                 }
                 Some(Err(e)) => return Err(e.into()),
                 None => {
-                    for chunk in decoder.end()? {
+                    let rest = layer_code(layer.provider(), "ending the stream", || decoder.end())?;
+                    for chunk in rest {
                         end.add(self.chunk(brain, tools, tools_off, chunk).await);
                         if end.cut.is_some() {
                             break;
@@ -635,6 +640,25 @@ impl TurnState<'_> {
 
 /// Whether a line of the kind `kind` picks from the session's [`TurnLog`] is written now; when it
 /// is not, it is counted, and summed up later.
+/// Runs a layer's own code (a layer of the user's, a bearer token source): a panic in it fails
+/// the request, logged and covered by the fallback line like any failed request, instead of
+/// ending the turn with nothing said.
+fn layer_code<T>(
+    provider: &str,
+    doing: &str,
+    f: impl FnOnce() -> Result<T, StreamError>,
+) -> Result<T, StreamError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        Err(StreamError::unbuildable(
+            provider,
+            format!(
+                "the layer {} {doing}",
+                crate::recover::panic_text(panic.as_ref())
+            ),
+        ))
+    })
+}
+
 fn allowed(model: &Model, kind: impl FnOnce(&mut TurnLog) -> &mut Repeated) -> bool {
     kind(&mut crate::recover::lock(&model.inner.log)).allow()
 }
