@@ -1371,6 +1371,77 @@ async fn gemini_integer_enums_are_declared_as_strings_and_read_back_as_integers(
     }
 }
 
+/// How steep.
+#[json_type]
+#[derive(Debug)]
+enum Grade {
+    Down = -1,
+    Flat = 0,
+    Up = 1,
+}
+
+/// A climb.
+#[json_type]
+struct Climb {
+    /// The grade.
+    grade: Grade,
+}
+
+/// A brain whose tool takes a `#[json_type]` integer enum.
+struct Climber {
+    model: Model,
+    log: Arc<Log>,
+}
+
+impl Brain for Climber {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl Climber {
+    /// Set the grade.
+    #[tool]
+    async fn set_grade(&self, args: Climb) -> &'static str {
+        self.log.push(format!("set_grade {:?}", args.grade));
+        "set"
+    }
+}
+
+/// Issue 21 (3.9): a `#[json_type]` integer enum (`Up = 1`) reaches a tool through Gemini, which
+/// declares it as strings and sends `"-1"`, read back as the variant; no serde_repr needed.
+#[tokio::test]
+async fn a_json_type_integer_enum_runs_through_gemini() {
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    let log = Arc::new(Log::default());
+    let base = server.base_url();
+    let l = log.clone();
+    let mut v = driver(move || Climber {
+        model: Model::new(layer(
+            Provider::Gemini,
+            &base,
+            "grades",
+            Duration::from_secs(5),
+        )),
+        log: l.clone(),
+    })
+    .await;
+    server.reply(
+        Reply::new()
+            .call("set_grade", json!({"grade": "-1"}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("OK.").finish());
+    v.start_silent().await.unwrap();
+    silent_turn(&mut v, "downhill", 1).await;
+    v.user_says("and?").await.unwrap();
+    let first = server.requests()[0].body.clone();
+    let grade = &first["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]["grade"];
+    assert_eq!(grade["enum"], json!(["-1", "0", "1"]), "{grade}");
+    assert_eq!(log.events(), ["set_grade Down"]);
+}
+
 /// Issue 16 (3): chat `content` sent as a list of typed parts (Mistral's reasoning models) speaks
 /// its `text` parts, never its `thinking` ones; reasoning beside the content is never spoken; a
 /// shape no server is known to send is not spoken either, and is said once in the log.

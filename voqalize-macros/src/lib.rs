@@ -105,6 +105,12 @@ pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// subset. `#[serde(...)]`/`#[schemars(...)]` attributes work as usual. Put it above any
 /// `#[derive]`.
 ///
+/// An enum whose unit variants each have an integer value (`enum Pace { Slow = 1, Fast = 2 }`)
+/// is an *integer enum*: its JSON is the number (`2`), a number that is no variant's is an error
+/// naming the ones allowed, and its schema is `{"type": "integer", "enum": [1, 2]}` (which the
+/// Gemini layer declares as strings and reads back as numbers). It takes no `#[serde]` attribute;
+/// an enum where only some variants have a value is an error.
+///
 /// By hand:
 ///
 /// ```text

@@ -7,6 +7,7 @@ mod actions_and_events;
 mod brain_options;
 mod cfg_tool;
 mod coach;
+mod integer_enum;
 mod lazy_unit_in_read_loop;
 mod needs_result_now_order;
 mod newtype_argument;

@@ -23,16 +23,26 @@ struct Derives {
 pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let ctxt = Ctxt::new();
     let derives = parse_derives(&ctxt, attr);
-    let shape = match syn::parse2::<DeriveInput>(item.clone()) {
-        Ok(input) => arg_shape(&input),
+    let (shape, integers) = match syn::parse2::<DeriveInput>(item.clone()) {
+        Ok(input) => (arg_shape(&input), integer_enum(&ctxt, &input)),
         Err(e) => {
             ctxt.syn_error(syn::Error::new(
                 e.span(),
                 "`#[json_type]` goes on a struct or an enum",
             ));
-            None
+            (None, None)
         }
     };
+    if let Some(integers) = integers {
+        let impls = integer_impls(&integers, &derives);
+        let errors = ctxt.check().err().map(|e| e.to_compile_error());
+        return quote! {
+            #item
+            #impls
+            #shape
+            #errors
+        };
+    }
     let Derives {
         serialize,
         deserialize,
@@ -62,6 +72,120 @@ pub(crate) fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         #shape
         #errors
     }
+}
+
+/// An enum of unit variants that each have an integer value (`Low = 1`): its name and its
+/// variants with their values. `None` for any other type (serde's derives serve it).
+struct IntegerEnum {
+    ident: Ident,
+    variants: Vec<(Ident, i64)>,
+}
+
+/// Whether `input` is an integer enum: every variant a unit with a literal integer value. An
+/// enum where some variants have a value and others do not, or a value that is not a literal,
+/// is an error naming the fix.
+fn integer_enum(ctxt: &Ctxt, input: &DeriveInput) -> Option<IntegerEnum> {
+    let Data::Enum(e) = &input.data else {
+        return None;
+    };
+    if !e.variants.iter().any(|v| v.discriminant.is_some()) {
+        return None;
+    }
+    let mut variants = Vec::new();
+    for v in &e.variants {
+        let value = match (&v.fields, &v.discriminant) {
+            (Fields::Unit, Some((_, expr))) => literal_integer(expr),
+            _ => None,
+        };
+        match value {
+            Some(n) => variants.push((v.ident.clone(), n)),
+            None => {
+                ctxt.error_spanned_by(
+                    v,
+                    "an integer enum in `#[json_type]` gives every variant an integer literal \
+                     value (`Low = 1`), and has only unit variants: the JSON is the number",
+                );
+                return None;
+            }
+        }
+    }
+    Some(IntegerEnum {
+        ident: input.ident.clone(),
+        variants,
+    })
+}
+
+/// `1`, `-2`: the value of an integer literal, possibly negated.
+fn literal_integer(expr: &syn::Expr) -> Option<i64> {
+    match expr {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse().ok(),
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => literal_integer(expr).map(|n: i64| -n),
+        syn::Expr::Group(g) => literal_integer(&g.expr),
+        syn::Expr::Paren(p) => literal_integer(&p.expr),
+        _ => None,
+    }
+}
+
+/// An integer enum's JSON: the number of each variant, serialised, read back (any other number
+/// is an error naming the ones allowed) and declared as `{"type": "integer", "enum": [..]}`.
+fn integer_impls(e: &IntegerEnum, derives: &Derives) -> TokenStream {
+    let ident = &e.ident;
+    let name = ident.to_string();
+    let (names, values): (Vec<&Ident>, Vec<i64>) = e.variants.iter().map(|(v, n)| (v, *n)).unzip();
+    let allowed = values
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let serde = quote!(::voqalize::__private::serde);
+    let serialize = derives.serialize.then(|| {
+        quote! {
+            impl #serde::Serialize for #ident {
+                fn serialize<S: #serde::Serializer>(&self, s: S) -> ::core::result::Result<S::Ok, S::Error> {
+                    s.serialize_i64(match self { #(Self::#names => #values,)* })
+                }
+            }
+        }
+    });
+    let deserialize = derives.deserialize.then(|| {
+        quote! {
+            impl<'de> #serde::Deserialize<'de> for #ident {
+                fn deserialize<D: #serde::Deserializer<'de>>(d: D) -> ::core::result::Result<Self, D::Error> {
+                    let n = <i64 as #serde::Deserialize>::deserialize(d)?;
+                    match n {
+                        #(#values => ::core::result::Result::Ok(Self::#names),)*
+                        other => ::core::result::Result::Err(<D::Error as #serde::de::Error>::custom(
+                            ::std::format!("{other} is not one of {}", #allowed),
+                        )),
+                    }
+                }
+            }
+        }
+    });
+    let schema = derives.schema.then(|| {
+        let schemars = quote!(::voqalize::__private::schemars);
+        quote! {
+            impl #schemars::JsonSchema for #ident {
+                fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                    ::std::borrow::Cow::Borrowed(#name)
+                }
+                fn inline_schema() -> bool {
+                    true
+                }
+                fn json_schema(_: &mut #schemars::SchemaGenerator) -> #schemars::Schema {
+                    #schemars::json_schema!({"type": "integer", "enum": [#(#values),*]})
+                }
+            }
+        }
+    });
+    quote! { #serialize #deserialize #schema }
 }
 
 /// `Serialize, Deserialize, JsonSchema` or a subset; none means all three.
