@@ -369,6 +369,19 @@ pub(crate) fn assembled_call(
     }
 }
 
+/// Whether an event naming `index` (its `"index"` field, if any) belongs to the block that is
+/// open under `open` (`None`: nothing is open; `Some(None)`: one opened without an index). An
+/// event without an index belongs to whatever block is open. For streams that bracket their
+/// blocks by index (Anthropic's content blocks, Interactions' steps).
+pub(crate) fn belongs_to_open(open: Option<Option<u64>>, event: &Value) -> bool {
+    let index = event.get("index").and_then(Value::as_u64);
+    match (open, index) {
+        (Some(open), Some(i)) => open.is_none_or(|open| open == i),
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 /// A bare JSON body where events belong: a provider's error (`{"error": ..}`), read within
 /// `budget` bytes; anything else is malformed. Every layer but Gemini's (whose bare bodies are
 /// its chunks) reads one this way.

@@ -9,8 +9,8 @@ use crate::model::history::{Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
-    assembled_call, bare_error, count, error_message, malformed_shape, provider_error,
-    visible_output,
+    assembled_call, bare_error, belongs_to_open, count, error_message, malformed_shape,
+    provider_error, visible_output,
 };
 use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
@@ -72,16 +72,21 @@ impl AnthropicDecoder {
         let Some(event) = parse_within(PROVIDER, data, self.limits.max_kept_bytes)? else {
             return Ok(vec![Chunk::cut()]);
         };
+        // Whether a delta or a stop names the open block.
+        let own = belongs_to_open(self.block.as_ref().map(|(i, _)| *i), &event);
         let parts = match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
                 self.read_usage(&event["message"]["usage"]);
                 Vec::new()
             }
-            Some("content_block_start") => self.start(index(&event), &event["content_block"]),
-            Some("content_block_delta") if self.is_open(index(&event)) => {
+            Some("content_block_start") => self.start(
+                event.get("index").and_then(Value::as_u64),
+                &event["content_block"],
+            ),
+            Some("content_block_delta") if own => {
                 return self.delta(&event["delta"]);
             }
-            Some("content_block_stop") if self.is_open(index(&event)) => self.stop(),
+            Some("content_block_stop") if own => self.stop(),
             // A delta or a stop for a block that is not the open one (never started, or
             // interleaved): never applied to another block's words or arguments.
             Some("content_block_delta" | "content_block_stop") if self.block.is_some() => {
@@ -147,16 +152,6 @@ impl AnthropicDecoder {
             let thinking = count(u, &["output_tokens_details", "thinking_tokens"]);
             self.usage.output = visible_output(Some(out), thinking, true);
             self.usage.reasoning = thinking.or(self.usage.reasoning);
-        }
-    }
-
-    /// Whether a delta or a stop naming `index` belongs to the open block (an event without an
-    /// index belongs to whatever block is open).
-    fn is_open(&self, index: Option<u64>) -> bool {
-        match (&self.block, index) {
-            (Some((open, _)), Some(i)) => open.is_none_or(|open| open == i),
-            (Some(_), None) => true,
-            (None, _) => false,
         }
     }
 
@@ -288,11 +283,6 @@ impl AnthropicDecoder {
             Some(Block::Text | Block::Skipped) | None => Vec::new(),
         }
     }
-}
-
-/// The `index` an event names, if it names one.
-fn index(event: &Value) -> Option<u64> {
-    event.get("index").and_then(Value::as_u64)
 }
 
 impl Decoder for AnthropicDecoder {

@@ -195,12 +195,41 @@ impl Gemini {
     fn from_lookup(
         get: impl Fn(&'static str) -> Result<Option<String>, LayerError>,
     ) -> GeminiBuilder {
+        let env = GoogleEnv::read(get);
         let mut builder = Gemini::builder(String::new());
-        builder.api_key = None;
+        builder.api_key = env.key;
+        builder.env_error = env.error;
+        if let Some(m) = env.model {
+            builder.model = m;
+        }
+        if let Some(u) = env.base_url {
+            builder.base_url = u;
+        }
+        if let Some(v) = env.version {
+            builder.api_version = v;
+        }
+        builder
+    }
+}
+
+/// What Google's clients read from the environment, for both Gemini APIs: the key from
+/// `GOOGLE_API_KEY`, else `GEMINI_API_KEY`; `VOQAL_GEMINI_MODEL`; `GOOGLE_GEMINI_BASE_URL`;
+/// `GOOGLE_GENAI_API_VERSION`; and the first variable that could not be read.
+pub(crate) struct GoogleEnv {
+    pub key: Option<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub version: Option<String>,
+    pub error: Option<LayerError>,
+}
+
+impl GoogleEnv {
+    pub(crate) fn read(get: impl Fn(&'static str) -> Result<Option<String>, LayerError>) -> Self {
+        let mut error = None;
         let mut read = |var| match get(var) {
             Ok(v) => v,
             Err(e) => {
-                builder.env_error.get_or_insert(e);
+                error.get_or_insert(e);
                 None
             }
         };
@@ -208,17 +237,13 @@ impl Gemini {
         let model = read("VOQAL_GEMINI_MODEL");
         let base_url = read("GOOGLE_GEMINI_BASE_URL");
         let version = read("GOOGLE_GENAI_API_VERSION");
-        builder.api_key = key;
-        if let Some(m) = model {
-            builder.model = m;
+        GoogleEnv {
+            key,
+            model,
+            base_url,
+            version,
+            error,
         }
-        if let Some(u) = base_url {
-            builder.base_url = u;
-        }
-        if let Some(v) = version {
-            builder.api_version = v;
-        }
-        builder
     }
 }
 

@@ -11,7 +11,8 @@ use crate::model::history::{Chunk, Part, Usage};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
-    assembled_call, bare_error, count, error_message, malformed_shape, provider_error,
+    assembled_call, bare_error, belongs_to_open, count, error_message, malformed_shape,
+    provider_error,
 };
 use crate::model::sse::SseItem;
 use crate::model::within::parse_within;
@@ -75,12 +76,16 @@ impl InteractionsDecoder {
         let Some(event) = parse_within(PROVIDER, data, self.limits.max_kept_bytes)? else {
             return Ok(vec![Chunk::cut()]);
         };
+        // Whether a delta or a stop names the open step.
+        let own = belongs_to_open(self.step.as_ref().map(|(i, _)| *i), &event);
         let parts = match event.get("event_type").and_then(Value::as_str) {
-            Some("step.start") => self.start(index(&event), &event["step"]),
-            Some("step.delta") if self.is_open(index(&event)) => {
+            Some("step.start") => {
+                self.start(event.get("index").and_then(Value::as_u64), &event["step"])
+            }
+            Some("step.delta") if own => {
                 return self.delta(&event["delta"]);
             }
-            Some("step.stop") if self.is_open(index(&event)) => self.stop(),
+            Some("step.stop") if own => self.stop(),
             // A delta or a stop for a step that is not the open one (never started, or
             // interleaved): never applied to another step's words or arguments.
             Some("step.delta" | "step.stop") if self.step.is_some() => Vec::new(),
@@ -114,16 +119,6 @@ impl InteractionsDecoder {
         } else {
             vec![Chunk::new(parts)]
         })
-    }
-
-    /// Whether a delta or a stop naming `index` belongs to the open step (an event without an
-    /// index belongs to whatever step is open).
-    fn is_open(&self, index: Option<u64>) -> bool {
-        match (&self.step, index) {
-            (Some((open, _)), Some(i)) => open.is_none_or(|open| open == i),
-            (Some(_), None) => true,
-            (None, _) => false,
-        }
     }
 
     fn start(&mut self, index: Option<u64>, step: &Value) -> Vec<Part> {
@@ -255,11 +250,6 @@ impl InteractionsDecoder {
             Some(Step::Output | Step::Skipped) | None => Vec::new(),
         }
     }
-}
-
-/// The `index` an event names, if it names one.
-fn index(event: &Value) -> Option<u64> {
-    event.get("index").and_then(Value::as_u64)
 }
 
 /// `interaction.usage` → [`Usage`]: `total_output_tokens` leaves thoughts out

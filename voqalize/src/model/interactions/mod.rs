@@ -143,23 +143,14 @@ impl Interactions {
     /// `VOQAL_GEMINI_MODEL`; the host from `GOOGLE_GEMINI_BASE_URL`. A missing key or an
     /// unreadable variable is reported by [`InteractionsBuilder::build`].
     pub fn from_env() -> InteractionsBuilder {
+        let env = crate::model::gemini::GoogleEnv::read(env_var);
         let mut builder = Interactions::builder(String::new());
-        builder.api_key = None;
-        let mut read = |var| match env_var(var) {
-            Ok(v) => v,
-            Err(e) => {
-                builder.env_error.get_or_insert(e);
-                None
-            }
-        };
-        let key = read("GOOGLE_API_KEY").or_else(|| read("GEMINI_API_KEY"));
-        let model = read("VOQAL_GEMINI_MODEL");
-        let base_url = read("GOOGLE_GEMINI_BASE_URL");
-        builder.api_key = key;
-        if let Some(m) = model {
+        builder.api_key = env.key;
+        builder.env_error = env.error;
+        if let Some(m) = env.model {
             builder.model = m;
         }
-        if let Some(u) = base_url {
+        if let Some(u) = env.base_url {
             builder.base_url = u;
         }
         builder
