@@ -5,6 +5,7 @@
 
 mod auth;
 mod codec;
+mod console;
 mod corpus;
 mod endpoints;
 mod hosting;

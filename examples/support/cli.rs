@@ -10,7 +10,7 @@ use voqalize::host::HostOptions;
 
 /// Serve a Voqalize brain on a WebSocket.
 #[derive(Parser, Debug)]
-#[command(group(clap::ArgGroup::new("auth").required(true).args(["public_key", "allow_unverified", "production", "cortex"])))]
+#[command(group(clap::ArgGroup::new("auth").required(true).args(["public_key", "allow_unverified", "production", "cortex", "console"])))]
 pub struct Args {
     /// Address to listen on, such as 127.0.0.1:8787 (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -24,6 +24,17 @@ pub struct Args {
     /// Trust the embedded production key (real Voqalize calls).
     #[arg(long)]
     pub production: bool,
+    /// Also serve the voice console on this address (default 127.0.0.1:8788) and print its URL:
+    /// open it in a browser to talk to the brain. The brain then takes unverified calls
+    /// (development only).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "127.0.0.1:8788",
+        conflicts_with_all = ["public_key", "production", "cortex"]
+    )]
+    pub console: Option<String>,
     /// Write logs as one JSON object per line (session fields at the top level).
     #[arg(long)]
     pub json_logs: bool,
@@ -107,7 +118,7 @@ impl Args {
             relay.serve(factory, std::future::pending()).await?;
             return Ok(());
         }
-        let options = if self.allow_unverified {
+        let options = if self.allow_unverified || self.console.is_some() {
             HostOptions::allow_unverified()
         } else if self.production {
             HostOptions::production()
@@ -120,7 +131,23 @@ impl Args {
             HostOptions::with_public_keys(pems)?
         };
         let listener = tokio::net::TcpListener::bind(&self.listen).await?;
-        println!("serving a brain on ws://{}", listener.local_addr()?);
+        let brain_url = format!("ws://{}", listener.local_addr()?);
+        println!("serving a brain on {brain_url}");
+        if let Some(address) = &self.console {
+            let console = tokio::net::TcpListener::bind(address).await?;
+            println!(
+                "console: open http://{}/ in a browser to talk to the brain",
+                console.local_addr()?
+            );
+            tokio::spawn(async move {
+                let served = voqalize::console::Console::new(brain_url)
+                    .serve(console, std::future::pending())
+                    .await;
+                if let Err(e) = served {
+                    eprintln!("console: {e}");
+                }
+            });
+        }
         use std::io::Write as _;
         std::io::stdout().flush()?;
         // On a worker thread: `#[tokio::main]` polls its own future on the main thread, and an

@@ -50,6 +50,7 @@
 //! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic and chat-completions layers; our SSE parser, the pooled HTTP client |
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns |
 //! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
+//! | `console` | (feature `console`) a local web page to talk to a brain in a browser: plays Voqalize against it on the direct leg |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
 //! | [`prelude`] | every name a brain file needs |
 //!
@@ -64,6 +65,9 @@ extern crate self as voqalize;
 pub mod actions;
 pub mod brain;
 pub mod channel;
+#[cfg(feature = "console")]
+#[cfg_attr(docsrs, doc(cfg(feature = "console")))]
+pub mod console;
 pub mod host;
 #[cfg(feature = "logging")]
 #[cfg_attr(docsrs, doc(cfg(feature = "logging")))]

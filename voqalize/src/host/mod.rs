@@ -10,6 +10,8 @@
 pub mod auth;
 pub mod axum;
 mod coalesce;
+#[cfg(any(feature = "testing", feature = "console"))]
+pub(crate) mod dial;
 pub mod tungstenite;
 
 use std::sync::Arc;

@@ -6,10 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri};
 
 mod link;
 mod observed;
@@ -269,41 +266,12 @@ impl Voqalize {
         session_id: &str,
         token: Option<&str>,
     ) -> Result<Self, DriverError> {
-        let connect =
-            |e: Box<dyn std::error::Error + Send + Sync + 'static>| DriverError::Connect {
+        let ws = crate::host::dial::dial(url, session_id, token, None)
+            .await
+            .map_err(|source| DriverError::Connect {
                 target: url.to_owned(),
-                source: e,
-            };
-        let uri: Uri = url.parse().map_err(|e| connect(Box::new(e)))?;
-        let host = uri
-            .host()
-            .ok_or_else(|| connect("the URL has no host".into()))?;
-        let port = uri.port_u16().unwrap_or(80);
-        let mut query: Vec<(String, String)> = uri
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        query.retain(|(k, _)| k != "session_id");
-        query.push(("session_id".to_owned(), session_id.to_owned()));
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(query)
-            .finish();
-        let target = format!("ws://{host}:{port}{}?{query}", uri.path());
-        let mut request = target
-            .into_client_request()
-            .map_err(|e| connect(Box::new(e)))?;
-        if let Some(token) = token {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|e| connect(Box::new(e)))?;
-            request.headers_mut().insert("authorization", value);
-        }
-        let stream = TcpStream::connect((host, port))
-            .await
-            .map_err(|e| connect(Box::new(e)))?;
-        stream.set_nodelay(true).map_err(|e| connect(Box::new(e)))?;
-        let (ws, _) = tokio_tungstenite::client_async(request, stream)
-            .await
-            .map_err(|e| connect(Box::new(e)))?;
+                source,
+            })?;
         Ok(Self::new(
             Link::Socket(Box::new(ws)),
             session_id.to_owned(),

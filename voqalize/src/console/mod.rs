@@ -1,0 +1,260 @@
+//! A local voice console: talk to a brain in a browser before it is deployed.
+//!
+//! [`Console`] serves one web page (plain HTML and JavaScript embedded in this crate, no build
+//! step) and plays Voqalize's side of a call against a brain on the direct leg, one call per open
+//! page:
+//!
+//! * type, or speak where the browser has speech recognition: the text goes to the brain as the
+//!   next turn's `UserMessage`;
+//! * each speech unit streams in as the brain writes it and is read aloud by the browser's speech
+//!   synthesis. Its word-boundary events tell the page what was really heard, so when you talk
+//!   over the brain (or press *Barge in*) the page sends `Interruption` and a `Finalize` with the
+//!   true heard prefix, as Voqalize does. Without a voice (a headless browser, or *Voice: reading
+//!   clock*), words are "heard" at a steady rate instead (`?wpm=` sets it; 170 by default);
+//! * a timeline per turn: units with heard and generated text, the TurnSteps (model requests with
+//!   their tokens, tool runs), UI commands and other RTVI messages to the app, `configure`
+//!   requests (accepted, as the reference runtime does), errors; and a form that sends an
+//!   AppEvent (RTVI `ui-event`) back.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // A brain already serving on ws://127.0.0.1:8787 (with `HostOptions::allow_unverified()`,
+//! // or give the console a token with `.token(..)`).
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8788").await?;
+//! println!("console: http://{}/", listener.local_addr()?);
+//! voqalize::console::Console::new("ws://127.0.0.1:8787")
+//!     .serve(listener, std::future::pending())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The examples start one beside their brain: `cargo run --example coach -- --console`.
+//!
+//! # Between the page and the console
+//!
+//! One WebSocket at `/ws`, one JSON object per text message, each with a `"type"`. The page sends
+//! `say {text}`, `interrupt`, `finalize {speech_id, heard}`, `app_event {name, payload}` and `end`.
+//! The console sends `session {session_id}`, `turn {turn_id, text}` (text `null` for the greeting's
+//! turn 1), `speech_start {speech_id, turn_id}`, `chunk {speech_id, text}`, `speech_end`,
+//! `speech_cancel`, `turn_step {..}`, `rtvi {kind, data, turn_id}`, `configure {request_id, config}`,
+//! `error {code, message, fatal}`, `interrupted {through_turn}`, `finalized {speech_id, heard}`,
+//! `app_event`, `end` (the brain ended the call), `closed {code, reason}` (its socket closed) and
+//! `notice {text}`.
+//!
+//! The console keeps Voqalize's promises to the brain whatever the page sends: one `Finalize` per
+//! unit, for a unit the brain opened, with heard text cut to a prefix of what the unit generated.
+//!
+//! # Safety of a local tool
+//!
+//! The console is for a developer's machine: bind it to 127.0.0.1. It refuses a WebSocket upgrade
+//! whose `Origin` is another site than its own page (so a web page open in the same browser cannot
+//! drive your brain), and bounds what either side sends ([`Console::max_page_message`],
+//! [`Console::max_brain_message`]).
+
+mod bridge;
+mod call;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Map, Value};
+
+use call::Limits;
+
+/// The page, served at `/`.
+const PAGE: &str = include_str!("page.html");
+
+/// Why the console stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConsoleError {
+    /// Serving on the listener failed.
+    #[error("the console's server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Serves the console page for the brain at one URL. Build with [`Console::new`], then
+/// [`serve`](Console::serve).
+#[derive(Debug, Clone)]
+pub struct Console {
+    settings: Settings,
+}
+
+/// What every call of one console shares.
+#[derive(Debug, Clone)]
+struct Settings {
+    brain_url: String,
+    token: Option<String>,
+    init: Map<String, Value>,
+    max_page_message: usize,
+    max_brain_message: usize,
+    limits: Limits,
+}
+
+impl Console {
+    /// A console for the brain at `brain_url` (`ws://host:port[/path]`; each call adds
+    /// `?session_id=console-N`). No token is sent: the brain must accept unverified calls
+    /// (`HostOptions::allow_unverified()`), or set one with [`token`](Self::token).
+    pub fn new(brain_url: impl Into<String>) -> Self {
+        Console {
+            settings: Settings {
+                brain_url: brain_url.into(),
+                token: None,
+                init: Map::new(),
+                max_page_message: 64 * 1024,
+                max_brain_message: 1024 * 1024,
+                limits: Limits {
+                    unit_text_bytes: 1024 * 1024,
+                    open_units: 256,
+                },
+            },
+        }
+    }
+
+    /// Sends `token` as `Authorization: Bearer <token>` on every call (a token your brain's
+    /// `HostOptions` accepts, such as one from `voqalize::testing::TokenSigner`).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.settings.token = Some(token.into());
+        self
+    }
+
+    /// The `init` data of every call's `SessionStart` (default `{}`): what your app would pass.
+    pub fn init(mut self, init: Map<String, Value>) -> Self {
+        self.settings.init = init;
+        self
+    }
+
+    /// The largest message the page may send, in bytes (default 64 KiB); a larger one closes the
+    /// page's socket.
+    pub fn max_page_message(mut self, bytes: usize) -> Self {
+        self.settings.max_page_message = bytes;
+        self
+    }
+
+    /// The largest frame the brain may send, in bytes (default 1 MiB); a larger one ends the call.
+    pub fn max_brain_message(mut self, bytes: usize) -> Self {
+        self.settings.max_brain_message = bytes;
+        self
+    }
+
+    /// Serves the page at `/` and its calls at `/ws` on `listener` until `shutdown` resolves.
+    ///
+    /// # Errors
+    /// [`ConsoleError::Serve`] when the server fails.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ConsoleError> {
+        let app = axum::Router::new()
+            .route("/", get(page))
+            .route("/ws", get(upgrade))
+            .with_state(Shared {
+                settings: Arc::new(self.settings),
+                calls: Arc::new(AtomicU64::new(0)),
+            });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(ConsoleError::Serve)
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    settings: Arc<Settings>,
+    calls: Arc<AtomicU64>,
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+async fn upgrade(
+    ws: WebSocketUpgrade,
+    headers: HeaderMap,
+    State(shared): State<Shared>,
+) -> Response {
+    if !same_origin(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "the console takes calls only from its own page",
+        )
+            .into_response();
+    }
+    let n = shared.calls.fetch_add(1, Ordering::Relaxed) + 1;
+    let settings = shared.settings;
+    ws.max_message_size(settings.max_page_message)
+        .max_frame_size(settings.max_page_message)
+        .on_upgrade(move |socket| bridge::run(socket, settings, n))
+}
+
+/// True when the upgrade comes from the console's own page: no `Origin` (not a browser), or an
+/// `Origin` whose host and port are the `Host` the request was sent to.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let (Ok(origin), Some(Ok(host))) = (
+        origin.to_str(),
+        headers.get(header::HOST).map(|h| h.to_str()),
+    ) else {
+        return false;
+    };
+    origin
+        .strip_prefix("http://")
+        .is_some_and(|rest| rest == host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_the_consoles_own_page_may_open_a_call() {
+        assert!(same_origin(&headers(&[(header::HOST, "127.0.0.1:8788")])));
+        assert!(same_origin(&headers(&[
+            (header::HOST, "127.0.0.1:8788"),
+            (header::ORIGIN, "http://127.0.0.1:8788"),
+        ])));
+        for origin in [
+            "http://evil.example",
+            "http://127.0.0.1:9999",
+            "null",
+            "https://127.0.0.1:8788",
+        ] {
+            assert!(
+                !same_origin(&headers(&[
+                    (header::HOST, "127.0.0.1:8788"),
+                    (header::ORIGIN, origin),
+                ])),
+                "{origin}"
+            );
+        }
+        assert!(!same_origin(&headers(&[(
+            header::ORIGIN,
+            "http://127.0.0.1:8788"
+        )])));
+    }
+}
