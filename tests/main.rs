@@ -17,6 +17,7 @@ mod relay;
 mod request_schemas;
 mod session;
 mod support;
+mod typescript;
 mod voice;
 mod voice_bounds;
 mod voice_cases;
