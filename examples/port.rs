@@ -2,14 +2,14 @@
 //!
 //! The agent below stands in for yours: it keeps its own history (its own message type) and
 //! answers with a stream of text pieces, as most agent frameworks and model clients do. The brain
-//! around it does three things:
+//! around it does two things:
 //!
-//! * `turn.speak_stream(answer)` speaks the stream as one speech unit, opened on the first
-//!   piece and closed at the end (a barge-in stops reading it);
-//! * `on_finalize` records what the user actually heard of each unit in a [`HeardLines`], the
-//!   greeting included, cut to the heard prefix after a barge-in;
-//! * before each answer, the lines heard since the last one go into the agent's history as its own
-//!   words, so the agent never believes it said what the user never heard.
+//! * `history.speak(turn, answer, AnswerPart::Say)` speaks the stream as one speech unit, opened
+//!   on the first piece and closed at the end (a barge-in stops reading it), and files it in a
+//!   [`HeardHistory`] of the agent's own message type;
+//! * `on_finalize` hands every `Finalize` to the history, which cuts each answer to what the user
+//!   actually heard (the greeting included, cut to the heard prefix after a barge-in), so the
+//!   agent never believes it said what the user never heard.
 //!
 //! No model layer, no API key:
 //!
@@ -17,8 +17,6 @@
 //! cargo run --example port -- --allow-unverified
 //! cargo run --example port -- --listen 127.0.0.1:8787 --public-key conf_pub.pem
 //! ```
-
-use std::sync::Mutex;
 
 use voqalize::prelude::*;
 
@@ -73,34 +71,25 @@ use agent::{Message, Role};
 
 const GREETING: &str = "Hello! I'm an agent you already had, now with a voice.";
 
-/// One call: the agent's own history, and what the user heard that it does not hold yet.
-#[derive(Default)]
+/// One call: the agent's own history, holding what the user heard.
 struct Ported {
-    history: Mutex<Vec<Message>>,
-    heard: HeardLines,
+    history: HeardHistory<Message>,
 }
 
 impl Brain for Ported {
     async fn greet(&self, _session: &Session) -> BrainResult<Option<String>> {
-        Ok(Some(GREETING.into())) // heard truth records it like any unit
+        Ok(Some(GREETING.into())) // heard truth files it like any unit
     }
 
     async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
-        let history = {
-            let mut history = self.history.lock().unwrap();
-            // What the user heard since the last answer, as the agent's own words.
-            history.extend(self.heard.take().into_iter().map(|text| Message {
-                role: Role::Assistant,
-                text,
-            }));
-            history.push(Message {
-                role: Role::User,
-                text: message.text,
-            });
-            history.clone()
-        };
-        if let Err(e) = turn.speak_stream(agent::answer(&history)).await {
-            // What was spoken before the failure stays spoken (and heard truth records it).
+        self.history.push(Message {
+            role: Role::User,
+            text: message.text,
+        });
+        let history = self.history.messages();
+        let answer = agent::answer(&history);
+        if let Err(e) = self.history.speak(turn, answer, AnswerPart::Say).await {
+            // What was spoken before the failure stays spoken (and heard truth files it).
             tracing::error!("{e}");
             turn.say("Sorry, something went wrong on my side.");
         }
@@ -108,12 +97,18 @@ impl Brain for Ported {
     }
 
     async fn on_finalize(&self, _session: &Session, finalized: Finalized) -> BrainResult {
-        self.heard.record(&finalized);
+        self.history.heard(&finalized);
         Ok(())
     }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    cli::serve(Ported::default).await
+    cli::serve(|| Ported {
+        history: HeardHistory::new(|text| Message {
+            role: Role::Assistant,
+            text,
+        }),
+    })
+    .await
 }

@@ -216,3 +216,151 @@ async fn a_plain_stream_of_text_is_spoken_as_one_unit() {
     let turn = v.user_says("hello there you").await.unwrap();
     assert_eq!(turn.unit_texts(), ["hello there you", " (that was all)"]);
 }
+
+/// One item of a framework's streamed answer, typed as rig's `MultiTurnStreamItem` is: text
+/// beside tool calls and their results.
+#[derive(Debug, Clone)]
+enum Item {
+    Text(&'static str),
+    ToolCall {
+        id: &'static str,
+        name: &'static str,
+    },
+    ToolResult {
+        id: &'static str,
+        output: &'static str,
+    },
+    Reasoning(&'static str),
+}
+
+/// The agent's own message type.
+#[derive(Debug, Clone, PartialEq)]
+enum Msg {
+    User(String),
+    Assistant(String),
+    Call(String),
+    Result(String),
+    Reasoning(String),
+}
+
+/// An agent's typed stream for `text`:
+/// * `book`: words, a reasoning step, a call and its result, more words, then the end;
+/// * `hang`: words, then a call whose tool never answers.
+fn typed_agent(text: &str) -> BoxStream<'static, Result<Item, AgentError>> {
+    match text {
+        "book" => stream::iter(
+            [
+                Item::Text("Let me check. "),
+                Item::Reasoning("the user wants a table"),
+                Item::ToolCall {
+                    id: "c1",
+                    name: "book",
+                },
+                Item::ToolResult {
+                    id: "c1",
+                    output: "booked 20:00",
+                },
+                Item::Text("Booked for eight, "),
+                Item::Text("see you then."),
+            ]
+            .map(Ok),
+        )
+        .boxed(),
+        "hang" => stream::iter(
+            [
+                Item::Text("Checking "),
+                Item::ToolCall {
+                    id: "c2",
+                    name: "slow",
+                },
+            ]
+            .map(Ok),
+        )
+        .chain(stream::pending())
+        .boxed(),
+        _ => stream::iter([Ok(Item::Text("Fine."))]).boxed(),
+    }
+}
+
+/// A ported agent keeping its own typed history with `HeardHistory`: logs the history it hands
+/// the agent at the start of every turn.
+struct Historian {
+    log: Arc<Log>,
+    history: HeardHistory<Msg>,
+}
+
+impl Brain for Historian {
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        self.history.push(Msg::User(message.text.clone()));
+        self.log.push(format!("{:?}", self.history.messages()));
+        let answer = typed_agent(&message.text);
+        self.history
+            .speak(turn, answer, |item| match item {
+                Item::Text(t) => AnswerPart::Say(t.into()),
+                Item::ToolCall { id, name } => AnswerPart::Call {
+                    id: id.into(),
+                    message: Msg::Call(name.into()),
+                },
+                Item::ToolResult { id, output } => AnswerPart::Result {
+                    id: id.into(),
+                    message: Msg::Result(output.into()),
+                },
+                Item::Reasoning(r) => AnswerPart::Keep(Msg::Reasoning(r.into())),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn on_finalize(&self, _session: &Session, finalized: Finalized) -> BrainResult {
+        self.history.heard(&finalized);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_typed_history_holds_what_was_heard_with_its_tools_in_place() {
+    let log = Arc::new(Log::default());
+    let brain = log.clone();
+    let mut v = driver(move || Historian {
+        log: brain.clone(),
+        history: HeardHistory::new(Msg::Assistant),
+    })
+    .await;
+    v.start_silent().await.unwrap();
+    let user = |t: &str| Msg::User(t.into());
+    let said = |t: &str| Msg::Assistant(t.into());
+
+    // Heard in full: the words around the tool, each its own message, in stream order.
+    let turn = v.user_says("book").await.unwrap();
+    assert_eq!(turn.text(), "Let me check. Booked for eight, see you then.");
+    // Cut after "Booked": the tool stays (it ran), the words go to the heard prefix.
+    v.barge_in(
+        "book",
+        BargeIn {
+            at: BargeAt::FirstText,
+            heard_prefix: Some("Let me check. Booked".into()),
+        },
+    )
+    .await
+    .unwrap();
+    // Cut while a tool runs: its call never got a result, so it leaves the history.
+    v.barge_in("hang", BargeIn::default()).await.unwrap();
+    v.user_says("next").await.unwrap();
+
+    let booked = [
+        said("Let me check. "),
+        Msg::Reasoning("the user wants a table".into()),
+        Msg::Call("book".into()),
+        Msg::Result("booked 20:00".into()),
+    ];
+    let mut expected = vec![user("book")];
+    expected.extend(booked.clone());
+    expected.push(said("Booked for eight, see you then."));
+    expected.push(user("book"));
+    expected.extend(booked);
+    expected.push(said("Booked"));
+    expected.extend([user("hang"), said("Checking "), user("next")]);
+    let last = log.events().last().cloned().unwrap_or_default();
+    assert_eq!(last, format!("{expected:?}"));
+    v.assert_clean();
+}

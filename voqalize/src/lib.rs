@@ -108,7 +108,9 @@ pub use host::{HostError, HostOptions, run_session};
 /// reply, an app event's payload, an RTVI message) without depending on `serde_json` themselves:
 /// `voqalize::json!({"city": "Paris"})`.
 pub use serde_json::json;
-pub use session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
+pub use session::{
+    AnswerPart, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit, Step, Turn,
+};
 /// The macros, at the root where the docs show them (also in [`prelude`]).
 pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};
 

@@ -6,7 +6,9 @@ pub use crate::host::{HostError, HostOptions, Upgrade, run_session};
 pub use crate::json;
 #[cfg(feature = "model")]
 pub use crate::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
-pub use crate::session::{Finalized, HeardLines, Session, SessionError, SpeechUnit, Step, Turn};
+pub use crate::session::{
+    AnswerPart, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit, Step, Turn,
+};
 pub use crate::tools::prelude::*;
 #[cfg(feature = "model")]
 pub use crate::voice::{Model, ToolChoice};

@@ -6,6 +6,7 @@
 pub(crate) mod context;
 mod error;
 mod heard;
+mod history;
 pub(crate) mod outbound;
 mod step;
 mod turn;
@@ -21,6 +22,7 @@ use tokio::sync::oneshot;
 
 pub use error::SessionError;
 pub use heard::HeardLines;
+pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
