@@ -24,7 +24,7 @@ impl Brain for Workload {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
+    async fn on_session_end(&self, _session: &Session, _reason: EndReason) {
         cli::SESSIONS_ENDED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -17,6 +17,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use voqalize::host::tungstenite::AcceptError;
 use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use voqalize::prelude::*;
+use voqalize::session::TransportLoss;
 use voqalize::testing::{DriverError, Start, TokenSigner, Voqalize};
 use voqalize::wire::{Frame, Response, RtviType, SessionStart, WIRE_VERSION};
 
@@ -309,7 +310,7 @@ impl Brain for CountingEcho {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
+    async fn on_session_end(&self, _session: &Session, _reason: EndReason) {
         self.ends.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -485,7 +486,7 @@ impl Brain for SlowTalker {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
+    async fn on_session_end(&self, _session: &Session, _reason: EndReason) {
         self.ends.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -839,8 +840,8 @@ impl Brain for Counted {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
-        self.0.end();
+    async fn on_session_end(&self, _session: &Session, reason: EndReason) {
+        self.0.end_because(&reason);
     }
 }
 
@@ -896,6 +897,12 @@ async fn a_peer_that_never_reads_is_ended_not_buffered() -> TestResult {
     assert!(
         log.until(|l| l.ended() == 1).await,
         "the flooding call ended"
+    );
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::BoundExceeded(
+            voqalize::session::BoundExceeded::Lane
+        )]
     );
     let mut v = dial(&format!("ws://{addr}/voice"), "calm", None).await?;
     v.start_silent().await?;
@@ -966,6 +973,10 @@ async fn a_peer_that_stops_answering_pings_is_ended() -> TestResult {
     assert!(
         log.until(|l| l.ended() == 1).await,
         "the half-open call ended"
+    );
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::TransportLost(TransportLoss::KeepaliveDeadline)]
     );
 
     let mut v = dial(&format!("ws://{addr}/voice"), "silent", None).await?;
@@ -1180,8 +1191,8 @@ impl Brain for Target {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
-        self.0.end();
+    async fn on_session_end(&self, _session: &Session, reason: EndReason) {
+        self.0.end_because(&reason);
     }
 }
 

@@ -19,6 +19,7 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use voqalize::prelude::*;
 use voqalize::relay::{Relay, RelayError};
+use voqalize::session::TransportLoss;
 use voqalize::wire::{self, Capabilities, Frame, SessionStart, WIRE_VERSION};
 
 use crate::support::Log;
@@ -254,9 +255,9 @@ impl Brain for Echo {
         Ok(())
     }
 
-    async fn on_session_end(&self, session: &Session) {
+    async fn on_session_end(&self, session: &Session, reason: EndReason) {
         self.log.push(format!("end {}", session.id()));
-        self.log.end();
+        self.log.end_because(&reason);
     }
 }
 
@@ -388,6 +389,10 @@ async fn a_relay_close_reconnects_and_ends_every_session_without_replay() {
     assert!(
         log.until(|l| l.ended() == 1).await,
         "the session ended with the connection"
+    );
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::TransportLost(TransportLoss::RelayLost)]
     );
     // The old prefix has no session on the new connection: its frames are dropped...
     again.send(A, &says(3, "still there?")).await;
@@ -553,6 +558,8 @@ async fn shutdown_lets_running_calls_finish_then_closes() {
         .unwrap();
     assert!(result.is_ok(), "{result:?}");
     assert_eq!(log.events(), ["end call-a".replace("call-a", "running")]);
+    // It finished within the drain: Voqalize ended it, not the shutdown.
+    assert_eq!(log.end_reasons(), [EndReason::Ended]);
 }
 
 #[tokio::test]
@@ -763,6 +770,12 @@ async fn sessions_still_running_at_the_drain_deadline_end_with_an_end_before_the
     assert_eq!(ended, [A, B]);
     assert_eq!(link.until_closed().await, Some(1000));
     assert!(task.await.unwrap().is_ok());
+    // Each brain was told why: the server shut down.
+    assert!(log.until(|l| l.ended() == 2).await);
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::Shutdown, EndReason::Shutdown]
+    );
 }
 
 #[tokio::test]

@@ -220,8 +220,8 @@ impl Brain for Scripted {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
-        self.log.end();
+    async fn on_session_end(&self, _session: &Session, reason: EndReason) {
+        self.log.end_because(&reason);
     }
 }
 
@@ -1331,7 +1331,7 @@ async fn inbound_congestion_sheds_rtvi_and_signals_once() {
 
 #[tokio::test]
 async fn end_is_the_last_frame_and_sent_once() {
-    let (mut v, _) = scripted(Cfg::default()).await;
+    let (mut v, log) = scripted(Cfg::default()).await;
     v.start_silent().await.unwrap();
     let _ = v.user_says("goodbye").await;
     v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
@@ -1344,6 +1344,17 @@ async fn end_is_the_last_frame_and_sent_once() {
         v.received(),
         &[start(1, 2), chunk(1, "bye"), end(1), Frame::End],
         "case 60 and docs/protocol.md §7 D2"
+    );
+    // Voqalize answers the brain's End with its own; the brain is told it ended the call, with
+    // the reason it gave first.
+    v.send(Frame::End).await.unwrap();
+    v.wait_closed().await.unwrap();
+    assert!(log.until(|l| l.ended() == 1).await);
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::ByBrain {
+            reason: "done".into()
+        }]
     );
 }
 
@@ -1924,8 +1935,8 @@ impl Brain for Hung {
         std::future::pending::<()>().await;
         Ok(())
     }
-    async fn on_session_end(&self, _s: &Session) {
-        self.log.end();
+    async fn on_session_end(&self, _s: &Session, reason: EndReason) {
+        self.log.end_because(&reason);
     }
 }
 
@@ -1961,6 +1972,13 @@ async fn a_callback_that_never_returns_does_not_keep_the_session_alive() {
             "{at}/{ending}: run_session must return: {result:?}"
         );
         assert_eq!(log.ended(), 1, "{at}/{ending}: on_session_end runs once");
+        let reason = &log.end_reasons()[0];
+        let told = match ending {
+            "hang up" => matches!(reason, EndReason::TransportLost(_)),
+            "cancel" => *reason == EndReason::Cancelled,
+            _ => *reason == EndReason::Ended,
+        };
+        assert!(told, "{at}/{ending}: told {reason:?}");
     }
 }
 
@@ -2216,8 +2234,8 @@ impl Brain for Oversized {
         Ok(())
     }
 
-    async fn on_session_end(&self, _session: &Session) {
-        self.0.end();
+    async fn on_session_end(&self, _session: &Session, reason: EndReason) {
+        self.0.end_because(&reason);
     }
 }
 

@@ -33,6 +33,7 @@ pub async fn driver_with(factory: impl MakeBrain, options: HostOptions) -> Voqal
 pub struct Log {
     events: Mutex<Vec<String>>,
     pub session_ends: AtomicUsize,
+    end_reasons: Mutex<Vec<voqalize::EndReason>>,
     changed: watch::Sender<usize>,
 }
 
@@ -41,6 +42,7 @@ impl Default for Log {
         Log {
             events: Mutex::new(Vec::new()),
             session_ends: AtomicUsize::new(0),
+            end_reasons: Mutex::new(Vec::new()),
             changed: watch::channel(0).0,
         }
     }
@@ -92,6 +94,23 @@ impl Log {
 
     pub fn ended(&self) -> usize {
         self.session_ends.load(Ordering::SeqCst)
+    }
+
+    /// What `on_session_end` was told, each time it ran.
+    pub fn end_reasons(&self) -> Vec<voqalize::EndReason> {
+        self.end_reasons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `on_session_end` ran, told `reason`.
+    pub fn end_because(&self, reason: &voqalize::EndReason) {
+        self.end_reasons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(reason.clone());
+        self.end();
     }
 
     pub fn end(&self) {

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::session::{Finalized, Session, Turn};
+use crate::session::{EndReason, Finalized, Session, Turn};
 use crate::wire::{ErrorFrame, Rtvi, UserIdle, UserMessage};
 
 /// An error a brain callback returns: any error type. It is logged with the callback's name and
@@ -121,10 +121,17 @@ pub trait Brain: Send + Sync + 'static {
         async { Ok(()) }
     }
 
-    /// The call is over, whatever ended it. Runs exactly once for a session whose `SessionStart`
-    /// was handled, after every turn and handler was stopped. Errors are logged.
-    fn on_session_end(&self, session: &Session) -> impl Future<Output = ()> + Send {
-        let _ = session;
+    /// The call is over; `reason` says what ended it (Voqalize's `End` or `Cancel`, this
+    /// brain's own [`Session::end`], a lost connection, a bound, shutdown). Runs exactly once for
+    /// a session whose `SessionStart` was handled, after every turn and handler was stopped, and
+    /// within the request timeout (10 s by default; past it, it is abandoned). A panic is caught
+    /// and logged.
+    fn on_session_end(
+        &self,
+        session: &Session,
+        reason: EndReason,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (session, reason);
         async {}
     }
 }

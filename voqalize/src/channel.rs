@@ -12,6 +12,8 @@ pub struct ChannelError {
     #[source]
     source: Box<dyn std::error::Error + Send + Sync + 'static>,
     close_code: Option<u16>,
+    /// Why the call ends, when the transport knows better than "it failed" (the relay leg).
+    ending: Option<crate::session::EndReason>,
 }
 
 impl ChannelError {
@@ -20,7 +22,23 @@ impl ChannelError {
         ChannelError {
             source: Box::new(e),
             close_code: None,
+            ending: None,
         }
+    }
+
+    /// The transport ends the call for `reason` (the relay leg: shutdown, or its connection lost).
+    #[cfg(feature = "relay")]
+    pub(crate) fn ending(reason: crate::session::EndReason) -> Self {
+        ChannelError {
+            source: reason.to_string().into(),
+            close_code: None,
+            ending: Some(reason),
+        }
+    }
+
+    /// Why the call ends, when the transport said.
+    pub(crate) fn end_reason(&self) -> Option<&crate::session::EndReason> {
+        self.ending.as_ref()
     }
 
     /// A received message was bigger than the limit: the session ends and the connection is
@@ -29,6 +47,7 @@ impl ChannelError {
         ChannelError {
             source: Box::new(e),
             close_code: Some(CLOSE_TOO_BIG),
+            ending: None,
         }
     }
 

@@ -109,7 +109,8 @@ pub use host::{HostError, HostOptions, run_session};
 /// `voqalize::json!({"city": "Paris"})`.
 pub use serde_json::json;
 pub use session::{
-    AnswerPart, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit, Step, Turn,
+    AnswerPart, EndReason, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit,
+    Step, Turn,
 };
 /// The macros, at the root where the docs show them (also in [`prelude`]).
 pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};

@@ -7,7 +7,8 @@ pub use crate::json;
 #[cfg(feature = "model")]
 pub use crate::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
 pub use crate::session::{
-    AnswerPart, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit, Step, Turn,
+    AnswerPart, EndReason, Finalized, HeardHistory, HeardLines, Session, SessionError, SpeechUnit,
+    Step, Turn,
 };
 pub use crate::tools::prelude::*;
 #[cfg(feature = "model")]

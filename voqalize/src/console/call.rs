@@ -168,7 +168,7 @@ impl Call {
             Frame::SpeechChunk { speech_id, text } => {
                 if let Some(unit) = self.units.get_mut(&speech_id) {
                     let room = self.limits.unit_text_bytes.saturating_sub(unit.text.len());
-                    unit.text.push_str(clip(&text, room));
+                    unit.text.push_str(&text[..text.floor_char_boundary(room)]);
                 }
                 json!({"type": "chunk", "speech_id": speech_id, "text": text})
             }
@@ -254,18 +254,6 @@ fn common_prefix<'a>(generated: &str, heard: &'a str) -> &'a str {
         end = i + a.len_utf8();
     }
     &heard[..end]
-}
-
-/// `text` cut to at most `max` bytes at a character boundary.
-fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]

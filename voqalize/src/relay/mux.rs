@@ -29,6 +29,7 @@ use crate::host::Admitted;
 use crate::logline::{Repeated, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
+use crate::session::{EndReason, TransportLoss};
 use crate::wire::{self, Frame};
 
 /// One binary message from the relay as the mux reads it before routing: the session's 16-byte
@@ -177,11 +178,25 @@ struct RelayReceiver {
     inbox: mpsc::Receiver<Incoming>,
     /// Bytes waiting in `inbox`.
     queued: Arc<AtomicUsize>,
+    /// Why the connection is ending all its sessions, once it is.
+    ending: Arc<Ending>,
 }
+
+/// Why a relay connection ends every session it carries: told each session when its inbox
+/// closes, so `on_session_end` learns shutdown from a lost relay.
+#[derive(Default)]
+struct Ending(std::sync::OnceLock<EndReason>);
 
 impl ChannelReceiver for RelayReceiver {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
-        let incoming = self.inbox.recv().await?;
+        let Some(incoming) = self.inbox.recv().await else {
+            return self
+                .ending
+                .0
+                .get()
+                .cloned()
+                .map(|r| Err(ChannelError::ending(r)));
+        };
         if let Incoming::Binary(bytes) = &incoming {
             self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
         }
@@ -282,6 +297,7 @@ struct Connection<'r, M> {
     max_message: usize,
     backlog: Arc<Backlog>,
     sessions: HashMap<Prefix, Running>,
+    ending: Arc<Ending>,
     tasks: JoinSet<(Prefix, u64)>,
     runs: u64,
     junk: Repeated,
@@ -385,6 +401,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
                 total_bytes: relay.settings.max_backlog,
             })),
             sessions: HashMap::new(),
+            ending: Arc::default(),
             tasks: JoinSet::new(),
             runs: 0,
             junk: Repeated::new("text, short or malformed relay frames"),
@@ -516,7 +533,11 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             backlog: self.backlog.clone(),
             end_sent: Arc::default(),
         };
-        let receiver = RelayReceiver { inbox: rx, queued };
+        let receiver = RelayReceiver {
+            inbox: rx,
+            queued,
+            ending: self.ending.clone(),
+        };
         self.runs += 1;
         let run = self.runs;
         let span = tracing::info_span!("session", service = "brain", session_id = %uuid(&prefix));
@@ -574,7 +595,12 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             self.backlog.abandon();
             writer.abort();
         }
-        // Every inbox closes: each runtime stops and runs on_session_end.
+        // Every inbox closes: each runtime stops and runs on_session_end, told why.
+        let _ = self.ending.0.set(if lost {
+            EndReason::TransportLost(TransportLoss::RelayLost)
+        } else {
+            EndReason::Shutdown
+        });
         self.sessions.clear();
         let bound = self.limits.request_timeout + std::time::Duration::from_secs(1);
         let tasks = &mut self.tasks;
@@ -629,6 +655,7 @@ mod tests {
         let mut receiver = RelayReceiver {
             inbox: rx,
             queued: queued.clone(),
+            ending: Arc::default(),
         };
         receiver.recv().await.unwrap().unwrap();
         assert_eq!(queued.load(Ordering::Acquire), 0);

@@ -23,7 +23,9 @@ use crate::logline::{Repeated, outside, outside_n};
 use crate::queue::Alerts;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
-use crate::session::{Session, SessionLimits, Turn, context};
+use crate::session::{
+    BoundExceeded, EndReason, Session, SessionLimits, TransportLoss, Turn, context,
+};
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame, SessionStart, WIRE_VERSION, clip};
 
 /// The most bytes of text an `Error` frame the brain sends carries: its message quotes the brain's
@@ -563,8 +565,10 @@ impl<M: MakeBrain> Feeder<M> {
         }
         if let Some((session, brain)) = self.session() {
             session.abandon_waiters();
+            let reason = end_reason(stop, session.ended_by_brain());
+            tracing::info!("session: ended: {reason}");
             let fut = context::scope(session.clone(), None, async {
-                brain.on_session_end(&session).await;
+                brain.on_session_end(&session, reason).await;
                 Ok(())
             });
             match tokio::time::timeout(self.request_timeout, guarded(fut)).await {
@@ -576,6 +580,28 @@ impl<M: MakeBrain> Feeder<M> {
                 ),
             }
         }
+    }
+}
+
+/// Why the session ended, as the brain is told: the brain's own `End` (with its reason) before
+/// what followed it (Voqalize's answering End, the connection closing), else what stopped it.
+fn end_reason(stop: &Stop, ended_by_brain: Option<String>) -> EndReason {
+    let reason = match stop {
+        Stop::End => EndReason::Ended,
+        Stop::Cancel => EndReason::Cancelled,
+        Stop::Closed(reason) => reason.clone(),
+        Stop::SendFailed => EndReason::TransportLost(TransportLoss::SendFailed),
+        Stop::Overloaded => EndReason::BoundExceeded(BoundExceeded::Lane),
+        Stop::FrameTooBig => EndReason::BoundExceeded(BoundExceeded::OutboundFrame),
+    };
+    match (ended_by_brain, reason) {
+        (
+            Some(reason),
+            EndReason::Ended
+            | EndReason::Cancelled
+            | EndReason::TransportLost(TransportLoss::Closed),
+        ) => EndReason::ByBrain { reason },
+        (_, reason) => reason,
     }
 }
 

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use crate::queue::{Admitted, Alerts, Flag, Shedding};
 use crate::recover::lock;
+use crate::session::EndReason;
 use crate::wire::{FRAME_WEIGHT, Frame};
 
 pub(crate) const INBOUND_OVERFLOW: &str = "voqalize: inbound queue overflow; the call is ended";
@@ -70,8 +71,8 @@ pub(crate) enum Stop {
     End,
     /// `Cancel` from Voqalize: queued frames are dropped.
     Cancel,
-    /// The channel closed or failed to receive.
-    Closed,
+    /// The channel closed or failed to receive: why, as the brain is told.
+    Closed(EndReason),
     /// Sending failed; the writer keeps the cause.
     SendFailed,
     /// A lane passed its hard bound: the peer floods it (inbound) or does not read (outbound).

@@ -151,7 +151,9 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     };
     let stop = stop.unwrap_or_else(|e| {
         tracing::error!("session: feeder task failed: {e}");
-        Stop::Closed
+        Stop::Closed(crate::session::EndReason::TransportLost(
+            crate::session::TransportLoss::Closed,
+        ))
     });
     if stop == Stop::FrameTooBig {
         close = CLOSE_INTERNAL;

@@ -10,10 +10,11 @@ use tokio::time::{Instant, sleep_until};
 use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
-use crate::channel::{ChannelReceiver, Incoming};
+use crate::channel::{CLOSE_TOO_BIG, ChannelReceiver, Incoming};
 use crate::logline::{Repeated, chain, outside};
 use crate::recover::lock;
 use crate::session::outbound::Outbound;
+use crate::session::{BoundExceeded, EndReason, TransportLoss};
 use crate::wire::{self, Frame};
 
 /// Reads until the channel closes or fails; returns the close code a failure calls for (1009 for
@@ -37,6 +38,7 @@ pub(super) async fn read_loop(
         .then(|| limits.ping_interval + limits.pong_timeout);
     let mut heard = Instant::now();
     let mut close = None;
+    let mut why = EndReason::TransportLost(TransportLoss::Closed);
     let mut junk = Repeated::new("malformed, text or unknown frames");
     // One timer for the whole call, moved at each frame (no timer made per frame).
     let watchdog = sleep_until(start_deadline);
@@ -55,6 +57,7 @@ pub(super) async fn read_loop(
             next = receiver.recv() => next,
             () = &mut watchdog, if deadline.is_some() => {
                 if let (true, Some(silence)) = (started, silence) {
+                    why = EndReason::TransportLost(TransportLoss::KeepaliveDeadline);
                     tracing::warn!(
                         "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
                     );
@@ -73,6 +76,13 @@ pub(super) async fn read_loop(
             Some(Err(e)) => {
                 tracing::info!("session: channel closed: {}", outside(&chain(&e)));
                 close = e.close_code();
+                why = match (e.end_reason(), close) {
+                    (Some(reason), _) => reason.clone(),
+                    (None, Some(CLOSE_TOO_BIG)) => {
+                        EndReason::BoundExceeded(BoundExceeded::InboundMessage)
+                    }
+                    (None, _) => EndReason::TransportLost(TransportLoss::Failed(chain(&e))),
+                };
                 break;
             }
             Some(Ok(Incoming::Text(_))) => {
@@ -111,7 +121,7 @@ pub(super) async fn read_loop(
             }
         }
     }
-    lanes.stop(Stop::Closed);
+    lanes.stop(Stop::Closed(why));
     close
 }
 

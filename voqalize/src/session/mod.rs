@@ -4,6 +4,7 @@
 //! starts in this module; the runtime that drives a brain sits above it in `crate::runtime`.
 
 pub(crate) mod context;
+mod ending;
 mod error;
 mod heard;
 mod history;
@@ -20,6 +21,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
+pub use ending::{BoundExceeded, EndReason, TransportLoss};
 pub use error::SessionError;
 pub use heard::HeardLines;
 pub use history::{AnswerPart, HeardHistory};
@@ -87,6 +89,8 @@ struct Shared {
     max_frame: usize,
     /// What is told the user's words and heard truth as they happen (a voice core).
     listeners: Mutex<Vec<Weak<dyn Listener>>>,
+    /// The reason the brain gave [`Session::end`], once its End was queued.
+    ended_by_brain: Mutex<Option<String>>,
 }
 
 /// Something kept up to date with the call as it happens: the user's words as each turn answering
@@ -99,6 +103,9 @@ pub(crate) trait Listener: Send + Sync {
     /// A unit was finalized: what was heard of it.
     fn heard(&self, finalized: &Finalized);
 }
+
+/// The most bytes of the brain's reason for ending that the session keeps for `on_session_end`.
+const MAX_END_REASON: usize = 1024;
 
 /// How many listeners one session keeps (a `Model` per call; a brain may hold a few).
 #[cfg(feature = "model")]
@@ -147,6 +154,7 @@ impl Session {
                 chunk_bytes: limits.chunk_bytes.min(room).max(4),
                 max_frame: limits.max_frame,
                 listeners: Mutex::new(Vec::new()),
+                ended_by_brain: Mutex::new(None),
             }),
         }
     }
@@ -264,6 +272,11 @@ impl Session {
         Ok(())
     }
 
+    /// The reason given to [`end`](Self::end), once this brain's End was queued.
+    pub(crate) fn ended_by_brain(&self) -> Option<String> {
+        lock(&self.shared.ended_by_brain).clone()
+    }
+
     /// Ends the call: sends `End` after everything already emitted, so a goodbye spoken first is
     /// heard. Idempotent; `reason` is logged, never sent. Called from a turn that a barge-in
     /// cancelled, it does nothing. `End` is the last frame this brain sends:
@@ -274,6 +287,9 @@ impl Session {
             return;
         }
         if self.emit(Frame::End) == Pushed::Queued {
+            let mut kept = reason.to_owned();
+            crate::wire::clip(&mut kept, MAX_END_REASON);
+            *lock(&self.shared.ended_by_brain) = Some(kept);
             tracing::info!(
                 "session {}: ending (reason={})",
                 outside_n(&self.shared.id, ID_CHARS),
