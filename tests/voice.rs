@@ -642,3 +642,165 @@ async fn the_greeting_is_history_as_heard_and_a_note_from_a_tool_lands_after_its
         ]
     );
 }
+
+/// The guard TurnSteps of turn `turn`: (name, counts as `k=v` joined).
+fn guard_steps(v: &Voqalize, turn: u64) -> Vec<(String, String)> {
+    v.turn_steps()
+        .iter()
+        .filter(|s| s.turn_id == turn && s.kind == "guard")
+        .map(|s| {
+            let counts: Vec<String> = s.counts.iter().map(|(k, n)| format!("{k}={n}")).collect();
+            (s.name.clone(), counts.join(","))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guard_before_a_tool_refuses_a_call_the_model_then_reads() {
+    let (rig, mut v) = rig_with(
+        Provider::Gemini,
+        |m| {
+            m.before_tool(|call| match call.arguments["city"].as_str() {
+                Some("Paris") => Err(Refusal::new(
+                    "bookings in Paris need the user's consent first",
+                )),
+                _ => Ok(()),
+            })
+        },
+        Duration::from_secs(10),
+    )
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .text("Booking.")
+            .call("open_booking", json!({"city": "Paris"}))
+            .call("open_booking", json!({"city": "Rome"}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("book Paris and Rome").await.unwrap();
+    assert_eq!(
+        rig.log.events(),
+        ["open_booking Rome"],
+        "only the allowed call ran"
+    );
+    assert_eq!(
+        guard_steps(&v, 2),
+        [("open_booking".to_owned(), "before=1,refused=1".to_owned())]
+    );
+    let tools: Vec<String> = v
+        .turn_steps()
+        .iter()
+        .filter(|s| s.kind == "tool")
+        .map(|s| s.name.clone())
+        .collect();
+    assert_eq!(tools, ["open_booking"], "no tool step for the refused call");
+
+    rig.server.reply(Reply::new().text("Done.").finish());
+    v.user_says("thanks").await.unwrap();
+    assert_eq!(
+        gemini_contents(&rig.server, 1)[2],
+        "user: R(open_booking={\"error\":\"bookings in Paris need the user's consent first\"}), \
+         R(open_booking={\"result\":\"ok\"})"
+    );
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_guard_that_fails_or_panics_fails_closed() {
+    logs();
+    let (rig, mut v) = rig_with(
+        Provider::Gemini,
+        |m| {
+            m.before_tool(|call| match call.name {
+                "show_help" => Err(Refusal::failed("the policy store is down")),
+                "open_booking" => panic!("a bug in the guard"),
+                _ => Ok(()),
+            })
+        },
+        Duration::from_secs(10),
+    )
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .call("show_help", json!({}))
+            .call("open_booking", json!({"city": "Oslo"}))
+            .text("One moment.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("help me book").await.unwrap();
+    assert_eq!(rig.runs.load(Ordering::SeqCst), 0, "neither tool ran");
+    assert_eq!(
+        guard_steps(&v, 2),
+        [
+            ("show_help".to_owned(), "before=1,failed=1".to_owned()),
+            ("open_booking".to_owned(), "before=1,failed=1".to_owned())
+        ]
+    );
+    rig.server.reply(Reply::new().text("Done.").finish());
+    v.user_says("ok").await.unwrap();
+    // The model reads only that the check failed; the guard's own error stays in the log.
+    let results = &gemini_contents(&rig.server, 1)[2];
+    assert!(
+        results.contains("the check before 'show_help' failed, so it did not run")
+            && results.contains("the check before 'open_booking' failed, so it did not run")
+            && !results.contains("policy store"),
+        "{results}"
+    );
+    // Logged once (the panic after it is counted with it, not logged per call).
+    assert_eq!(logs().lines_with("the policy store is down").len(), 1);
+    assert!(logs().lines_with("a bug in the guard").is_empty());
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_guard_after_a_tool_redacts_or_withholds_the_result() {
+    let (rig, mut v) = rig_with(
+        Provider::OpenAi,
+        |m| {
+            m.after_tool(|call, response| match call.name {
+                "get_balance" => {
+                    response["result"] = json!("[redacted]");
+                    Ok(())
+                }
+                "show_help" => Err(Refusal::failed("the redaction service timed out")),
+                _ => Ok(()),
+            })
+        },
+        Duration::from_secs(10),
+    )
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .call("show_help", json!({}))
+            .call("get_balance", json!({}))
+            .finish(),
+    );
+    rig.server
+        .reply(Reply::new().text("It is private.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("balance?").await.unwrap();
+    assert_eq!(play(&mut v, turn, 1).await, ["It is private."]);
+    assert_eq!(rig.runs.load(Ordering::SeqCst), 2, "both tools ran");
+    let input = rig.server.requests()[1].body["input"].clone();
+    let outputs: Vec<String> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            "{\"error\":\"the check of 'show_help''s result failed, so its result was withheld\"}",
+            "{\"result\":\"[redacted]\"}"
+        ]
+    );
+    assert_eq!(
+        guard_steps(&v, turn),
+        [("show_help".to_owned(), "after=1,failed=1".to_owned())]
+    );
+    v.assert_clean();
+}

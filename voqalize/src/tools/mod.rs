@@ -444,6 +444,9 @@ pub enum ToolErrorKind {
     Failed,
     /// The tool panicked.
     Panicked,
+    /// A tool guard refused the call or withheld its result (`Model::before_tool`,
+    /// `Model::after_tool`), or failed and so refused it.
+    Refused,
 }
 
 /// A call that produced no result; `message` is what the model reads.

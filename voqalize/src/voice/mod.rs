@@ -58,6 +58,7 @@ mod conversation;
 mod guard;
 mod report;
 mod response;
+mod tool_guard;
 mod turn;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +68,8 @@ use std::time::Duration;
 use bounds::Bounds;
 use conversation::Conversation;
 use report::TurnLog;
+use serde_json::Value;
+use tool_guard::Guards;
 
 use crate::brain::BrainResult;
 use crate::model::http;
@@ -77,6 +80,7 @@ use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
+pub use tool_guard::{GuardedCall, Refusal};
 
 /// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
 /// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
@@ -119,6 +123,7 @@ struct Settings {
     max_history: usize,
     max_history_bytes: usize,
     bounds: Bounds,
+    guards: Guards,
 }
 
 impl Default for Settings {
@@ -130,6 +135,7 @@ impl Default for Settings {
             max_history: 400,
             max_history_bytes: bounds::MAX_HISTORY_BYTES,
             bounds: Bounds::default(),
+            guards: Guards::default(),
         }
     }
 }
@@ -328,6 +334,43 @@ impl Model {
     #[must_use]
     pub fn max_tool_runs(self, runs: usize) -> Model {
         self.with(|s| s.bounds.tool_runs = runs)
+    }
+
+    /// Checks every tool call before its tool runs: `guard` sees the tool's name and arguments
+    /// and the turn, and returns `Ok(())` to let it run or a [`Refusal`] the model reads instead
+    /// of a result. It fails closed: a guard that returns [`Refusal::failed`] or panics refuses
+    /// the call too (the failure is logged, the model reads only that the check failed). A refused
+    /// call does not run and counts against no tool bound; it is reported as a `guard` TurnStep
+    /// (name: the tool, count `refused` or `failed`) and logged once, then summed up. Typical
+    /// uses: authorisation by the caller's state, a per-call spending cap.
+    ///
+    /// The guard is synchronous and runs on the turn's task between the call and its tool: keep
+    /// it cheap, and read what it needs from the brain's state (shared through an `Arc` with the
+    /// factory that made this `Model`). One guard per `Model`: a second call replaces the first.
+    #[must_use]
+    pub fn before_tool(
+        self,
+        guard: impl Fn(&GuardedCall<'_>) -> Result<(), Refusal> + Send + Sync + 'static,
+    ) -> Model {
+        let guard: Arc<tool_guard::BeforeTool> = Arc::new(guard);
+        self.with(|s| s.guards.before = Some(guard))
+    }
+
+    /// Checks every result before the model reads it: `guard` sees the call and the response the
+    /// model would read (`{"result": ...}`, or `{"error": "..."}` for a tool that failed), which it
+    /// may rewrite (redact a secret, shorten a list), and returns `Ok(())` to let the model read
+    /// it, or a [`Refusal`] whose message the model reads instead. It fails closed: a guard that
+    /// returns [`Refusal::failed`] or panics withholds the result (the model reads that the check
+    /// failed). Refusals and failures are reported and logged as for
+    /// [`before_tool`](Self::before_tool). It does not run for a call that did not run. One guard
+    /// per `Model`.
+    #[must_use]
+    pub fn after_tool(
+        self,
+        guard: impl Fn(&GuardedCall<'_>, &mut Value) -> Result<(), Refusal> + Send + Sync + 'static,
+    ) -> Model {
+        let guard: Arc<tool_guard::AfterTool> = Arc::new(guard);
+        self.with(|s| s.guards.after = Some(guard))
     }
 
     /// How long a turn may wait on the model, from the user's words (default 60 s): opening

@@ -31,6 +31,10 @@ pub(crate) struct TurnLog {
     pub failed_calls: Repeated,
     /// A tool call over [`TOOL_BUDGET_MS`](crate::tools::TOOL_BUDGET_MS).
     pub slow_tools: Repeated,
+    /// A call or a result a tool guard refused.
+    pub guard_refusals: Repeated,
+    /// A tool guard that failed or panicked (the call refused, or the result withheld).
+    pub guard_failures: Repeated,
 }
 
 impl Default for TurnLog {
@@ -45,6 +49,8 @@ impl Default for TurnLog {
             calls_as_text: Repeated::new("turns with a function call written as text"),
             failed_calls: Repeated::new("tool calls that failed"),
             slow_tools: Repeated::new("tool calls over the time budget"),
+            guard_refusals: Repeated::new("tool calls or results a guard refused"),
+            guard_failures: Repeated::new("tool guards that failed"),
         }
     }
 }

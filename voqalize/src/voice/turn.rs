@@ -24,6 +24,7 @@ use super::conversation::Conversation;
 use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use super::response::{Closed, Ending, Response};
+use super::tool_guard::{GuardedCall, Verdict};
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, chain, outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
@@ -33,7 +34,8 @@ use crate::model::layer::StreamError;
 use crate::model::{ModelError, ToolChoice};
 use crate::session::{Session, Step, Turn};
 use crate::tools::{
-    TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox, restore_enum_strings,
+    Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
+    restore_enum_strings,
 };
 
 /// How long a tool waits for the speech before its call to reach the socket.
@@ -551,16 +553,45 @@ impl TurnState<'_> {
                 .file_call(&mut conversation, call, raw)
         };
         let started = Instant::now();
-        let outcome = if tools_off {
+        let guards = &model.inner.settings.guards;
+        let arguments = match tools.get(&filed.name) {
+            Some(decl) if model.inner.layer.enums_as_strings() => {
+                restore_enum_strings(decl, filed.arguments)
+            }
+            _ => filed.arguments,
+        };
+        // A guard reads the arguments as JSON: JSON text is parsed once here (the tool gets the
+        // parsed value). Text that is not JSON is not checked: its call cannot run (the tool's
+        // arguments do not read).
+        let arguments = if guards.any() {
+            as_json(arguments)
+        } else {
+            arguments
+        };
+        let seen = match &arguments {
+            Arguments::Json(v) if guards.any() => Some(v.clone()),
+            _ => None,
+        };
+        let checked = GuardedCall {
+            name: &filed.name,
+            arguments: seen.as_ref().unwrap_or(&Value::Null),
+            turn_id: self.turn.id(),
+        };
+        let before = match &seen {
+            Some(_) if !tools_off => guards.before(&checked),
+            _ => Verdict::Allowed,
+        };
+        let ran = !tools_off && matches!(before, Verdict::Allowed);
+        let mut outcome = if tools_off {
             refused(&filed.kept)
+        } else if let Verdict::Refused(message) | Verdict::Failed { message, .. } = &before {
+            self.guarded(&filed.kept, &before, "before");
+            ToolOutcome {
+                result: Err(ToolError::new(ToolErrorKind::Refused, message.clone())),
+                elapsed: Duration::ZERO,
+            }
         } else {
             self.runs += 1;
-            let arguments = match tools.get(&filed.name) {
-                Some(decl) if model.inner.layer.enums_as_strings() => {
-                    restore_enum_strings(decl, filed.arguments)
-                }
-                _ => filed.arguments,
-            };
             let outcome = brain.call_tool(tools, &filed.name, arguments).await;
             if let Err(e) = &outcome.result
                 && allowed(model, |log| &mut log.failed_calls)
@@ -574,10 +605,18 @@ impl TurnState<'_> {
             over_budget(model, tools, &filed.name, &outcome);
             outcome
         };
+        let mut response = outcome.response();
+        if ran {
+            let after = guards.after(&checked, &mut response);
+            if !matches!(after, Verdict::Allowed) {
+                self.guarded(&filed.kept, &after, "after");
+                outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
+            }
+        }
         let result = ToolResult {
             call_id: filed.call_id,
             name: filed.kept.clone(),
-            response: outcome.response(),
+            response,
         };
         {
             let mut conversation = model.conversation();
@@ -585,8 +624,9 @@ impl TurnState<'_> {
                 .answer(&mut conversation, result);
         }
         self.tally.calls += 1;
-        // A `tool` step for a tool that ran; a call refused because tools were off did not.
-        if self.steps_on() && !tools_off {
+        // A `tool` step for a tool that ran; a call refused because tools were off, or by a
+        // guard before it ran, did not.
+        if self.steps_on() && ran {
             let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
             report(
                 &self.session,
@@ -600,6 +640,42 @@ impl TurnState<'_> {
             end.awaited = true;
         }
         Ok(())
+    }
+
+    /// A guard refused `tool`'s call or its result (`at`: "before" or "after"), or failed: logged
+    /// (once, then summed up) and reported as a `guard` step.
+    fn guarded(&self, tool: &str, verdict: &Verdict, at: &str) {
+        match verdict {
+            Verdict::Allowed => return,
+            Verdict::Refused(message) => {
+                if allowed(self.model, |log| &mut log.guard_refusals) {
+                    tracing::info!(
+                        "tool {}: the guard {at} it refused: {}",
+                        outside(tool),
+                        outside(message)
+                    );
+                }
+            }
+            Verdict::Failed { log, .. } => {
+                if allowed(self.model, |l| &mut l.guard_failures) {
+                    tracing::warn!(
+                        "tool {}: the guard {at} it failed, so it fails closed: {}",
+                        outside(tool),
+                        outside(log)
+                    );
+                }
+            }
+        }
+        if self.steps_on()
+            && let Some(count) = verdict.count()
+        {
+            report(
+                &self.session,
+                Step::new("guard", tool).count(count, 1).count(at, 1),
+                self.turn.id(),
+                false,
+            );
+        }
     }
 
     /// A request failed: log it with the provider and status, close what was speaking (it stays in
@@ -701,6 +777,21 @@ fn joined(parts: Vec<Part>) -> Vec<Part> {
         out.push(part);
     }
     out
+}
+
+/// `arguments` as a JSON value when they are JSON text (empty text is `{}`); text that is not
+/// JSON is left as it is.
+fn as_json(arguments: Arguments) -> Arguments {
+    match arguments {
+        Arguments::Raw(text) if text.trim().is_empty() => {
+            Arguments::Json(Value::Object(Default::default()))
+        }
+        Arguments::Raw(text) => match serde_json::from_str(&text) {
+            Ok(value) => Arguments::Json(value),
+            Err(_) => Arguments::Raw(text),
+        },
+        json => json,
+    }
 }
 
 /// A call on a request that allowed none: not run, answered with an error the model reads.
