@@ -804,3 +804,150 @@ async fn a_guard_after_a_tool_redacts_or_withholds_the_result() {
     );
     v.assert_clean();
 }
+
+/// A closed span: its name and fields (values as text).
+type ClosedSpan = (String, std::collections::BTreeMap<String, String>);
+
+/// Every span closed under it, in closing order.
+#[derive(Clone, Default)]
+struct SpanLog(Arc<std::sync::Mutex<Vec<ClosedSpan>>>);
+
+#[derive(Default)]
+struct SpanFields(std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for SpanFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanLog
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut fields = SpanFields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<SpanFields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        if let Some(span) = ctx.span(&id) {
+            let fields = span
+                .extensions()
+                .get::<SpanFields>()
+                .map(|f| f.0.clone())
+                .unwrap_or_default();
+            self.0
+                .lock()
+                .unwrap()
+                .push((span.name().to_owned(), fields));
+        }
+    }
+}
+
+#[tokio::test]
+async fn model_requests_and_tool_runs_are_gen_ai_spans() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = SpanLog::default();
+    // This test's own subscriber, on its thread (the session, the stand-in and the HTTP client
+    // all run on the test's one-thread runtime).
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server.reply(
+        Reply::new()
+            .text("Booking.")
+            .call("open_booking", json!({"city": "Secret City"}))
+            .finish()
+            .usage(12, 7),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("book it").await.unwrap();
+    let closed = spans.0.lock().unwrap().clone();
+    let named = |name: &str| {
+        closed
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, f)| f.clone())
+            .collect::<Vec<_>>()
+    };
+    let chat = named("chat");
+    assert_eq!(chat.len(), 1, "one request: {closed:?}");
+    let field = |f: &std::collections::BTreeMap<String, String>, k: &str| f.get(k).cloned();
+    let chat = &chat[0];
+    for (key, value) in [
+        ("otel.name", "chat gemini-test"),
+        ("otel.kind", "client"),
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.provider.name", "gcp.gemini"),
+        ("gen_ai.request.model", "gemini-test"),
+        ("gen_ai.response.id", "stand-in-response"),
+        ("gen_ai.response.finish_reasons", "STOP"),
+        ("gen_ai.usage.input_tokens", "12"),
+        ("gen_ai.usage.output_tokens", "7"),
+    ] {
+        assert_eq!(field(chat, key).as_deref(), Some(value), "{key}: {chat:?}");
+    }
+    assert!(field(chat, "voqalize.first_chunk_ms").is_some(), "{chat:?}");
+    assert!(field(chat, "error.type").is_none(), "{chat:?}");
+
+    let tools = named("execute_tool");
+    assert_eq!(tools.len(), 1, "{closed:?}");
+    assert_eq!(
+        field(&tools[0], "gen_ai.tool.name").as_deref(),
+        Some("open_booking")
+    );
+    assert_eq!(
+        field(&tools[0], "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    // Never the arguments or the result (the TurnStep rule).
+    let all = format!("{closed:?}");
+    assert!(
+        !all.contains("Secret City") && !all.contains("\"ok\""),
+        "{all}"
+    );
+
+    // A failed request carries its error type.
+    rig.server.reply(Reply::error_status(503, "overloaded"));
+    rig.server.reply(Reply::error_status(503, "overloaded"));
+    v.send_user_message("again").await.unwrap();
+    v.wait_for(Duration::from_secs(5), |v| {
+        v.turn_steps().iter().filter(|s| s.kind == "model").count() >= 2
+    })
+    .await
+    .unwrap();
+    let errors: Vec<Option<String>> = spans
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(n, _)| n == "chat")
+        .map(|(_, f)| f.get("error.type").cloned())
+        .collect();
+    assert_eq!(errors, [None, Some("503".to_owned())]);
+}

@@ -298,6 +298,21 @@ pub struct Chunk {
     /// response past what it may keep (`max_kept_bytes` held: one part, or a whole event): the
     /// core cuts the response here.
     pub too_big: bool,
+    /// The provider's id of this response, on the chunk that carries it (Gemini `responseId`,
+    /// Responses `response.id`, chat completions' `id`, Anthropic's message `id`, the
+    /// interaction's `id`): the request span's `gen_ai.response.id`. A later one replaces it.
+    pub response_id: Option<String>,
+    /// Why the response ended, as the provider says it (`STOP`, `stop`, `end_turn`,
+    /// `completed`...): the request span's `gen_ai.response.finish_reasons`.
+    pub finish_reason: Option<String>,
+}
+
+/// A response's id or finish reason as a provider wrote it, when it is a string: kept to 256 bytes
+/// (a hostile provider's megabyte of id is not kept).
+pub(crate) fn label(value: &Value) -> Option<String> {
+    let mut text = value.as_str()?.to_owned();
+    crate::wire::clip(&mut text, 256);
+    Some(text)
 }
 
 impl Chunk {

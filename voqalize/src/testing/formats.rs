@@ -573,7 +573,9 @@ impl StreamWriter for GeminiWriter {
         } else {
             "STOP"
         };
-        let mut c = json!({"candidates": [{"finishReason": reason, "index": 0}]});
+        // Real streams carry the response's id on every chunk; the stand-in on its last.
+        let mut c = json!({"candidates": [{"finishReason": reason, "index": 0}],
+            "responseId": "stand-in-response"});
         if let Some((input, output)) = usage {
             c["usageMetadata"] = json!({"promptTokenCount": input,
                 "candidatesTokenCount": output, "totalTokenCount": input + output});

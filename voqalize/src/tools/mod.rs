@@ -449,6 +449,20 @@ pub enum ToolErrorKind {
     Refused,
 }
 
+impl ToolErrorKind {
+    /// The kind as a short snake_case name (`invalid_arguments`), as logs and spans show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolErrorKind::Unknown => "unknown",
+            ToolErrorKind::Hidden => "hidden",
+            ToolErrorKind::InvalidArguments => "invalid_arguments",
+            ToolErrorKind::Failed => "failed",
+            ToolErrorKind::Panicked => "panicked",
+            ToolErrorKind::Refused => "refused",
+        }
+    }
+}
+
 /// A call that produced no result; `message` is what the model reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {

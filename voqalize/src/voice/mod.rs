@@ -58,6 +58,7 @@ mod conversation;
 mod guard;
 mod report;
 mod response;
+mod spans;
 mod tool_guard;
 mod turn;
 

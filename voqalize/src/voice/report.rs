@@ -146,15 +146,34 @@ pub(crate) struct Hop {
     pub started: Instant,
     pub first: Option<Duration>,
     pub usage: Option<Usage>,
+    /// The request's GenAI span, and what its stream said of itself for it.
+    pub span: tracing::Span,
+    pub response_id: Option<String>,
+    pub finish_reason: Option<String>,
 }
 
 impl Hop {
-    pub(crate) fn start() -> Self {
+    pub(crate) fn start(span: tracing::Span) -> Self {
         Hop {
             started: Instant::now(),
             first: None,
             usage: None,
+            span,
+            response_id: None,
+            finish_reason: None,
         }
+    }
+
+    /// Records what the stream said of itself on the request's span (which closes when the
+    /// `Hop` drops).
+    pub(crate) fn record(&self) {
+        super::spans::record_response(
+            &self.span,
+            self.usage,
+            self.first,
+            self.response_id.as_deref(),
+            self.finish_reason.as_deref(),
+        );
     }
 
     /// The `model` step: duration from the request to the end of its stream, first output, the

@@ -17,6 +17,7 @@ use std::iter::Peekable;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::Model;
 use super::bounds::{Bounds, Tripped};
@@ -24,13 +25,14 @@ use super::conversation::Conversation;
 use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use super::response::{Closed, Ending, Response};
+use super::spans;
 use super::tool_guard::{GuardedCall, Verdict};
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, chain, outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
 use crate::model::http::{self, EventStream};
-use crate::model::layer::Decoder;
 use crate::model::layer::StreamError;
+use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::{ModelError, ToolChoice};
 use crate::session::{Session, Step, Turn};
 use crate::tools::{
@@ -59,6 +61,20 @@ enum RequestError {
     Stream(#[from] StreamError),
     #[error("the turn passed its {0:?} deadline")]
     Deadline(Duration),
+}
+
+impl RequestError {
+    /// The `error.type` of the request's span: the HTTP status, or a kind of failure.
+    fn kind(&self) -> String {
+        match self {
+            RequestError::Http(ModelError::Status { status, .. }) => status.to_string(),
+            RequestError::Http(ModelError::FirstByteTimeout(_)) | RequestError::Deadline(_) => {
+                "timeout".into()
+            }
+            RequestError::Http(_) => "http".into(),
+            RequestError::Stream(_) => "stream".into(),
+        }
+    }
 }
 
 /// How one request ended, for the turn loop.
@@ -193,6 +209,7 @@ impl<'t> TurnState<'t> {
     /// Ends the request in flight: its usage joins the turn's, its `model` step is reported.
     fn end_request(&mut self) {
         if let Some(hop) = self.hop.take() {
+            hop.record();
             self.tally.add(hop.usage);
             if self.steps_on() {
                 let layer = &self.model.inner.layer;
@@ -366,12 +383,27 @@ impl TurnState<'_> {
                 layer.build(&spec)
             })?
         };
-        self.hop = Some(Hop::start());
+        let span = spans::chat(&*layer);
+        self.hop = Some(Hop::start(span.clone()));
         self.request_calls = 0;
+        self.stream(brain, tools, choice, &*layer, &request)
+            .instrument(span)
+            .await
+    }
+
+    /// Sends `request` and reads its stream (inside the request's span).
+    async fn stream(
+        &mut self,
+        brain: &dyn Toolbox,
+        tools: &ToolSet,
+        choice: &ToolChoice,
+        layer: &dyn Layer,
+        request: &HttpRequest,
+    ) -> Result<RequestEnd, RequestError> {
         let (bounds, deadline) = (self.bounds, self.deadline);
         let limit = bounds.turn_deadline;
         let open = http::open(
-            &request,
+            request,
             layer.timeouts(),
             bounds.response_bytes,
             layer.http(),
@@ -438,6 +470,12 @@ impl TurnState<'_> {
             hop.first.get_or_insert_with(|| hop.started.elapsed());
             if chunk.usage.is_some() {
                 hop.usage = chunk.usage;
+            }
+            if chunk.response_id.is_some() {
+                hop.response_id.clone_from(&chunk.response_id);
+            }
+            if chunk.finish_reason.is_some() {
+                hop.finish_reason.clone_from(&chunk.finish_reason);
             }
         }
         let mut end = RequestEnd::default();
@@ -592,7 +630,14 @@ impl TurnState<'_> {
             }
         } else {
             self.runs += 1;
-            let outcome = brain.call_tool(tools, &filed.name, arguments).await;
+            let span = spans::execute_tool(&filed.kept);
+            let outcome = brain
+                .call_tool(tools, &filed.name, arguments)
+                .instrument(span.clone())
+                .await;
+            if let Err(e) = &outcome.result {
+                span.record("error.type", e.kind.name());
+            }
             if let Err(e) = &outcome.result
                 && allowed(model, |log| &mut log.failed_calls)
             {
@@ -682,6 +727,9 @@ impl TurnState<'_> {
     /// the history with its partial text and is finalized like any unit), and speak the fallback line
     /// when the turn had said nothing yet, so the caller is not left in silence.
     fn failed(&mut self, e: &RequestError) {
+        if let Some(hop) = &self.hop {
+            hop.span.record("error.type", e.kind());
+        }
         if let RequestError::Http(ModelError::Status {
             request_id: Some(id),
             ..

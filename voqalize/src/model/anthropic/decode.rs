@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::logline::outside_n;
-use crate::model::history::{Chunk, Part, Usage};
+use crate::model::history::{Chunk, Part, Usage, label};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
@@ -49,6 +49,9 @@ pub(crate) struct AnthropicDecoder {
     ids: CallIds,
     usage: Usage,
     usage_seen: bool,
+    /// The message's `id` and its `stop_reason`, for the request's span.
+    response_id: Option<String>,
+    stop_reason: Option<String>,
     done: bool,
 }
 
@@ -61,6 +64,8 @@ impl AnthropicDecoder {
             ids: CallIds::default(),
             usage: Usage::default(),
             usage_seen: false,
+            response_id: None,
+            stop_reason: None,
             done: false,
         }
     }
@@ -77,6 +82,7 @@ impl AnthropicDecoder {
         let parts = match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
                 self.read_usage(&event["message"]["usage"]);
+                self.response_id = label(&event["message"]["id"]);
                 Vec::new()
             }
             Some("content_block_start") => self.start(
@@ -101,11 +107,16 @@ impl AnthropicDecoder {
             Some("content_block_stop") => Vec::new(),
             Some("message_delta") => {
                 self.read_usage(&event["usage"]);
+                if let Some(reason) = label(&event["delta"]["stop_reason"]) {
+                    self.stop_reason = Some(reason);
+                }
                 Vec::new()
             }
             Some("message_stop") => {
                 self.done = true;
                 let mut chunk = Chunk::new(self.stop()).ending(false);
+                chunk.response_id = self.response_id.take();
+                chunk.finish_reason = self.stop_reason.take();
                 if self.usage_seen {
                     chunk = chunk.with_usage(self.usage);
                 }

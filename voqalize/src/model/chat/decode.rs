@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::logline::{outside, outside_n};
-use crate::model::history::{Call, Chunk, Part, Usage};
+use crate::model::history::{Call, Chunk, Part, Usage, label};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::{
     bare_error, count, error_message, malformed_shape, provider_error, visible_output,
@@ -47,6 +47,9 @@ pub(crate) struct ChatDecoder {
     slots: Vec<Slot>,
     usage: Option<Usage>,
     finish_seen: bool,
+    /// The completion's `id` and its `finish_reason`, for the request's span.
+    response_id: Option<String>,
+    finish_reason: Option<String>,
     done: bool,
 }
 
@@ -59,6 +62,8 @@ impl ChatDecoder {
             slots: Vec::new(),
             usage: None,
             finish_seen: false,
+            response_id: None,
+            finish_reason: None,
             done: false,
         }
     }
@@ -89,6 +94,9 @@ impl ChatDecoder {
         if let Some(u) = obj.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(usage(u, self.reasoning_outside));
         }
+        if self.response_id.is_none() {
+            self.response_id = obj.get("id").and_then(label);
+        }
         let mut parts = Vec::new();
         let choices = match obj.get("choices") {
             None | Some(Value::Null) => &[][..],
@@ -105,8 +113,9 @@ impl ChatDecoder {
                     self.fragment(position, fragment);
                 }
             }
-            if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+            if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
                 self.finish_seen = true;
+                self.finish_reason = label(reason);
             }
         }
         if parts.is_empty() {
@@ -231,6 +240,8 @@ impl ChatDecoder {
             parts,
             finished: true,
             usage: self.usage,
+            response_id: self.response_id.take(),
+            finish_reason: self.finish_reason.take(),
             ..Chunk::default()
         }])
     }

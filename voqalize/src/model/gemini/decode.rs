@@ -6,7 +6,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::model::history::{Chunk, Kept, Part, Usage};
+use crate::model::history::{Chunk, Kept, Part, Usage, label};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::partial_args::Assembly;
 use crate::model::render::{count, error_message, malformed, malformed_shape, provider_error};
@@ -379,6 +379,10 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
                     let meta = r.field(&mut map)?.unwrap_or_default();
                     r.chunk.usage = Some(usage(&meta));
                 }
+                "responseId" => {
+                    let id = r.field(&mut map)?.unwrap_or_default();
+                    r.chunk.response_id = label(&id);
+                }
                 "promptFeedback" => {
                     let feedback = r.field(&mut map)?.unwrap_or_default();
                     r.blocked = feedback.get("blockReason").is_some_and(|b| !b.is_null());
@@ -436,6 +440,7 @@ impl<'de> Visitor<'de> for CandidateSeed<'_, '_> {
         // The finish applies after the candidate's parts, wherever it stood in the object.
         if !reason.is_null() {
             r.chunk.finished = true;
+            r.chunk.finish_reason = label(&reason);
             if reason
                 .as_str()
                 .is_some_and(|reason| MALFORMED_REASONS.contains(&reason))

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::logline::outside_n;
-use crate::model::history::{Chunk, Part, Usage};
+use crate::model::history::{Chunk, Part, Usage, label};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
@@ -97,6 +97,8 @@ impl InteractionsDecoder {
                 self.done = true;
                 let interaction = &event["interaction"];
                 let mut chunk = Chunk::new(self.stop()).ending(false);
+                chunk.response_id = label(&interaction["id"]);
+                chunk.finish_reason = label(&interaction["status"]);
                 if let Some(u) = interaction.get("usage").filter(|u| u.is_object()) {
                     chunk = chunk.with_usage(usage(u));
                 }

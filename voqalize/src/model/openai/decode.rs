@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::model::history::{Call, Chunk, Part, Usage};
+use crate::model::history::{Call, Chunk, Part, Usage, label};
 use crate::model::layer::{Decoder, StreamError};
 use crate::model::render::{
     bare_error, count, error_message, malformed_shape, provider_error, visible_output,
@@ -82,9 +82,17 @@ impl OpenAiDecoder {
                     .pointer("/response/usage")
                     .filter(|u| u.is_object())
                     .map(usage);
+                let response = event.get("response").unwrap_or(&Value::Null);
+                // `incomplete`'s reason (`max_output_tokens`...) says more than its status.
+                let finish_reason = response
+                    .pointer("/incomplete_details/reason")
+                    .and_then(label)
+                    .or_else(|| label(&response["status"]));
                 Ok(vec![Chunk {
                     finished: true,
                     usage,
+                    response_id: label(&response["id"]),
+                    finish_reason,
                     ..Chunk::default()
                 }])
             }

@@ -316,6 +316,8 @@ fn case65_captured_stream() {
                 reasoning: Some(10),
             }),
             too_big: false,
+            response_id: Some("chatcmpl-1".into()),
+            finish_reason: Some("tool_calls".into()),
         }]
     );
     assert!(d.end().unwrap().is_empty());
@@ -444,8 +446,11 @@ fn text_only_stream_finishes_without_calls() {
                 parts: vec![text(" there.")],
                 ..Chunk::default()
             },
+            // The completion's id and why it finished, for the request's span.
             Chunk {
                 finished: true,
+                response_id: Some("chatcmpl-1".into()),
+                finish_reason: Some("stop".into()),
                 ..Chunk::default()
             },
         ]

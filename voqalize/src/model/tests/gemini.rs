@@ -218,11 +218,13 @@ fn decode_captured_stream() {
             Chunk {
                 parts: vec![text("Opening")],
                 usage: usage_of(120, 0, None, 0),
+                response_id: Some("r1".into()),
                 ..Chunk::default()
             },
             Chunk {
                 parts: vec![text(" it now.")],
                 usage: usage_of(120, 0, None, 0),
+                response_id: Some("r1".into()),
                 ..Chunk::default()
             },
             Chunk {
@@ -237,6 +239,8 @@ fn decode_captured_stream() {
                 malformed: false,
                 usage: usage_of(120, 64, Some(14), 7),
                 too_big: false,
+                response_id: Some("r1".into()),
+                finish_reason: Some("STOP".into()),
             },
         ]
     );
@@ -298,6 +302,8 @@ fn malformed_function_call_finish() {
                 malformed: true,
                 usage: usage_of(60, 0, None, 0),
                 too_big: false,
+                response_id: None,
+                finish_reason: Some(reason.into()),
             }]
         );
     }
@@ -313,6 +319,7 @@ fn case56_safety_and_unknown_finishes_are_normal() {
             chunks,
             vec![Chunk {
                 finished: true,
+                finish_reason: Some(reason.into()),
                 ..Chunk::default()
             }]
         );

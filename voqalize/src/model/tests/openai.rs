@@ -467,6 +467,8 @@ fn decode_captured_stream() {
                     output: Some(28),
                     reasoning: Some(12),
                 }),
+                response_id: Some("resp_1".into()),
+                finish_reason: Some("completed".into()),
                 ..Chunk::default()
             },
         ]
@@ -501,6 +503,9 @@ fn case57_incomplete_is_a_normal_finish_with_usage() {
                 reasoning: Some(0),
                 ..Usage::default()
             }),
+            // The reason it is incomplete says more than its status.
+            response_id: Some("resp_1".into()),
+            finish_reason: Some("max_output_tokens".into()),
             ..Chunk::default()
         }]
     );
