@@ -210,6 +210,19 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
         event.data,
         Some(json!({"event": "card_tapped", "payload": {"id": 3}}))
     );
+
+    // Hanging up ends the call: the page says so and takes no more input.
+    browser
+        .eval(r#"document.getElementById("end").click(); true"#)
+        .await;
+    let over = browser
+        .wait_for(
+            r#"document.getElementById("status").dataset.state === "closed"
+                 && document.getElementById("send").disabled
+                 && document.getElementById("status").textContent"#,
+        )
+        .await;
+    assert_eq!(over, "you ended the call");
 }
 
 /// Headless Chromium with its DevTools socket, one page attached.

@@ -1347,3 +1347,57 @@ async fn an_inbound_flood_ends_the_call_with_one_line() -> TestResult {
     assert_eq!(lines.len(), 1, "{lines:#?}");
     bystander(addr).await
 }
+
+// An unverified (development) brain refuses upgrades from web pages, on both adapters: a page
+// open in the developer's browser must not drive it. A brain that checks tokens does not care.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_brain_takes_no_calls_from_web_pages() -> TestResult {
+    let (listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, HostOptions::allow_unverified()),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let tungstenite_addr = serve_tungstenite(|| Echo, HostOptions::allow_unverified()).await?;
+    let verified_addr =
+        serve_tungstenite(|| Echo, HostOptions::with_public_keys([SIGNER_PUB])?).await?;
+    let upgrade = |addr: SocketAddr, origin: Option<&'static str>| async move {
+        let mut request = format!("ws://{addr}/voice?session_id=page").into_client_request()?;
+        if let Some(origin) = origin {
+            request.headers_mut().insert("origin", origin.parse()?);
+        }
+        let stream = TcpStream::connect(addr).await?;
+        Ok::<_, Box<dyn std::error::Error>>(
+            match tokio_tungstenite::client_async(request, stream).await {
+                Ok((_, response)) => response.status().as_u16(),
+                Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                    response.status().as_u16()
+                }
+                Err(e) => return Err(e.into()),
+            },
+        )
+    };
+    for addr in [axum_addr, tungstenite_addr] {
+        assert_eq!(
+            upgrade(addr, Some("http://evil.example")).await?,
+            403,
+            "{addr}"
+        );
+        assert_eq!(
+            upgrade(addr, Some("http://127.0.0.1:8788")).await?,
+            403,
+            "{addr}"
+        );
+        assert_eq!(
+            upgrade(addr, None).await?,
+            101,
+            "{addr}: Voqalize sends no Origin"
+        );
+    }
+    // A brain that checks tokens upgrades first and refuses a bad token on the socket (4000).
+    assert_eq!(
+        upgrade(verified_addr, Some("http://evil.example")).await?,
+        101
+    );
+    Ok(())
+}

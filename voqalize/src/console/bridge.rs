@@ -2,6 +2,7 @@
 //! both ways through a [`Call`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{Message as PageMessage, WebSocket};
 use futures_util::{SinkExt, StreamExt};
@@ -14,20 +15,27 @@ use super::call::{Call, Out, notice};
 use crate::logline::{chain, outside};
 use crate::wire;
 
+/// How long the console waits for a brain to answer its upgrade, or to take a frame.
+const PATIENCE: Duration = Duration::from_secs(10);
+
 /// Runs call `n` for one page until either side closes.
 pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
     let session_id = format!("console-{n}");
     let config = WebSocketConfig::default()
         .max_message_size(Some(settings.max_brain_message))
         .max_frame_size(Some(settings.max_brain_message));
-    let brain = match crate::host::dial::dial(
-        &settings.brain_url,
-        &session_id,
-        settings.token.as_deref(),
-        Some(config),
+    let dialled = tokio::time::timeout(
+        PATIENCE,
+        crate::host::dial::dial(
+            &settings.brain_url,
+            &session_id,
+            settings.token.as_deref(),
+            Some(config),
+        ),
     )
     .await
-    {
+    .unwrap_or_else(|_| Err(format!("no answer to the upgrade within {PATIENCE:?}").into()));
+    let brain = match dialled {
         Ok(ws) => ws,
         Err(e) => {
             let reason = format!(
@@ -49,28 +57,28 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
     let mut out = call.start(&session_id, settings.init.clone());
     loop {
         for frame in out.to_brain.drain(..) {
-            let bytes = wire::encode(&frame);
-            if let Err(e) = brain_tx.send(BrainMessage::Binary(bytes.into())).await {
-                let _ = send_page(
-                    &mut page,
-                    &closed(None, &format!("sending to the brain failed: {e}")),
-                )
-                .await;
+            let message = BrainMessage::Binary(wire::encode(&frame).into());
+            let sent = match tokio::time::timeout(PATIENCE, brain_tx.send(message)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(format!("sending to the brain failed: {e}")),
+                Err(_) => Err(format!("the brain took nothing for {PATIENCE:?}")),
+            };
+            if let Err(why) = sent {
+                let _ = send_page(&mut page, &closed(None, &why)).await;
                 return;
             }
         }
         for event in out.to_page.drain(..) {
             if send_page(&mut page, &event).await.is_err() {
                 // The page is gone: hang up as Voqalize does when a caller does.
-                let _ = brain_tx
-                    .send(BrainMessage::Binary(wire::encode(&wire::Frame::End).into()))
-                    .await;
-                let _ = brain_tx.close().await;
+                let end = BrainMessage::Binary(wire::encode(&wire::Frame::End).into());
+                let _ = tokio::time::timeout(PATIENCE, brain_tx.send(end)).await;
+                let _ = tokio::time::timeout(PATIENCE, brain_tx.close()).await;
                 return;
             }
         }
         if out.done {
-            let _ = brain_tx.close().await;
+            let _ = tokio::time::timeout(PATIENCE, brain_tx.close()).await;
             let _ = page.send(PageMessage::Close(None)).await;
             return;
         }
@@ -91,14 +99,22 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
                     Ok(None) => notice("the brain sent a frame of a kind wire v3 does not know".into()),
                     Err(e) => notice(format!("the brain sent an unreadable frame: {e}")),
                 },
+                Some(Ok(BrainMessage::Text(_))) => {
+                    let mut out = Out::default();
+                    call.once(&mut out, "a text frame (the wire is binary protobuf)");
+                    out
+                }
                 Some(Ok(BrainMessage::Close(frame))) => {
-                    let (code, reason) = frame.map_or((None, String::new()), |f| (Some(u16::from(f.code)), f.reason.to_string()));
+                    let (code, reason) = frame.map_or((None, String::new()), |f| {
+                        (Some(u16::from(f.code)), f.reason.to_string())
+                    });
                     let _ = send_page(&mut page, &closed(code, &reason)).await;
                     return;
                 }
                 Some(Ok(_)) => Out::default(),
                 Some(Err(e)) => {
-                    let _ = send_page(&mut page, &closed(None, &format!("the brain's socket failed: {e}"))).await;
+                    let why = format!("the brain's socket failed: {e}");
+                    let _ = send_page(&mut page, &closed(None, &why)).await;
                     return;
                 }
                 None => {

@@ -15,7 +15,7 @@ pub(super) enum FromPage {
     /// The user said (or typed) `text`: the next turn's UserMessage.
     Say { text: String },
     /// The user talks over the brain: Interruption through the newest turn.
-    Interrupt,
+    Interrupt {},
     /// What the user heard of a unit: its Finalize.
     Finalize { speech_id: u64, heard: String },
     /// An app event: RTVI `ui-event` with `{"event": name, "payload": payload}`.
@@ -25,7 +25,7 @@ pub(super) enum FromPage {
         payload: Value,
     },
     /// Hang up: End, then the socket closes.
-    End,
+    End {},
 }
 
 /// A unit the brain opened and the page has not finalized yet.
@@ -41,13 +41,19 @@ pub(super) struct Limits {
     pub(super) unit_text_bytes: usize,
     /// Units open at once; past it the oldest is forgotten (its Finalize is then refused).
     pub(super) open_units: usize,
+    /// Generated text kept over all open units of the call.
+    pub(super) call_text_bytes: usize,
 }
 
 /// One call: the turn counter, the open units, and what to answer.
 pub(super) struct Call {
     turn: u64,
     units: BTreeMap<u64, Unit>,
+    /// Bytes of text kept over `units`.
+    kept: usize,
     limits: Limits,
+    /// Protocol mistakes of the brain already noticed (each kind is told the page once).
+    noticed: Vec<&'static str>,
 }
 
 /// What one message from either side turns into.
@@ -66,7 +72,9 @@ impl Call {
         Call {
             turn: 1,
             units: BTreeMap::new(),
+            kept: 0,
             limits,
+            noticed: Vec::new(),
         }
     }
 
@@ -106,7 +114,7 @@ impl Call {
                     done: false,
                 }
             }
-            FromPage::Interrupt => Out {
+            FromPage::Interrupt {} => Out {
                 to_brain: vec![Frame::Interruption {
                     through_turn: self.turn,
                 }],
@@ -119,6 +127,7 @@ impl Call {
                         "no Finalize sent for speech {speech_id}: it is not open"
                     ));
                 };
+                self.kept -= unit.text.len();
                 let heard = common_prefix(&unit.text, &heard).to_owned();
                 Out {
                     to_page: vec![
@@ -141,7 +150,7 @@ impl Call {
                 })],
                 done: false,
             },
-            FromPage::End => Out {
+            FromPage::End {} => Out {
                 to_brain: vec![Frame::End],
                 to_page: vec![json!({"type": "ended_by_user"})],
                 done: true,
@@ -154,8 +163,15 @@ impl Call {
     pub(super) fn brain_sent(&mut self, frame: Frame) -> Out {
         let event = match frame {
             Frame::SpeechStart { speech_id, turn_id } => {
-                if self.units.len() >= self.limits.open_units {
-                    self.units.pop_first();
+                let mut out = Out::default();
+                if self.units.contains_key(&speech_id) {
+                    self.once(&mut out, "a SpeechStart for a speech id already open");
+                    return out;
+                }
+                if self.units.len() >= self.limits.open_units
+                    && let Some((_, old)) = self.units.pop_first()
+                {
+                    self.kept -= old.text.len();
                 }
                 self.units.insert(
                     speech_id,
@@ -163,13 +179,25 @@ impl Call {
                         text: String::new(),
                     },
                 );
-                json!({"type": "speech_start", "speech_id": speech_id, "turn_id": turn_id})
+                out.to_page.push(
+                    json!({"type": "speech_start", "speech_id": speech_id, "turn_id": turn_id}),
+                );
+                return out;
             }
             Frame::SpeechChunk { speech_id, text } => {
-                if let Some(unit) = self.units.get_mut(&speech_id) {
-                    let room = self.limits.unit_text_bytes.saturating_sub(unit.text.len());
-                    unit.text.push_str(&text[..text.floor_char_boundary(room)]);
-                }
+                let Some(unit) = self.units.get_mut(&speech_id) else {
+                    let mut out = Out::default();
+                    self.once(&mut out, "a SpeechChunk for a unit that is not open");
+                    return out;
+                };
+                let room = self
+                    .limits
+                    .unit_text_bytes
+                    .saturating_sub(unit.text.len())
+                    .min(self.limits.call_text_bytes.saturating_sub(self.kept));
+                let kept = &text[..text.floor_char_boundary(room)];
+                unit.text.push_str(kept);
+                self.kept += kept.len();
                 json!({"type": "chunk", "speech_id": speech_id, "text": text})
             }
             Frame::SpeechEnd { speech_id } => {
@@ -215,9 +243,11 @@ impl Call {
                 "message": e.message,
                 "fatal": e.fatal,
             }),
+            // Voqalize ends the call when the brain does: the console closes its socket.
             Frame::End => {
                 return Out {
                     to_page: vec![json!({"type": "end"})],
+                    done: true,
                     ..Out::default()
                 };
             }
@@ -231,6 +261,19 @@ impl Call {
         Out {
             to_page: vec![event],
             ..Out::default()
+        }
+    }
+}
+
+impl Call {
+    /// Tells the page of a protocol mistake of the brain, the first time it makes it.
+    pub(super) fn once(&mut self, out: &mut Out, mistake: &'static str) {
+        if !self.noticed.contains(&mistake) {
+            self.noticed.push(mistake);
+            out.to_page.push(json!({
+                "type": "notice",
+                "text": format!("the brain sent {mistake} (Voqalize would ignore it; told once)"),
+            }));
         }
     }
 }
@@ -264,6 +307,7 @@ mod tests {
         Limits {
             unit_text_bytes: 16,
             open_units: 2,
+            call_text_bytes: 24,
         }
     }
 
@@ -309,6 +353,34 @@ mod tests {
         assert_eq!(call.units.len(), 2);
         assert!(!call.units.contains_key(&1));
         assert_eq!(call.units[&3].text, "éééééééé");
+        // The call's bound: 24 bytes over its units, 16 of them taken.
+        call.brain_sent(Frame::SpeechChunk {
+            speech_id: 2,
+            text: "abcdefghijklmnop".into(),
+        });
+        assert_eq!(call.units[&2].text, "abcdefgh");
+        assert_eq!(call.kept, 24);
+        call.page_sent(r#"{"type":"finalize","speech_id":3,"heard":""}"#);
+        assert_eq!(call.kept, 8, "a finalized unit's text is let go");
+        // A repeated SpeechStart, or text for a unit never opened: told once, forwarded never.
+        for _ in 0..2 {
+            let out = call.brain_sent(Frame::SpeechStart {
+                speech_id: 2,
+                turn_id: 1,
+            });
+            assert!(out.to_page.len() <= 1);
+        }
+        assert_eq!(call.units[&2].text, "abcdefgh", "not reset");
+        let out = call.brain_sent(Frame::SpeechChunk {
+            speech_id: 99,
+            text: "x".into(),
+        });
+        assert_eq!(out.to_page[0]["type"], "notice");
+        let again = call.brain_sent(Frame::SpeechChunk {
+            speech_id: 99,
+            text: "x".into(),
+        });
+        assert!(again.to_page.is_empty());
     }
 
     #[test]
@@ -319,6 +391,7 @@ mod tests {
             "{}",
             r#"{"type":"say"}"#,
             r#"{"type":"say","text":"x","extra":1}"#,
+            r#"{"type":"interrupt","extra":1}"#,
         ] {
             let out = call.page_sent(bad);
             assert!(out.to_brain.is_empty(), "{bad}");

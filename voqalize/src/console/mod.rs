@@ -38,8 +38,12 @@
 //! turn 1), `speech_start {speech_id, turn_id}`, `chunk {speech_id, text}`, `speech_end`,
 //! `speech_cancel`, `turn_step {..}`, `rtvi {kind, data, turn_id}`, `configure {request_id, config}`,
 //! `error {code, message, fatal}`, `interrupted {through_turn}`, `finalized {speech_id, heard}`,
-//! `app_event`, `end` (the brain ended the call), `closed {code, reason}` (its socket closed) and
-//! `notice {text}`.
+//! `app_event`, `end` (the brain ended the call: the console closes its socket), `ended_by_user`
+//! (the page's `end` was sent), `closed {code, reason}` (the brain's socket closed) and
+//! `notice {text}` (something the console saw and the developer should know).
+//!
+//! The page reads two query parameters: `?voice=clock` starts on the reading clock instead of the
+//! browser's voice, and `?wpm=N` sets the words per minute (170 by default).
 //!
 //! The console keeps Voqalize's promises to the brain whatever the page sends: one `Finalize` per
 //! unit, for a unit the brain opened, with heard text cut to a prefix of what the unit generated.
@@ -48,8 +52,11 @@
 //!
 //! The console is for a developer's machine: bind it to 127.0.0.1. It refuses a WebSocket upgrade
 //! whose `Origin` is another site than its own page (so a web page open in the same browser cannot
-//! drive your brain), and bounds what either side sends ([`Console::max_page_message`],
-//! [`Console::max_brain_message`]).
+//! drive your brain), and any request whose `Host` is not `localhost` or a loopback address (a
+//! site whose name was pointed at 127.0.0.1). It bounds what either side sends
+//! ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a call
+//! (1 MiB of text per unit, 256 open units, 4 MiB in all), and gives up on a brain that does not
+//! answer its upgrade, or stops reading, within 10 s.
 
 mod bridge;
 mod call;
@@ -112,6 +119,7 @@ impl Console {
                 limits: Limits {
                     unit_text_bytes: 1024 * 1024,
                     open_units: 256,
+                    call_text_bytes: 4 * 1024 * 1024,
                 },
             },
         }
@@ -172,7 +180,10 @@ struct Shared {
     calls: Arc<AtomicU64>,
 }
 
-async fn page() -> Response {
+async fn page(headers: HeaderMap) -> Response {
+    if !loopback_host(&headers) {
+        return (StatusCode::FORBIDDEN, NOT_LOOPBACK).into_response();
+    }
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
@@ -188,6 +199,9 @@ async fn upgrade(
     headers: HeaderMap,
     State(shared): State<Shared>,
 ) -> Response {
+    if !loopback_host(&headers) {
+        return (StatusCode::FORBIDDEN, NOT_LOOPBACK).into_response();
+    }
     if !same_origin(&headers) {
         return (
             StatusCode::FORBIDDEN,
@@ -200,6 +214,26 @@ async fn upgrade(
     ws.max_message_size(settings.max_page_message)
         .max_frame_size(settings.max_page_message)
         .on_upgrade(move |socket| bridge::run(socket, settings, n))
+}
+
+/// Why a request naming another host than this machine is refused.
+const NOT_LOOPBACK: &str = "the console answers only requests for localhost or a loopback address";
+
+/// True when the request names this machine as its `Host` (`localhost`, `127.x.x.x`, `[::1]`,
+/// with any port): a page on another site whose name was pointed at 127.0.0.1 (DNS rebinding)
+/// sends its own name, and is refused.
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(Ok(host)) = headers.get(header::HOST).map(|h| h.to_str()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// True when the upgrade comes from the console's own page: no `Origin` (not a browser), or an
@@ -256,5 +290,29 @@ mod tests {
             header::ORIGIN,
             "http://127.0.0.1:8788"
         )])));
+    }
+
+    #[test]
+    fn only_requests_for_this_machine_are_answered() {
+        for host in [
+            "127.0.0.1:8788",
+            "localhost:8788",
+            "LOCALHOST",
+            "[::1]:8788",
+            "127.1.2.3",
+        ] {
+            assert!(loopback_host(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        // DNS rebinding: another site's name pointed at 127.0.0.1 still sends that name.
+        for host in [
+            "evil.example:8788",
+            "evil.example",
+            "10.0.0.1:8788",
+            "[2001:db8::1]:8788",
+            "",
+        ] {
+            assert!(!loopback_host(&headers(&[(header::HOST, host)])), "{host}");
+        }
+        assert!(!loopback_host(&HeaderMap::new()));
     }
 }

@@ -57,6 +57,13 @@ fn upgrade<M: MakeBrain>(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
+    if options.refuses_web_pages() && headers.contains_key(header::ORIGIN) {
+        return (
+            axum::http::StatusCode::FORBIDDEN,
+            super::tungstenite::NO_WEB_PAGES,
+        )
+            .into_response();
+    }
     let Some(admitted) = admitted else {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,

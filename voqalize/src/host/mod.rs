@@ -244,12 +244,21 @@ impl HostOptions {
     }
 
     /// Accepts every connection without checking a token. For development only: anyone who can
-    /// reach the socket can open a call. Log lines then carry no tenant or agent id.
+    /// reach the socket can open a call. Log lines then carry no tenant or agent id. An upgrade
+    /// that carries an `Origin` header is still refused (403): browsers send one with every
+    /// WebSocket, Voqalize never does, so a web page open in your browser cannot call a
+    /// development brain on your machine.
     pub fn allow_unverified() -> Self {
         HostOptions {
             verifier: auth::Verifier::Unverified,
             ..Self::production()
         }
+    }
+
+    /// Whether an upgrade with an `Origin` header (from a web page) is refused: when no token is
+    /// checked (see [`allow_unverified`](Self::allow_unverified)).
+    pub(crate) fn refuses_web_pages(&self) -> bool {
+        matches!(self.verifier, auth::Verifier::Unverified)
     }
 
     /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).

@@ -82,6 +82,10 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// The body of the 503 answer to an upgrade beyond [`HostOptions::max_sessions`].
 pub(crate) const AT_CAPACITY: &str = "this brain hosts its maximum number of calls; try another";
 
+/// Why an unverified brain refuses an upgrade from a web page (one with an `Origin` header).
+pub(crate) const NO_WEB_PAGES: &str =
+    "this brain checks no tokens (development), so it takes no calls from web pages";
+
 /// How long a connection may take to complete the WebSocket handshake (the websockets library's
 /// open timeout, which Voqalize's client uses too).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -123,7 +127,13 @@ pub async fn accept<M: MakeBrain>(
     let full = admitted.is_none();
     let seen = Arc::new(Mutex::new(Upgrade::default()));
     let cell = seen.clone();
+    let no_web_pages = options.refuses_web_pages();
     let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        if no_web_pages && req.headers().contains_key("origin") {
+            let mut refusal = ErrorResponse::new(Some(NO_WEB_PAGES.to_owned()));
+            *refusal.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::FORBIDDEN;
+            return Err(refusal);
+        }
         if full {
             let mut refusal = ErrorResponse::new(Some(AT_CAPACITY.to_owned()));
             *refusal.status_mut() =

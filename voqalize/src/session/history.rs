@@ -15,9 +15,10 @@ use crate::recover::lock;
 pub enum AnswerPart<M> {
     /// Words to speak now. Kept in the history as far as the user heard them.
     Say(String),
-    /// A tool call the agent made, under its call id. Kept only together with its
-    /// [`Result`](Self::Result): a call that never got one (cut by a barge-in while its tool ran)
-    /// leaves the history, as the next request to an OpenAI-compatible server would otherwise fail.
+    /// A tool call the agent made, under its call id. Kept only together with the first
+    /// [`Result`](Self::Result) filed after it: a call that never got one (cut by a barge-in while
+    /// its tool ran) leaves the history, as the next request to an OpenAI-compatible server would
+    /// otherwise fail; so do a second call under the same id and a result filed before its call.
     Call {
         /// The call's id, as the agent pairs calls and results.
         id: String,
@@ -133,6 +134,8 @@ struct Answer<M> {
     id: u64,
     speech_id: Option<u64>,
     parts: Vec<AnswerPart<M>>,
+    /// Bytes of text over the answer's `Say` parts (at most [`MAX_ANSWER_TEXT`]).
+    text_bytes: usize,
     heard: Option<String>,
 }
 
@@ -192,18 +195,27 @@ impl<M: Clone> HeardHistory<M> {
     /// unit added nothing (nobody heard it).
     pub fn heard(&self, finalized: &Finalized) -> bool {
         let mut state = lock(&self.state);
-        let answer = state.entries.iter_mut().find_map(|e| match e {
-            Entry::Answer(a) if a.speech_id == Some(finalized.speech_id) => Some(a),
+        // The newest answer of that unit not heard yet: speech ids start again at 1 each call,
+        // and a history kept across calls holds answers of earlier ones.
+        let answer = state.entries.iter_mut().rev().find_map(|e| match e {
+            Entry::Answer(a) if a.speech_id == Some(finalized.speech_id) && a.heard.is_none() => {
+                Some(a)
+            }
             _ => None,
         });
         if let Some(answer) = answer {
-            answer.heard = Some(finalized.heard.clone());
+            // Heard text is a prefix of what the unit said: no more of it than the answer holds.
+            let mut heard = finalized.heard.clone();
+            crate::wire::clip(&mut heard, answer.text_bytes);
+            answer.heard = Some(heard);
             return !finalized.heard.is_empty();
         }
         if finalized.heard.is_empty() {
             return false;
         }
-        let message = (self.said)(finalized.heard.clone());
+        let mut heard = finalized.heard.clone();
+        crate::wire::clip(&mut heard, MAX_ANSWER_TEXT);
+        let message = (self.said)(heard);
         state.add(Entry::Message(message));
         true
     }
@@ -283,6 +295,7 @@ impl<M: Clone> HeardHistory<M> {
             id,
             speech_id: None,
             parts: Vec::new(),
+            text_bytes: 0,
             heard: None,
         }));
         id
@@ -301,15 +314,23 @@ impl<M: Clone> HeardHistory<M> {
         let Some(answer) = state.answer(id) else {
             return; // forgotten: the history outgrew its bound while the answer was spoken
         };
-        // Consecutive words are one piece of text.
-        if let (AnswerPart::Say(more), Some(AnswerPart::Say(text))) =
-            (&part, answer.parts.last_mut())
-        {
-            if text.len() + more.len() <= MAX_ANSWER_TEXT {
-                text.push_str(more);
+        // At most MAX_ANSWER_TEXT bytes of one answer's words are filed (cut at a character).
+        let part = match part {
+            AnswerPart::Say(mut text) => {
+                crate::wire::clip(&mut text, MAX_ANSWER_TEXT - answer.text_bytes);
+                if text.is_empty() {
+                    return;
+                }
+                answer.text_bytes += text.len();
+                // Consecutive words are one piece of text.
+                if let Some(AnswerPart::Say(before)) = answer.parts.last_mut() {
+                    before.push_str(&text);
+                    return;
+                }
+                AnswerPart::Say(text)
             }
-            return;
-        }
+            other => other,
+        };
         if answer.parts.len() >= max {
             return; // one answer alone fills the history: the rest of it is not filed
         }
@@ -351,22 +372,23 @@ impl<M: Clone> Answer<M> {
     /// known yet), calls only with their results, results only with their calls, kept items as
     /// they are.
     fn flatten(&self, said: &dyn Fn(String) -> M, out: &mut Vec<M>) {
-        let calls: HashSet<&str> = self
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                AnswerPart::Call { id, .. } => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let answered: HashSet<&str> = self
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                AnswerPart::Result { id, .. } if calls.contains(id.as_str()) => Some(id.as_str()),
-                _ => None,
-            })
-            .collect();
+        // A call is kept with the first result filed after it; a second call under one id, a
+        // result before its call or a second result are not kept.
+        let mut open: Vec<&str> = Vec::new();
+        let mut answered: HashSet<&str> = HashSet::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for part in &self.parts {
+            match part {
+                AnswerPart::Call { id, .. } if seen.insert(id.as_str()) => open.push(id.as_str()),
+                AnswerPart::Result { id, .. } if open.contains(&id.as_str()) => {
+                    answered.insert(id.as_str());
+                    open.retain(|o| *o != id.as_str());
+                }
+                _ => {}
+            }
+        }
+        let mut emitted_calls: HashSet<&str> = HashSet::new();
+        let mut emitted_results: HashSet<&str> = HashSet::new();
         let mut heard = self.heard.as_deref().unwrap_or_default();
         for part in &self.parts {
             match part {
@@ -377,8 +399,13 @@ impl<M: Clone> Answer<M> {
                         out.push(said(text[..take].to_owned()));
                     }
                 }
-                AnswerPart::Call { id, message } | AnswerPart::Result { id, message } => {
-                    if answered.contains(id.as_str()) {
+                AnswerPart::Call { id, message } => {
+                    if answered.contains(id.as_str()) && emitted_calls.insert(id.as_str()) {
+                        out.push(message.clone());
+                    }
+                }
+                AnswerPart::Result { id, message } => {
+                    if emitted_calls.contains(id.as_str()) && emitted_results.insert(id.as_str()) {
                         out.push(message.clone());
                     }
                 }
@@ -511,6 +538,73 @@ mod tests {
         history.file(2, [say("abc")]);
         history.heard(&finalized(2, "xyz"));
         assert_eq!(history.messages().len(), 1);
+    }
+
+    #[test]
+    fn a_history_kept_across_calls_matches_each_finalize_to_the_newest_unheard_answer() {
+        let history = HeardHistory::new(Msg::Said);
+        history.push(Msg::User("call 1"));
+        history.file(1, [say("Answer of call one.")]);
+        assert!(history.heard(&finalized(1, "Answer of call one.")));
+        history.push(Msg::User("call 2"));
+        history.file(1, [say("Answer of call two.")]); // speech ids start again at 1
+        assert!(history.heard(&finalized(1, "Answer of call two.")));
+        assert_eq!(
+            history.messages(),
+            [
+                Msg::User("call 1"),
+                Msg::Said("Answer of call one.".into()),
+                Msg::User("call 2"),
+                Msg::Said("Answer of call two.".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn odd_tool_orders_keep_only_a_call_followed_by_its_result() {
+        let call = |id: &str| AnswerPart::Call {
+            id: id.into(),
+            message: Msg::Call("c"),
+        };
+        let result = |id: &str| AnswerPart::Result {
+            id: id.into(),
+            message: Msg::Result("r"),
+        };
+        let history = HeardHistory::new(Msg::Said);
+        // A result before its call; a call twice under one id; a result twice.
+        history.file(
+            1,
+            [
+                result("a"),
+                call("a"),
+                call("b"),
+                call("b"),
+                result("b"),
+                result("b"),
+            ],
+        );
+        assert_eq!(history.messages(), [Msg::Call("c"), Msg::Result("r")]);
+    }
+
+    #[test]
+    fn words_and_heard_text_are_bounded_in_bytes() {
+        let history = HeardHistory::new(Msg::Said);
+        let big = "é".repeat(MAX_ANSWER_TEXT); // twice the bound, in bytes
+        history.file(1, [say(&big), AnswerPart::Keep(Msg::Note("n")), say(&big)]);
+        history.heard(&finalized(1, &big));
+        let said: Vec<usize> = history
+            .messages()
+            .iter()
+            .filter_map(|m| match m {
+                Msg::Said(t) => Some(t.len()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said, [MAX_ANSWER_TEXT], "the answer's words: 1 MiB in all");
+        // A unit this history did not speak: its heard text is bounded too.
+        history.heard(&finalized(9, &big));
+        let last = history.messages().pop();
+        assert!(matches!(last, Some(Msg::Said(t)) if t.len() == MAX_ANSWER_TEXT));
     }
 
     #[test]
