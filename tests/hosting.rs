@@ -1401,3 +1401,154 @@ async fn an_unverified_brain_takes_no_calls_from_web_pages() -> TestResult {
     );
     Ok(())
 }
+
+/// A brain whose turns wait for `release` before they speak, so a turn is in flight when the
+/// shutdown comes.
+struct Gated {
+    log: Arc<crate::support::Log>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl Brain for Gated {
+    async fn on_session_start(&self, _session: &Session) -> BrainResult {
+        self.log.push("started");
+        Ok(())
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        self.release.notified().await;
+        turn.say(&format!("{}, heard to the end.", message.text));
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _session: &Session, reason: EndReason) {
+        self.log.end_because(&reason);
+    }
+}
+
+/// Serves `Gated` under `shutdown` on a fresh port: the address, the log, the gate, and the
+/// serve task (which returns once the drain is done).
+async fn serve_drainable(
+    shutdown: &voqalize::host::Shutdown,
+) -> std::io::Result<(
+    SocketAddr,
+    Arc<crate::support::Log>,
+    Arc<tokio::sync::Notify>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+)> {
+    let (listener, addr) = bind().await?;
+    let (log, release) = (
+        Arc::new(crate::support::Log::default()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let (l, r) = (log.clone(), release.clone());
+    let options = HostOptions::allow_unverified().shutdown(shutdown);
+    let served = tokio::spawn(voqalize::host::tungstenite::serve(
+        listener,
+        move || Gated {
+            log: l.clone(),
+            release: r.clone(),
+        },
+        options,
+    ));
+    Ok((addr, log, release, served))
+}
+
+/// The status and `Retry-After` an upgrade to `addr` is answered with.
+async fn upgrade_status(
+    addr: SocketAddr,
+) -> Result<(u16, Option<String>), Box<dyn std::error::Error>> {
+    let request = format!("ws://{addr}/voice?session_id=late").into_client_request()?;
+    let stream = TcpStream::connect(addr).await?;
+    Ok(
+        match tokio_tungstenite::client_async(request, stream).await {
+            Ok((_, response)) => (response.status().as_u16(), None),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => (
+                response.status().as_u16(),
+                response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+            ),
+            Err(e) => return Err(e.into()),
+        },
+    )
+}
+
+// A rolling update: the shutdown refuses new calls (503, Retry-After), the call in flight finishes
+// and is heard to the end, Voqalize ends it, and serve returns with one call drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_lets_the_running_call_finish_and_refuses_new_ones() -> TestResult {
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(30));
+    let (addr, log, release, served) = serve_drainable(&shutdown).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), "running", None).await?;
+    v.start_silent().await?;
+    let turn = v.send_user_message("one more thing").await?;
+    shutdown.trigger();
+    assert!(shutdown.is_draining());
+    assert_eq!(upgrade_status(addr).await?, (503, Some("1".to_owned())));
+    release.notify_one();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(turn).completed())
+            .await?
+    );
+    assert_eq!(v.turn(turn).text(), "one more thing, heard to the end.");
+    assert_eq!(log.ended(), 0, "the call goes on while it drains");
+    v.end().await?;
+    let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
+    assert_eq!((report.drained, report.ended), (1, 0));
+    assert_eq!(log.end_reasons(), [EndReason::Ended]);
+    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    Ok(())
+}
+
+// Past the drain timeout, a call still running is ended: End on the wire, on_session_end told
+// Shutdown, and serve returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_the_drain_timeout_end_with_end_and_are_told_shutdown() -> TestResult {
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_millis(100));
+    let (addr, log, _release, served) = serve_drainable(&shutdown).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), "lingering", None).await?;
+    v.start_silent().await?;
+    v.send_user_message("still thinking").await?; // a turn that never gets to speak
+    assert!(
+        log.until(|l| !l.events().is_empty()).await,
+        "the call started"
+    );
+    shutdown.trigger();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await?,
+        "the brain sent End"
+    );
+    let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
+    assert_eq!((report.drained, report.ended), (0, 1));
+    assert_eq!(log.end_reasons(), [EndReason::Shutdown]);
+    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    Ok(())
+}
+
+// A second trigger (a second SIGTERM) ends the calls at once, however long the drain would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_trigger_ends_the_calls_at_once() -> TestResult {
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(3600));
+    let (addr, log, _release, served) = serve_drainable(&shutdown).await?;
+    let mut v = dial(&format!("ws://{addr}/voice"), "impatient", None).await?;
+    v.start_silent().await?;
+    assert!(
+        log.until(|l| !l.events().is_empty()).await,
+        "the call started"
+    );
+    shutdown.trigger();
+    shutdown.trigger();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
+            .await?
+    );
+    let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
+    assert_eq!((report.drained, report.ended), (0, 1));
+    assert_eq!(log.end_reasons(), [EndReason::Shutdown]);
+    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    Ok(())
+}

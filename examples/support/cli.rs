@@ -56,6 +56,9 @@ pub struct Args {
     pub stats_file: Option<std::path::PathBuf>,
 }
 
+/// How long a shutdown lets running calls go on.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Sessions whose `on_session_start` ran, in this process (bumped by the brains that count).
 #[allow(dead_code)] // only the brains that count sessions bump it
 pub static SESSIONS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -115,7 +118,11 @@ impl Args {
             let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
                 .build()?;
-            relay.serve(factory, std::future::pending()).await?;
+            // SIGTERM or Ctrl-C: no new call, the running ones drain (30 s), then it returns.
+            let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
+            relay
+                .serve(factory, async move { shutdown.triggered().await })
+                .await?;
             return Ok(());
         }
         let options = if self.allow_unverified || self.console.is_some() {
@@ -130,6 +137,9 @@ impl Args {
                 .collect::<Result<Vec<_>, _>>()?;
             HostOptions::with_public_keys(pems)?
         };
+        // SIGTERM or Ctrl-C drains the calls (30 s at most); a second one ends them at once.
+        let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
+        let options = options.shutdown(&shutdown);
         let listener = tokio::net::TcpListener::bind(&self.listen).await?;
         let brain_url = format!("ws://{}", listener.local_addr()?);
         println!("serving a brain on {brain_url}");
@@ -156,6 +166,11 @@ impl Args {
             listener, factory, options,
         ))
         .await??;
+        let report = shutdown.drained().await;
+        println!(
+            "shut down: {} calls finished during the drain, {} ended by it",
+            report.drained, report.ended
+        );
         Ok(())
     }
 }

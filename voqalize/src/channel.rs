@@ -26,8 +26,7 @@ impl ChannelError {
         }
     }
 
-    /// The transport ends the call for `reason` (the relay leg: shutdown, or its connection lost).
-    #[cfg(feature = "relay")]
+    /// The transport ends the call for `reason` (shutdown, or the relay's connection lost).
     pub(crate) fn ending(reason: crate::session::EndReason) -> Self {
         ChannelError {
             source: reason.to_string().into(),

@@ -1,5 +1,10 @@
 //! Mount a brain as a route in an axum server you already run.
 //!
+//! To drain on shutdown, give the route options that follow a [`Shutdown`](super::Shutdown) and
+//! let axum stop once it has drained:
+//! `axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.drained().await; })`.
+//! While it drains the route answers new calls `503` with `Retry-After`.
+//!
 //! ```no_run
 //! use voqalize::prelude::*;
 //! # struct Echo;
@@ -57,6 +62,17 @@ fn upgrade<M: MakeBrain>(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
+    if options.draining() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [(
+                header::RETRY_AFTER,
+                super::tungstenite::RETRY_AFTER_S.to_string(),
+            )],
+            super::tungstenite::SHUTTING_DOWN,
+        )
+            .into_response();
+    }
     if options.refuses_web_pages() && headers.contains_key(header::ORIGIN) {
         return (
             axum::http::StatusCode::FORBIDDEN,

@@ -12,6 +12,7 @@ pub mod axum;
 mod coalesce;
 #[cfg(any(feature = "testing", feature = "console"))]
 pub(crate) mod dial;
+mod drain;
 pub mod tungstenite;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tracing::Instrument;
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
+pub use drain::{DrainReport, Shutdown};
 
 use crate::runtime::{self, Limits, Outcome, out_of_line};
 
@@ -30,6 +32,8 @@ use crate::runtime::{self, Limits, Outcome, out_of_line};
 pub const CLOSE_UNAUTHORIZED: u16 = 4000;
 /// Close code for an upgrade without `?session_id=`.
 pub const CLOSE_POLICY: u16 = 1008;
+/// Close code for a call refused because the server is shutting down ("try again later").
+pub const CLOSE_TRY_AGAIN: u16 = 1013;
 pub use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TOO_BIG};
 
 /// Why a call could not be hosted.
@@ -55,6 +59,10 @@ pub enum HostError {
     /// The WebSocket connection could not be accepted (TCP or handshake failure).
     #[error("could not accept the connection")]
     Handshake(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The server is shutting down ([`HostOptions::shutdown`]): the call was refused, closed with
+    /// 1013 ("try again later").
+    #[error("the server is shutting down; the call was refused")]
+    ShuttingDown,
     /// The upgrade had no `session_id` query parameter; the channel was closed with 1008.
     #[error("expected ?session_id= on the upgrade URL")]
     MissingSessionId,
@@ -72,6 +80,8 @@ pub struct HostOptions {
     socket: SocketLimits,
     /// The cap on calls hosted at once by one server ([`Admission`] counts them).
     max_sessions: Option<usize>,
+    /// The shutdown the calls follow, when one was given.
+    shutdown: Option<Shutdown>,
 }
 
 /// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
@@ -203,7 +213,28 @@ impl HostOptions {
             },
             socket: SocketLimits::default(),
             max_sessions: None,
+            shutdown: None,
         }
+    }
+
+    /// Follows `shutdown`: once it is triggered, new calls are refused (`503` with
+    /// `Retry-After` at the upgrade; a call given to [`run_session`] directly is closed with 1013)
+    /// and the running ones drain, then end with `End` when its drain timeout passes (see
+    /// [`Shutdown`]). Every server made with these options follows it.
+    #[must_use]
+    pub fn shutdown(mut self, shutdown: &Shutdown) -> Self {
+        self.shutdown = Some(shutdown.clone());
+        self
+    }
+
+    /// Whether a shutdown these options follow is draining: no new call is taken.
+    pub(crate) fn draining(&self) -> bool {
+        self.shutdown.as_ref().is_some_and(Shutdown::is_draining)
+    }
+
+    /// The shutdown these options follow.
+    pub(crate) fn shutting(&self) -> Option<&Shutdown> {
+        self.shutdown.as_ref()
     }
 
     /// Trusts exactly these PEM public keys (SPKI `BEGIN PUBLIC KEY` or PKCS#1), tried in order,
@@ -525,6 +556,15 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     }
     // Not kept for the call's life: the session future would carry it throughout.
     drop(claims);
+    if options.draining() {
+        out_of_line(sender.close(CLOSE_TRY_AGAIN, "shutting down")).await;
+        return Err(HostError::ShuttingDown);
+    }
+    let hosted = options.shutting().map(Shutdown::hosting);
+    let receiver = drain::Watched {
+        ending: options.shutting().map(Shutdown::ending),
+        inner: receiver,
+    };
     let connection = Some(Arc::from(session_id.as_str()));
     drop(session_id);
     let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, connection)
@@ -537,6 +577,7 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     if let Some(mut sender) = sender {
         out_of_line(sender.close(code, "")).await;
     }
+    drop(hosted);
     match outcome {
         Outcome::Ended { .. } => Ok(()),
         Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),

@@ -23,13 +23,15 @@ use super::{
     Incoming, MakeBrain, Upgrade, run_session,
 };
 
-/// Accepts connections on `listener` forever, hosting one call per connection in its own task.
-/// A failed handshake or a rejected token affects that connection only; a failed `accept` (for
-/// example too many open files) is logged and retried after a short pause, so the server stays up.
+/// Accepts connections on `listener`, hosting one call per connection in its own task, until the
+/// [`Shutdown`](super::Shutdown) the options follow ([`HostOptions::shutdown`]) has drained: it
+/// returns once no call is left (the drain's [`DrainReport`](super::DrainReport) is
+/// [`Shutdown::drained`](super::Shutdown::drained)). Without a shutdown it serves forever. A failed
+/// handshake or a rejected token affects that connection only; a failed `accept` (for example too
+/// many open files) is logged and retried after a short pause, so the server stays up.
 ///
 /// # Errors
-/// None in practice: it only returns if the runtime shuts down. The `Result` leaves room for
-/// listener errors that are permanent.
+/// None in practice. The `Result` leaves room for listener errors that are permanent.
 pub async fn serve<M: MakeBrain>(
     listener: TcpListener,
     factory: M,
@@ -37,8 +39,22 @@ pub async fn serve<M: MakeBrain>(
 ) -> std::io::Result<()> {
     let factory = Arc::new(factory);
     let admission = Admission::new(&options);
+    let shutdown = options.shutting().cloned();
+    let drained = async move {
+        match shutdown {
+            Some(shutdown) => {
+                shutdown.drained().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let mut drained = std::pin::pin!(drained);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut drained => return Ok(()),
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("brain: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
@@ -54,6 +70,9 @@ pub async fn serve<M: MakeBrain>(
                         AcceptError::Host(HostError::Rejected { .. }) => {}
                         AcceptError::AtCapacity => {
                             tracing::debug!("brain: refused {peer}: at max_sessions");
+                        }
+                        AcceptError::ShuttingDown => {
+                            tracing::debug!("brain: refused {peer}: shutting down");
                         }
                         // A health check's or a load balancer's TCP probe, a port scan: no call
                         // was lost, and any peer can repeat it at will, so it is no warning.
@@ -82,6 +101,12 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// The body of the 503 answer to an upgrade beyond [`HostOptions::max_sessions`].
 pub(crate) const AT_CAPACITY: &str = "this brain hosts its maximum number of calls; try another";
 
+/// Why a draining server refuses a new call (with `Retry-After`: another process will take it).
+pub(crate) const SHUTTING_DOWN: &str = "this brain is shutting down; try another";
+
+/// The `Retry-After` of a refusal while draining, in s.
+pub(crate) const RETRY_AFTER_S: u16 = 1;
+
 /// Why an unverified brain refuses an upgrade from a web page (one with an `Origin` header).
 pub(crate) const NO_WEB_PAGES: &str =
     "this brain checks no tokens (development), so it takes no calls from web pages";
@@ -104,6 +129,10 @@ pub enum AcceptError {
     /// with HTTP 503.
     #[error("refused: this process hosts its maximum number of calls")]
     AtCapacity,
+    /// The server is shutting down ([`HostOptions::shutdown`]): the upgrade was answered with
+    /// HTTP 503 and `Retry-After`.
+    #[error("refused: this process is shutting down")]
+    ShuttingDown,
     /// The call could not be hosted.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -128,7 +157,17 @@ pub async fn accept<M: MakeBrain>(
     let seen = Arc::new(Mutex::new(Upgrade::default()));
     let cell = seen.clone();
     let no_web_pages = options.refuses_web_pages();
+    let draining = options.draining();
     let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        if draining {
+            let mut refusal = ErrorResponse::new(Some(SHUTTING_DOWN.to_owned()));
+            *refusal.status_mut() =
+                tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE;
+            refusal
+                .headers_mut()
+                .insert("retry-after", RETRY_AFTER_S.into());
+            return Err(refusal);
+        }
         if no_web_pages && req.headers().contains_key("origin") {
             let mut refusal = ErrorResponse::new(Some(NO_WEB_PAGES.to_owned()));
             *refusal.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::FORBIDDEN;
@@ -166,7 +205,9 @@ pub async fn accept<M: MakeBrain>(
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
     .map_err(|e| {
-        if full {
+        if draining {
+            AcceptError::ShuttingDown
+        } else if full {
             AcceptError::AtCapacity
         } else {
             AcceptError::Handshake(Box::new(e))

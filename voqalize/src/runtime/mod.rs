@@ -162,6 +162,10 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     if let Some(timer) = lock(&control.end_timer).take() {
         timer.abort();
     }
+    // A call the server's shutdown ended is owed its End (the brain's, when it sent one first).
+    if stop == Stop::Closed(crate::session::EndReason::Shutdown) {
+        out.push(crate::wire::Frame::End);
+    }
     // Let the writer drain what the brain emitted before teardown, briefly.
     out.close();
     let sent = match written {
