@@ -120,8 +120,9 @@ impl Desk {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (layer, host) = cli::model_and_host();
+    let tools = host.console_tools();
     host.serve(move || Desk {
-        model: Model::new(layer.clone()).instruction(INSTRUCTION),
+        model: tools.apply(Model::new(layer.clone()).instruction(INSTRUCTION)),
         cards: Mutex::new(HashMap::new()),
         next_nonce: AtomicU32::new(1),
     })

@@ -83,8 +83,10 @@ impl Coach {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (layer, host) = cli::model_and_host();
+    // With --console, the console's timeline shows each tool call and its result.
+    let tools = host.console_tools();
     host.serve(move || Coach {
-        model: Model::new(layer.clone()).instruction(INSTRUCTION),
+        model: tools.apply(Model::new(layer.clone()).instruction(INSTRUCTION)),
         meals: AtomicU32::new(0),
     })
     .await

@@ -56,10 +56,13 @@ impl HelpDesk {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (layer, host) = cli::model_and_host();
+    let tools = host.console_tools();
     host.serve(move || HelpDesk {
-        model: Model::new(layer.clone())
-            .instruction(INSTRUCTION)
-            .fallback_line("Sorry, I didn't catch that. Could you say it again?"),
+        model: tools.apply(
+            Model::new(layer.clone())
+                .instruction(INSTRUCTION)
+                .fallback_line("Sorry, I didn't catch that. Could you say it again?"),
+        ),
     })
     .await
 }

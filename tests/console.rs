@@ -92,6 +92,10 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
         .await
         .expect("a port");
     let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
+    // The console in front of it; the brain runs in this process, so its tool runs reach the
+    // page's timeline too.
+    let console = Console::new(brain_url);
+    let shown = console.clone();
     tokio::spawn(voqalize::host::tungstenite::serve(
         brain_listener,
         move || Coach {
@@ -101,14 +105,13 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
                 "gemini-test",
                 voqalize::model::Timeouts::default(),
             ))
-            .instruction("Be brief."),
+            .instruction("Be brief.")
+            .on_tool_run(shown.tool_observer()),
             heard: heard_tx.clone(),
             app: app_tx.clone(),
         },
         HostOptions::allow_unverified(),
     ));
-
-    // The console in front of it.
     let console_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a port");
@@ -116,7 +119,7 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
         "http://{}/?voice=clock&wpm=240",
         console_listener.local_addr().expect("an address")
     );
-    tokio::spawn(Console::new(brain_url).serve(console_listener, std::future::pending()));
+    tokio::spawn(console.serve(console_listener, std::future::pending()));
 
     let mut browser = Browser::launch().await;
     browser.open(&page_url).await;
@@ -142,6 +145,18 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
             .as_str()
             .is_some_and(|t| t.contains("show_section") && t.contains("week")),
         "{ui_command}"
+    );
+    // The tool call, with its arguments and the result the model read.
+    let tool = browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.item')].map(e => e.textContent)
+                 .find(t => t.startsWith("tool")) || null"#,
+        )
+        .await;
+    assert!(
+        tool.as_str()
+            .is_some_and(|t| t.starts_with(r#"toolshow({"name":"week"}) → {"result":"shown"}"#)),
+        "{tool}"
     );
     // Three words heard, the unit still playing: the user talks over it.
     let before = browser

@@ -35,6 +35,10 @@ pub struct Args {
         conflicts_with_all = ["public_key", "production", "cortex"]
     )]
     pub console: Option<String>,
+    /// The console `--console` serves (made on first use, so a model example can show its tool
+    /// runs in it before the brain listens).
+    #[arg(skip)]
+    pub console_handle: std::sync::OnceLock<voqalize::console::Console>,
     /// Write logs as one JSON object per line (session fields at the top level).
     #[arg(long)]
     pub json_logs: bool,
@@ -54,6 +58,24 @@ pub struct Args {
     /// `--brain-stats` reads it.
     #[arg(long, value_name = "PATH")]
     pub stats_file: Option<std::path::PathBuf>,
+}
+
+/// Shows a model's tool runs in the console's timeline, when `--console` is on.
+#[cfg(feature = "model")]
+#[derive(Clone)]
+#[allow(dead_code)] // the brains without a model show no tools
+pub struct ToolsShown(Option<voqalize::console::Console>);
+
+#[cfg(feature = "model")]
+#[allow(dead_code)]
+impl ToolsShown {
+    /// `model`, reporting its tool runs to the console.
+    pub fn apply(&self, model: voqalize::voice::Model) -> voqalize::voice::Model {
+        match &self.0 {
+            Some(console) => model.on_tool_run(console.tool_observer()),
+            None => model,
+        }
+    }
 }
 
 /// How long a shutdown lets running calls go on.
@@ -98,6 +120,20 @@ pub async fn serve(factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Er
 }
 
 impl Args {
+    /// The console `--console` serves (its brain URL is set once the brain listens).
+    pub fn console_handle(&self) -> voqalize::console::Console {
+        self.console_handle
+            .get_or_init(|| voqalize::console::Console::new("ws://127.0.0.1:0"))
+            .clone()
+    }
+
+    /// With `--console`, what shows each tool run of a model in the console's timeline.
+    #[cfg(feature = "model")]
+    #[allow(dead_code)] // the brains without a model show no tools
+    pub fn console_tools(&self) -> ToolsShown {
+        ToolsShown(self.console.is_some().then(|| self.console_handle()))
+    }
+
     /// Binds, prints the URL and serves `factory` until killed.
     pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
         raise_open_file_limit();
@@ -149,10 +185,9 @@ impl Args {
                 "console: open http://{}/ in a browser to talk to the brain",
                 console.local_addr()?
             );
+            let handle = self.console_handle().brain_url(brain_url);
             tokio::spawn(async move {
-                let served = voqalize::console::Console::new(brain_url)
-                    .serve(console, std::future::pending())
-                    .await;
+                let served = handle.serve(console, std::future::pending()).await;
                 if let Err(e) = served {
                     eprintln!("console: {e}");
                 }

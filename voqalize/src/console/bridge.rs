@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as BrainMessage;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::Settings;
 use super::call::{Call, Out, notice};
+use super::{Settings, Taps};
 use crate::logline::{chain, outside};
 use crate::wire;
 
@@ -19,8 +19,11 @@ use crate::wire;
 const PATIENCE: Duration = Duration::from_secs(10);
 
 /// Runs call `n` for one page until either side closes.
-pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
+pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<Taps>, n: u64) {
     let session_id = format!("console-{n}");
+    // The tool runs of this call, from a brain in this process (`Console::tool_observer`).
+    let (tap, mut tools) = tokio::sync::mpsc::channel(TOOL_EVENTS);
+    let _tapped = Tapped::new(&taps, &session_id, tap);
     let config = WebSocketConfig::default()
         .max_message_size(Some(settings.max_brain_message))
         .max_frame_size(Some(settings.max_brain_message));
@@ -93,6 +96,10 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
                 }
                 Some(Ok(_)) => Out::default(),
             },
+            Some(event) = tools.recv() => Out {
+                to_page: vec![event],
+                ..Out::default()
+            },
             message = brain_rx.next() => match message {
                 Some(Ok(BrainMessage::Binary(bytes))) => match wire::decode(&bytes) {
                     Ok(Some(frame)) => call.brain_sent(frame),
@@ -123,6 +130,28 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, n: u64) {
                 }
             },
         };
+    }
+}
+
+/// Tool runs waiting for the page, per call; past it they are not shown.
+const TOOL_EVENTS: usize = 64;
+
+/// A call's place among the taps, given back when the call ends.
+struct Tapped<'a> {
+    taps: &'a Taps,
+    session_id: &'a str,
+}
+
+impl<'a> Tapped<'a> {
+    fn new(taps: &'a Taps, session_id: &'a str, queue: tokio::sync::mpsc::Sender<Value>) -> Self {
+        crate::recover::lock(&taps.0).insert(session_id.to_owned(), queue);
+        Tapped { taps, session_id }
+    }
+}
+
+impl Drop for Tapped<'_> {
+    fn drop(&mut self) {
+        crate::recover::lock(&self.taps.0).remove(self.session_id);
     }
 }
 

@@ -87,11 +87,24 @@ pub enum ConsoleError {
 }
 
 /// Serves the console page for the brain at one URL. Build with [`Console::new`], then
-/// [`serve`](Console::serve).
+/// [`serve`](Console::serve). Clones share the calls' timelines (see
+/// [`tool_observer`](Console::tool_observer)).
 #[derive(Debug, Clone)]
 pub struct Console {
     settings: Settings,
+    taps: Arc<Taps>,
 }
+
+/// Where the tool runs a brain in this process reports reach the page of their call: one
+/// bounded queue per open call, by session id.
+#[derive(Debug, Default)]
+pub(crate) struct Taps(
+    std::sync::Mutex<std::collections::HashMap<String, tokio::sync::mpsc::Sender<Value>>>,
+);
+
+/// The most bytes of a tool's arguments or response shown on the page; the rest is cut.
+#[cfg(feature = "model")]
+const TOOL_JSON_BYTES: usize = 8 * 1024;
 
 /// What every call of one console shares.
 #[derive(Debug, Clone)]
@@ -122,7 +135,59 @@ impl Console {
                     call_text_bytes: 4 * 1024 * 1024,
                 },
             },
+            taps: Arc::default(),
         }
+    }
+
+    /// An observer for [`Model::on_tool_run`](crate::voice::Model::on_tool_run) that shows each
+    /// tool call (name, arguments, the response the model read, how long it ran) in the timeline
+    /// of its call, when the brain runs in the same process as the console (as the examples'
+    /// `--console` does): a tool's arguments and result never travel on the wire, so the page
+    /// cannot see them otherwise. Each is cut to 8 KiB for the page; a page that does not keep up
+    /// misses some (never the brain: it does not wait).
+    ///
+    /// ```no_run
+    /// # use voqalize::prelude::*;
+    /// # fn factory(layer: Gemini, console: voqalize::console::Console) -> Model {
+    /// Model::new(layer).on_tool_run(console.tool_observer())
+    /// # }
+    /// ```
+    #[cfg(feature = "model")]
+    pub fn tool_observer(&self) -> impl Fn(&crate::voice::ToolRun<'_>) + Send + Sync + 'static {
+        let taps = self.taps.clone();
+        move |run| {
+            let Some(queue) = crate::recover::lock(&taps.0).get(run.session_id).cloned() else {
+                return;
+            };
+            let shown = |value: &Value| {
+                let text = value.to_string();
+                if text.len() <= TOOL_JSON_BYTES {
+                    value.clone()
+                } else {
+                    Value::String(format!(
+                        "{}…",
+                        &text[..text.floor_char_boundary(TOOL_JSON_BYTES)]
+                    ))
+                }
+            };
+            let _ = queue.try_send(serde_json::json!({
+                "type": "tool",
+                "turn_id": run.turn_id,
+                "name": crate::logline::outside(run.name).to_string(),
+                "arguments": shown(run.arguments),
+                "response": shown(run.response),
+                "duration_ms": u64::try_from(run.duration.as_millis()).unwrap_or(u64::MAX),
+                "ran": run.ran,
+            }));
+        }
+    }
+
+    /// Dials the brain at `brain_url` instead (for a brain whose address is known only once it
+    /// listens); the tool runs already shown through [`tool_observer`](Self::tool_observer)
+    /// still reach the page.
+    pub fn brain_url(mut self, brain_url: impl Into<String>) -> Self {
+        self.settings.brain_url = brain_url.into();
+        self
     }
 
     /// Sends `token` as `Authorization: Bearer <token>` on every call (a token your brain's
@@ -165,6 +230,7 @@ impl Console {
             .route("/ws", get(upgrade))
             .with_state(Shared {
                 settings: Arc::new(self.settings),
+                taps: self.taps,
                 calls: Arc::new(AtomicU64::new(0)),
             });
         axum::serve(listener, app)
@@ -177,6 +243,7 @@ impl Console {
 #[derive(Clone)]
 struct Shared {
     settings: Arc<Settings>,
+    taps: Arc<Taps>,
     calls: Arc<AtomicU64>,
 }
 
@@ -210,10 +277,10 @@ async fn upgrade(
             .into_response();
     }
     let n = shared.calls.fetch_add(1, Ordering::Relaxed) + 1;
-    let settings = shared.settings;
+    let (settings, taps) = (shared.settings, shared.taps);
     ws.max_message_size(settings.max_page_message)
         .max_frame_size(settings.max_page_message)
-        .on_upgrade(move |socket| bridge::run(socket, settings, n))
+        .on_upgrade(move |socket| bridge::run(socket, settings, taps, n))
 }
 
 /// Why a request naming another host than this machine is refused.

@@ -81,7 +81,7 @@ use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
-pub use tool_guard::{GuardedCall, Refusal};
+pub use tool_guard::{GuardedCall, Refusal, ToolRun};
 
 /// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
 /// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
@@ -372,6 +372,16 @@ impl Model {
     ) -> Model {
         let guard: Arc<tool_guard::AfterTool> = Arc::new(guard);
         self.with(|s| s.guards.after = Some(guard))
+    }
+
+    /// Calls `observer` with every answered tool call: its name, arguments, the response the
+    /// model reads (after the guards), how long it ran, its session and turn. For audit logs and
+    /// for the voice console's timeline; it cannot change anything (a guard can). It runs on the
+    /// turn's task: keep it cheap. A panic in it is logged and forgotten. One observer per `Model`.
+    #[must_use]
+    pub fn on_tool_run(self, observer: impl Fn(&ToolRun<'_>) + Send + Sync + 'static) -> Model {
+        let observer: Arc<tool_guard::OnToolRun> = Arc::new(observer);
+        self.with(|s| s.guards.observer = Some(observer))
     }
 
     /// How long a turn may wait on the model, from the user's words (default 60 s): opening

@@ -21,6 +21,8 @@ pub struct GuardedCall<'a> {
     pub arguments: &'a Value,
     /// The turn the call is made in.
     pub turn_id: u64,
+    /// The call's session.
+    pub session_id: &'a str,
 }
 
 /// A guard's "no": what the model reads instead of the tool's result.
@@ -68,11 +70,35 @@ pub(crate) type BeforeTool = dyn Fn(&GuardedCall<'_>) -> Result<(), Refusal> + S
 pub(crate) type AfterTool =
     dyn Fn(&GuardedCall<'_>, &mut Value) -> Result<(), Refusal> + Send + Sync;
 
-/// A model's guards (none by default).
+/// One tool call as an observer sees it once it is answered ([`Model::on_tool_run`](super::Model::on_tool_run)).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ToolRun<'a> {
+    /// The call's session.
+    pub session_id: &'a str,
+    /// The turn the call was made in.
+    pub turn_id: u64,
+    /// The tool's name, as the model called it.
+    pub name: &'a str,
+    /// The arguments (`null` when they were not JSON).
+    pub arguments: &'a Value,
+    /// What the model reads: `{"result": ...}` or `{"error": "..."}`, after the guards.
+    pub response: &'a Value,
+    /// How long the tool ran (zero when it did not).
+    pub duration: std::time::Duration,
+    /// Whether the tool ran (false: refused by a guard, or tools were off for the request).
+    pub ran: bool,
+}
+
+/// Sees every answered call.
+pub(crate) type OnToolRun = dyn Fn(&ToolRun<'_>) + Send + Sync;
+
+/// A model's guards (none by default), and its observer of tool runs.
 #[derive(Clone, Default)]
 pub(crate) struct Guards {
     pub(crate) before: Option<Arc<BeforeTool>>,
     pub(crate) after: Option<Arc<AfterTool>>,
+    pub(crate) observer: Option<Arc<OnToolRun>>,
 }
 
 impl fmt::Debug for Guards {
@@ -80,6 +106,7 @@ impl fmt::Debug for Guards {
         f.debug_struct("Guards")
             .field("before_tool", &self.before.is_some())
             .field("after_tool", &self.after.is_some())
+            .field("on_tool_run", &self.observer.is_some())
             .finish()
     }
 }
@@ -108,9 +135,21 @@ impl Verdict {
 }
 
 impl Guards {
-    /// Whether any guard is set.
+    /// Whether any guard (or the observer, which reads the arguments too) is set.
     pub(crate) fn any(&self) -> bool {
-        self.before.is_some() || self.after.is_some()
+        self.before.is_some() || self.after.is_some() || self.observer.is_some()
+    }
+
+    /// Tells the observer of `run`; a panic in it is logged and forgotten.
+    pub(crate) fn observe(&self, run: &ToolRun<'_>) {
+        if let Some(observer) = &self.observer
+            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| observer(run)))
+        {
+            tracing::warn!(
+                "on_tool_run panicked: {}",
+                crate::logline::outside(&panic_text(panic.as_ref()))
+            );
+        }
     }
 
     /// Runs the check before `call`'s tool, catching a panic.

@@ -26,7 +26,7 @@ use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use super::response::{Closed, Ending, Response};
 use super::spans;
-use super::tool_guard::{GuardedCall, Verdict};
+use super::tool_guard::{GuardedCall, ToolRun, Verdict};
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, chain, outside, outside_n};
 use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
@@ -614,6 +614,7 @@ impl TurnState<'_> {
             name: &filed.name,
             arguments: seen.as_ref().unwrap_or(&Value::Null),
             turn_id: self.turn.id(),
+            session_id: self.session.id(),
         };
         let before = match &seen {
             Some(_) if !tools_off => guards.before(&checked),
@@ -658,6 +659,15 @@ impl TurnState<'_> {
                 outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
             }
         }
+        guards.observe(&ToolRun {
+            session_id: checked.session_id,
+            turn_id: checked.turn_id,
+            name: checked.name,
+            arguments: checked.arguments,
+            response: &response,
+            duration: if ran { outcome.elapsed } else { Duration::ZERO },
+            ran,
+        });
         let result = ToolResult {
             call_id: filed.call_id,
             name: filed.kept.clone(),
