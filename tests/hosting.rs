@@ -1517,16 +1517,7 @@ async fn calls_past_the_drain_timeout_end_with_end_and_are_told_shutdown() -> Te
         "the call started"
     );
     shutdown.trigger();
-    assert!(
-        v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
-            .await?,
-        "the brain sent End"
-    );
-    let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
-    assert_eq!((report.drained, report.ended), (0, 1));
-    assert_eq!(log.end_reasons(), [EndReason::Shutdown]);
-    tokio::time::timeout(Duration::from_secs(5), served).await???;
-    Ok(())
+    ended_by_the_shutdown(&mut v, &shutdown, &log, served).await
 }
 
 // A second trigger (a second SIGTERM) ends the calls at once, however long the drain would be.
@@ -1542,9 +1533,21 @@ async fn a_second_trigger_ends_the_calls_at_once() -> TestResult {
     );
     shutdown.trigger();
     shutdown.trigger();
+    ended_by_the_shutdown(&mut v, &shutdown, &log, served).await
+}
+
+/// The one call `v` was ended by `shutdown`: the brain sent End, was told `Shutdown`, the drain
+/// counts it as ended, and serve returned.
+async fn ended_by_the_shutdown(
+    v: &mut Voqalize,
+    shutdown: &voqalize::host::Shutdown,
+    log: &crate::support::Log,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> TestResult {
     assert!(
         v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
-            .await?
+            .await?,
+        "the brain sent End"
     );
     let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
     assert_eq!((report.drained, report.ended), (0, 1));
