@@ -1555,3 +1555,76 @@ async fn ended_by_the_shutdown(
     tokio::time::timeout(Duration::from_secs(5), served).await???;
     Ok(())
 }
+
+/// `GET path` on `addr` with plain HTTP/1.1: the status and the body.
+async fn http_get(
+    addr: SocketAddr,
+    path: &str,
+) -> Result<(u16, String), Box<dyn std::error::Error>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await?;
+    let status = reply
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("no status line")?;
+    let body = reply
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    Ok((status, body))
+}
+
+// The probes: liveness always, readiness until the drain starts (with the calls open in the body),
+// and the probe server stops once the drain is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_turns_false_while_draining() -> TestResult {
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(30));
+    let (addr, _log, release, served) = serve_drainable(&shutdown).await?;
+    let (probes, probe_addr) = bind().await?;
+    let probing = tokio::spawn(voqalize::host::Health::new(&shutdown).serve(probes));
+    assert_eq!(
+        http_get(probe_addr, "/healthz").await?,
+        (200, "ok".to_owned())
+    );
+    let mut v = dial(&format!("ws://{addr}/voice"), "probed", None).await?;
+    v.start_silent().await?;
+    let turn = v.send_user_message("hello").await?;
+    let ready: serde_json::Value = serde_json::from_str(&http_get(probe_addr, "/readyz").await?.1)?;
+    assert_eq!(
+        ready,
+        serde_json::json!({"ready": true, "draining": false, "sessions": 1})
+    );
+
+    shutdown.trigger();
+    let (status, body) = http_get(probe_addr, "/readyz").await?;
+    assert_eq!(status, 503);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body)?,
+        serde_json::json!({"ready": false, "draining": true, "sessions": 1})
+    );
+    assert_eq!(
+        http_get(probe_addr, "/healthz").await?.0,
+        200,
+        "still alive"
+    );
+    assert_eq!(http_get(probe_addr, "/nothing").await?.0, 404);
+
+    release.notify_one();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(turn).completed())
+            .await?
+    );
+    v.end().await?;
+    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    tokio::time::timeout(Duration::from_secs(5), probing).await???;
+    Ok(())
+}

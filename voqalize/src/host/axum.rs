@@ -49,6 +49,38 @@ where
     })
 }
 
+/// The probes of [`Health`](super::Health) as routes to merge into your app: `GET /healthz`
+/// (liveness, always `200`) and `GET /readyz` (`200` while the process takes calls, `503` once it
+/// drains).
+///
+/// ```no_run
+/// # use voqalize::prelude::*;
+/// # struct Echo;
+/// # impl Brain for Echo {
+/// #     async fn on_user_message(&self, t: &mut Turn, m: UserMessage) -> BrainResult { t.say(&m.text); Ok(()) }
+/// # }
+/// # fn app(shutdown: &voqalize::host::Shutdown) -> axum::Router {
+/// let options = HostOptions::production().shutdown(shutdown);
+/// axum::Router::new()
+///     .route("/voice", voqalize::host::axum::brain_route(|| Echo, options))
+///     .merge(voqalize::host::axum::health_routes(voqalize::host::Health::new(shutdown)))
+/// # }
+/// ```
+pub fn health_routes<S>(health: super::Health) -> axum::Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    axum::Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let health = health.clone();
+                async move { health.readiness() }
+            }),
+        )
+}
+
 fn upgrade<M: MakeBrain>(
     ws: WebSocketUpgrade,
     uri: Uri,

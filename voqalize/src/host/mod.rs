@@ -13,6 +13,7 @@ mod coalesce;
 #[cfg(any(feature = "testing", feature = "console"))]
 pub(crate) mod dial;
 mod drain;
+mod health;
 pub mod tungstenite;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 pub use drain::{DrainReport, Shutdown};
+pub use health::Health;
 
 use crate::runtime::{self, Limits, Outcome, out_of_line};
 
