@@ -1012,3 +1012,31 @@ async fn a_relay_whose_tls_always_fails_is_given_up_with_a_typed_error() {
         "no upgrade ever reached the relay"
     );
 }
+
+// Readiness follows the relay connection: not ready before it is up, ready while it carries
+// calls, not ready once it is gone.
+#[tokio::test]
+async fn readiness_follows_the_relay_connection() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .build()
+        .unwrap();
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(5));
+    let health = voqalize::host::Health::new(&shutdown).relay(&agent);
+    assert!(!health.ready(), "not connected yet");
+    let (_stop, task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("probed")).await;
+    link.send(A, &says(2, "hi")).await;
+    assert_eq!(link.spoken().await.1, "hi");
+    assert!(health.ready(), "connected and carrying a call");
+    link.close(4000).await;
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(result, Err(RelayError::NoAgent)), "{result:?}");
+    assert!(!health.ready(), "the relay is gone");
+}

@@ -11,9 +11,11 @@ use super::Shutdown;
 /// What the probes read: whether this process takes calls, and how many it hosts.
 ///
 /// `/healthz` is always `200 ok` while the process answers. `/readyz` is `200` while the process
-/// takes calls and `503` once its [`Shutdown`] drains, so a load balancer sends new calls
-/// elsewhere while the running ones finish; both bodies are JSON:
-/// `{"ready": true, "draining": false, "sessions": 3}`.
+/// takes calls and `503` once its [`Shutdown`] drains (or, with [`relay`](Self::relay), while the
+/// relay connection is down), so a load balancer sends new calls elsewhere while the running
+/// ones finish. Its body is JSON: `{"ready": true, "draining": false, "sessions": 3}`, with
+/// `"relay_connected"` when it follows a relay. `sessions` counts the calls that follow the
+/// shutdown (the direct leg's).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -28,6 +30,8 @@ use super::Shutdown;
 #[derive(Debug, Clone)]
 pub struct Health {
     shutdown: Shutdown,
+    #[cfg(feature = "relay")]
+    relay: Option<crate::relay::Relay>,
 }
 
 impl Health {
@@ -36,12 +40,32 @@ impl Health {
     pub fn new(shutdown: &Shutdown) -> Self {
         Health {
             shutdown: shutdown.clone(),
+            #[cfg(feature = "relay")]
+            relay: None,
         }
     }
 
-    /// Whether the process takes calls now.
+    /// Readiness also follows `relay`'s connection: not ready while it is down (the process
+    /// could take no call then). The body gains `"relay_connected"`.
+    #[cfg(feature = "relay")]
+    #[must_use]
+    pub fn relay(mut self, relay: &crate::relay::Relay) -> Self {
+        self.relay = Some(relay.clone());
+        self
+    }
+
+    /// Whether the process takes calls now: not draining, and its relay (if any) connected.
     pub fn ready(&self) -> bool {
-        !self.shutdown.is_draining()
+        !self.shutdown.is_draining() && self.relay_connected().unwrap_or(true)
+    }
+
+    /// Whether the relay readiness follows is connected, when it follows one.
+    fn relay_connected(&self) -> Option<bool> {
+        #[cfg(feature = "relay")]
+        if let Some(relay) = &self.relay {
+            return Some(relay.connected());
+        }
+        None
     }
 
     /// Serves `/healthz` and `/readyz` on `listener` until the drain is done (everything else is
@@ -67,11 +91,14 @@ impl Health {
         } else {
             StatusCode::SERVICE_UNAVAILABLE
         };
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "ready": ready,
             "draining": self.shutdown.is_draining(),
             "sessions": self.shutdown.open(),
         });
+        if let Some(connected) = self.relay_connected() {
+            body["relay_connected"] = connected.into();
+        }
         (
             status,
             [(header::CONTENT_TYPE, "application/json")],

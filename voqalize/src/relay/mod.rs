@@ -132,6 +132,8 @@ pub struct Relay {
     admission: Admission,
     drain: Duration,
     settings: Settings,
+    /// Whether a connection to the relay is up now; its clones share it.
+    connected: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -187,6 +189,18 @@ impl Relay {
 }
 
 impl Relay {
+    /// Whether a connection to the relay is up now (while [`serve`](Self::serve) runs): what
+    /// [`Health::relay`](crate::host::Health::relay) makes readiness follow.
+    pub fn connected(&self) -> bool {
+        self.connected.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Marks the connection up or down.
+    pub(crate) fn set_connected(&self, up: bool) {
+        self.connected
+            .store(up, std::sync::atomic::Ordering::Release);
+    }
+
     /// The bytes one session may have waiting for the socket: `max_write_backlog_bytes`, at
     /// least one write batch (so a tiny setting does not refuse ordinary frames).
     fn session_backlog(&self) -> usize {
@@ -339,6 +353,7 @@ impl RelayBuilder {
             options: self.options,
             drain: self.drain,
             settings: self.settings,
+            connected: Arc::default(),
         })
     }
 }

@@ -124,7 +124,10 @@ pub(super) async fn serve<M: MakeBrain>(
         }
         reconnect = true;
         let opened = Instant::now();
-        match run_connection(relay, &factory, *socket, &mut shutdown).await {
+        relay.set_connected(true);
+        let ended = run_connection(relay, &factory, *socket, &mut shutdown).await;
+        relay.set_connected(false);
+        match ended {
             Ended::Shutdown => return Ok(()),
             Ended::NoAgent => return Err(RelayError::NoAgent),
             Ended::Lost(why) => {
