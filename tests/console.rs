@@ -421,3 +421,41 @@ impl Drop for Browser {
         let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
+
+// A page opened again and again cannot pile up calls: past `max_calls` the upgrade is refused
+// until a call ends.
+#[tokio::test]
+async fn the_console_holds_at_most_max_calls() {
+    // A "brain" that takes the TCP connection and never answers the upgrade: the call stays open.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let brain_url = format!("ws://{}", silent.local_addr().expect("an address"));
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            kept.push(stream);
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(
+        Console::new(brain_url)
+            .max_calls(1)
+            .serve(listener, std::future::pending()),
+    );
+    let open = |addr: std::net::SocketAddr| async move {
+        let stream = TcpStream::connect(addr).await.expect("the console");
+        tokio_tungstenite::client_async(format!("ws://{addr}/ws"), stream).await
+    };
+    let (_first, _) = open(addr).await.expect("the first call");
+    match open(addr).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 503);
+        }
+        other => panic!("a second call was not refused: {:?}", other.map(|_| ())),
+    }
+    held.abort();
+}

@@ -63,7 +63,7 @@ mod call;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
@@ -114,6 +114,7 @@ struct Settings {
     init: Map<String, Value>,
     max_page_message: usize,
     max_brain_message: usize,
+    max_calls: usize,
     limits: Limits,
 }
 
@@ -129,6 +130,7 @@ impl Console {
                 init: Map::new(),
                 max_page_message: 64 * 1024,
                 max_brain_message: 1024 * 1024,
+                max_calls: 16,
                 limits: Limits {
                     unit_text_bytes: 1024 * 1024,
                     open_units: 256,
@@ -210,6 +212,13 @@ impl Console {
         self
     }
 
+    /// How many pages may hold a call at once (default 16; at least 1): past it a page is
+    /// refused (503) until one closes, so a page opened again and again cannot pile up calls.
+    pub fn max_calls(mut self, calls: usize) -> Self {
+        self.settings.max_calls = calls.max(1);
+        self
+    }
+
     /// The largest frame the brain may send, in bytes (default 1 MiB); a larger one ends the call.
     pub fn max_brain_message(mut self, bytes: usize) -> Self {
         self.settings.max_brain_message = bytes;
@@ -232,6 +241,7 @@ impl Console {
                 settings: Arc::new(self.settings),
                 taps: self.taps,
                 calls: Arc::new(AtomicU64::new(0)),
+                open: Arc::new(AtomicUsize::new(0)),
             });
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
@@ -245,6 +255,8 @@ struct Shared {
     settings: Arc<Settings>,
     taps: Arc<Taps>,
     calls: Arc<AtomicU64>,
+    /// Calls open now, against `max_calls`.
+    open: Arc<AtomicUsize>,
 }
 
 async fn page(headers: HeaderMap) -> Response {
@@ -276,11 +288,33 @@ async fn upgrade(
         )
             .into_response();
     }
+    if shared.open.fetch_add(1, Ordering::AcqRel) >= shared.settings.max_calls {
+        shared.open.fetch_sub(1, Ordering::AcqRel);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the console holds its most calls at once; close a page",
+        )
+            .into_response();
+    }
     let n = shared.calls.fetch_add(1, Ordering::Relaxed) + 1;
+    // Given back when the call ends, or when the upgrade never completes (the closure drops).
+    let place = Place(shared.open);
     let (settings, taps) = (shared.settings, shared.taps);
     ws.max_message_size(settings.max_page_message)
         .max_frame_size(settings.max_page_message)
-        .on_upgrade(move |socket| bridge::run(socket, settings, taps, n))
+        .on_upgrade(move |socket| async move {
+            bridge::run(socket, settings, taps, n).await;
+            drop(place);
+        })
+}
+
+/// One page's place under `max_calls`; freed when dropped.
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Why a request naming another host than this machine is refused.

@@ -81,7 +81,12 @@ pub(super) async fn read_loop(
                     (None, Some(CLOSE_TOO_BIG)) => {
                         EndReason::BoundExceeded(BoundExceeded::InboundMessage)
                     }
-                    (None, _) => EndReason::TransportLost(TransportLoss::Failed(chain(&e))),
+                    (None, _) => {
+                        // The transport's error can quote the peer: kept to 1 KiB.
+                        let mut error = chain(&e);
+                        wire::clip(&mut error, 1024);
+                        EndReason::TransportLost(TransportLoss::Failed(error))
+                    }
                 };
                 break;
             }

@@ -88,13 +88,13 @@ pub(crate) fn execute_tool(name: &str) -> Span {
 /// The well-known `gen_ai.provider.name` for a layer: `gcp.gemini` or `gcp.vertex_ai` for
 /// Google's, `azure.ai.openai` for Azure's, otherwise the layer's own provider name (`openai`,
 /// `anthropic`, or what a chat-completions layer was named).
-fn provider_name(layer: &dyn Layer) -> String {
+fn provider_name(layer: &dyn Layer) -> &str {
     let base = layer.base_url();
     match layer.provider() {
-        "google" if base.contains("aiplatform.googleapis.com") => "gcp.vertex_ai".into(),
-        "google" => "gcp.gemini".into(),
-        "microsoft" => "azure.ai.openai".into(),
-        "openai" if base.contains(".openai.azure.com") => "azure.ai.openai".into(),
-        other => other.into(),
+        "google" if base.contains("aiplatform.googleapis.com") => "gcp.vertex_ai",
+        "google" => "gcp.gemini",
+        "microsoft" => "azure.ai.openai",
+        "openai" if base.contains(".openai.azure.com") => "azure.ai.openai",
+        other => other,
     }
 }
