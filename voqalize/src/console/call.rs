@@ -128,7 +128,8 @@ impl Call {
                     ));
                 };
                 self.kept -= unit.text.len();
-                let heard = common_prefix(&unit.text, &heard).to_owned();
+                // What Voqalize guarantees of heard text: a prefix of what the unit generated.
+                let heard = heard[..crate::session::shared_prefix(&heard, &unit.text)].to_owned();
                 Out {
                     to_page: vec![
                         json!({"type": "finalized", "speech_id": speech_id, "heard": heard}),
@@ -284,19 +285,6 @@ pub(super) fn notice(text: String) -> Out {
         to_page: vec![json!({"type": "notice", "text": text})],
         ..Out::default()
     }
-}
-
-/// The longest prefix of `heard` that `generated` starts with, cut at a character boundary: what
-/// Voqalize guarantees of heard text.
-fn common_prefix<'a>(generated: &str, heard: &'a str) -> &'a str {
-    let mut end = 0;
-    for ((i, a), b) in heard.char_indices().zip(generated.chars()) {
-        if a != b {
-            break;
-        }
-        end = i + a.len_utf8();
-    }
-    &heard[..end]
 }
 
 #[cfg(test)]

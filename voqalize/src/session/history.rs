@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use futures_util::{Stream, StreamExt};
 
-use super::{Finalized, SpeechUnit, Turn};
+use super::{Finalized, SpeechUnit, Turn, shared_prefix};
 use crate::recover::lock;
 
 /// What one item of an agent's streamed answer is to the voice and the history: the mapper given
@@ -414,18 +414,6 @@ impl<M: Clone> Answer<M> {
             }
         }
     }
-}
-
-/// How many bytes of `text` `heard` starts with, at a character boundary.
-fn shared_prefix(text: &str, heard: &str) -> usize {
-    let mut end = 0;
-    for ((i, a), b) in text.char_indices().zip(heard.chars()) {
-        if a != b {
-            break;
-        }
-        end = i + a.len_utf8();
-    }
-    end
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
+pub(crate) use units::shared_prefix;
 
 use crate::actions::{Action, ui_command_data};
 use crate::logline::{Repeated, outside, outside_n};

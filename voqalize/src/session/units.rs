@@ -348,7 +348,7 @@ impl UnitBook {
 }
 
 /// The length in bytes of the longest prefix `heard` and `generated` share, at a character boundary.
-fn shared_prefix(heard: &str, generated: &str) -> usize {
+pub(crate) fn shared_prefix(heard: &str, generated: &str) -> usize {
     heard
         .char_indices()
         .zip(generated.chars())
