@@ -271,6 +271,7 @@ fn echo(log: &Arc<Log>, release: &Arc<Notify>) -> impl MakeBrain {
 
 const A: [u8; 16] = [0xa; 16];
 const B: [u8; 16] = [0xb; 16];
+const C: [u8; 16] = [0xc; 16];
 
 /// Serves `factory` through `relay` in the background; the returned sender shuts it down.
 fn serve(
@@ -1039,4 +1040,63 @@ async fn readiness_follows_the_relay_connection() {
         .unwrap();
     assert!(matches!(result, Err(RelayError::NoAgent)), "{result:?}");
     assert!(!health.ready(), "the relay is gone");
+}
+
+// The relay follows the same `Shutdown` as the direct leg when its host options carry it: its
+// calls count in the shutdown (readiness, the report), the drain refuses new sessions with their
+// End, and a second trigger (a second SIGTERM) ends the running ones at once, however long the
+// drain would be.
+#[tokio::test]
+async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(600));
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+        .build()
+        .unwrap();
+    let served = {
+        let shutdown = shutdown.clone();
+        let factory = echo(&log, &release);
+        tokio::spawn(async move { agent.serve(factory, shutdown.triggered()).await })
+    };
+    let mut link = relay.agent().await;
+    link.send(A, &start("stuck")).await;
+    link.send(A, &says(2, "block")).await;
+    link.send(B, &start("idle")).await;
+    link.send(B, &says(2, "ready")).await;
+    assert_eq!(link.spoken().await, (B, "ready".to_owned()));
+    assert_eq!(shutdown.open(), 2, "the relay's calls count in the shutdown");
+    shutdown.trigger();
+    // Draining: a new session is answered with its End, the running ones go on.
+    link.send(C, &start("late")).await;
+    assert_eq!(
+        next_for(&mut link, C, Duration::from_secs(5)).await,
+        Some(Frame::End)
+    );
+    link.send(B, &Frame::End).await;
+    assert!(log.until(|l| l.ended() == 1).await, "B ends as Voqalize asked");
+    assert_eq!(shutdown.open(), 1);
+    // The second trigger: the stuck call ends now, not in ten minutes.
+    shutdown.trigger();
+    let mut ended = false;
+    while !ended {
+        ended = matches!(link.recv().await, (p, Frame::End) if p == A);
+    }
+    assert_eq!(link.until_closed().await, Some(1000));
+    let result = tokio::time::timeout(Duration::from_secs(5), served)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained())
+        .await
+        .unwrap();
+    assert_eq!((report.drained, report.ended), (1, 1));
+    assert!(log.until(|l| l.ended() == 2).await);
+    assert_eq!(
+        log.end_reasons(),
+        [EndReason::Ended, EndReason::Shutdown]
+    );
 }

@@ -151,14 +151,15 @@ impl Args {
             // The relay logs `relay: connected to ...` once it is; a relay that cannot be reached
             // (its host does not resolve, TLS fails) ends this with an error after a minute.
             println!("connecting to the relay at {url}");
+            // SIGTERM or Ctrl-C: no new call, the running ones drain (30 s), then it returns; a
+            // second one ends them at once. The same drain as the direct leg's.
+            let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
             let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
+                .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
                 .build()?;
-            // SIGTERM or Ctrl-C: no new call, the running ones drain (30 s), then it returns.
-            let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
-            relay
-                .serve(factory, async move { shutdown.triggered().await })
-                .await?;
+            relay.serve(factory, shutdown.triggered()).await?;
+            report(shutdown.drained().await);
             return Ok(());
         }
         let options = if self.allow_unverified || self.console.is_some() {
@@ -201,13 +202,17 @@ impl Args {
             listener, factory, options,
         ))
         .await??;
-        let report = shutdown.drained().await;
-        println!(
-            "shut down: {} calls finished during the drain, {} ended by it",
-            report.drained, report.ended
-        );
+        report(shutdown.drained().await);
         Ok(())
     }
+}
+
+/// Prints what the drain did.
+fn report(report: voqalize::host::DrainReport) {
+    println!(
+        "shut down: {} calls finished during the drain, {} ended by it",
+        report.drained, report.ended
+    );
 }
 
 #[cfg(feature = "model")]

@@ -158,6 +158,20 @@ impl Shutdown {
         }
     }
 
+    /// Starts the drain unless it has started: what a future given to a relay's
+    /// [`serve`](crate::relay::Relay::serve) does when it completes (a second call never ends the
+    /// calls at once, as [`trigger`](Self::trigger) would).
+    pub(crate) fn start_drain(&self) {
+        if !self.is_draining() {
+            self.trigger();
+        }
+    }
+
+    /// Whether the running calls are being ended now (the drain timed out, or a second trigger).
+    pub(crate) fn is_ending(&self) -> bool {
+        *self.0.phase.borrow() == Phase::Ending
+    }
+
     /// Resolves once the shutdown is triggered: the future a relay's
     /// [`serve`](crate::relay::Relay::serve) takes, or the start of your own clean-up.
     pub async fn triggered(&self) {

@@ -15,7 +15,7 @@ use super::Shutdown;
 /// relay connection is down), so a load balancer sends new calls elsewhere while the running
 /// ones finish. Its body is JSON: `{"ready": true, "draining": false, "sessions": 3}`, with
 /// `"relay_connected"` when it follows a relay. `sessions` counts the calls that follow the
-/// shutdown (the direct leg's).
+/// shutdown, on either leg.
 ///
 /// ```no_run
 /// use std::time::Duration;

@@ -26,6 +26,7 @@ pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 pub use drain::{DrainReport, Shutdown};
+pub(crate) use drain::Hosted;
 pub use health::Health;
 
 use crate::runtime::{self, Limits, Outcome, out_of_line};

@@ -41,8 +41,14 @@
 //!   plus [`RelayBuilder::frame_headroom`];
 //! * **bad input**: a text frame, a frame shorter than 16 bytes or a malformed envelope is logged
 //!   (once per window) and skipped; it never stops `serve`;
-//! * **graceful shutdown**: when the future given to [`Relay::serve`] completes, no new session is
-//!   taken, running calls get [`RelayBuilder::drain_timeout`] to finish, then the rest end.
+//! * **graceful shutdown**, the direct leg's: when the future given to [`Relay::serve`] completes,
+//!   or the [`Shutdown`](crate::host::Shutdown) its host options follow is triggered
+//!   ([`HostOptions::shutdown`]), no new session is taken (each `SessionStart` is answered with
+//!   its `End`: the relay protocol has no refusal of its own), running calls get the drain timeout
+//!   to finish, then the rest end with `End` and `on_session_end` told
+//!   [`EndReason::Shutdown`](crate::EndReason::Shutdown). A second trigger ends them at once. The
+//!   relay's calls count in the shutdown's [`DrainReport`](crate::host::DrainReport) and its
+//!   [`Health`](crate::host::Health), beside the direct leg's.
 
 mod connect;
 mod mux;
@@ -173,8 +179,36 @@ impl Relay {
         }
     }
 
-    /// Serves every call the relay routes to this agent until `shutdown` completes or the relay
-    /// refuses the agent for good. Reconnects on its own after any other close.
+    /// Serves every call the relay routes to this agent until `shutdown` completes and the
+    /// running calls have drained, or the relay refuses the agent for good. Reconnects on its own
+    /// after any other close.
+    ///
+    /// When the host options follow a [`Shutdown`](crate::host::Shutdown)
+    /// ([`HostOptions::shutdown`]), that one drives the drain (its timeout, its second trigger,
+    /// its report); pass `shutdown.triggered()` or `std::future::pending()` as `shutdown` then.
+    /// Otherwise `shutdown` completing starts a drain of [`RelayBuilder::drain_timeout`].
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use voqalize::host::Shutdown;
+    /// use voqalize::prelude::*;
+    /// use voqalize::relay::Relay;
+    /// # struct Echo;
+    /// # impl Brain for Echo {
+    /// #     async fn on_user_message(&self, t: &mut Turn, m: UserMessage) -> BrainResult { t.say(&m.text); Ok(()) }
+    /// # }
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// // One drain for every leg this process serves: SIGTERM drains for 30 s, a second one ends.
+    /// let shutdown = Shutdown::new(Duration::from_secs(30)).on_signals();
+    /// let relay = Relay::builder("wss://cortex.example/agent", "coach-1.4.0")
+    ///     .api_key("your-agent-key")
+    ///     .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+    ///     .build()?;
+    /// relay.serve(|| Echo, shutdown.triggered()).await?;
+    /// let report = shutdown.drained().await;
+    /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`RelayError::AuthRejected`] when the relay answers the upgrade with 401 or 403 (check the
@@ -241,6 +275,8 @@ impl RelayBuilder {
 
     /// How long running calls may go on after shutdown was asked for (default 30 s). Past it,
     /// each call still running ends: the relay gets its `End`, then the socket closes with 1000.
+    /// Unused when the host options follow a [`Shutdown`](crate::host::Shutdown): its own
+    /// timeout applies.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain = timeout.min(LONGEST);
         self

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
@@ -25,7 +24,7 @@ use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
-use crate::host::Admitted;
+use crate::host::{Admitted, Hosted, Shutdown};
 use crate::logline::{Repeated, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
@@ -104,18 +103,39 @@ enum Ended {
     Lost(String),
 }
 
+/// Serves until the shutdown the relay's host options follow (or one of its own, with
+/// `drain_timeout`) has drained: `asked` completing starts its drain.
 pub(super) async fn serve<M: MakeBrain>(
     relay: &Relay,
     factory: Arc<M>,
-    shutdown: impl Future<Output = ()> + Send,
+    asked: impl Future<Output = ()> + Send,
 ) -> Result<(), RelayError> {
-    let mut shutdown: Pin<Box<dyn Future<Output = ()> + Send + '_>> = Box::pin(shutdown);
+    let shutdown = match relay.options.shutting() {
+        Some(shutdown) => shutdown.clone(),
+        None => Shutdown::new(relay.drain),
+    };
+    let follow = async {
+        asked.await;
+        shutdown.start_drain();
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        served = serve_until(relay, factory, &shutdown) => served,
+        () = follow => unreachable!("it never completes"),
+    }
+}
+
+async fn serve_until<M: MakeBrain>(
+    relay: &Relay,
+    factory: Arc<M>,
+    shutdown: &Shutdown,
+) -> Result<(), RelayError> {
     let mut backoff = Backoff::new(&relay.settings);
     let mut reconnect = false;
     loop {
         let socket = tokio::select! {
             socket = connect(relay, &mut backoff) => socket?,
-            () = &mut shutdown => return Ok(()),
+            () = shutdown.triggered() => return Ok(()),
         };
         if reconnect {
             tracing::info!("relay: reconnected");
@@ -125,7 +145,7 @@ pub(super) async fn serve<M: MakeBrain>(
         reconnect = true;
         let opened = Instant::now();
         relay.set_connected(true);
-        let ended = run_connection(relay, &factory, *socket, &mut shutdown).await;
+        let ended = run_connection(relay, &factory, *socket, shutdown).await;
         relay.set_connected(false);
         match ended {
             Ended::Shutdown => return Ok(()),
@@ -143,7 +163,7 @@ pub(super) async fn serve<M: MakeBrain>(
         }
         tokio::select! {
             () = backoff.wait() => {}
-            () = &mut shutdown => return Ok(()),
+            () = shutdown.triggered() => return Ok(()),
         }
     }
 }
@@ -266,7 +286,7 @@ async fn session<M: MakeBrain>(
     receiver: RelayReceiver,
     factory: Arc<M>,
     limits: Limits,
-    admitted: Admitted,
+    place: (Admitted, Hosted),
 ) {
     let (prefix, backlog, end_sent) = (
         sender.prefix,
@@ -288,13 +308,15 @@ async fn session<M: MakeBrain>(
     if !by_peer && !end_sent.load(Ordering::Acquire) {
         backlog.push_end(prefix, prefixed(&prefix, &END));
     }
-    drop(admitted);
+    drop(place);
 }
 
 /// The sessions of one connection and the mux's state.
 struct Connection<'r, M> {
     relay: &'r Relay,
     factory: &'r Arc<M>,
+    /// The shutdown this connection's calls follow (and are counted in).
+    shutdown: &'r Shutdown,
     /// What every session runs with: the host options' limits, without a Ping deadline of its own.
     limits: Limits,
     max_message: usize,
@@ -313,11 +335,11 @@ async fn run_connection<M: MakeBrain>(
     relay: &Relay,
     factory: &Arc<M>,
     socket: Socket,
-    shutdown: &mut Pin<Box<dyn Future<Output = ()> + Send + '_>>,
+    shutdown: &Shutdown,
 ) -> Ended {
     let (sink, mut stream) = socket.split();
     let settings = relay.settings;
-    let mut c = Connection::new(relay, factory);
+    let mut c = Connection::new(relay, factory, shutdown);
     let mut writer = tokio::spawn(
         write_loop(
             sink,
@@ -331,24 +353,27 @@ async fn run_connection<M: MakeBrain>(
     let silence = settings.ping_interval + settings.pong_timeout;
     let quiet = tokio::time::sleep(silence);
     tokio::pin!(quiet);
-    let mut draining: Option<Instant> = None;
+    // The drain's deadline is the shutdown's: its phase moves to ending then (or at a second
+    // trigger), and every call still running ends.
+    let mut phase = shutdown.ending();
+    let mut draining = false;
     let ended = loop {
-        let drain_deadline = draining.unwrap_or_else(Instant::now);
         tokio::select! {
-            () = &mut *shutdown, if draining.is_none() => {
-                tracing::info!("relay: shutting down; {} calls running", c.sessions.len());
+            Ok(()) = phase.changed() => {
+                if shutdown.is_ending() {
+                    tracing::warn!("relay: ending the {} calls still running (shutdown)", c.sessions.len());
+                    break Ended::Shutdown;
+                }
+                if !std::mem::replace(&mut draining, true) {
+                    tracing::info!("relay: shutting down; {} calls running", c.sessions.len());
+                }
                 if c.sessions.is_empty() {
                     break Ended::Shutdown;
                 }
-                draining = Some(Instant::now() + relay.drain);
-            }
-            () = tokio::time::sleep_until(drain_deadline), if draining.is_some() => {
-                tracing::warn!("relay: {} calls still running at the drain deadline; ending them", c.sessions.len());
-                break Ended::Shutdown;
             }
             Some(done) = c.tasks.join_next(), if !c.tasks.is_empty() => {
                 c.reap(done);
-                if draining.is_some() && c.sessions.is_empty() {
+                if draining && c.sessions.is_empty() {
                     break Ended::Shutdown;
                 }
             }
@@ -373,7 +398,7 @@ async fn run_connection<M: MakeBrain>(
                         }
                         break Ended::Lost(format!("closed with {:?}", frame.map(|f| u16::from(f.code))));
                     }
-                    Some(Ok(Message::Binary(bytes))) => c.route(bytes, draining.is_some()),
+                    Some(Ok(Message::Binary(bytes))) => c.route(bytes, draining || shutdown.is_draining()),
                     Some(Ok(Message::Text(_))) => {
                         if c.junk.allow() {
                             tracing::warn!("relay: a text frame; skipping");
@@ -389,11 +414,12 @@ async fn run_connection<M: MakeBrain>(
 }
 
 impl<'r, M: MakeBrain> Connection<'r, M> {
-    fn new(relay: &'r Relay, factory: &'r Arc<M>) -> Self {
+    fn new(relay: &'r Relay, factory: &'r Arc<M>, shutdown: &'r Shutdown) -> Self {
         let options = &relay.options;
         Connection {
             relay,
             factory,
+            shutdown,
             limits: Limits {
                 session_keepalive: false,
                 ..options.limits()
@@ -549,7 +575,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             receiver,
             self.factory.clone(),
             self.limits,
-            admitted,
+            (admitted, self.shutdown.hosting()),
         );
         self.tasks.spawn(
             async move {
