@@ -1628,3 +1628,74 @@ async fn readiness_turns_false_while_draining() -> TestResult {
     tokio::time::timeout(Duration::from_secs(5), probing).await???;
     Ok(())
 }
+
+// Load admission: above the threshold, new calls are refused at the upgrade (503, Retry-After) on
+// both adapters while the calls already up go on, and readiness is false with the load in its
+// body; back under it, calls are taken again and the process is ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_the_load_threshold_calls_are_refused_and_readiness_is_false() -> TestResult {
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let b = busy.clone();
+    let load = voqalize::host::Load::from_fn(move || {
+        if b.load(std::sync::atomic::Ordering::Acquire) {
+            0.93
+        } else {
+            0.2
+        }
+    })
+    .threshold(0.9);
+    let options = HostOptions::allow_unverified().load(&load);
+    let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
+    let (listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, options),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(30));
+    let (probes, probe_addr) = bind().await?;
+    tokio::spawn(
+        voqalize::host::Health::new(&shutdown)
+            .load(&load)
+            .serve(probes),
+    );
+    let readiness = || async {
+        let (status, body) = http_get(probe_addr, "/readyz").await?;
+        Ok::<_, Box<dyn std::error::Error>>((
+            status,
+            serde_json::from_str::<serde_json::Value>(&body)?,
+        ))
+    };
+    assert_eq!(
+        readiness().await?,
+        (
+            200,
+            serde_json::json!({"ready": true, "draining": false, "sessions": 0, "load": 0.2})
+        )
+    );
+    for addr in [tungstenite, axum_addr] {
+        let url = format!("ws://{addr}/voice");
+        let mut up = dial(&url, "up", None).await?;
+        up.start_silent().await?;
+        busy.store(true, std::sync::atomic::Ordering::Release);
+        assert_eq!(
+            upgrade_status(addr).await?,
+            (503, Some("1".to_owned())),
+            "{addr}"
+        );
+        assert_eq!(up.user_says("still served").await?.text(), "still served");
+        busy.store(false, std::sync::atomic::Ordering::Release);
+        let mut next = dial(&url, "next", None).await?;
+        next.start_silent().await?;
+        assert_eq!(next.user_says("taken").await?.text(), "taken");
+    }
+    busy.store(true, std::sync::atomic::Ordering::Release);
+    assert_eq!(
+        readiness().await?,
+        (
+            503,
+            serde_json::json!({"ready": false, "draining": false, "sessions": 0, "load": 0.93})
+        )
+    );
+    Ok(())
+}

@@ -1067,7 +1067,11 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
     link.send(B, &start("idle")).await;
     link.send(B, &says(2, "ready")).await;
     assert_eq!(link.spoken().await, (B, "ready".to_owned()));
-    assert_eq!(shutdown.open(), 2, "the relay's calls count in the shutdown");
+    assert_eq!(
+        shutdown.open(),
+        2,
+        "the relay's calls count in the shutdown"
+    );
     shutdown.trigger();
     // Draining: a new session is answered with its End, the running ones go on.
     link.send(C, &start("late")).await;
@@ -1076,7 +1080,10 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
         Some(Frame::End)
     );
     link.send(B, &Frame::End).await;
-    assert!(log.until(|l| l.ended() == 1).await, "B ends as Voqalize asked");
+    assert!(
+        log.until(|l| l.ended() == 1).await,
+        "B ends as Voqalize asked"
+    );
     assert_eq!(shutdown.open(), 1);
     // The second trigger: the stuck call ends now, not in ten minutes.
     shutdown.trigger();
@@ -1095,8 +1102,5 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
         .unwrap();
     assert_eq!((report.drained, report.ended), (1, 1));
     assert!(log.until(|l| l.ended() == 2).await);
-    assert_eq!(
-        log.end_reasons(),
-        [EndReason::Ended, EndReason::Shutdown]
-    );
+    assert_eq!(log.end_reasons(), [EndReason::Ended, EndReason::Shutdown]);
 }

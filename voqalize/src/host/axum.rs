@@ -29,7 +29,7 @@ use futures_util::{SinkExt, StreamExt};
 
 use super::{
     Admission, Admitted, Channel, ChannelError, ChannelReceiver, ChannelSender, HostError,
-    HostOptions, Incoming, MakeBrain, Upgrade, run_session,
+    HostOptions, Incoming, MakeBrain, Refused, Upgrade, run_session,
 };
 
 /// A GET route that upgrades to a WebSocket and hosts one call per connection with [`run_session`]:
@@ -94,30 +94,22 @@ fn upgrade<M: MakeBrain>(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let upgrade = Upgrade::from_query(uri.query(), authorization);
-    if options.draining() {
-        return (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            [(
-                header::RETRY_AFTER,
-                super::tungstenite::RETRY_AFTER_S.to_string(),
-            )],
-            super::tungstenite::SHUTTING_DOWN,
-        )
-            .into_response();
-    }
-    if options.refuses_web_pages() && headers.contains_key(header::ORIGIN) {
-        return (
-            axum::http::StatusCode::FORBIDDEN,
-            super::tungstenite::NO_WEB_PAGES,
-        )
-            .into_response();
-    }
-    let Some(admitted) = admitted else {
-        return (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            super::tungstenite::AT_CAPACITY,
-        )
-            .into_response();
+    let web_page = options.refuses_web_pages() && headers.contains_key(header::ORIGIN);
+    let refused = Refused::first(
+        options.draining(),
+        options.overloaded(),
+        web_page,
+        admitted.is_none(),
+    );
+    let (None, Some(admitted)) = (refused, admitted) else {
+        let why = refused.unwrap_or(Refused::AtCapacity);
+        let status = axum::http::StatusCode::from_u16(why.status())
+            .unwrap_or(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        let mut answer = (status, why.body()).into_response();
+        if let Some(s) = why.retry_after() {
+            answer.headers_mut().insert(header::RETRY_AFTER, s.into());
+        }
+        return answer;
     };
     let limits = options.websocket_config();
     let ws = ws

@@ -6,15 +6,16 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::Shutdown;
+use super::{Load, Shutdown};
 
 /// What the probes read: whether this process takes calls, and how many it hosts.
 ///
 /// `/healthz` is always `200 ok` while the process answers. `/readyz` is `200` while the process
 /// takes calls and `503` once its [`Shutdown`] drains (or, with [`relay`](Self::relay), while the
-/// relay connection is down), so a load balancer sends new calls elsewhere while the running
-/// ones finish. Its body is JSON: `{"ready": true, "draining": false, "sessions": 3}`, with
-/// `"relay_connected"` when it follows a relay. `sessions` counts the calls that follow the
+/// relay connection is down; with [`load`](Self::load), while the load is above its threshold),
+/// so a load balancer sends new calls elsewhere while the running ones finish. Its body is JSON:
+/// `{"ready": true, "draining": false, "sessions": 3}`, with `"relay_connected"` when it follows
+/// a relay and `"load"` (a share, 0 to 1 for the CPU) when it follows a load. `sessions` counts the calls that follow the
 /// shutdown, on either leg.
 ///
 /// ```no_run
@@ -32,6 +33,7 @@ pub struct Health {
     shutdown: Shutdown,
     #[cfg(feature = "relay")]
     relay: Option<crate::relay::Relay>,
+    load: Option<Load>,
 }
 
 impl Health {
@@ -42,7 +44,17 @@ impl Health {
             shutdown: shutdown.clone(),
             #[cfg(feature = "relay")]
             relay: None,
+            load: None,
         }
+    }
+
+    /// Readiness also follows `load`: not ready while it is above its threshold (the one given
+    /// to [`HostOptions::load`](super::HostOptions::load), which refuses the calls themselves).
+    /// The body gains `"load"`.
+    #[must_use]
+    pub fn load(mut self, load: &Load) -> Self {
+        self.load = Some(load.clone());
+        self
     }
 
     /// Readiness also follows `relay`'s connection: not ready while it is down (the process
@@ -54,9 +66,21 @@ impl Health {
         self
     }
 
-    /// Whether the process takes calls now: not draining, and its relay (if any) connected.
+    /// Whether the process takes calls now: not draining, its relay (if any) connected, its
+    /// load (if any) at or below the threshold.
     pub fn ready(&self) -> bool {
-        !self.shutdown.is_draining() && self.relay_connected().unwrap_or(true)
+        self.ready_at(self.load.as_ref().map(Load::current))
+    }
+
+    /// Whether the process takes calls with the load at `load`.
+    fn ready_at(&self, load: Option<f64>) -> bool {
+        !self.shutdown.is_draining()
+            && self.relay_connected().unwrap_or(true)
+            && !self
+                .load
+                .as_ref()
+                .zip(load)
+                .is_some_and(|(l, now)| now > l.limit())
     }
 
     /// Whether the relay readiness follows is connected, when it follows one.
@@ -85,7 +109,8 @@ impl Health {
 
     /// The answer to `/readyz`.
     pub(crate) fn readiness(&self) -> Response {
-        let ready = self.ready();
+        let load = self.load.as_ref().map(Load::current);
+        let ready = self.ready_at(load);
         let status = if ready {
             StatusCode::OK
         } else {
@@ -98,6 +123,10 @@ impl Health {
         });
         if let Some(connected) = self.relay_connected() {
             body["relay_connected"] = connected.into();
+        }
+        if let Some(load) = load {
+            // Two decimals: a probe's reader wants the figure, not its noise.
+            body["load"] = ((load * 100.0).round() / 100.0).into();
         }
         (
             status,

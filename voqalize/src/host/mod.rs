@@ -14,6 +14,8 @@ mod coalesce;
 pub(crate) mod dial;
 mod drain;
 mod health;
+mod load;
+mod refusal;
 pub mod tungstenite;
 
 use std::sync::Arc;
@@ -25,9 +27,11 @@ use tracing::Instrument;
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
-pub use drain::{DrainReport, Shutdown};
 pub(crate) use drain::Hosted;
+pub use drain::{DrainReport, Shutdown};
 pub use health::Health;
+pub use load::{DEFAULT_THRESHOLD, Load};
+pub(crate) use refusal::Refused;
 
 use crate::runtime::{self, Limits, Outcome, out_of_line};
 
@@ -85,6 +89,8 @@ pub struct HostOptions {
     max_sessions: Option<usize>,
     /// The shutdown the calls follow, when one was given.
     shutdown: Option<Shutdown>,
+    /// Above its threshold no new call is taken, when one was given.
+    load: Option<Load>,
 }
 
 /// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
@@ -174,6 +180,7 @@ impl std::fmt::Debug for HostOptions {
             .field("limits", &self.limits)
             .field("socket", &self.socket)
             .field("max_sessions", &self.max_sessions)
+            .field("load", &self.load)
             .finish()
     }
 }
@@ -217,6 +224,7 @@ impl HostOptions {
             socket: SocketLimits::default(),
             max_sessions: None,
             shutdown: None,
+            load: None,
         }
     }
 
@@ -228,6 +236,22 @@ impl HostOptions {
     pub fn shutdown(mut self, shutdown: &Shutdown) -> Self {
         self.shutdown = Some(shutdown.clone());
         self
+    }
+
+    /// Refuses new calls on the direct leg while `load` is above its threshold: the upgrade is
+    /// answered `503` with `Retry-After`, so a load balancer sends the call to another process
+    /// (give the same `load` to [`Health::load`] and readiness turns false too). Read once per
+    /// upgrade. The relay leg does not follow it: the relay routes each call itself. Default: no
+    /// load admission.
+    #[must_use]
+    pub fn load(mut self, load: &Load) -> Self {
+        self.load = Some(load.clone());
+        self
+    }
+
+    /// Whether the load these options follow is above its threshold: no new call is taken.
+    pub(crate) fn overloaded(&self) -> bool {
+        self.load.as_ref().is_some_and(Load::is_over)
     }
 
     /// Whether a shutdown these options follow is draining: no new call is taken.

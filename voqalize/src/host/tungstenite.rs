@@ -20,7 +20,7 @@ use crate::recover::lock;
 
 use super::{
     Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions,
-    Incoming, MakeBrain, Upgrade, run_session,
+    Incoming, MakeBrain, Refused, Upgrade, run_session,
 };
 
 /// Accepts connections on `listener`, hosting one call per connection in its own task, until the
@@ -74,6 +74,12 @@ pub async fn serve<M: MakeBrain>(
                         AcceptError::ShuttingDown => {
                             tracing::debug!("brain: refused {peer}: shutting down");
                         }
+                        AcceptError::Overloaded => {
+                            tracing::debug!("brain: refused {peer}: above the load threshold");
+                        }
+                        AcceptError::WebPage => {
+                            tracing::debug!("brain: refused {peer}: an upgrade from a web page");
+                        }
                         // A health check's or a load balancer's TCP probe, a port scan: no call
                         // was lost, and any peer can repeat it at will, so it is no warning.
                         e @ (AcceptError::Handshake(_) | AcceptError::HandshakeTimeout) => {
@@ -98,19 +104,6 @@ pub async fn serve<M: MakeBrain>(
 /// Pause after a failed `accept` (file descriptors or memory exhausted) before trying again.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
-/// The body of the 503 answer to an upgrade beyond [`HostOptions::max_sessions`].
-pub(crate) const AT_CAPACITY: &str = "this brain hosts its maximum number of calls; try another";
-
-/// Why a draining server refuses a new call (with `Retry-After`: another process will take it).
-pub(crate) const SHUTTING_DOWN: &str = "this brain is shutting down; try another";
-
-/// The `Retry-After` of a refusal while draining, in s.
-pub(crate) const RETRY_AFTER_S: u16 = 1;
-
-/// Why an unverified brain refuses an upgrade from a web page (one with an `Origin` header).
-pub(crate) const NO_WEB_PAGES: &str =
-    "this brain checks no tokens (development), so it takes no calls from web pages";
-
 /// How long a connection may take to complete the WebSocket handshake (the websockets library's
 /// open timeout, which Voqalize's client uses too).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -133,6 +126,14 @@ pub enum AcceptError {
     /// HTTP 503 and `Retry-After`.
     #[error("refused: this process is shutting down")]
     ShuttingDown,
+    /// The process's load is above its threshold ([`HostOptions::load`]): the upgrade was
+    /// answered with HTTP 503 and `Retry-After`.
+    #[error("refused: this process is above its load threshold")]
+    Overloaded,
+    /// An unverified brain refuses upgrades from web pages (with an `Origin` header): the
+    /// upgrade was answered with HTTP 403.
+    #[error("refused: an upgrade from a web page to a brain that checks no tokens")]
+    WebPage,
     /// The call could not be hosted.
     #[error(transparent)]
     Host(#[from] HostError),
@@ -157,26 +158,21 @@ pub async fn accept<M: MakeBrain>(
     let seen = Arc::new(Mutex::new(Upgrade::default()));
     let cell = seen.clone();
     let no_web_pages = options.refuses_web_pages();
-    let draining = options.draining();
+    let (draining, overloaded) = (options.draining(), options.overloaded());
+    let refused = Arc::new(Mutex::new(None));
+    let told = refused.clone();
     let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-        if draining {
-            let mut refusal = ErrorResponse::new(Some(SHUTTING_DOWN.to_owned()));
-            *refusal.status_mut() =
-                tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE;
-            refusal
-                .headers_mut()
-                .insert("retry-after", RETRY_AFTER_S.into());
-            return Err(refusal);
-        }
-        if no_web_pages && req.headers().contains_key("origin") {
-            let mut refusal = ErrorResponse::new(Some(NO_WEB_PAGES.to_owned()));
-            *refusal.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::FORBIDDEN;
-            return Err(refusal);
-        }
-        if full {
-            let mut refusal = ErrorResponse::new(Some(AT_CAPACITY.to_owned()));
-            *refusal.status_mut() =
-                tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE;
+        let web_page = no_web_pages && req.headers().contains_key("origin");
+        if let Some(why) = Refused::first(draining, overloaded, web_page, full) {
+            *lock(&told) = Some(why);
+            let mut refusal = ErrorResponse::new(Some(why.body().to_owned()));
+            *refusal.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::from_u16(
+                why.status(),
+            )
+            .unwrap_or(tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE);
+            if let Some(s) = why.retry_after() {
+                refusal.headers_mut().insert("retry-after", s.into());
+            }
             return Err(refusal);
         }
         let authorization = req
@@ -204,14 +200,12 @@ pub async fn accept<M: MakeBrain>(
     ))
     .await
     .map_err(|_| AcceptError::HandshakeTimeout)?
-    .map_err(|e| {
-        if draining {
-            AcceptError::ShuttingDown
-        } else if full {
-            AcceptError::AtCapacity
-        } else {
-            AcceptError::Handshake(Box::new(e))
-        }
+    .map_err(|e| match *lock(&refused) {
+        Some(Refused::Draining) => AcceptError::ShuttingDown,
+        Some(Refused::Overloaded) => AcceptError::Overloaded,
+        Some(Refused::WebPage) => AcceptError::WebPage,
+        Some(Refused::AtCapacity) => AcceptError::AtCapacity,
+        None => AcceptError::Handshake(Box::new(e)),
     })?;
     let upgrade = std::mem::take(&mut *lock(&seen));
     drop(seen);

@@ -1,0 +1,233 @@
+//! Load-based admission: a [`Load`] tells how busy the process is, and above its threshold the
+//! direct leg refuses new calls (`503` with `Retry-After`) and readiness turns false, so a load
+//! balancer sends them to a process with room.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How busy this process is, as a share (`0.0` idle, `1.0` every CPU it may use busy), and the
+/// share above which it takes no new call.
+///
+/// [`Load::cpu`] (the usual choice) measures this process's CPU time over a sliding window
+/// against the CPUs it may use (`std::thread::available_parallelism`, which follows a
+/// container's CPU quota and the process's affinity). [`Load::from_fn`] takes a measure of your
+/// own: the calls a GPU can still take, a queue's depth, another process's figure.
+///
+/// Give it to [`HostOptions::load`](super::HostOptions::load) to refuse calls above the
+/// threshold, and to [`Health::load`](super::Health::load) to report it (readiness turns false
+/// above it). Clones share one measure.
+///
+/// ```
+/// use std::time::Duration;
+/// use voqalize::host::{HostOptions, Load};
+///
+/// // Refuse new calls while the process used more than 80 % of its CPUs over the last 5 s.
+/// let load = Load::cpu(Duration::from_secs(5)).threshold(0.8);
+/// let options = HostOptions::production().load(&load);
+/// # let _ = options;
+/// ```
+#[derive(Clone)]
+pub struct Load {
+    measure: Arc<Measure>,
+    threshold: f64,
+}
+
+enum Measure {
+    Cpu(Mutex<CpuWindow>),
+    Fn(Box<dyn Fn() -> f64 + Send + Sync>),
+}
+
+impl std::fmt::Debug for Load {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let measure = match &*self.measure {
+            Measure::Cpu(_) => "cpu",
+            Measure::Fn(_) => "fn",
+        };
+        f.debug_struct("Load")
+            .field("measure", &measure)
+            .field("threshold", &self.threshold)
+            .finish()
+    }
+}
+
+/// The default of [`Load::threshold`]: above 80 % a process still answers its calls' turns
+/// promptly, and the balancer has time to send the next call elsewhere.
+pub const DEFAULT_THRESHOLD: f64 = 0.8;
+
+impl Load {
+    /// This process's CPU time (user and system) over the last `window` (at least 100 ms), as a
+    /// share of the CPUs it may use. Measured when read, at most once per eighth of the window
+    /// (one `getrusage`), so reading it at every upgrade costs a lock and a clock read. Reads
+    /// `0.0` where the platform gives no process CPU time (not Unix).
+    pub fn cpu(window: Duration) -> Self {
+        let window = window.max(Duration::from_millis(100));
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        Load {
+            measure: Arc::new(Measure::Cpu(Mutex::new(CpuWindow::new(window, cpus)))),
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+
+    /// A measure of your own, called at each upgrade and each readiness probe (keep it cheap).
+    /// A value that is not a number reads as `0.0`.
+    pub fn from_fn(measure: impl Fn() -> f64 + Send + Sync + 'static) -> Self {
+        Load {
+            measure: Arc::new(Measure::Fn(Box::new(measure))),
+            threshold: DEFAULT_THRESHOLD,
+        }
+    }
+
+    /// Above this share no new call is taken (default [`DEFAULT_THRESHOLD`], 0.8). A value that
+    /// is not a number is ignored.
+    #[must_use]
+    pub fn threshold(mut self, threshold: f64) -> Self {
+        if !threshold.is_nan() {
+            self.threshold = threshold;
+        }
+        self
+    }
+
+    /// The share above which no new call is taken.
+    pub fn limit(&self) -> f64 {
+        self.threshold
+    }
+
+    /// The load now.
+    pub fn current(&self) -> f64 {
+        let value = match &*self.measure {
+            Measure::Cpu(window) => window
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .read(Instant::now(), cpu_time()),
+            Measure::Fn(measure) => measure(),
+        };
+        if value.is_nan() { 0.0 } else { value }
+    }
+
+    /// Whether the load is above the threshold now: no new call is taken.
+    pub fn is_over(&self) -> bool {
+        self.current() > self.threshold
+    }
+}
+
+/// How many samples the CPU window keeps: one per eighth of the window, and the one at its start.
+const SAMPLES: usize = 9;
+
+/// This process's CPU time over a sliding window, from samples taken when it is read.
+#[derive(Debug)]
+struct CpuWindow {
+    window: Duration,
+    cpus: usize,
+    /// (when, CPU time then), oldest first.
+    samples: std::collections::VecDeque<(Instant, Duration)>,
+    /// What the last read gave, while no new sample is due.
+    last: f64,
+}
+
+impl CpuWindow {
+    fn new(window: Duration, cpus: usize) -> Self {
+        let mut samples = std::collections::VecDeque::with_capacity(SAMPLES + 1);
+        samples.push_back((Instant::now(), cpu_time()));
+        CpuWindow {
+            window,
+            cpus: cpus.max(1),
+            samples,
+            last: 0.0,
+        }
+    }
+
+    /// The load over the window ending `now`, when the process has used `cpu` so far.
+    fn read(&mut self, now: Instant, cpu: Duration) -> f64 {
+        let due = self
+            .samples
+            .back()
+            .is_none_or(|(at, _)| now.duration_since(*at) >= self.window / 8);
+        if !due {
+            return self.last;
+        }
+        self.samples.push_back((now, cpu));
+        // Keep one sample at or before the window's start, so the window is whole.
+        while self.samples.len() > 2
+            && self
+                .samples
+                .get(1)
+                .is_some_and(|(at, _)| now.duration_since(*at) >= self.window)
+        {
+            self.samples.pop_front();
+        }
+        while self.samples.len() > SAMPLES {
+            self.samples.pop_front();
+        }
+        if let Some(&(since, used)) = self.samples.front() {
+            let wall = now.duration_since(since).as_secs_f64() * self.cpus as f64;
+            if wall > 0.0 {
+                self.last = (cpu.saturating_sub(used).as_secs_f64() / wall).clamp(0.0, 1.0);
+            }
+        }
+        self.last
+    }
+}
+
+/// The CPU time (user and system) this process has used so far.
+#[cfg(unix)]
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a live, aligned, zeroed `rusage` that getrusage fills in; it is read only
+    // when the call succeeds.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return Duration::ZERO;
+        }
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+#[cfg(not(unix))]
+fn cpu_time() -> Duration {
+    Duration::ZERO
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_reads_the_cpu_share_over_its_length() {
+        let start = Instant::now();
+        let mut w = CpuWindow {
+            window: Duration::from_secs(4),
+            cpus: 2,
+            samples: [(start, Duration::ZERO)].into(),
+            last: 0.0,
+        };
+        let s = Duration::from_secs;
+        // One CPU of two busy for the first second: half.
+        assert_eq!(w.read(start + s(1), s(1)), 0.5);
+        // Read again at once: the same, no new sample.
+        assert_eq!(w.read(start + s(1), s(9)), 0.5);
+        // Idle for the next 7 s: the window (4 s) no longer holds the busy second.
+        assert_eq!(w.read(start + s(4), s(1)), 0.125);
+        assert_eq!(w.read(start + s(8), s(1)), 0.0);
+        // Both CPUs busy for 2 s: the window runs from its last sample at or before its start
+        // (4 s), so 4 s of CPU over 6 s of two CPUs.
+        assert!((w.read(start + s(10), s(5)) - 1.0 / 3.0).abs() < 1e-9);
+        assert!(w.samples.len() <= SAMPLES);
+    }
+
+    #[test]
+    fn a_measure_of_ones_own_and_its_threshold() {
+        let load = Load::from_fn(|| 0.9);
+        assert!(load.is_over(), "0.9 is over the default 0.8");
+        assert!(!load.clone().threshold(0.95).is_over());
+        assert_eq!(Load::from_fn(|| f64::NAN).current(), 0.0);
+        assert!(!Load::from_fn(|| f64::NAN).is_over());
+        // The process's own CPU: a share, measured now.
+        let cpu = Load::cpu(Duration::from_millis(100)).current();
+        assert!((0.0..=1.0).contains(&cpu), "{cpu}");
+    }
+}

@@ -1,0 +1,66 @@
+//! Why an upgrade is refused before the call is taken: one answer on both adapters.
+
+/// An upgrade refused before the WebSocket is accepted, and how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The server drains ([`HostOptions::shutdown`](super::HostOptions::shutdown)): `503` and
+    /// `Retry-After`, another process will take the call.
+    Draining,
+    /// The load is above its threshold ([`HostOptions::load`](super::HostOptions::load)): `503`
+    /// and `Retry-After`.
+    Overloaded,
+    /// An unverified brain and an upgrade from a web page (an `Origin` header): `403`.
+    WebPage,
+    /// At [`HostOptions::max_sessions`](super::HostOptions::max_sessions): `503`.
+    AtCapacity,
+}
+
+/// The `Retry-After` of a refusal another process may take, in s.
+const RETRY_AFTER_S: u16 = 1;
+
+impl Refused {
+    /// The first reason that applies, in the order a peer is best told them.
+    pub(crate) fn first(
+        draining: bool,
+        overloaded: bool,
+        web_page: bool,
+        full: bool,
+    ) -> Option<Self> {
+        [
+            (draining, Refused::Draining),
+            (web_page, Refused::WebPage),
+            (overloaded, Refused::Overloaded),
+            (full, Refused::AtCapacity),
+        ]
+        .into_iter()
+        .find_map(|(applies, why)| applies.then_some(why))
+    }
+
+    /// The HTTP status of the answer.
+    pub(crate) fn status(self) -> u16 {
+        match self {
+            Refused::WebPage => 403,
+            Refused::Draining | Refused::Overloaded | Refused::AtCapacity => 503,
+        }
+    }
+
+    /// The `Retry-After` of the answer (s), when another process will take the call.
+    pub(crate) fn retry_after(self) -> Option<u16> {
+        match self {
+            Refused::Draining | Refused::Overloaded => Some(RETRY_AFTER_S),
+            Refused::WebPage | Refused::AtCapacity => None,
+        }
+    }
+
+    /// The body of the answer.
+    pub(crate) fn body(self) -> &'static str {
+        match self {
+            Refused::Draining => "this brain is shutting down; try another",
+            Refused::Overloaded => "this brain is above its load threshold; try another",
+            Refused::WebPage => {
+                "this brain checks no tokens (development), so it takes no calls from web pages"
+            }
+            Refused::AtCapacity => "this brain hosts its maximum number of calls; try another",
+        }
+    }
+}
