@@ -1048,6 +1048,9 @@ async fn readiness_follows_the_relay_connection() {
 // drain would be.
 #[tokio::test]
 async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls() {
+    // The relay leg's calls in the metrics (this test's thread records them).
+    let metrics = crate::support::MetricLog::default();
+    let _recording = metrics::set_default_local_recorder(&metrics);
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(600));
@@ -1103,4 +1106,13 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
     assert_eq!((report.drained, report.ended), (1, 1));
     assert!(log.until(|l| l.ended() == 2).await);
     assert_eq!(log.end_reasons(), [EndReason::Ended, EndReason::Shutdown]);
+    for (name, want) in [
+        ("voqalize_calls_started_total{leg=relay}", 2.0),
+        ("voqalize_calls_open{leg=relay}", 0.0),
+        ("voqalize_calls_ended_total{leg=relay,reason=ended}", 1.0),
+        ("voqalize_calls_ended_total{leg=relay,reason=shutdown}", 1.0),
+        ("voqalize_calls_refused_total{reason=draining}", 1.0),
+    ] {
+        assert_eq!(metrics.value(name), want, "{name}: {:?}", metrics.names());
+    }
 }

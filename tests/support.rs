@@ -250,3 +250,119 @@ pub fn layer(
         other => panic!("no layer for {other:?}"),
     }
 }
+
+/// Every metric recorded under it: counters and gauges by their value, histograms by their
+/// samples, each keyed `name{label=value,...}` (labels sorted). A plain `metrics::Recorder`, as
+/// any exporter is.
+#[derive(Default)]
+pub struct MetricLog(std::sync::Mutex<std::collections::BTreeMap<String, Arc<Series>>>);
+
+#[derive(Default)]
+pub struct Series {
+    value: std::sync::Mutex<f64>,
+    samples: std::sync::Mutex<Vec<f64>>,
+}
+
+impl metrics::CounterFn for Series {
+    fn increment(&self, n: u64) {
+        *self.value.lock().unwrap() += n as f64;
+    }
+    fn absolute(&self, n: u64) {
+        *self.value.lock().unwrap() = n as f64;
+    }
+}
+
+impl metrics::GaugeFn for Series {
+    fn increment(&self, n: f64) {
+        *self.value.lock().unwrap() += n;
+    }
+    fn decrement(&self, n: f64) {
+        *self.value.lock().unwrap() -= n;
+    }
+    fn set(&self, n: f64) {
+        *self.value.lock().unwrap() = n;
+    }
+}
+
+impl metrics::HistogramFn for Series {
+    fn record(&self, sample: f64) {
+        self.samples.lock().unwrap().push(sample);
+    }
+}
+
+impl MetricLog {
+    fn series(&self, key: &metrics::Key) -> Arc<Series> {
+        let mut labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        labels.sort();
+        let name = if labels.is_empty() {
+            key.name().to_owned()
+        } else {
+            format!("{}{{{}}}", key.name(), labels.join(","))
+        };
+        self.0.lock().unwrap().entry(name).or_default().clone()
+    }
+
+    /// A counter's or gauge's value (0 when never recorded).
+    pub fn value(&self, name: &str) -> f64 {
+        self.0
+            .lock()
+            .unwrap()
+            .get(name)
+            .map_or(0.0, |s| *s.value.lock().unwrap())
+    }
+
+    /// A histogram's samples.
+    pub fn samples(&self, name: &str) -> Vec<f64> {
+        self.0
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|s| s.samples.lock().unwrap().clone())
+            .unwrap_or_default()
+    }
+
+    /// Every series recorded.
+    pub fn names(&self) -> Vec<String> {
+        self.0.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+impl metrics::Recorder for MetricLog {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(self.series(key))
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(self.series(key))
+    }
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::from_arc(self.series(key))
+    }
+}

@@ -13,7 +13,7 @@ use voqalize::testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize
 use voqalize::voice::ModelLayer;
 use voqalize::wire::Frame;
 
-use crate::support::{Log, driver, logs};
+use crate::support::{Log, MetricLog, driver, logs};
 
 /// A booking.
 #[json_type]
@@ -950,4 +950,116 @@ async fn model_requests_and_tool_runs_are_gen_ai_spans() {
         .map(|(_, f)| f.get("error.type").cloned())
         .collect();
     assert_eq!(errors, [None, Some("503".to_owned())]);
+}
+
+// The metrics of a scripted call: a model turn with a tool, a barge-in mid-stream, a
+// failed request, then Voqalize ending the call. Recorded by a test recorder on this test's thread
+// (the session, the stand-in and the HTTP client all run on the test's one-thread runtime).
+#[tokio::test]
+async fn a_scripted_call_records_its_metrics() {
+    let metrics = MetricLog::default();
+    let _recording = metrics::set_default_local_recorder(&metrics);
+    let (rig, mut v) = rig(Provider::Gemini).await;
+    rig.server.reply(
+        Reply::new()
+            .text("Booking.")
+            .call("open_booking", json!({"city": "Paris"}))
+            .finish()
+            .usage(12, 7),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("book it").await.unwrap();
+    assert_eq!(metrics.value("voqalize_calls_open{leg=direct}"), 1.0);
+
+    // A barge-in while the stream is still coming: the request in flight is counted as
+    // cancelled.
+    rig.server.reply(Reply::new().text("Opening. ").hang());
+    let turn = v.send_user_message("open it").await.unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
+            .await
+            .unwrap()
+    );
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    let unit = v
+        .units()
+        .find(|u| u.turn_id == turn)
+        .map(|u| u.speech_id)
+        .unwrap();
+    v.finalize(unit, "Opening.").await.unwrap();
+
+    // A request the provider refuses (503, then 503 again on the retry).
+    rig.server.reply(Reply::error_status(503, "overloaded"));
+    rig.server.reply(Reply::error_status(503, "overloaded"));
+    v.send_user_message("again").await.unwrap();
+    let failed = "voqalize_model_requests_total{outcome=status_5xx,provider=gcp.gemini}";
+    assert!(
+        v.wait_for(Duration::from_secs(5), |_| metrics.value(failed) == 1.0)
+            .await
+            .unwrap()
+    );
+    v.end().await.unwrap();
+    let ended = "voqalize_calls_ended_total{leg=direct,reason=ended}";
+    assert!(
+        v.wait_for(Duration::from_secs(5), |_| metrics.value(ended) == 1.0)
+            .await
+            .unwrap(),
+        "{:?}",
+        metrics.names()
+    );
+
+    for (name, want) in [
+        ("voqalize_calls_started_total{leg=direct}", 1.0),
+        ("voqalize_calls_open{leg=direct}", 0.0),
+        ("voqalize_turns_total", 3.0),
+        ("voqalize_barge_ins_total", 1.0),
+        (
+            "voqalize_model_requests_total{outcome=ok,provider=gcp.gemini}",
+            1.0,
+        ),
+        (
+            "voqalize_model_requests_total{outcome=cancelled,provider=gcp.gemini}",
+            1.0,
+        ),
+        (
+            "voqalize_model_requests_total{outcome=status_5xx,provider=gcp.gemini}",
+            1.0,
+        ),
+        (
+            "voqalize_model_tokens_total{kind=input,provider=gcp.gemini}",
+            12.0,
+        ),
+        (
+            "voqalize_model_tokens_total{kind=output,provider=gcp.gemini}",
+            7.0,
+        ),
+        (
+            "voqalize_tool_runs_total{outcome=ok,tool=open_booking}",
+            1.0,
+        ),
+    ] {
+        assert_eq!(metrics.value(name), want, "{name}: {:?}", metrics.names());
+    }
+    // The two turns that spoke: the answer, the words before the barge-in.
+    assert_eq!(metrics.samples("voqalize_first_chunk_seconds").len(), 2);
+    // Two requests had a first chunk: the one that ended and the one cut by the barge-in.
+    assert_eq!(
+        metrics
+            .samples("voqalize_model_first_byte_seconds{provider=gcp.gemini}")
+            .len(),
+        2
+    );
+    assert_eq!(
+        metrics
+            .samples("voqalize_tool_run_seconds{tool=open_booking}")
+            .len(),
+        1
+    );
+    // No label carries a call's own values: no session id, no city.
+    let all = metrics.names().join(" ");
+    assert!(!all.contains("Paris") && !all.contains("session"), "{all}");
 }

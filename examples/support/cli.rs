@@ -52,6 +52,17 @@ pub struct Args {
     /// The agent version announced to the relay.
     #[arg(long, default_value = "dev")]
     pub agent_version: String,
+    /// Serve the platform's probes (`/healthz`, `/readyz`) and the metrics in Prometheus' text
+    /// format (`/metrics`) on this address, such as 0.0.0.0:8081.
+    #[arg(long, value_name = "ADDR")]
+    pub health_listen: Option<String>,
+    /// Refuse new calls (`503`) and report not ready while this process used more than this
+    /// share of its CPUs over the last 5 s, such as 0.8 (direct leg).
+    #[arg(long, value_name = "SHARE")]
+    pub max_load: Option<f64>,
+    /// How long SIGTERM lets running calls go on before they are ended, in s.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub drain_timeout: u64,
     /// Every 500 ms, write `{"alive_tasks": n, "sessions_started": a, "sessions_ended": b}` to
     /// this file (a temporary file renamed over it): the runtime's live tokio tasks (this writer
     /// is one of them) and the [`SESSIONS_STARTED`] / [`SESSIONS_ENDED`] counters. The load tool's
@@ -77,9 +88,6 @@ impl ToolsShown {
         }
     }
 }
-
-/// How long a shutdown lets running calls go on.
-const DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Sessions whose `on_session_start` ran, in this process (bumped by the brains that count).
 #[allow(dead_code)] // only the brains that count sessions bump it
@@ -151,13 +159,15 @@ impl Args {
             // The relay logs `relay: connected to ...` once it is; a relay that cannot be reached
             // (its host does not resolve, TLS fails) ends this with an error after a minute.
             println!("connecting to the relay at {url}");
-            // SIGTERM or Ctrl-C: no new call, the running ones drain (30 s), then it returns; a
-            // second one ends them at once. The same drain as the direct leg's.
-            let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
+            // SIGTERM or Ctrl-C: no new call, the running ones drain (--drain-timeout), then it
+            // returns; a second one ends them at once. The same drain as the direct leg's.
+            let shutdown = self.shutdown();
             let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
                 .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
                 .build()?;
+            self.probes(voqalize::host::Health::new(&shutdown).relay(&relay))
+                .await?;
             relay.serve(factory, shutdown.triggered()).await?;
             report(shutdown.drained().await);
             return Ok(());
@@ -174,9 +184,18 @@ impl Args {
                 .collect::<Result<Vec<_>, _>>()?;
             HostOptions::with_public_keys(pems)?
         };
-        // SIGTERM or Ctrl-C drains the calls (30 s at most); a second one ends them at once.
-        let shutdown = voqalize::host::Shutdown::new(DRAIN).on_signals();
-        let options = options.shutdown(&shutdown);
+        // SIGTERM or Ctrl-C drains the calls (--drain-timeout at most); a second one ends them
+        // at once.
+        let shutdown = self.shutdown();
+        let mut options = options.shutdown(&shutdown);
+        let mut health = voqalize::host::Health::new(&shutdown);
+        if let Some(share) = self.max_load {
+            let load =
+                voqalize::host::Load::cpu(std::time::Duration::from_secs(5)).threshold(share);
+            options = options.load(&load);
+            health = health.load(&load);
+        }
+        self.probes(health).await?;
         let listener = tokio::net::TcpListener::bind(&self.listen).await?;
         let brain_url = format!("ws://{}", listener.local_addr()?);
         println!("serving a brain on {brain_url}");
@@ -203,6 +222,48 @@ impl Args {
         ))
         .await??;
         report(shutdown.drained().await);
+        Ok(())
+    }
+}
+
+impl Args {
+    /// The shutdown SIGTERM and Ctrl-C trigger, draining for `--drain-timeout`.
+    fn shutdown(&self) -> voqalize::host::Shutdown {
+        voqalize::host::Shutdown::new(std::time::Duration::from_secs(self.drain_timeout))
+            .on_signals()
+    }
+
+    /// With `--health-listen`: binds it, prints its URL, and serves `/healthz`, `/readyz` and
+    /// `/metrics` (a Prometheus recorder installed for the process) until the drain is done.
+    async fn probes(
+        &self,
+        health: voqalize::host::Health,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let Some(address) = &self.health_listen else {
+            return Ok(());
+        };
+        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+        voqalize::metrics::describe();
+        let listener = tokio::net::TcpListener::bind(address).await?;
+        println!(
+            "probes on http://{}: /healthz, /readyz, /metrics",
+            listener.local_addr()?
+        );
+        let shutdown = health.shutdown().clone();
+        let app = voqalize::host::axum::health_routes(health).route(
+            "/metrics",
+            axum::routing::get(move || std::future::ready(metrics.render())),
+        );
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    shutdown.drained().await;
+                })
+                .await;
+            if let Err(e) = served {
+                eprintln!("probes: {e}");
+            }
+        });
         Ok(())
     }
 }

@@ -52,6 +52,7 @@
 //! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
 //! | `console` | (feature `console`) a local web page to talk to a brain in a browser: plays Voqalize against it on the direct leg |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
+//! | [`metrics`] | the metrics recorded through the `metrics` facade: names, kinds, labels, units |
 //! | [`prelude`] | every name a brain file needs |
 //!
 //! `docs/protocol.md` in the repository describes the wire and session rules this crate
@@ -73,6 +74,7 @@ pub mod host;
 #[cfg_attr(docsrs, doc(cfg(feature = "logging")))]
 pub mod logging;
 mod logline;
+pub mod metrics;
 pub mod model;
 pub mod prelude;
 mod private;

@@ -66,6 +66,11 @@ impl Health {
         self
     }
 
+    /// The shutdown readiness follows (the one [`Health::serve`] stops with).
+    pub fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
     /// Whether the process takes calls now: not draining, its relay (if any) connected, its
     /// load (if any) at or below the threshold.
     pub fn ready(&self) -> bool {

@@ -34,6 +34,17 @@ impl Refused {
         ]
         .into_iter()
         .find_map(|(applies, why)| applies.then_some(why))
+        .inspect(|why| crate::metrics::call_refused(why.label()))
+    }
+
+    /// The reason's label in the `voqalize_calls_refused_total` metric.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Refused::Draining => "draining",
+            Refused::Overloaded => "overloaded",
+            Refused::WebPage => "web_page",
+            Refused::AtCapacity => "at_capacity",
+        }
     }
 
     /// The HTTP status of the answer.

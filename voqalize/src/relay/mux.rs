@@ -521,9 +521,11 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             return;
         }
         if draining {
+            crate::metrics::call_refused("draining");
             return self.refuse(prefix, "the agent is shutting down");
         }
         if self.sessions.len() >= self.relay.settings.max_sessions {
+            crate::metrics::call_refused("at_capacity");
             return self.refuse(prefix, "at the relay connection's max_sessions");
         }
         self.open(prefix, envelope);
@@ -548,6 +550,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
         // calls: a relay cannot open more than the process takes.
         let Some(admitted) = self.relay.admission.admit() else {
+            crate::metrics::call_refused("at_capacity");
             return self.refuse(prefix, "at HostOptions::max_sessions");
         };
         let (tx, rx) = mpsc::channel(SESSION_INBOX);

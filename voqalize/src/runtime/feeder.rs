@@ -348,6 +348,7 @@ impl<M: MakeBrain> Feeder<M> {
         session.turn_began(start.turn_id);
         let _ = self.control.session.set(session.clone());
         let _ = self.brain.set(brain.clone());
+        crate::metrics::call_started(crate::metrics::leg(self.connection.is_some()));
 
         if start.wire_version != WIRE_VERSION {
             let v = start.wire_version;
@@ -440,6 +441,7 @@ impl<M: MakeBrain> Feeder<M> {
         } else {
             bytes.fetch_sub(weight, Ordering::AcqRel);
             tracing::debug!("on_rtvi is behind; dropping an app message");
+            crate::metrics::shed("rtvi");
             if !std::mem::replace(&mut self.rtvi_congested, true) {
                 self.lanes.signal_congestion();
             }
@@ -454,6 +456,8 @@ impl<M: MakeBrain> Feeder<M> {
         let Some((session, brain)) = self.session() else {
             return;
         };
+        // When the user's message was read: its turn's first chunk is timed from here.
+        let read = std::time::Instant::now();
         let control = self.control.clone();
         loop {
             let ended = control.turn_ended.notified();
@@ -494,8 +498,9 @@ impl<M: MakeBrain> Feeder<M> {
         let task = async move {
             let mut turn = Turn::new(s, turn_id, flag);
             if let Stimulus::Message(m) = &stimulus {
+                crate::metrics::turn();
                 turn.session().user_said(&m.text);
-                turn = turn.answering(m.text.clone());
+                turn = turn.answering(m.text.clone(), read);
             }
             let result = match stimulus {
                 Stimulus::Greeting(text) => {
@@ -567,6 +572,13 @@ impl<M: MakeBrain> Feeder<M> {
             session.abandon_waiters();
             let reason = end_reason(stop, session.ended_by_brain());
             tracing::info!("session: ended: {reason}");
+            if let EndReason::BoundExceeded(bound) = &reason {
+                crate::metrics::bound_tripped(bound.label());
+            }
+            crate::metrics::call_ended(
+                crate::metrics::leg(self.connection.is_some()),
+                reason.label(),
+            );
             let fut = context::scope(session.clone(), None, async {
                 brain.on_session_end(&session, reason).await;
                 Ok(())

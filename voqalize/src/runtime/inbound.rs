@@ -149,6 +149,7 @@ impl Lanes {
                     self.alerts.raise(INBOUND_CONGESTED);
                 }
                 tracing::debug!("inbound congested: dropping {name}");
+                crate::metrics::shed("inbound");
                 return;
             }
             Admitted::Overflow => {

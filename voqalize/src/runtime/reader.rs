@@ -151,7 +151,10 @@ fn route(
             Some(s) => s.settle_response(r),
             None => tracing::debug!("dropping a Response that arrived before SessionStart"),
         },
-        Frame::Interruption { through_turn } => control.interrupt(through_turn),
+        Frame::Interruption { through_turn } => {
+            crate::metrics::barge_in();
+            control.interrupt(through_turn);
+        }
         Frame::Cancel { .. } => lanes.stop(Stop::Cancel),
         Frame::End => {
             // End waits behind the frames queued before it; if the feeder is stuck in a callback,

@@ -56,6 +56,31 @@ pub enum BoundExceeded {
     OutboundFrame,
 }
 
+impl EndReason {
+    /// The reason's label in the `voqalize_calls_ended_total` metric.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            EndReason::Ended => "ended",
+            EndReason::Cancelled => "cancelled",
+            EndReason::ByBrain { .. } => "by_brain",
+            EndReason::TransportLost(_) => "transport_lost",
+            EndReason::BoundExceeded(_) => "bound_exceeded",
+            EndReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl BoundExceeded {
+    /// The bound's label in the `voqalize_bounds_tripped_total` metric.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            BoundExceeded::Lane => "lane",
+            BoundExceeded::InboundMessage => "inbound_message",
+            BoundExceeded::OutboundFrame => "outbound_frame",
+        }
+    }
+}
+
 impl fmt::Display for EndReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -96,6 +96,7 @@ impl Outbound {
                 if first {
                     self.alerts.raise(OUTBOUND_CONGESTED);
                 }
+                crate::metrics::shed("outbound");
                 return (Pushed::Shed, 0);
             }
             Admitted::Overflow => {

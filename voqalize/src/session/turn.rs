@@ -29,6 +29,8 @@ pub struct Turn {
     spoke: AtomicBool,
     /// The user's words this turn answers (a `UserMessage`'s text).
     user_text: Option<String>,
+    /// When the user's message this turn answers was read.
+    read: Option<std::time::Instant>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -49,12 +51,14 @@ impl Turn {
             open: Mutex::new(None),
             spoke: AtomicBool::new(false),
             user_text: None,
+            read: None,
         }
     }
 
-    /// This turn answers the user's words `text`.
-    pub(crate) fn answering(mut self, text: String) -> Self {
+    /// This turn answers the user's words `text`, read at `read`.
+    pub(crate) fn answering(mut self, text: String, read: std::time::Instant) -> Self {
         self.user_text = Some(text);
+        self.read = Some(read);
         self
     }
 
@@ -352,7 +356,11 @@ impl SpeechUnit<'_> {
                 break;
             }
             book.generated(self.id, piece);
-            self.turn.spoke.store(true, Ordering::Release);
+            if !self.turn.spoke.swap(true, Ordering::AcqRel)
+                && let Some(read) = self.turn.read
+            {
+                crate::metrics::first_chunk(read.elapsed());
+            }
             rest = after;
         }
     }

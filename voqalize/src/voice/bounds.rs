@@ -107,6 +107,19 @@ pub(crate) enum Tripped {
 }
 
 impl Tripped {
+    /// The bound's label in the `voqalize_bounds_tripped_total` metric.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Tripped::ResponseBytes(_) => "response_bytes",
+            Tripped::KeptBytes(_) => "kept_bytes",
+            Tripped::Parts(_) => "parts",
+            Tripped::Calls(_) => "calls",
+            Tripped::ArgumentBytes(_) => "argument_bytes",
+            Tripped::ToolRuns(_) => "tool_runs",
+            Tripped::Deadline(_) => "turn_deadline",
+        }
+    }
+
     /// The error result the refused call `name` gets, for the model to read.
     pub(crate) fn answer(&self, name: &str) -> String {
         match self {

@@ -150,10 +150,21 @@ pub(crate) struct Hop {
     pub span: tracing::Span,
     pub response_id: Option<String>,
     pub finish_reason: Option<String>,
+    /// The request's outcome in the metrics; until it ends, a barge-in's (`cancelled`).
+    pub outcome: &'static str,
+    /// The provider's name in the metrics (and the span); none once the request is counted.
+    pub provider: Option<String>,
+}
+
+impl Drop for Hop {
+    /// A request the turn dropped before it ended (a barge-in) is counted too.
+    fn drop(&mut self) {
+        self.count();
+    }
 }
 
 impl Hop {
-    pub(crate) fn start(span: tracing::Span) -> Self {
+    pub(crate) fn start(span: tracing::Span, provider: &str) -> Self {
         Hop {
             started: Instant::now(),
             first: None,
@@ -161,12 +172,33 @@ impl Hop {
             span,
             response_id: None,
             finish_reason: None,
+            outcome: "cancelled",
+            provider: Some(provider.to_owned()),
+        }
+    }
+
+    /// Counts the request in the metrics, once: with its outcome so far.
+    fn count(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            let usage = self.usage.unwrap_or_default();
+            let output = usage.output.map(|n| n + usage.reasoning.unwrap_or(0));
+            crate::metrics::model_request(
+                &provider,
+                self.outcome,
+                self.first,
+                (usage.input, output),
+            );
         }
     }
 
     /// Records what the stream said of itself on the request's span (which closes when the
-    /// `Hop` drops).
-    pub(crate) fn record(&self) {
+    /// `Hop` drops), and counts it in the metrics: `ok` unless it failed, or a barge-in
+    /// (`cancelled`) stopped its stream.
+    pub(crate) fn record(&mut self, cancelled: bool) {
+        if self.outcome == "cancelled" && !cancelled {
+            self.outcome = "ok";
+        }
+        self.count();
         super::spans::record_response(
             &self.span,
             self.usage,

@@ -88,7 +88,7 @@ pub(crate) fn execute_tool(name: &str) -> Span {
 /// The well-known `gen_ai.provider.name` for a layer: `gcp.gemini` or `gcp.vertex_ai` for
 /// Google's, `azure.ai.openai` for Azure's, otherwise the layer's own provider name (`openai`,
 /// `anthropic`, or what a chat-completions layer was named).
-fn provider_name(layer: &dyn Layer) -> &str {
+pub(crate) fn provider_name(layer: &dyn Layer) -> &str {
     let base = layer.base_url();
     match layer.provider() {
         "google" if base.contains("aiplatform.googleapis.com") => "gcp.vertex_ai",

@@ -65,6 +65,20 @@ enum RequestError {
 
 impl RequestError {
     /// The `error.type` of the request's span: the HTTP status, or a kind of failure.
+    /// The request's outcome in the `voqalize_model_requests_total` metric.
+    fn outcome(&self) -> &'static str {
+        match self {
+            RequestError::Http(ModelError::Status { status: 429, .. }) => "rate_limited",
+            RequestError::Http(ModelError::Status { status, .. }) if *status < 500 => "status_4xx",
+            RequestError::Http(ModelError::Status { .. }) => "status_5xx",
+            RequestError::Http(ModelError::FirstByteTimeout(_)) | RequestError::Deadline(_) => {
+                "timeout"
+            }
+            RequestError::Http(_) => "http",
+            RequestError::Stream(_) => "stream",
+        }
+    }
+
     fn kind(&self) -> String {
         match self {
             RequestError::Http(ModelError::Status { status, .. }) => status.to_string(),
@@ -168,6 +182,7 @@ impl<'t> TurnState<'t> {
             return;
         }
         self.tripped = Some(bound);
+        crate::metrics::bound_tripped(bound.label());
         if allowed(self.model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} cut a response: {}; what was said stays",
@@ -208,8 +223,8 @@ impl<'t> TurnState<'t> {
 
     /// Ends the request in flight: its usage joins the turn's, its `model` step is reported.
     fn end_request(&mut self) {
-        if let Some(hop) = self.hop.take() {
-            hop.record();
+        if let Some(mut hop) = self.hop.take() {
+            hop.record(self.turn.is_cancelled());
             self.tally.add(hop.usage);
             if self.steps_on() {
                 let layer = &self.model.inner.layer;
@@ -384,7 +399,7 @@ impl TurnState<'_> {
             })?
         };
         let span = spans::chat(&*layer);
-        self.hop = Some(Hop::start(span.clone()));
+        self.hop = Some(Hop::start(span.clone(), spans::provider_name(&*layer)));
         self.request_calls = 0;
         self.stream(brain, tools, choice, &*layer, &request)
             .instrument(span)
@@ -659,6 +674,14 @@ impl TurnState<'_> {
                 outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
             }
         }
+        crate::metrics::tool_run(
+            tools.get(&filed.name).map_or("unknown", |t| t.name()),
+            match &outcome.result {
+                Ok(_) => "ok",
+                Err(e) => e.kind.name(),
+            },
+            ran.then_some(outcome.elapsed),
+        );
         guards.observe(&ToolRun {
             session_id: checked.session_id,
             turn_id: checked.turn_id,
@@ -737,8 +760,9 @@ impl TurnState<'_> {
     /// the history with its partial text and is finalized like any unit), and speak the fallback line
     /// when the turn had said nothing yet, so the caller is not left in silence.
     fn failed(&mut self, e: &RequestError) {
-        if let Some(hop) = &self.hop {
+        if let Some(hop) = &mut self.hop {
             hop.span.record("error.type", e.kind());
+            hop.outcome = e.outcome();
         }
         if let RequestError::Http(ModelError::Status {
             request_id: Some(id),

@@ -1,0 +1,199 @@
+//! Metrics through the [`metrics`](https://docs.rs/metrics) facade: install any recorder (the
+//! Prometheus, OpenTelemetry or StatsD exporters of that ecosystem) and the SDK's figures appear
+//! in it; with none installed, recording costs a load and a branch.
+//!
+//! Every label takes a fixed, small set of values: no session id, no turn id, nothing a peer or
+//! a model chooses (a tool's label is the name a brain declared, `unknown` for any other; a
+//! provider's is the layer's own name). Durations are in seconds, as Prometheus wants them.
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `voqalize_calls_open` | gauge | `leg` | calls hosted now (`direct` or `relay`) |
+//! | `voqalize_calls_started_total` | counter | `leg` | calls whose `SessionStart` made a brain |
+//! | `voqalize_calls_ended_total` | counter | `leg`, `reason` | calls ended, by [`EndReason`](crate::EndReason): `ended`, `cancelled`, `by_brain`, `transport_lost`, `bound_exceeded`, `shutdown` |
+//! | `voqalize_calls_refused_total` | counter | `reason` | calls refused before they started: `draining`, `overloaded`, `at_capacity`, `web_page` |
+//! | `voqalize_turns_total` | counter | | turns answering a user message |
+//! | `voqalize_first_chunk_seconds` | histogram | | from a user message read to its turn's first `SpeechChunk` queued for the socket |
+//! | `voqalize_barge_ins_total` | counter | | `Interruption`s read |
+//! | `voqalize_frames_shed_total` | counter | `lane` | droppable frames shed by a congested lane: `inbound`, `outbound`, `rtvi` |
+//! | `voqalize_bounds_tripped_total` | counter | `bound` | a bound hit: the session's `lane`, `inbound_message`, `outbound_frame` (each ends the call); the voice core's `response_bytes`, `kept_bytes`, `parts`, `calls`, `argument_bytes`, `tool_runs`, `turn_deadline` (each cuts a response) |
+//! | `voqalize_model_requests_total` | counter | `provider`, `outcome` | model requests: `ok`, `cancelled` (a barge-in), `timeout`, `rate_limited` (429), `status_4xx`, `status_5xx`, `http`, `stream` |
+//! | `voqalize_model_first_byte_seconds` | histogram | `provider` | from a request sent to its first decoded chunk |
+//! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed) |
+//! | `voqalize_tool_runs_total` | counter | `tool`, `outcome` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked` |
+//! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
+//!
+//! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
+//! `openai`, `anthropic`, `azure.ai.openai`, or a chat-completions layer's own name).
+//!
+//! ```no_run
+//! // A Prometheus exporter of your choice (here metrics-exporter-prometheus), then the
+//! // descriptions, so each series has its HELP line and unit.
+//! # fn install() {}
+//! install();
+//! voqalize::metrics::describe();
+//! ```
+
+use std::time::Duration;
+
+use ::metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
+
+/// Calls hosted now, by `leg`.
+pub const CALLS_OPEN: &str = "voqalize_calls_open";
+/// Calls started, by `leg`.
+pub const CALLS_STARTED: &str = "voqalize_calls_started_total";
+/// Calls ended, by `leg` and `reason`.
+pub const CALLS_ENDED: &str = "voqalize_calls_ended_total";
+/// Calls refused before they started, by `reason`.
+pub const CALLS_REFUSED: &str = "voqalize_calls_refused_total";
+/// Turns answering a user message.
+pub const TURNS: &str = "voqalize_turns_total";
+/// From a user message read to its turn's first `SpeechChunk`, in s.
+pub const FIRST_CHUNK: &str = "voqalize_first_chunk_seconds";
+/// `Interruption`s read.
+pub const BARGE_INS: &str = "voqalize_barge_ins_total";
+/// Droppable frames shed, by `lane`.
+pub const FRAMES_SHED: &str = "voqalize_frames_shed_total";
+/// Bounds hit, by `bound`.
+pub const BOUNDS_TRIPPED: &str = "voqalize_bounds_tripped_total";
+/// Model requests, by `provider` and `outcome`.
+pub const MODEL_REQUESTS: &str = "voqalize_model_requests_total";
+/// From a model request sent to its first decoded chunk, in s, by `provider`.
+pub const MODEL_FIRST_BYTE: &str = "voqalize_model_first_byte_seconds";
+/// Tokens the provider reported, by `provider` and `kind`.
+pub const MODEL_TOKENS: &str = "voqalize_model_tokens_total";
+/// Tool calls answered, by `tool` and `outcome`.
+pub const TOOL_RUNS: &str = "voqalize_tool_runs_total";
+/// How long each tool that ran took, in s, by `tool`.
+pub const TOOL_RUN_SECONDS: &str = "voqalize_tool_run_seconds";
+
+/// Registers each metric's description and unit with the recorder installed now: call it once,
+/// after installing one, for the exporter's HELP lines. Recording works without it.
+pub fn describe() {
+    describe_gauge!(CALLS_OPEN, Unit::Count, "Calls hosted now.");
+    describe_counter!(
+        CALLS_STARTED,
+        Unit::Count,
+        "Calls whose SessionStart made a brain."
+    );
+    describe_counter!(CALLS_ENDED, Unit::Count, "Calls ended, by why.");
+    describe_counter!(
+        CALLS_REFUSED,
+        Unit::Count,
+        "Calls refused before they started, by why."
+    );
+    describe_counter!(TURNS, Unit::Count, "Turns answering a user message.");
+    describe_histogram!(
+        FIRST_CHUNK,
+        Unit::Seconds,
+        "From a user message read to its turn's first SpeechChunk."
+    );
+    describe_counter!(BARGE_INS, Unit::Count, "Interruptions read.");
+    describe_counter!(
+        FRAMES_SHED,
+        Unit::Count,
+        "Droppable frames shed by a congested lane."
+    );
+    describe_counter!(BOUNDS_TRIPPED, Unit::Count, "Bounds hit, by which.");
+    describe_counter!(
+        MODEL_REQUESTS,
+        Unit::Count,
+        "Model requests, by provider and outcome."
+    );
+    describe_histogram!(
+        MODEL_FIRST_BYTE,
+        Unit::Seconds,
+        "From a model request sent to its first decoded chunk."
+    );
+    describe_counter!(MODEL_TOKENS, Unit::Count, "Tokens the provider reported.");
+    describe_counter!(
+        TOOL_RUNS,
+        Unit::Count,
+        "Tool calls answered, by tool and outcome."
+    );
+    describe_histogram!(
+        TOOL_RUN_SECONDS,
+        Unit::Seconds,
+        "How long each tool that ran took."
+    );
+}
+
+/// Which way a call came: over its own WebSocket, or over the Cortex relay.
+pub(crate) fn leg(direct: bool) -> &'static str {
+    if direct { "direct" } else { "relay" }
+}
+
+/// A call started.
+pub(crate) fn call_started(leg: &'static str) {
+    counter!(CALLS_STARTED, "leg" => leg).increment(1);
+    gauge!(CALLS_OPEN, "leg" => leg).increment(1.0);
+}
+
+/// A started call ended, for `reason` (an [`EndReason`](crate::EndReason)'s label).
+pub(crate) fn call_ended(leg: &'static str, reason: &'static str) {
+    counter!(CALLS_ENDED, "leg" => leg, "reason" => reason).increment(1);
+    gauge!(CALLS_OPEN, "leg" => leg).decrement(1.0);
+}
+
+/// A call was refused before it started.
+pub(crate) fn call_refused(reason: &'static str) {
+    counter!(CALLS_REFUSED, "reason" => reason).increment(1);
+}
+
+/// A turn answering a user message started.
+pub(crate) fn turn() {
+    counter!(TURNS).increment(1);
+}
+
+/// A turn's first chunk went out `after` its user message was read.
+pub(crate) fn first_chunk(after: Duration) {
+    histogram!(FIRST_CHUNK).record(after.as_secs_f64());
+}
+
+/// An `Interruption` was read.
+pub(crate) fn barge_in() {
+    counter!(BARGE_INS).increment(1);
+}
+
+/// A droppable frame was shed on `lane`.
+pub(crate) fn shed(lane: &'static str) {
+    counter!(FRAMES_SHED, "lane" => lane).increment(1);
+}
+
+/// A bound was hit.
+pub(crate) fn bound_tripped(bound: &'static str) {
+    counter!(BOUNDS_TRIPPED, "bound" => bound).increment(1);
+}
+
+/// A model request ended with `outcome`: its time to first chunk and the usage it reported.
+pub(crate) fn model_request(
+    provider: &str,
+    outcome: &'static str,
+    first: Option<Duration>,
+    tokens: (Option<u64>, Option<u64>),
+) {
+    // The provider's label is the layer's own name: a handful per process. Copied once per
+    // request, never per chunk.
+    let provider = provider.to_owned();
+    counter!(MODEL_REQUESTS, "provider" => provider.clone(), "outcome" => outcome).increment(1);
+    if let Some(first) = first {
+        histogram!(MODEL_FIRST_BYTE, "provider" => provider.clone()).record(first.as_secs_f64());
+    }
+    let (input, output) = tokens;
+    if let Some(n) = input {
+        counter!(MODEL_TOKENS, "provider" => provider.clone(), "kind" => "input").increment(n);
+    }
+    if let Some(n) = output {
+        counter!(MODEL_TOKENS, "provider" => provider, "kind" => "output").increment(n);
+    }
+}
+
+/// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.
+pub(crate) fn tool_run(tool: &'static str, outcome: &'static str, ran: Option<Duration>) {
+    counter!(TOOL_RUNS, "tool" => tool, "outcome" => outcome).increment(1);
+    if let Some(ran) = ran {
+        histogram!(TOOL_RUN_SECONDS, "tool" => tool).record(ran.as_secs_f64());
+    }
+}
