@@ -7,6 +7,7 @@ mod auth;
 mod codec;
 mod console;
 mod corpus;
+mod deploy;
 mod endpoints;
 mod hosting;
 mod kit;

@@ -60,6 +60,9 @@ pub struct Args {
     /// share of its CPUs over the last 5 s, such as 0.8 (direct leg).
     #[arg(long, value_name = "SHARE")]
     pub max_load: Option<f64>,
+    /// Host at most this many calls at once (direct leg: one more is refused with `503`).
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
     /// How long SIGTERM lets running calls go on before they are ended, in s.
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub drain_timeout: u64,
@@ -188,6 +191,9 @@ impl Args {
         // at once.
         let shutdown = self.shutdown();
         let mut options = options.shutdown(&shutdown);
+        if let Some(n) = self.max_sessions {
+            options = options.max_sessions(n);
+        }
         let mut health = voqalize::host::Health::new(&shutdown);
         if let Some(share) = self.max_load {
             let load =

@@ -1,0 +1,301 @@
+//! `deploy/Dockerfile` and `deploy/kubernetes.yaml` kept honest: the manifest runs the image's
+//! command, names the ports that command listens on, probes paths the example serves there, and
+//! gives the drain its time. The built `coach` example is run with those arguments (addresses moved
+//! to free loopback ports), its probes and metrics are read over HTTP, and SIGTERM drains it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The JSON array after `instruction ` on its line of the Dockerfile.
+fn exec_form(dockerfile: &str, instruction: &str) -> Vec<String> {
+    let line = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix(instruction)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("the Dockerfile has no {instruction}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{instruction} is not exec form: {e}"))
+}
+
+/// What the manifest says of its one container. Read line by line: the file is ours and keeps to
+/// one layout, which this reader insists on (it panics on anything else).
+#[derive(Debug, Default)]
+struct Manifest {
+    args: Vec<String>,
+    /// (name, containerPort)
+    ports: Vec<(String, u16)>,
+    /// (probe, path, port name)
+    probes: Vec<(String, String, String)>,
+    grace_s: u64,
+}
+
+fn manifest(yaml: &str) -> Manifest {
+    let mut m = Manifest::default();
+    let mut section = "";
+    let mut port_name = None;
+    let mut probe_path = None;
+    for line in yaml.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('#') || trimmed.is_empty() {
+            continue;
+        }
+        let value = |key: &str| trimmed.strip_prefix(key).map(str::trim);
+        if let Some(s) = value("terminationGracePeriodSeconds:") {
+            m.grace_s = s
+                .parse()
+                .expect("terminationGracePeriodSeconds is a number");
+        } else if trimmed == "args:" {
+            section = "args";
+        } else if trimmed == "ports:" && section != "service" {
+            section = "ports";
+        } else if let Some(probe) = ["readinessProbe:", "livenessProbe:"]
+            .into_iter()
+            .find(|p| trimmed == *p)
+        {
+            section = probe.trim_end_matches(':');
+        } else if trimmed.starts_with("kind: Service") {
+            section = "service";
+        } else if section == "args" && trimmed.starts_with("- ") {
+            let arg: String = serde_json::from_str(&trimmed[2..]).expect("args are quoted");
+            m.args.push(arg);
+        } else if section == "ports" {
+            if let Some(name) = value("- name:") {
+                port_name = Some(name.to_owned());
+            } else if let Some(port) = value("containerPort:") {
+                let name = port_name.take().expect("each port is named");
+                m.ports.push((name, port.parse().expect("a port number")));
+            } else {
+                section = "";
+            }
+        } else if section.ends_with("Probe") {
+            if let Some(path) = value("path:") {
+                probe_path = Some(path.to_owned());
+            } else if let Some(port) = value("port:") {
+                let path = probe_path.take().expect("the probe's path comes first");
+                m.probes.push((section.to_owned(), path, port.to_owned()));
+                section = "";
+            }
+        } else if !line.starts_with("            ") {
+            section = if section == "service" { "service" } else { "" };
+        }
+    }
+    m
+}
+
+/// The value after `flag` in `args`.
+fn flag<'a>(args: &'a [String], flag: &str) -> &'a str {
+    let at = args
+        .iter()
+        .position(|a| a == flag)
+        .unwrap_or_else(|| panic!("no {flag} in {args:?}"));
+    args.get(at + 1)
+        .map_or_else(|| panic!("{flag} has no value"), String::as_str)
+}
+
+/// The port of an address `host:port`.
+fn port_of(address: &str) -> u16 {
+    address
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or_else(|| panic!("{address} has no port"))
+}
+
+/// A plain HTTP/1.1 GET: the status and the body.
+fn get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).expect("the probe port answers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("the request is sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned());
+    (status, body.unwrap_or_default())
+}
+
+/// The `coach` example, built with this test binary (`cargo test --all-targets`), or built now.
+fn coach() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>");
+    let coach = profile.join("examples").join("coach");
+    if !coach.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let built = Command::new(cargo)
+            .args(["build", "-p", "voqalize", "--example", "coach"])
+            .status()
+            .expect("cargo runs");
+        assert!(built.success(), "cargo build --example coach failed");
+    }
+    coach
+}
+
+#[test]
+fn the_manifest_runs_the_images_command_and_probes_what_it_serves() {
+    let dockerfile = read("deploy/Dockerfile");
+    let yaml = read("deploy/kubernetes.yaml");
+    let m = manifest(&yaml);
+
+    // The image: built in one stage, run from a small one as a non-root user.
+    assert!(dockerfile.matches("\nFROM ").count() >= 2, "multi-stage");
+    assert!(
+        dockerfile.contains("\nUSER nonroot:nonroot\n"),
+        "runs as non-root"
+    );
+    assert_eq!(
+        exec_form(&dockerfile, "ENTRYPOINT"),
+        ["/usr/local/bin/coach"]
+    );
+    let cmd = exec_form(&dockerfile, "CMD");
+    assert_eq!(m.args, cmd, "the manifest runs the image's own command");
+
+    // The ports: what the command listens on, the image exposes and the manifest names.
+    let voice = port_of(flag(&cmd, "--listen"));
+    let probes = port_of(flag(&cmd, "--health-listen"));
+    let exposed: Vec<u16> = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("EXPOSE "))
+        .expect("EXPOSE")
+        .split_whitespace()
+        .map(|p| p.parse().expect("a port"))
+        .collect();
+    assert_eq!(exposed, [voice, probes]);
+    assert_eq!(
+        m.ports,
+        [("voice".to_owned(), voice), ("probes".to_owned(), probes)]
+    );
+    assert_eq!(
+        m.probes,
+        [
+            (
+                "readinessProbe".to_owned(),
+                "/readyz".to_owned(),
+                "probes".to_owned()
+            ),
+            (
+                "livenessProbe".to_owned(),
+                "/healthz".to_owned(),
+                "probes".to_owned()
+            )
+        ]
+    );
+    // The drain gets its time, and the last Ends theirs, before the kubelet kills the process.
+    let drain: u64 = flag(&cmd, "--drain-timeout").parse().expect("seconds");
+    assert!(
+        m.grace_s >= drain + 5,
+        "{} s grace, {drain} s drain",
+        m.grace_s
+    );
+
+    // Run it as the manifest does, on free loopback ports.
+    let args: Vec<String> = cmd
+        .iter()
+        .map(|a| {
+            if a.starts_with("0.0.0.0:") {
+                "127.0.0.1:0".to_owned()
+            } else {
+                a.clone()
+            }
+        })
+        .collect();
+    let mut child = Running(
+        Command::new(coach())
+            .args(&args)
+            .env("GEMINI_API_KEY", "test-key")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the example starts"),
+    );
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let (lines, printed) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> String {
+        loop {
+            let line = printed
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("the example never printed {what}"));
+            if let Some(rest) = line.strip_prefix(what) {
+                return rest.to_owned();
+            }
+        }
+    };
+    let probe_at = next("probes on http://");
+    let probe_at = probe_at.split(':').take(2).collect::<Vec<_>>().join(":");
+    let brain_at = next("serving a brain on ws://");
+    for (_, path, _) in &m.probes {
+        assert_eq!(get(&probe_at, path).0, 200, "{path}");
+    }
+    let (status, ready) = get(&probe_at, "/readyz");
+    assert_eq!(status, 200);
+    assert!(
+        ready.contains("\"load\""),
+        "readiness follows --max-load: {ready}"
+    );
+    // The voice port is the brain's, checking tokens against the production key (--production):
+    // a call with no token is upgraded, then closed with 4000.
+    let url = format!("ws://{brain_at}/?session_id=deploy-test");
+    let stream = TcpStream::connect(&brain_at).expect("the voice port answers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a timeout");
+    let (mut call, response) =
+        tokio_tungstenite::tungstenite::client(url.as_str(), stream).expect("the upgrade");
+    assert_eq!(response.status().as_u16(), 101);
+    let closed = loop {
+        match call.read() {
+            Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => {
+                break frame.map(|f| u16::from(f.code));
+            }
+            Ok(_) => {}
+            Err(e) => panic!("the call was not closed: {e}"),
+        }
+    };
+    assert_eq!(closed, Some(4000), "refused for its missing token");
+    assert_eq!(get(&probe_at, "/metrics").0, 200);
+
+    // SIGTERM: it drains (no call is running) and exits on its own.
+    // SAFETY: kill takes a pid and a signal number; the child is ours and still running.
+    let pid = i32::try_from(child.0.id()).expect("a pid");
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    next("shut down: ");
+    let status = child.0.wait().expect("it exits");
+    assert!(status.success(), "{status}");
+}
+
+/// The example's process, killed if the test ends before it exits.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
