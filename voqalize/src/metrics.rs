@@ -27,10 +27,9 @@
 //! `openai`, `anthropic`, `azure.ai.openai`, or a chat-completions layer's own name).
 //!
 //! ```no_run
-//! // A Prometheus exporter of your choice (here metrics-exporter-prometheus), then the
-//! // descriptions, so each series has its HELP line and unit.
-//! # fn install() {}
-//! install();
+//! // First the exporter of your choice, such as metrics-exporter-prometheus:
+//! //     let handle = PrometheusBuilder::new().install_recorder()?;  // handle.render() is /metrics
+//! // then the descriptions, so each series has its HELP line and unit:
 //! voqalize::metrics::describe();
 //! ```
 

@@ -6,6 +6,9 @@
 //!   session id, 1000 after the call).
 //! * Ready adapters mount a brain in a server you already run: [`axum::brain_route`] (an axum
 //!   route) and [`tungstenite::serve`] (a tokio-tungstenite accept loop).
+//! * In production: [`Shutdown`] drains the calls on SIGTERM (both legs), [`Health`] answers the
+//!   platform's probes, [`Load`] refuses calls while the process is busy, and
+//!   [`HostOptions::max_sessions`] caps them.
 
 pub mod auth;
 pub mod axum;
