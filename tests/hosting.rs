@@ -1434,7 +1434,7 @@ async fn serve_drainable(
     SocketAddr,
     Arc<crate::support::Log>,
     Arc<tokio::sync::Notify>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
+    tokio::task::JoinHandle<std::io::Result<voqalize::host::DrainReport>>,
 )> {
     let (listener, addr) = bind().await?;
     let (log, release) = (
@@ -1499,7 +1499,11 @@ async fn a_drain_lets_the_running_call_finish_and_refuses_new_ones() -> TestResu
     let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
     assert_eq!((report.drained, report.ended), (1, 0));
     assert_eq!(log.end_reasons(), [EndReason::Ended]);
-    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    // serve returns the same report.
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), served).await???,
+        report
+    );
     Ok(())
 }
 
@@ -1542,7 +1546,7 @@ async fn ended_by_the_shutdown(
     v: &mut Voqalize,
     shutdown: &voqalize::host::Shutdown,
     log: &crate::support::Log,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
+    served: tokio::task::JoinHandle<std::io::Result<voqalize::host::DrainReport>>,
 ) -> TestResult {
     assert!(
         v.wait_for(Duration::from_secs(5), |v| v.brain_ended())
@@ -1552,7 +1556,10 @@ async fn ended_by_the_shutdown(
     let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained()).await?;
     assert_eq!((report.drained, report.ended), (0, 1));
     assert_eq!(log.end_reasons(), [EndReason::Shutdown]);
-    tokio::time::timeout(Duration::from_secs(5), served).await???;
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), served).await???,
+        report
+    );
     Ok(())
 }
 

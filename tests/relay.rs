@@ -279,7 +279,7 @@ fn serve(
     factory: impl MakeBrain,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<Result<(), RelayError>>,
+    tokio::task::JoinHandle<Result<voqalize::host::DrainReport, RelayError>>,
 ) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -1099,11 +1099,15 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
         .await
         .unwrap()
         .unwrap();
-    assert!(result.is_ok(), "{result:?}");
     let report = tokio::time::timeout(Duration::from_secs(5), shutdown.drained())
         .await
         .unwrap();
     assert_eq!((report.drained, report.ended), (1, 1));
+    assert_eq!(
+        result.ok(),
+        Some(report),
+        "serve returns what the drain did"
+    );
     assert!(log.until(|l| l.ended() == 2).await);
     assert_eq!(log.end_reasons(), [EndReason::Ended, EndReason::Shutdown]);
     for (name, want) in [

@@ -171,8 +171,7 @@ impl Args {
                 .build()?;
             self.probes(voqalize::host::Health::new(&shutdown).relay(&relay))
                 .await?;
-            relay.serve(factory, shutdown.triggered()).await?;
-            report(shutdown.drained().await);
+            report(relay.serve(factory, shutdown.triggered()).await?);
             return Ok(());
         }
         let options = if self.allow_unverified || self.console.is_some() {
@@ -223,11 +222,11 @@ impl Args {
         std::io::stdout().flush()?;
         // On a worker thread: `#[tokio::main]` polls its own future on the main thread, and an
         // accept loop there would hand every new call across threads.
-        tokio::spawn(voqalize::host::tungstenite::serve(
+        let drained = tokio::spawn(voqalize::host::tungstenite::serve(
             listener, factory, options,
         ))
         .await??;
-        report(shutdown.drained().await);
+        report(drained);
         Ok(())
     }
 }

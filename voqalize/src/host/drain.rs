@@ -46,8 +46,7 @@ pub(crate) enum Phase {
 /// let shutdown = Shutdown::new(Duration::from_secs(30)).on_signals();
 /// let options = HostOptions::production().shutdown(&shutdown);
 /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
-/// voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
-/// let report = shutdown.drained().await;
+/// let report = voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
 /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
 /// # Ok(()) }
 /// ```
@@ -189,6 +188,14 @@ impl Shutdown {
         self.0.live.load(Ordering::Acquire)
     }
 
+    /// What the drain did so far.
+    pub(crate) fn report(&self) -> DrainReport {
+        DrainReport {
+            drained: self.0.drained.load(Ordering::Acquire),
+            ended: self.0.ended.load(Ordering::Acquire),
+        }
+    }
+
     /// Resolves once a drain has started and no call is left: what it did.
     pub async fn drained(&self) -> DrainReport {
         let mut phase = self.0.phase.subscribe();
@@ -197,10 +204,7 @@ impl Shutdown {
             if *phase.borrow_and_update() != Phase::Serving
                 && self.0.live.load(Ordering::Acquire) == 0
             {
-                return DrainReport {
-                    drained: self.0.drained.load(Ordering::Acquire),
-                    ended: self.0.ended.load(Ordering::Acquire),
-                };
+                return self.report();
             }
             tokio::select! {
                 _ = phase.changed() => {}

@@ -19,14 +19,14 @@ use tracing::Instrument;
 use crate::recover::lock;
 
 use super::{
-    Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, HostError, HostOptions,
-    Incoming, MakeBrain, Refused, Upgrade, run_session,
+    Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, DrainReport, HostError,
+    HostOptions, Incoming, MakeBrain, Refused, Upgrade, run_session,
 };
 
 /// Accepts connections on `listener`, hosting one call per connection in its own task, until the
 /// [`Shutdown`](super::Shutdown) the options follow ([`HostOptions::shutdown`]) has drained: it
-/// returns once no call is left (the drain's [`DrainReport`](super::DrainReport) is
-/// [`Shutdown::drained`](super::Shutdown::drained)). Without a shutdown it serves forever. A failed
+/// returns once no call is left, with what the drain did ([`DrainReport`]: the calls that
+/// finished during it, the calls it ended). Without a shutdown it serves forever. A failed
 /// handshake or a rejected token affects that connection only; a failed `accept` (for example too
 /// many open files) is logged and retried after a short pause, so the server stays up.
 ///
@@ -36,15 +36,13 @@ pub async fn serve<M: MakeBrain>(
     listener: TcpListener,
     factory: M,
     options: HostOptions,
-) -> std::io::Result<()> {
+) -> std::io::Result<DrainReport> {
     let factory = Arc::new(factory);
     let admission = Admission::new(&options);
     let shutdown = options.shutting().cloned();
     let drained = async move {
         match shutdown {
-            Some(shutdown) => {
-                shutdown.drained().await;
-            }
+            Some(shutdown) => shutdown.drained().await,
             None => std::future::pending().await,
         }
     };
@@ -52,7 +50,7 @@ pub async fn serve<M: MakeBrain>(
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = &mut drained => return Ok(()),
+            report = &mut drained => return Ok(report),
         };
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,

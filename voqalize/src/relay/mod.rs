@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::brain::MakeBrain;
-use crate::host::{Admission, HostOptions};
+use crate::host::{Admission, DrainReport, HostOptions};
 
 pub use connect::RelayError;
 /// The relay's inbound frame parser, for the fuzz target: only with the `testing` feature.
@@ -181,7 +181,8 @@ impl Relay {
 
     /// Serves every call the relay routes to this agent until `shutdown` completes and the
     /// running calls have drained, or the relay refuses the agent for good. Reconnects on its own
-    /// after any other close.
+    /// after any other close. Returns what the drain did: the relay's calls that finished during
+    /// it and those it ended (with a shutdown shared with the direct leg, that leg's so far too).
     ///
     /// When the host options follow a [`Shutdown`](crate::host::Shutdown)
     /// ([`HostOptions::shutdown`]), that one drives the drain (its timeout, its second trigger,
@@ -204,8 +205,7 @@ impl Relay {
     ///     .api_key("your-agent-key")
     ///     .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
     ///     .build()?;
-    /// relay.serve(|| Echo, shutdown.triggered()).await?;
-    /// let report = shutdown.drained().await;
+    /// let report = relay.serve(|| Echo, shutdown.triggered()).await?;
     /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
     /// # Ok(()) }
     /// ```
@@ -217,7 +217,7 @@ impl Relay {
         &self,
         factory: M,
         shutdown: impl Future<Output = ()> + Send,
-    ) -> Result<(), RelayError> {
+    ) -> Result<DrainReport, RelayError> {
         mux::serve(self, Arc::new(factory), shutdown).await
     }
 }

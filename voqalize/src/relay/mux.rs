@@ -24,7 +24,7 @@ use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
-use crate::host::{Admitted, Hosted, Shutdown};
+use crate::host::{Admitted, DrainReport, Hosted, Shutdown};
 use crate::logline::{Repeated, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
@@ -109,7 +109,7 @@ pub(super) async fn serve<M: MakeBrain>(
     relay: &Relay,
     factory: Arc<M>,
     asked: impl Future<Output = ()> + Send,
-) -> Result<(), RelayError> {
+) -> Result<DrainReport, RelayError> {
     let shutdown = match relay.options.shutting() {
         Some(shutdown) => shutdown.clone(),
         None => Shutdown::new(relay.drain),
@@ -120,7 +120,7 @@ pub(super) async fn serve<M: MakeBrain>(
         std::future::pending::<()>().await;
     };
     tokio::select! {
-        served = serve_until(relay, factory, &shutdown) => served,
+        served = serve_until(relay, factory, &shutdown) => served.map(|()| shutdown.report()),
         () = follow => unreachable!("it never completes"),
     }
 }
