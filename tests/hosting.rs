@@ -110,6 +110,19 @@ async fn serve_tungstenite(
     Ok(addr)
 }
 
+/// `Echo` under `options` on both adapters, each on 127.0.0.1:0 in the background: the
+/// addresses of `tungstenite::serve` and of an axum app with `brain_route` at `/voice`.
+async fn serve_echo_on_both(options: HostOptions) -> std::io::Result<[SocketAddr; 2]> {
+    let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
+    let (listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/voice",
+        voqalize::host::axum::brain_route(|| Echo, options),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok([tungstenite, axum_addr])
+}
+
 /// Accepts exactly one connection with `tungstenite::accept` and reports when (and how) it returned.
 async fn serve_once(
     factory: impl MakeBrain,
@@ -814,14 +827,7 @@ async fn a_connection_without_session_start_is_closed_after_the_deadline() -> Te
 #[tokio::test]
 async fn a_message_over_the_limit_closes_with_1009() -> TestResult {
     let options = HostOptions::allow_unverified().max_message_bytes(4096);
-    let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
-    let (listener, axum_addr) = bind().await?;
-    let app = axum::Router::new().route(
-        "/voice",
-        voqalize::host::axum::brain_route(|| Echo, options),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    for addr in [tungstenite, axum_addr] {
+    for addr in serve_echo_on_both(options).await? {
         let mut v = dial(&format!("ws://{addr}/voice"), "big", None).await?;
         v.start_silent().await?;
         assert_eq!(v.user_says("small").await?.text(), "small");
@@ -994,15 +1000,7 @@ async fn a_peer_that_stops_answering_pings_is_ended() -> TestResult {
 // once, on both adapters; once a call ends its place is free again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_max_sessions_are_refused_at_the_upgrade() -> TestResult {
-    let tungstenite =
-        serve_tungstenite(|| Echo, HostOptions::allow_unverified().max_sessions(1)).await?;
-    let (listener, axum_addr) = bind().await?;
-    let app = axum::Router::new().route(
-        "/voice",
-        voqalize::host::axum::brain_route(|| Echo, HostOptions::allow_unverified().max_sessions(1)),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    for addr in [tungstenite, axum_addr] {
+    for addr in serve_echo_on_both(HostOptions::allow_unverified().max_sessions(1)).await? {
         let url = format!("ws://{addr}/voice");
         let mut first = dial(&url, "first", None).await?;
         first.start_silent().await?;
@@ -1651,14 +1649,7 @@ async fn above_the_load_threshold_calls_are_refused_and_readiness_is_false() -> 
         }
     })
     .threshold(0.9);
-    let options = HostOptions::allow_unverified().load(&load);
-    let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
-    let (listener, axum_addr) = bind().await?;
-    let app = axum::Router::new().route(
-        "/voice",
-        voqalize::host::axum::brain_route(|| Echo, options),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let both = serve_echo_on_both(HostOptions::allow_unverified().load(&load)).await?;
     let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(30));
     let (probes, probe_addr) = bind().await?;
     tokio::spawn(
@@ -1680,7 +1671,7 @@ async fn above_the_load_threshold_calls_are_refused_and_readiness_is_false() -> 
             serde_json::json!({"ready": true, "draining": false, "sessions": 0, "load": 0.2})
         )
     );
-    for addr in [tungstenite, axum_addr] {
+    for addr in both {
         let url = format!("ws://{addr}/voice");
         let mut up = dial(&url, "up", None).await?;
         up.start_silent().await?;

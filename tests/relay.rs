@@ -273,6 +273,16 @@ const A: [u8; 16] = [0xa; 16];
 const B: [u8; 16] = [0xb; 16];
 const C: [u8; 16] = [0xc; 16];
 
+/// Opens two sessions on `link`: A, whose turn blocks until released, and B, idle once it has
+/// answered. Both run: the relay's frames are routed in order, so B's answer comes after A began.
+async fn stuck_and_idle(link: &mut Agent) {
+    link.send(A, &start("stuck")).await;
+    link.send(A, &says(2, "block")).await;
+    link.send(B, &start("idle")).await;
+    link.send(B, &says(2, "ready")).await;
+    assert_eq!(link.spoken().await, (B, "ready".to_owned()));
+}
+
 /// Serves `factory` through `relay` in the background; the returned sender shuts it down.
 fn serve(
     relay: Relay,
@@ -753,12 +763,7 @@ async fn sessions_still_running_at_the_drain_deadline_end_with_an_end_before_the
         .unwrap();
     let (stop, task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
-    link.send(A, &start("stuck")).await;
-    link.send(A, &says(2, "block")).await;
-    link.send(B, &start("idle")).await;
-    link.send(B, &says(2, "ready")).await;
-    // Both sessions run (the relay's frames are routed in order).
-    assert_eq!(link.spoken().await, (B, "ready".to_owned()));
+    stuck_and_idle(&mut link).await;
     stop.send(()).unwrap();
     // The brain ends both calls: the relay hears it from each, then the socket closes.
     let mut ended = Vec::new();
@@ -1065,11 +1070,7 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
         tokio::spawn(async move { agent.serve(factory, shutdown.triggered()).await })
     };
     let mut link = relay.agent().await;
-    link.send(A, &start("stuck")).await;
-    link.send(A, &says(2, "block")).await;
-    link.send(B, &start("idle")).await;
-    link.send(B, &says(2, "ready")).await;
-    assert_eq!(link.spoken().await, (B, "ready".to_owned()));
+    stuck_and_idle(&mut link).await;
     assert_eq!(
         shutdown.open(),
         2,

@@ -140,6 +140,27 @@ async fn rig(provider: Provider) -> (Rig, Voqalize) {
     rig_with(provider, |m| m, Duration::from_secs(10)).await
 }
 
+/// Barges in on `turn` once its first text is on the wire: `Interruption`, then the unit's
+/// `Finalize` with `heard`.
+async fn barge_in_once_speaking(v: &mut Voqalize, turn: u64, heard: &str) {
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .units()
+            .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
+            .await
+            .unwrap()
+    );
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    let unit = v
+        .units()
+        .find(|u| u.turn_id == turn)
+        .map(|u| u.speech_id)
+        .unwrap();
+    v.finalize(unit, heard).await.unwrap();
+}
+
 /// The Gemini `contents` of request `i`, each as `role: part, part`.
 fn gemini_contents(server: &ModelServer, i: usize) -> Vec<String> {
     let body = &server.requests()[i].body;
@@ -362,22 +383,7 @@ async fn a_barge_in_while_a_tool_runs_drops_the_call_and_keeps_what_was_heard() 
             .wait(&mut v, |l| l.events().contains(&"hang started".to_owned()))
             .await
     );
-    assert!(
-        v.wait_for(Duration::from_secs(5), |v| v
-            .units()
-            .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
-            .await
-            .unwrap()
-    );
-    v.send(Frame::Interruption { through_turn: turn })
-        .await
-        .unwrap();
-    let unit = v
-        .units()
-        .find(|u| u.turn_id == turn)
-        .map(|u| u.speech_id)
-        .unwrap();
-    v.finalize(unit, "Opening.").await.unwrap();
+    barge_in_once_speaking(&mut v, turn, "Opening.").await;
 
     rig.server
         .reply(Reply::new().text("What's the weather?").finish());
@@ -975,22 +981,7 @@ async fn a_scripted_call_records_its_metrics() {
     // cancelled.
     rig.server.reply(Reply::new().text("Opening. ").hang());
     let turn = v.send_user_message("open it").await.unwrap();
-    assert!(
-        v.wait_for(Duration::from_secs(5), |v| v
-            .units()
-            .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
-            .await
-            .unwrap()
-    );
-    v.send(Frame::Interruption { through_turn: turn })
-        .await
-        .unwrap();
-    let unit = v
-        .units()
-        .find(|u| u.turn_id == turn)
-        .map(|u| u.speech_id)
-        .unwrap();
-    v.finalize(unit, "Opening.").await.unwrap();
+    barge_in_once_speaking(&mut v, turn, "Opening.").await;
 
     // A request the provider refuses (503, then 503 again on the retry).
     rig.server.reply(Reply::error_status(503, "overloaded"));
