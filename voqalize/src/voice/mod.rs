@@ -116,9 +116,13 @@ impl<L: Layer> From<L> for ModelLayer {
     }
 }
 
+/// The most tool calls of one response [`Model::parallel_tools`] lets run at once.
+pub const MAX_PARALLEL_TOOLS: usize = 16;
+
 #[derive(Debug, Clone)]
 struct Settings {
     max_tool_hops: usize,
+    parallel_tools: usize,
     report_steps: bool,
     fallback: Option<String>,
     max_history: usize,
@@ -131,6 +135,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_tool_hops: 6,
+            parallel_tools: 1,
             report_steps: true,
             fallback: None,
             max_history: 400,
@@ -252,6 +257,22 @@ impl Model {
     #[must_use]
     pub fn max_tool_hops(self, hops: usize) -> Model {
         self.with(|s| s.max_tool_hops = hops)
+    }
+
+    /// How many of one response's tool calls may run at once (default 1: each runs to its end
+    /// before the stream is read on; at most [`MAX_PARALLEL_TOOLS`], 16).
+    ///
+    /// Above 1, a call's tool starts as soon as the speech before it in the stream has gone out,
+    /// and the stream is read on (and spoken) while it runs; once `n` run, the next call waits for
+    /// one to end. Results are filed in call order, right after their calls, whichever finishes
+    /// first. A `#[needs_result_now]` follow-up is asked once, after the response has ended and
+    /// every call has its result. A barge-in cancels every running tool; each call without its
+    /// result leaves the history with the reasoning before it. Turn it up when a model asks for
+    /// several slow lookups at once (a weather and a calendar); keep 1 when tools must run one
+    /// after another (the second reads what the first changed).
+    #[must_use]
+    pub fn parallel_tools(self, n: usize) -> Model {
+        self.with(|s| s.parallel_tools = n.clamp(1, MAX_PARALLEL_TOOLS))
     }
 
     /// Whether `model` and `tool` TurnSteps are reported (default true; they are sent only when

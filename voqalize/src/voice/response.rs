@@ -46,6 +46,8 @@ pub(super) enum Closed {
 pub(super) struct Filed {
     /// The call's id, which its result echoes (some providers send none).
     pub call_id: Option<String>,
+    /// The call's place among the response's calls: its result is filed in that order.
+    pub ordinal: usize,
     /// The name the model wrote: the tool looked up.
     pub name: String,
     /// The name the history keeps (cut when no tool could have the one written).
@@ -64,8 +66,11 @@ pub(super) struct Response<'t> {
     kept: Kept,
     /// Calls filed (refused ones included).
     calls: usize,
-    /// The ordinal of the call whose tool is running, until its result is filed.
-    running: Option<usize>,
+    /// How many calls have their result filed: results are filed in call order, so these are
+    /// the first ones. The others' tools are running, or their results wait in `ready`.
+    answered: usize,
+    /// Results of later calls, waiting for an earlier call's.
+    ready: std::collections::BTreeMap<usize, ToolResult>,
     /// The results turn right after the model turn, once a result was filed.
     results: Option<EntryId>,
     /// The unit speaking the response, while open.
@@ -84,7 +89,8 @@ impl<'t> Response<'t> {
             guard: Guard::new(),
             kept: Kept::default(),
             calls: 0,
-            running: None,
+            answered: 0,
+            ready: std::collections::BTreeMap::new(),
             results: None,
             speech: None,
             spoke: None,
@@ -123,7 +129,7 @@ impl<'t> Response<'t> {
         self.speak(conversation, released, clock);
     }
 
-    /// Files `call` in the model turn, as the call whose tool runs now. A name no tool could have
+    /// Files `call` in the model turn, as a call whose tool runs now. A name no tool could have
     /// is cut in the history; the tool is looked up by the name the model wrote.
     pub(super) fn file_call(
         &mut self,
@@ -135,20 +141,29 @@ impl<'t> Response<'t> {
         let name = std::mem::replace(&mut call.name, kept.clone());
         let filed = Filed {
             call_id: call.id.clone(),
+            ordinal: self.calls,
             name,
             kept,
             arguments: call.arguments.clone(),
         };
-        self.running = Some(self.calls);
         self.calls += 1;
         conversation.extend(self.entry, Part::Call { call, raw });
         filed
     }
 
-    /// Files the running call's result, right after the model turn.
-    pub(super) fn answer(&mut self, conversation: &mut Conversation, result: ToolResult) {
-        self.running = None;
-        conversation.file(self.entry, &mut self.results, result);
+    /// Files the result of call `ordinal` right after the model turn, once every earlier call
+    /// has its result there (until then it waits): results stand in call order.
+    pub(super) fn answer(
+        &mut self,
+        conversation: &mut Conversation,
+        ordinal: usize,
+        result: ToolResult,
+    ) {
+        self.ready.insert(ordinal, result);
+        while let Some(result) = self.ready.remove(&self.answered) {
+            conversation.file(self.entry, &mut self.results, result);
+            self.answered += 1;
+        }
     }
 
     /// Files a call that passed `bound`: in the history with no arguments (a name no tool has is
@@ -171,9 +186,10 @@ impl<'t> Response<'t> {
             name,
             arguments: Arguments::Raw("{}".to_owned()),
         };
+        let ordinal = self.calls;
         self.calls += 1;
         conversation.extend(self.entry, Part::Call { call, raw });
-        conversation.file(self.entry, &mut self.results, result);
+        self.answer(conversation, ordinal, result);
     }
 
     /// When the guard has seen a call written as text after speech began, the speech ends now:
@@ -219,12 +235,13 @@ impl<'t> Response<'t> {
     }
 
     /// The response ends before its finish: a bound cut it, the request failed, or a barge-in
-    /// dropped the turn. A call whose tool was running goes with the reasoning before it (no
-    /// result will come). Text never released (an opening held, words after a call written as
+    /// dropped the turn. Each call without its result filed goes with the reasoning before it
+    /// (its tool was cancelled, or an earlier call's was). Text never released (an opening held, words after a call written as
     /// text) and text of a unit whose `SpeechStart` never went out was not heard: the model turn
     /// is cut to what was said.
     pub(super) fn abandon(mut self, conversation: &mut Conversation) {
-        if let Some(ordinal) = self.running.take() {
+        // The last first: dropping a call does not move the ones before it.
+        for ordinal in (self.answered..self.calls).rev() {
             conversation.drop_call(self.entry, ordinal);
         }
         let unstarted = self.speech.as_ref().is_some_and(|unit| !unit.started());

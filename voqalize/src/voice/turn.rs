@@ -14,7 +14,11 @@
 //! model reads, and logs one warning for the turn.
 
 use std::iter::Peekable;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use serde_json::Value;
 use tracing::Instrument;
@@ -24,7 +28,7 @@ use super::bounds::{Bounds, Tripped};
 use super::conversation::Conversation;
 use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
-use super::response::{Closed, Ending, Response};
+use super::response::{Closed, Ending, Filed, Response};
 use super::spans;
 use super::tool_guard::{GuardedCall, ToolRun, Verdict};
 use crate::brain::BrainResult;
@@ -64,7 +68,6 @@ enum RequestError {
 }
 
 impl RequestError {
-    /// The `error.type` of the request's span: the HTTP status, or a kind of failure.
     /// The request's outcome in the `voqalize_model_requests_total` metric.
     fn outcome(&self) -> &'static str {
         match self {
@@ -79,6 +82,7 @@ impl RequestError {
         }
     }
 
+    /// The `error.type` of the request's span: the HTTP status, or a kind of failure.
     fn kind(&self) -> String {
         match self {
             RequestError::Http(ModelError::Status { status, .. }) => status.to_string(),
@@ -364,6 +368,24 @@ async fn before<T>(
         .map_err(|_| RequestError::Deadline(limit))
 }
 
+/// A call whose tool was started (or that was refused before it ran), and what filing its result
+/// needs.
+struct Dispatched {
+    filed: Filed,
+    /// The arguments as a guard read them, when guards are set.
+    seen: Option<Value>,
+    /// Whether its tool runs.
+    ran: bool,
+    started: Instant,
+    /// A `#[needs_result_now]` tool: the model is asked again once the response is answered.
+    awaited: bool,
+}
+
+/// The calls of the request in flight being answered: each future is one call's tool (or its
+/// refusal), borrowing the brain and the turn's tools, polled while the stream is read on.
+type Answering<'a> =
+    FuturesUnordered<Pin<Box<dyn Future<Output = (Dispatched, ToolOutcome)> + Send + 'a>>>;
+
 /// What [`TurnState::write_parts`] stopped at.
 enum Next {
     /// A call, kept in the response's tally and with the speech before it released: run it.
@@ -428,8 +450,15 @@ impl TurnState<'_> {
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
         let mut end = RequestEnd::default();
         let tools_off = matches!(choice, ToolChoice::None);
+        // The calls being answered: their tools run while the stream is read on. A failed
+        // request or a barge-in drops them (their tools are cancelled).
+        let mut answering: Answering<'_> = FuturesUnordered::new();
         loop {
-            let chunks = match before(deadline, limit, stream.next()).await? {
+            let next = tokio::select! {
+                next = before(deadline, limit, stream.next()) => next?,
+                () = self.answer_next(tools, &mut answering, &mut end), if !answering.is_empty() => continue,
+            };
+            let chunks = match next {
                 Some(Ok(item)) => layer_code(layer.provider(), "decoding the stream", || {
                     decoder.item(item)
                 })?,
@@ -441,7 +470,10 @@ impl TurnState<'_> {
                 None => {
                     let rest = layer_code(layer.provider(), "ending the stream", || decoder.end())?;
                     for chunk in rest {
-                        end.add(self.chunk(brain, tools, tools_off, chunk).await);
+                        end.add(
+                            self.chunk(brain, tools, tools_off, chunk, &mut answering)
+                                .await,
+                        );
                         if end.cut.is_some() {
                             break;
                         }
@@ -450,7 +482,10 @@ impl TurnState<'_> {
                 }
             };
             for chunk in chunks {
-                end.add(self.chunk(brain, tools, tools_off, chunk).await);
+                end.add(
+                    self.chunk(brain, tools, tools_off, chunk, &mut answering)
+                        .await,
+                );
                 if end.cut.is_some() {
                     break;
                 }
@@ -461,6 +496,8 @@ impl TurnState<'_> {
             self.pace().await;
         }
         drop(stream);
+        // Every call has its result before the response is cut or closed, and before a follow-up.
+        self.answer_all(tools, &mut answering, &mut end).await;
         if let Some(bound) = end.cut {
             self.cut(bound);
         } else if self.response.is_some() {
@@ -473,12 +510,13 @@ impl TurnState<'_> {
 
     /// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A part
     /// or a call past a bound ends the chunk: the response is cut there.
-    async fn chunk(
+    async fn chunk<'a>(
         &mut self,
-        brain: &dyn Toolbox,
-        tools: &ToolSet,
+        brain: &'a dyn Toolbox,
+        tools: &'a ToolSet,
         tools_off: bool,
         chunk: Chunk,
+        answering: &mut Answering<'a>,
     ) -> RequestEnd {
         self.clock.mark_open();
         if let Some(hop) = self.hop.as_mut() {
@@ -503,7 +541,7 @@ impl TurnState<'_> {
                     Ok(())
                 }
                 Ok(Next::Call(call, raw)) => {
-                    self.run_call(brain, tools, tools_off, (call, raw), &mut end)
+                    self.dispatch(brain, tools, tools_off, (call, raw), answering, &mut end)
                         .await
                 }
                 Err(bound) => Err(bound),
@@ -529,6 +567,8 @@ impl TurnState<'_> {
             );
         }
         if chunk.finished {
+            // The response's results are filed before it closes.
+            self.answer_all(tools, answering, &mut end).await;
             let ending = if chunk.malformed {
                 Ending::Malformed
             } else {
@@ -577,18 +617,21 @@ impl TurnState<'_> {
         })
     }
 
-    /// Runs one call of the open response, once the speech before it is on the wire, and files
-    /// its result right after it.
+    /// Starts one call of the open response, once the speech before it is on the wire: its tool
+    /// runs in `answering` (a call refused before it runs is answered there at once). While
+    /// [`parallel_tools`](Model::parallel_tools) calls are being answered, waits for one to end
+    /// first (at 1, each call is answered before the stream is read on).
     ///
     /// # Errors
     /// The bound the call passes (calls per response, argument bytes, tool runs): it is
     /// refused, answered with an error the model reads, and the response is cut there.
-    async fn run_call(
+    async fn dispatch<'a>(
         &mut self,
-        brain: &dyn Toolbox,
-        tools: &ToolSet,
+        brain: &'a dyn Toolbox,
+        tools: &'a ToolSet,
         tools_off: bool,
         (call, raw): (Call, Value),
+        answering: &mut Answering<'a>,
         end: &mut RequestEnd,
     ) -> Result<(), Tripped> {
         let model = self.model;
@@ -600,18 +643,19 @@ impl TurnState<'_> {
         }
         self.request_calls += 1;
         self.session.flushed(FLUSH_WAIT).await;
-        let filed = {
+        let mut filed = {
             let mut conversation = model.conversation();
             self.response(&mut conversation)
                 .file_call(&mut conversation, call, raw)
         };
-        let started = Instant::now();
         let guards = &model.inner.settings.guards;
+        // The tool takes the arguments; the history keeps its own copy.
+        let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
         let arguments = match tools.get(&filed.name) {
             Some(decl) if model.inner.layer.enums_as_strings() => {
-                restore_enum_strings(decl, filed.arguments)
+                restore_enum_strings(decl, arguments)
             }
-            _ => filed.arguments,
+            _ => arguments,
         };
         // A guard reads the arguments as JSON: JSON text is parsed once here (the tool gets the
         // parsed value). Text that is not JSON is not checked: its call cannot run (the tool's
@@ -625,35 +669,102 @@ impl TurnState<'_> {
             Arguments::Json(v) if guards.any() => Some(v.clone()),
             _ => None,
         };
-        let checked = GuardedCall {
-            name: &filed.name,
-            arguments: seen.as_ref().unwrap_or(&Value::Null),
-            turn_id: self.turn.id(),
-            session_id: self.session.id(),
-        };
         let before = match &seen {
-            Some(_) if !tools_off => guards.before(&checked),
+            Some(seen) if !tools_off => guards.before(&self.checked(&filed, seen)),
             _ => Verdict::Allowed,
         };
         let ran = !tools_off && matches!(before, Verdict::Allowed);
-        let mut outcome = if tools_off {
-            refused(&filed.kept)
+        let dispatched = Dispatched {
+            awaited: !tools_off && tools.get(&filed.name).is_some_and(|t| t.needs_result_now()),
+            filed,
+            seen,
+            ran,
+            started: Instant::now(),
+        };
+        if tools_off {
+            let outcome = refused(&dispatched.filed.kept);
+            answering.push(Box::pin(std::future::ready((dispatched, outcome))));
         } else if let Verdict::Refused(message) | Verdict::Failed { message, .. } = &before {
-            self.guarded(&filed.kept, &before, "before");
-            ToolOutcome {
+            self.guarded(&dispatched.filed.kept, &before, "before");
+            let outcome = ToolOutcome {
                 result: Err(ToolError::new(ToolErrorKind::Refused, message.clone())),
                 elapsed: Duration::ZERO,
-            }
+            };
+            answering.push(Box::pin(std::future::ready((dispatched, outcome))));
         } else {
             self.runs += 1;
-            let span = spans::execute_tool(&filed.kept);
-            let outcome = brain
-                .call_tool(tools, &filed.name, arguments)
-                .instrument(span.clone())
-                .await;
-            if let Err(e) = &outcome.result {
-                span.record("error.type", e.kind.name());
-            }
+            let span = spans::execute_tool(&dispatched.filed.kept);
+            let name = dispatched.filed.name.clone();
+            answering.push(Box::pin(async move {
+                let outcome = brain
+                    .call_tool(tools, &name, arguments)
+                    .instrument(span.clone())
+                    .await;
+                if let Err(e) = &outcome.result {
+                    span.record("error.type", e.kind.name());
+                }
+                (dispatched, outcome)
+            }));
+        }
+        while answering.len() >= model.inner.settings.parallel_tools {
+            self.answer_next(tools, answering, end).await;
+        }
+        Ok(())
+    }
+
+    /// What a guard sees of a filed call.
+    fn checked<'c>(&'c self, filed: &'c Filed, arguments: &'c Value) -> GuardedCall<'c> {
+        GuardedCall {
+            name: &filed.name,
+            arguments,
+            turn_id: self.turn.id(),
+            session_id: self.session.id(),
+        }
+    }
+
+    /// Waits for the next call in `answering` to be answered, and files its result.
+    async fn answer_next(
+        &mut self,
+        tools: &ToolSet,
+        answering: &mut Answering<'_>,
+        end: &mut RequestEnd,
+    ) {
+        if let Some((dispatched, outcome)) = answering.next().await {
+            self.answered(tools, dispatched, outcome, end);
+        }
+    }
+
+    /// Waits until every call the response made is answered: before it closes or is cut, so its
+    /// results are filed right after it, and before any follow-up is asked.
+    async fn answer_all(
+        &mut self,
+        tools: &ToolSet,
+        answering: &mut Answering<'_>,
+        end: &mut RequestEnd,
+    ) {
+        while !answering.is_empty() {
+            self.answer_next(tools, answering, end).await;
+        }
+    }
+
+    /// A call was answered: the guard after it, the log, the metrics and the observer, then its
+    /// result is filed (in call order) and its `tool` step reported.
+    fn answered(
+        &mut self,
+        tools: &ToolSet,
+        dispatched: Dispatched,
+        mut outcome: ToolOutcome,
+        end: &mut RequestEnd,
+    ) {
+        let model = self.model;
+        let Dispatched {
+            filed,
+            seen,
+            ran,
+            started,
+            awaited,
+        } = dispatched;
+        if ran {
             if let Err(e) = &outcome.result
                 && allowed(model, |log| &mut log.failed_calls)
             {
@@ -664,24 +775,16 @@ impl TurnState<'_> {
                 );
             }
             over_budget(model, tools, &filed.name, &outcome);
-            outcome
-        };
-        let mut response = outcome.response();
-        if ran {
-            let after = guards.after(&checked, &mut response);
-            if !matches!(after, Verdict::Allowed) {
-                self.guarded(&filed.kept, &after, "after");
-                outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
-            }
         }
-        crate::metrics::tool_run(
-            tools.get(&filed.name).map_or("unknown", |t| t.name()),
-            match &outcome.result {
-                Ok(_) => "ok",
-                Err(e) => e.kind.name(),
-            },
-            ran.then_some(outcome.elapsed),
-        );
+        let guards = &model.inner.settings.guards;
+        let arguments = seen.unwrap_or(Value::Null);
+        let checked = self.checked(&filed, &arguments);
+        let mut response = outcome.response();
+        let after = if ran {
+            guards.after(&checked, &mut response)
+        } else {
+            Verdict::Allowed
+        };
         guards.observe(&ToolRun {
             session_id: checked.session_id,
             turn_id: checked.turn_id,
@@ -691,6 +794,18 @@ impl TurnState<'_> {
             duration: if ran { outcome.elapsed } else { Duration::ZERO },
             ran,
         });
+        if !matches!(after, Verdict::Allowed) {
+            self.guarded(&filed.kept, &after, "after");
+            outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
+        }
+        crate::metrics::tool_run(
+            tools.get(&filed.name).map_or("unknown", |t| t.name()),
+            match &outcome.result {
+                Ok(_) => "ok",
+                Err(e) => e.kind.name(),
+            },
+            ran.then_some(outcome.elapsed),
+        );
         let result = ToolResult {
             call_id: filed.call_id,
             name: filed.kept.clone(),
@@ -699,7 +814,7 @@ impl TurnState<'_> {
         {
             let mut conversation = model.conversation();
             self.response(&mut conversation)
-                .answer(&mut conversation, result);
+                .answer(&mut conversation, filed.ordinal, result);
         }
         self.tally.calls += 1;
         // A `tool` step for a tool that ran; a call refused because tools were off, or by a
@@ -713,11 +828,10 @@ impl TurnState<'_> {
                 false,
             );
         }
-        if !tools_off && tools.get(&filed.name).is_some_and(|t| t.needs_result_now()) {
+        if awaited {
             self.tally.awaited += 1;
             end.awaited = true;
         }
-        Ok(())
     }
 
     /// A guard refused `tool`'s call or its result (`at`: "before" or "after"), or failed: logged
