@@ -1054,3 +1054,198 @@ async fn a_scripted_call_records_its_metrics() {
     let all = metrics.names().join(" ");
     assert!(!all.contains("Paris") && !all.contains("session"), "{all}");
 }
+
+// ---- Parallel tool calls (Model::parallel_tools) ----
+
+/// Gates a test opens to let each lookup end.
+#[derive(Default)]
+struct Gates {
+    weather: Notify,
+    calendar: Notify,
+    traffic: Notify,
+}
+
+/// Lookups that each wait for their own gate, so a test decides when each ends.
+struct Lookups {
+    model: Model,
+    log: Arc<Log>,
+    gates: Arc<Gates>,
+}
+
+impl Brain for Lookups {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl Lookups {
+    /// Today's weather.
+    #[tool]
+    #[needs_result_now]
+    async fn weather(&self) -> &'static str {
+        self.log.push("weather started");
+        self.gates.weather.notified().await;
+        self.log.push("weather finished");
+        "sunny"
+    }
+
+    /// The user's calendar.
+    #[tool]
+    #[needs_result_now]
+    async fn calendar(&self) -> &'static str {
+        self.log.push("calendar started");
+        self.gates.calendar.notified().await;
+        self.log.push("calendar finished");
+        "free at 3"
+    }
+
+    /// The traffic on the way.
+    #[tool]
+    async fn traffic(&self) -> &'static str {
+        self.log.push("traffic started");
+        self.gates.traffic.notified().await;
+        self.log.push("traffic finished");
+        "clear"
+    }
+}
+
+/// A `Lookups` brain whose model runs up to `parallel` tools at once, against the stand-in Gemini.
+async fn lookups(parallel: usize) -> (ModelServer, Arc<Log>, Arc<Gates>, Voqalize) {
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    let (log, gates) = (Arc::new(Log::default()), Arc::new(Gates::default()));
+    let base = server.base_url();
+    let (l, g) = (log.clone(), gates.clone());
+    let v = driver(move || Lookups {
+        model: Model::new(layer(Provider::Gemini, &base, Duration::from_secs(10)))
+            .parallel_tools(parallel),
+        log: l.clone(),
+        gates: g.clone(),
+    })
+    .await;
+    (server, log, gates, v)
+}
+
+fn logged(log: &Log, event: &str) -> bool {
+    log.events().iter().any(|e| e == event)
+}
+
+// Up to `n` tools run at once, each once the speech before it is out; the next call waits for a
+// place. Results are filed in call order whichever ends first, and the needs_result_now
+// follow-up is asked once, after the response ended and every call has its result.
+#[tokio::test]
+async fn parallel_tools_run_at_once_and_file_their_results_in_call_order() {
+    let (server, log, gates, mut v) = lookups(2).await;
+    server.reply(
+        Reply::new()
+            .text("Checking all three. ")
+            .call("weather", json!({}))
+            .call("calendar", json!({}))
+            .call("traffic", json!({}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("Sunny, free at 3, roads clear.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("plan my afternoon").await.unwrap();
+    assert!(
+        log.wait(&mut v, |l| logged(l, "weather started")
+            && logged(l, "calendar started"))
+            .await,
+        "two tools run at once: {:?}",
+        log.events()
+    );
+    assert!(
+        !logged(&log, "traffic started"),
+        "the third waits for a place"
+    );
+    // The later call ends first: the third takes its place; still no follow-up.
+    gates.calendar.notify_one();
+    assert!(log.wait(&mut v, |l| logged(l, "traffic started")).await);
+    gates.traffic.notify_one();
+    assert!(log.wait(&mut v, |l| logged(l, "traffic finished")).await);
+    assert_eq!(server.requests().len(), 1, "weather has no result yet");
+    gates.weather.notify_one();
+    assert_eq!(
+        play(&mut v, turn, 2).await,
+        ["Checking all three. ", "Sunny, free at 3, roads clear."]
+    );
+    assert_eq!(server.requests().len(), 2, "one follow-up");
+    assert_eq!(
+        gemini_contents(&server, 1),
+        [
+            "user: T(plan my afternoon)",
+            "model: T(Checking all three. ), C(weather), C(calendar), C(traffic)",
+            "user: R(weather={\"result\":\"sunny\"}), R(calendar={\"result\":\"free at 3\"}), \
+             R(traffic={\"result\":\"clear\"})",
+        ]
+    );
+    v.assert_clean();
+}
+
+// While a tool runs, the stream is read on and what follows the call is spoken.
+#[tokio::test]
+async fn with_parallel_tools_the_words_after_a_call_are_spoken_while_it_runs() {
+    let (server, log, gates, mut v) = lookups(2).await;
+    server.reply(
+        Reply::new()
+            .text("Let me look. ")
+            .call("weather", json!({}))
+            .text("This takes a second.")
+            .finish(),
+    );
+    server.reply(Reply::new().text("Sunny.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("weather?").await.unwrap();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.units().any(|u| u.turn_id
+            == turn
+            && u.text() == "Let me look. This takes a second."))
+            .await
+            .unwrap(),
+        "spoken while the tool runs"
+    );
+    assert!(!logged(&log, "weather finished"));
+    gates.weather.notify_one();
+    assert_eq!(
+        play(&mut v, turn, 2).await,
+        ["Let me look. This takes a second.", "Sunny."]
+    );
+}
+
+// A barge-in cancels every running tool; their calls leave the history, the heard words stay.
+#[tokio::test]
+async fn a_barge_in_cancels_every_running_tool_and_their_calls_leave_the_history() {
+    let (server, log, _gates, mut v) = lookups(2).await;
+    server.reply(
+        Reply::new()
+            .text("Checking. ")
+            .call("weather", json!({}))
+            .call("calendar", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("weather and calendar").await.unwrap();
+    assert!(
+        log.wait(&mut v, |l| logged(l, "weather started")
+            && logged(l, "calendar started"))
+            .await
+    );
+    barge_in_once_speaking(&mut v, turn, "Checking.").await;
+    server.reply(Reply::new().text("Sure.").finish());
+    v.user_says("never mind").await.unwrap();
+    assert_eq!(
+        gemini_contents(&server, 1),
+        [
+            "user: T(weather and calendar)",
+            "model: T(Checking.)",
+            "user: T(never mind)"
+        ]
+    );
+    assert!(
+        !logged(&log, "weather finished") && !logged(&log, "calendar finished"),
+        "cancelled: {:?}",
+        log.events()
+    );
+}

@@ -26,7 +26,8 @@
 //! #[tokio::main]
 //! async fn main() -> std::io::Result<()> {
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
-//!     voqalize::host::tungstenite::serve(listener, || Echo, HostOptions::production()).await
+//!     voqalize::host::tungstenite::serve(listener, || Echo, HostOptions::production()).await?;
+//!     Ok(())
 //! }
 //! ```
 //!

@@ -14,8 +14,8 @@
 //! let relay = Relay::builder("wss://cortex.example/agent", "v1.4.2")
 //!     .api_key(std::env::var("VOQAL_API_KEY").unwrap_or_default())
 //!     .build()?; // the headers are checked here, not at the first connect
-//! relay.serve(|| Echo, std::future::pending::<()>()).await
-//! # }
+//! relay.serve(|| Echo, std::future::pending::<()>()).await?;
+//! # Ok(()) }
 //! ```
 //!
 //! The same brains and factories serve both legs: each session runs the same runtime as on the
