@@ -9,7 +9,7 @@ use voqalize::testing::TokenSigner;
 use crate::Args;
 use crate::client::{Leg, OnFirstChunk, Session, TurnTimes, dial};
 use crate::failure::{Failure, Failures, Kind};
-use crate::probe::{PeakSampler, cpu_ms, raise_open_file_limit, rss_kb};
+use crate::probe::{PeakSampler, cpu_ms, cpu_split_ms, raise_open_file_limit, rss_kb};
 use crate::relay::RelayLink;
 
 /// What every call of a run shares.
@@ -113,7 +113,7 @@ pub async fn load(
         times: std::sync::Mutex::new(Vec::with_capacity(args.calls * args.turns)),
     });
     let pid = args.brain_pid;
-    let cpu_before = pid.map(|p| cpu_ms(&p.to_string())).transpose()?;
+    let cpu_before = pid.map(|p| cpu_split_ms(&p.to_string())).transpose()?;
     let own_cpu_before = cpu_ms("self")?;
     let rss_before = pid.map(rss_kb).transpose()?;
     let sampler = pid.zip(rss_before).map(|(p, r)| PeakSampler::start(p, r));
@@ -176,10 +176,15 @@ pub async fn load(
     let elapsed = started.elapsed().as_secs_f64();
     let peak = sampler.map(PeakSampler::stop);
     let rss_after = pid.map(rss_kb).transpose()?;
-    let cpu_used = match (pid, cpu_before) {
-        (Some(p), Some(before)) => Some(cpu_ms(&p.to_string())?.saturating_sub(before)),
+    // (user, system) in ms.
+    let cpu_split = match (pid, cpu_before) {
+        (Some(p), Some((user, system))) => {
+            let (u, s) = cpu_split_ms(&p.to_string())?;
+            Some((u.saturating_sub(user), s.saturating_sub(system)))
+        }
         _ => None,
     };
+    let cpu_used = cpu_split.map(|(u, s)| u + s);
     let own_cpu = cpu_ms("self")?.saturating_sub(own_cpu_before);
     let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
     let turns = times.len();
@@ -210,6 +215,8 @@ pub async fn load(
             "last_end_ms": spread_json(end),
             "brain_cpu_ms": cpu_used,
             "brain_cpu_ms_per_turn": cpu_per_turn,
+            "brain_cpu_user_ms_per_turn": cpu_split.map(|(u, _)| u as f64 / turns.max(1) as f64),
+            "brain_cpu_system_ms_per_turn": cpu_split.map(|(_, s)| s as f64 / turns.max(1) as f64),
             "brain_rss_kb": { "before": rss_before, "peak": peak, "after": rss_after },
             "load_cpu_ms": own_cpu,
         });

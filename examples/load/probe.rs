@@ -20,13 +20,20 @@ pub fn rss_kb(pid: u32) -> Result<u64, Box<dyn std::error::Error>> {
 
 /// The CPU time process `pid` has used, in ms (utime + stime of /proc/PID/stat; 100 ticks a second).
 pub fn cpu_ms(pid: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let (user, system) = cpu_split_ms(pid)?;
+    Ok(user + system)
+}
+
+/// The CPU time process `pid` has used in user space and in the kernel, in ms (utime and stime
+/// of /proc/PID/stat; 100 ticks a second).
+pub fn cpu_split_ms(pid: &str) -> Result<(u64, u64), Box<dyn std::error::Error>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which may hold spaces) start after its closing parenthesis.
     let rest = stat.rsplit_once(')').ok_or("no command name")?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11).ok_or("no utime")?.parse::<u64>()?
-        + fields.get(12).ok_or("no stime")?.parse::<u64>()?;
-    Ok(ticks * 10)
+    let user: u64 = fields.get(11).ok_or("no utime")?.parse()?;
+    let system: u64 = fields.get(12).ok_or("no stime")?.parse()?;
+    Ok((user * 10, system * 10))
 }
 
 /// The number of open file descriptors of process `pid`.

@@ -1,0 +1,100 @@
+//! The floor a brain is measured against: the comparison workload's answer with no SDK runtime.
+//! Tokio and tokio-tungstenite only; `voqalize::wire` encodes and decodes the frames, as the load
+//! tool does. Each call is one task that reads a frame and, for a `UserMessage`, writes the
+//! answer (`SpeechStart`, the 8 chunks, `SpeechEnd`) and flushes once: one write. No lanes, no
+//! turns, no heard truth, no bounds, no tokens checked: what any brain must at least do to answer.
+//! `scripts/compare` runs it beside the SDK's `workload` brain under the same load.
+//!
+//! ```text
+//! cargo run --release --example floor -- --listen 127.0.0.1:8787
+//! ```
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use clap::Parser;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use voqalize::wire::{self, Frame};
+
+#[path = "support/answer.rs"]
+mod answer;
+
+/// Serve the raw-socket floor brain.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: String,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let listener = TcpListener::bind(&args.listen).await?;
+    println!("serving a brain on ws://{}", listener.local_addr()?);
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    // The answer's text, shared by every call; only the speech id differs per unit.
+    let chunks: Arc<[String]> = answer::CHUNKS.iter().map(|c| (*c).to_owned()).collect();
+    // On a worker thread, as the SDK's accept loop runs.
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(call(stream, chunks.clone()));
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// One call: every `UserMessage` gets the answer in one unit, written in one flush.
+async fn call(stream: TcpStream, chunks: Arc<[String]>) {
+    let _ = stream.set_nodelay(true);
+    let config = WebSocketConfig::default()
+        .read_buffer_size(512)
+        .max_message_size(Some(1024 * 1024));
+    let Ok(mut ws) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
+        return;
+    };
+    let mut speech_id = 0;
+    while let Some(Ok(message)) = ws.next().await {
+        let Message::Binary(bytes) = message else {
+            continue;
+        };
+        match wire::decode(&bytes) {
+            Ok(Some(Frame::UserMessage(m))) => {
+                speech_id += 1;
+                let start = Frame::SpeechStart {
+                    speech_id,
+                    turn_id: m.turn_id,
+                };
+                let mut sent = ws.feed(binary(&start)).await;
+                for text in chunks.iter() {
+                    let chunk = Frame::SpeechChunk {
+                        speech_id,
+                        text: text.clone(),
+                    };
+                    sent = sent.and(ws.feed(binary(&chunk)).await);
+                }
+                sent = sent.and(ws.feed(binary(&Frame::SpeechEnd { speech_id })).await);
+                if sent.and(ws.flush().await).is_err() {
+                    return;
+                }
+            }
+            Ok(Some(Frame::End)) => {
+                let _ = ws.close(None).await;
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+fn binary(frame: &Frame) -> Message {
+    Message::Binary(Bytes::from(wire::encode(frame)))
+}
