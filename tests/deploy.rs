@@ -37,6 +37,10 @@ struct Manifest {
     /// (probe, path, port name)
     probes: Vec<(String, String, String)>,
     grace_s: u64,
+    /// The preStop sleep, in s.
+    pre_stop_s: u64,
+    /// The container's CPU request, in CPUs.
+    cpu_request: f64,
 }
 
 fn manifest(yaml: &str) -> Manifest {
@@ -54,6 +58,13 @@ fn manifest(yaml: &str) -> Manifest {
             m.grace_s = s
                 .parse()
                 .expect("terminationGracePeriodSeconds is a number");
+        } else if let Some(s) = value("seconds:") {
+            m.pre_stop_s = s.parse().expect("the preStop sleep is a number");
+        } else if let Some(cpu) = value("cpu:") {
+            m.cpu_request = match cpu.strip_suffix('m') {
+                Some(milli) => milli.parse::<f64>().expect("millicores") / 1000.0,
+                None => cpu.parse().expect("CPUs"),
+            };
         } else if trimmed == "args:" {
             section = "args";
         } else if trimmed == "ports:" && section != "service" {
@@ -200,13 +211,22 @@ fn the_manifest_runs_the_images_command_and_probes_what_it_serves() {
             )
         ]
     );
-    // The drain gets its time, and the last Ends theirs, before the kubelet kills the process.
+    // The preStop sleep, the drain and the last calls' on_session_end (the default request
+    // timeout, 10 s) all fit before the kubelet kills the process.
     let drain: u64 = flag(&cmd, "--drain-timeout").parse().expect("seconds");
     assert!(
-        m.grace_s >= drain + 5,
-        "{} s grace, {drain} s drain",
-        m.grace_s
+        m.pre_stop_s > 0,
+        "a preStop sleep lets the endpoints go first"
     );
+    assert!(
+        m.grace_s >= m.pre_stop_s + drain + 10 + 2,
+        "{} s grace for a {} s preStop, a {drain} s drain and 10 s of on_session_end",
+        m.grace_s,
+        m.pre_stop_s
+    );
+    // The load is a share of the CPU the pod asked for (no CPU limit is set).
+    let cpus: f64 = flag(&cmd, "--cpus").parse().expect("CPUs");
+    assert_eq!(cpus, m.cpu_request, "--cpus is the pod's CPU request");
 
     // Run it as the manifest does, on free loopback ports.
     let args: Vec<String> = cmd

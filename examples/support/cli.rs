@@ -58,8 +58,12 @@ pub struct Args {
     pub health_listen: Option<String>,
     /// Refuse new calls (`503`) and report not ready while this process used more than this
     /// share of its CPUs over the last 5 s, such as 0.8 (direct leg).
-    #[arg(long, value_name = "SHARE")]
+    #[arg(long, value_name = "SHARE", conflicts_with = "cortex")]
     pub max_load: Option<f64>,
+    /// With --max-load: the CPUs the share is of (default: those the process may use). In
+    /// Kubernetes without a CPU limit, the pod's CPU request, such as 0.5 for 500m.
+    #[arg(long, value_name = "CPUS", requires = "max_load")]
+    pub cpus: Option<f64>,
     /// Host at most this many calls at once (direct leg: one more is refused with `503`).
     #[arg(long, value_name = "N")]
     pub max_sessions: Option<usize>,
@@ -165,9 +169,13 @@ impl Args {
             // SIGTERM or Ctrl-C: no new call, the running ones drain (--drain-timeout), then it
             // returns; a second one ends them at once. The same drain as the direct leg's.
             let shutdown = self.shutdown();
+            let mut options = HostOptions::allow_unverified().shutdown(&shutdown);
+            if let Some(n) = self.max_sessions {
+                options = options.max_sessions(n);
+            }
             let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
                 .api_key(key.as_str())
-                .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+                .host_options(options)
                 .build()?;
             self.probes(voqalize::host::Health::new(&shutdown).relay(&relay))
                 .await?;
@@ -195,8 +203,11 @@ impl Args {
         }
         let mut health = voqalize::host::Health::new(&shutdown);
         if let Some(share) = self.max_load {
-            let load =
+            let mut load =
                 voqalize::host::Load::cpu(std::time::Duration::from_secs(5)).threshold(share);
+            if let Some(cpus) = self.cpus {
+                load = load.cpus(cpus);
+            }
             options = options.load(&load);
             health = health.load(&load);
         }
@@ -247,7 +258,16 @@ impl Args {
         let Some(address) = &self.health_listen else {
             return Ok(());
         };
-        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+        // The durations as histograms (buckets from 1 ms to 10 s), which add up across pods;
+        // without buckets the exporter writes summaries, which do not.
+        let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Suffix("_seconds".to_owned()),
+                &[
+                    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ],
+            )?
+            .install_recorder()?;
         voqalize::metrics::describe();
         let listener = tokio::net::TcpListener::bind(address).await?;
         println!(

@@ -125,7 +125,8 @@ impl Shutdown {
         self
     }
 
-    /// Starts the drain; called while it runs, ends the running calls at once.
+    /// Starts the drain; called while it runs, ends the running calls at once. Works from any
+    /// thread, inside a tokio runtime or not.
     pub fn trigger(&self) {
         let inner = &self.0;
         let mut started = false;
@@ -148,12 +149,28 @@ impl Shutdown {
                 inner.drain_timeout
             );
             let inner = self.0.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(inner.drain_timeout).await;
+            let end = move || {
                 inner.phase.send_if_modified(|phase| {
                     std::mem::replace(phase, Phase::Ending) != Phase::Ending
                 });
-            });
+            };
+            let timeout = self.0.drain_timeout;
+            // Triggered from outside a runtime (a std thread, a signal crate's handler), the
+            // drain still ends on time.
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(async move {
+                        tokio::time::sleep(timeout).await;
+                        end();
+                    });
+                }
+                Err(_) => {
+                    std::thread::spawn(move || {
+                        std::thread::sleep(timeout);
+                        end();
+                    });
+                }
+            }
         }
     }
 
@@ -267,5 +284,35 @@ impl<R: ChannelReceiver> ChannelReceiver for Watched<R> {
                 Some(Err(ChannelError::ending(EndReason::Shutdown)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A shutdown triggered from a plain thread (a signal crate's handler) still ends the calls
+    // when its drain times out.
+    #[test]
+    fn a_trigger_outside_a_runtime_still_ends_the_drain_on_time() {
+        let shutdown = Shutdown::new(Duration::from_millis(20));
+        shutdown.trigger();
+        assert!(shutdown.is_draining());
+        let mut phase = shutdown.ending();
+        let ended = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map(|rt| {
+                rt.block_on(async {
+                    tokio::time::timeout(
+                        Duration::from_secs(10),
+                        phase.wait_for(|p| *p == Phase::Ending),
+                    )
+                    .await
+                    .is_ok()
+                })
+            });
+        assert!(matches!(ended, Ok(true)), "the drain ended on time");
+        assert!(shutdown.is_ending());
     }
 }

@@ -30,6 +30,8 @@ use std::time::{Duration, Instant};
 pub struct Load {
     measure: Arc<Measure>,
     threshold: f64,
+    /// Set once a measure of one's own panicked (logged once).
+    panicked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 enum Measure {
@@ -63,8 +65,12 @@ impl Load {
         let window = window.max(Duration::from_millis(100));
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         Load {
-            measure: Arc::new(Measure::Cpu(Mutex::new(CpuWindow::new(window, cpus)))),
+            measure: Arc::new(Measure::Cpu(Mutex::new(CpuWindow::new(
+                window,
+                cpus as f64,
+            )))),
             threshold: DEFAULT_THRESHOLD,
+            panicked: Arc::default(),
         }
     }
 
@@ -74,7 +80,23 @@ impl Load {
         Load {
             measure: Arc::new(Measure::Fn(Box::new(measure))),
             threshold: DEFAULT_THRESHOLD,
+            panicked: Arc::default(),
         }
+    }
+
+    /// For [`Load::cpu`]: the CPUs the share is taken of, instead of those the process may use.
+    /// In Kubernetes without a CPU limit the process may use every CPU of the node, so give it
+    /// the pod's CPU request (`0.5` for `500m`): the load is then the share of what was asked
+    /// for, and a busy pod hands calls to its peers before it slows down. At least 0.01; ignored
+    /// for a measure of your own.
+    #[must_use]
+    pub fn cpus(self, cpus: f64) -> Self {
+        if let Measure::Cpu(window) = &*self.measure
+            && cpus.is_finite()
+        {
+            window.lock().unwrap_or_else(PoisonError::into_inner).cpus = cpus.max(0.01);
+        }
+        self
     }
 
     /// Above this share no new call is taken (default [`DEFAULT_THRESHOLD`], 0.8). A value that
@@ -92,14 +114,31 @@ impl Load {
         self.threshold
     }
 
-    /// The load now.
+    /// The load now. A measure of your own that panics reads as infinitely busy (no call is
+    /// taken, readiness is false: fail closed), logged once.
     pub fn current(&self) -> f64 {
         let value = match &*self.measure {
             Measure::Cpu(window) => window
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .read(Instant::now(), cpu_time()),
-            Measure::Fn(measure) => measure(),
+            Measure::Fn(measure) => {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(measure)) {
+                    Ok(value) => value,
+                    Err(panic) => {
+                        if !self
+                            .panicked
+                            .swap(true, std::sync::atomic::Ordering::AcqRel)
+                        {
+                            tracing::error!(
+                                "load: the load measure panicked ({}); calls are refused while it does",
+                                crate::recover::panic_text(panic.as_ref())
+                            );
+                        }
+                        f64::INFINITY
+                    }
+                }
+            }
         };
         if value.is_nan() { 0.0 } else { value }
     }
@@ -117,7 +156,7 @@ const SAMPLES: usize = 9;
 #[derive(Debug)]
 struct CpuWindow {
     window: Duration,
-    cpus: usize,
+    cpus: f64,
     /// (when, CPU time then), oldest first.
     samples: std::collections::VecDeque<(Instant, Duration)>,
     /// What the last read gave, while no new sample is due.
@@ -125,12 +164,12 @@ struct CpuWindow {
 }
 
 impl CpuWindow {
-    fn new(window: Duration, cpus: usize) -> Self {
+    fn new(window: Duration, cpus: f64) -> Self {
         let mut samples = std::collections::VecDeque::with_capacity(SAMPLES + 1);
         samples.push_back((Instant::now(), cpu_time()));
         CpuWindow {
             window,
-            cpus: cpus.max(1),
+            cpus: cpus.max(1.0),
             samples,
             last: 0.0,
         }
@@ -158,13 +197,31 @@ impl CpuWindow {
         while self.samples.len() > SAMPLES {
             self.samples.pop_front();
         }
-        if let Some(&(since, used)) = self.samples.front() {
-            let wall = now.duration_since(since).as_secs_f64() * self.cpus as f64;
-            if wall > 0.0 {
-                self.last = (cpu.saturating_sub(used).as_secs_f64() / wall).clamp(0.0, 1.0);
-            }
+        let (since, used) = self.base(now);
+        let wall = now.duration_since(since).as_secs_f64() * self.cpus;
+        if wall > 0.0 {
+            self.last = ((cpu.as_secs_f64() - used) / wall).clamp(0.0, 1.0);
         }
         self.last
+    }
+
+    /// Where the window starts, and the CPU time (s) used by then: between the last sample at or
+    /// before its start and the next one, the CPU time is taken to have grown evenly (after a
+    /// long gap between reads the window is the window, not the gap). Before a whole window has
+    /// passed, the first sample.
+    fn base(&self, now: Instant) -> (Instant, f64) {
+        let first = self.samples.front().copied();
+        let next = self.samples.get(1).copied();
+        match (first, next, now.checked_sub(self.window)) {
+            (Some((a, used_a)), Some((b, used_b)), Some(start)) if a < start && start < b => {
+                let span = b.duration_since(a).as_secs_f64();
+                let into = start.duration_since(a).as_secs_f64();
+                let (ua, ub) = (used_a.as_secs_f64(), used_b.as_secs_f64());
+                (start, ua + (ub - ua) * into / span)
+            }
+            (Some((a, used)), _, _) => (a, used.as_secs_f64()),
+            (None, _, _) => (now, 0.0),
+        }
     }
 }
 
@@ -201,7 +258,7 @@ mod tests {
         let start = Instant::now();
         let mut w = CpuWindow {
             window: Duration::from_secs(4),
-            cpus: 2,
+            cpus: 2.0,
             samples: [(start, Duration::ZERO)].into(),
             last: 0.0,
         };
@@ -213,10 +270,49 @@ mod tests {
         // Idle for the next 7 s: the window (4 s) no longer holds the busy second.
         assert_eq!(w.read(start + s(4), s(1)), 0.125);
         assert_eq!(w.read(start + s(8), s(1)), 0.0);
-        // Both CPUs busy for 2 s: the window runs from its last sample at or before its start
-        // (4 s), so 4 s of CPU over 6 s of two CPUs.
-        assert!((w.read(start + s(10), s(5)) - 1.0 / 3.0).abs() < 1e-9);
+        // Both CPUs busy for 2 s: a half of the 4 s window.
+        assert!((w.read(start + s(10), s(5)) - 0.5).abs() < 1e-9);
         assert!(w.samples.len() <= SAMPLES);
+    }
+
+    // Idle for an hour with no read, then every CPU busy: the window is the last 4 s, not the
+    // hour, from the first read after the gap on.
+    #[test]
+    fn a_long_gap_between_reads_does_not_stretch_the_window() {
+        let start = Instant::now();
+        let mut w = CpuWindow {
+            window: Duration::from_secs(4),
+            cpus: 2.0,
+            samples: [(start, Duration::ZERO)].into(),
+            last: 0.0,
+        };
+        let s = Duration::from_secs;
+        let hour = s(3600);
+        // The hour was idle: nothing to see yet.
+        assert_eq!(w.read(start + hour, Duration::ZERO), 0.0);
+        // Busy since: 1 s of two CPUs is a quarter of the window, then all of it.
+        assert!((w.read(start + hour + s(1), s(2)) - 0.25).abs() < 1e-9);
+        assert!((w.read(start + hour + s(4), s(8)) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_measure_that_panics_fails_closed() {
+        let load = Load::from_fn(|| panic!("the GPU probe broke"));
+        assert!(load.is_over());
+        assert!(load.is_over(), "every time, logged once");
+    }
+
+    #[test]
+    fn the_cpus_a_share_is_taken_of() {
+        // Half a CPU asked for: the share is of that.
+        let load = Load::cpu(Duration::from_secs(1)).cpus(0.5);
+        let Measure::Cpu(window) = &*load.measure else {
+            unreachable!("a CPU measure");
+        };
+        assert_eq!(
+            window.lock().unwrap_or_else(PoisonError::into_inner).cpus,
+            0.5
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@
 //!   its `End`: the relay protocol has no refusal of its own), running calls get the drain timeout
 //!   to finish, then the rest end with `End` and `on_session_end` told
 //!   [`EndReason::Shutdown`](crate::EndReason::Shutdown). A second trigger ends them at once. The
-//!   relay's calls count in the shutdown's [`DrainReport`](crate::host::DrainReport) and its
+//!   relay's calls count in the shutdown's [`DrainReport`] and its
 //!   [`Health`](crate::host::Health), beside the direct leg's.
 
 mod connect;
