@@ -167,6 +167,7 @@ pub(crate) fn bound_tripped(bound: &'static str) {
 }
 
 /// A model request ended with `outcome`: its time to first chunk and the usage it reported.
+#[cfg(feature = "model")]
 pub(crate) fn model_request(
     provider: &str,
     outcome: &'static str,
@@ -190,6 +191,7 @@ pub(crate) fn model_request(
 }
 
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.
+#[cfg(feature = "model")]
 pub(crate) fn tool_run(tool: &'static str, outcome: &'static str, ran: Option<Duration>) {
     counter!(TOOL_RUNS, "tool" => tool, "outcome" => outcome).increment(1);
     if let Some(ran) = ran {

@@ -177,6 +177,7 @@ impl Shutdown {
     /// Starts the drain unless it has started: what a future given to a relay's
     /// [`serve`](crate::relay::Relay::serve) does when it completes (a second call never ends the
     /// calls at once, as [`trigger`](Self::trigger) would).
+    #[cfg(feature = "relay")]
     pub(crate) fn start_drain(&self) {
         if !self.is_draining() {
             self.trigger();
@@ -184,6 +185,7 @@ impl Shutdown {
     }
 
     /// Whether the running calls are being ended now (the drain timed out, or a second trigger).
+    #[cfg(any(feature = "relay", test))]
     pub(crate) fn is_ending(&self) -> bool {
         *self.0.phase.borrow() == Phase::Ending
     }

@@ -30,6 +30,7 @@ use tracing::Instrument;
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
+#[cfg(feature = "relay")]
 pub(crate) use drain::Hosted;
 pub use drain::{DrainReport, Shutdown};
 pub use health::Health;
