@@ -143,23 +143,40 @@ fn get(address: &str, path: &str) -> (u16, String) {
     (status, body.unwrap_or_default())
 }
 
-/// The `coach` example, built with this test binary (`cargo test --all-targets`), or built now.
+/// The newest `coach` example beside this test binary: `cargo build --example coach` leaves
+/// `examples/coach`, and `cargo test --all-targets` (the test command) `examples/coach-<hash>`.
+/// Built now when there is none (never in the test command: a build racing the doc tests would
+/// replace the libraries they link).
 fn coach() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let profile = exe
+    let examples = exe
         .parent()
         .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>");
-    let coach = profile.join("examples").join("coach");
-    if !coach.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let built = Command::new(cargo)
-            .args(["build", "-p", "voqalize", "--example", "coach"])
-            .status()
-            .expect("cargo runs");
-        assert!(built.success(), "cargo build --example coach failed");
+        .expect("target/<profile>/deps/<test>")
+        .join("examples");
+    let newest = || {
+        std::fs::read_dir(&examples)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name == "coach" || name.starts_with("coach-")) && !name.ends_with(".d")
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .max()
+            .map(|(_, path)| path)
+    };
+    if let Some(coach) = newest() {
+        return coach;
     }
-    coach
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let built = Command::new(cargo)
+        .args(["build", "-p", "voqalize", "--example", "coach"])
+        .status()
+        .expect("cargo runs");
+    assert!(built.success(), "cargo build --example coach failed");
+    newest().expect("the example was built")
 }
 
 #[test]
