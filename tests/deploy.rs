@@ -143,40 +143,24 @@ fn get(address: &str, path: &str) -> (u16, String) {
     (status, body.unwrap_or_default())
 }
 
-/// The newest `coach` example beside this test binary: `cargo build --example coach` leaves
-/// `examples/coach`, and `cargo test --all-targets` (the test command) `examples/coach-<hash>`.
-/// Built now when there is none (never in the test command: a build racing the doc tests would
-/// replace the libraries they link).
+/// The `coach` example's binary beside this test binary (`target/<profile>/examples/coach`),
+/// which `scripts/test-all` builds before the tests run. (`cargo test --all-targets` builds the
+/// examples as test harnesses only, and a build from inside a test would race the doc tests or
+/// wait on the outer cargo's lock.)
 fn coach() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let examples = exe
+    let coach = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>")
-        .join("examples");
-    let newest = || {
-        std::fs::read_dir(&examples)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .filter(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                (name == "coach" || name.starts_with("coach-")) && !name.ends_with(".d")
-            })
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-            .max()
-            .map(|(_, path)| path)
-    };
-    if let Some(coach) = newest() {
-        return coach;
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let built = Command::new(cargo)
-        .args(["build", "-p", "voqalize", "--example", "coach"])
-        .status()
-        .expect("cargo runs");
-    assert!(built.success(), "cargo build --example coach failed");
-    newest().expect("the example was built")
+        .join("examples")
+        .join("coach");
+    assert!(
+        coach.exists(),
+        "{} is missing: run `cargo build --example coach` first (scripts/test-all does)",
+        coach.display()
+    );
+    coach
 }
 
 #[test]
