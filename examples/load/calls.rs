@@ -9,7 +9,7 @@ use voqalize::testing::TokenSigner;
 use crate::Args;
 use crate::client::{Leg, OnFirstChunk, Session, TurnTimes, dial};
 use crate::failure::{Failure, Failures, Kind};
-use crate::probe::{PeakSampler, cpu_ms, cpu_split_ms, raise_open_file_limit, rss_kb};
+use crate::probe::{PeakSampler, cpu_ms, cpu_ns, cpu_split_ms, raise_open_file_limit, rss_kb};
 use crate::relay::RelayLink;
 
 /// What every call of a run shares.
@@ -114,6 +114,7 @@ pub async fn load(
     });
     let pid = args.brain_pid;
     let cpu_before = pid.map(|p| cpu_split_ms(&p.to_string())).transpose()?;
+    let ns_before = pid.map(|p| cpu_ns(&p.to_string())).transpose()?;
     let own_cpu_before = cpu_ms("self")?;
     let rss_before = pid.map(rss_kb).transpose()?;
     let sampler = pid.zip(rss_before).map(|(p, r)| PeakSampler::start(p, r));
@@ -185,6 +186,11 @@ pub async fn load(
         _ => None,
     };
     let cpu_used = cpu_split.map(|(u, s)| u + s);
+    // The same, to the nanosecond (the ticks above are 10 ms each).
+    let ns_used = match (pid, ns_before) {
+        (Some(p), Some(before)) => Some(cpu_ns(&p.to_string())?.saturating_sub(before)),
+        _ => None,
+    };
     let own_cpu = cpu_ms("self")?.saturating_sub(own_cpu_before);
     let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
     let turns = times.len();
@@ -193,7 +199,10 @@ pub async fn load(
     let first = spread(&mut firsts);
     let end = spread(&mut ends);
     let turns_per_s = turns as f64 / elapsed.max(1e-9);
-    let cpu_per_turn = cpu_used.map(|c| c as f64 / turns.max(1) as f64);
+    // From the scheduler's clock where there is one, else from the ticks.
+    let cpu_per_turn = ns_used
+        .map(|ns| ns as f64 / 1e6 / turns.max(1) as f64)
+        .or(cpu_used.map(|c| c as f64 / turns.max(1) as f64));
     let not_started = args.calls - launched;
     if args.json {
         let out = serde_json::json!({
@@ -214,6 +223,7 @@ pub async fn load(
             "first_chunk_ms": spread_json(first),
             "last_end_ms": spread_json(end),
             "brain_cpu_ms": cpu_used,
+            "brain_cpu_ns": ns_used,
             "brain_cpu_ms_per_turn": cpu_per_turn,
             "brain_cpu_user_ms_per_turn": cpu_split.map(|(u, _)| u as f64 / turns.max(1) as f64),
             "brain_cpu_system_ms_per_turn": cpu_split.map(|(_, s)| s as f64 / turns.max(1) as f64),
@@ -241,9 +251,12 @@ pub async fn load(
             end[0], end[1], end[2], end[3]
         );
         if let (Some(used), Some(per)) = (cpu_used, cpu_per_turn) {
-            println!(
-                "brain CPU: {used} ms for {turns} turns, {per:.3} ms a turn (10 ms clock ticks)"
-            );
+            let clock = if ns_used.is_some() {
+                "the scheduler's clock"
+            } else {
+                "10 ms clock ticks"
+            };
+            println!("brain CPU: {used} ms for {turns} turns, {per:.3} ms a turn ({clock})");
         }
         if let (Some(b), Some(p), Some(a)) = (rss_before, peak, rss_after) {
             println!("brain RSS: {b} kB before, {p} kB peak, {a} kB after");

@@ -36,6 +36,27 @@ pub fn cpu_split_ms(pid: &str) -> Result<(u64, u64), Box<dyn std::error::Error>>
     Ok((user * 10, system * 10))
 }
 
+/// The CPU time process `pid`'s threads have run, in ns: the sum of the first field of each
+/// `/proc/PID/task/TID/schedstat` (the scheduler's own clock, not 10 ms ticks). A thread that
+/// exits takes its time with it; a brain's runtime threads live as long as it does.
+pub fn cpu_ns(pid: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let path = task?.path().join("schedstat");
+        // A thread that ended since the listing has no file any more: its time is gone anyway.
+        let Ok(stat) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let ns: u64 = stat
+            .split_whitespace()
+            .next()
+            .ok_or("empty schedstat")?
+            .parse()?;
+        total += ns;
+    }
+    Ok(total)
+}
+
 /// The number of open file descriptors of process `pid`.
 pub fn open_files(pid: u32) -> Result<usize, Box<dyn std::error::Error>> {
     Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
