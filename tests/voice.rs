@@ -1100,6 +1100,14 @@ impl Lookups {
         "free at 3"
     }
 
+    /// A lookup that takes 300 ms (past a short turn deadline).
+    #[tool]
+    async fn slow(&self) -> &'static str {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.log.push("slow finished");
+        "slow done"
+    }
+
     /// The traffic on the way.
     #[tool]
     async fn traffic(&self) -> &'static str {
@@ -1112,6 +1120,13 @@ impl Lookups {
 
 /// A `Lookups` brain whose model runs up to `parallel` tools at once, against the stand-in Gemini.
 async fn lookups(parallel: usize) -> (ModelServer, Arc<Log>, Arc<Gates>, Voqalize) {
+    lookups_with(move |m| m.parallel_tools(parallel)).await
+}
+
+/// A `Lookups` brain with these model settings, against the stand-in Gemini.
+async fn lookups_with(
+    settings: impl Fn(Model) -> Model + Send + Sync + 'static,
+) -> (ModelServer, Arc<Log>, Arc<Gates>, Voqalize) {
     let server = ModelServer::start(Provider::Gemini)
         .await
         .expect("a loopback port");
@@ -1119,8 +1134,11 @@ async fn lookups(parallel: usize) -> (ModelServer, Arc<Log>, Arc<Gates>, Voqaliz
     let base = server.base_url();
     let (l, g) = (log.clone(), gates.clone());
     let v = driver(move || Lookups {
-        model: Model::new(layer(Provider::Gemini, &base, Duration::from_secs(10)))
-            .parallel_tools(parallel),
+        model: settings(Model::new(layer(
+            Provider::Gemini,
+            &base,
+            Duration::from_secs(10),
+        ))),
         log: l.clone(),
         gates: g.clone(),
     })
@@ -1247,5 +1265,36 @@ async fn a_barge_in_cancels_every_running_tool_and_their_calls_leave_the_history
         !logged(&log, "weather finished") && !logged(&log, "calendar finished"),
         "cancelled: {:?}",
         log.events()
+    );
+}
+
+// The turn deadline stops the stream's reading, never a tool that is running, with tools in
+// parallel as with one at a time: the tool runs to its end and its call stays answered.
+#[tokio::test]
+async fn the_turn_deadline_never_cuts_a_running_tool_in_parallel() {
+    let (server, log, _gates, mut v) = lookups_with(|m| {
+        m.parallel_tools(2)
+            .turn_deadline(Duration::from_millis(100))
+    })
+    .await;
+    server.reply(
+        Reply::new()
+            .text("Checking. ")
+            .call("slow", json!({}))
+            .keep_alive(Duration::from_millis(20)),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("go").await.unwrap();
+    assert!(log.wait(&mut v, |l| logged(l, "slow finished")).await);
+    assert_eq!(play(&mut v, turn, 1).await, ["Checking. "]);
+    server.reply(Reply::new().text("Done.").finish());
+    v.user_says("again").await.unwrap();
+    let contents = gemini_contents(&server, 1);
+    assert!(
+        contents.contains(&"model: T(Checking. ), C(slow)".to_owned())
+            && contents
+                .iter()
+                .any(|c| c.contains("R(slow={\"result\":\"slow done\"})")),
+        "the call and its result stay: {contents:?}"
     );
 }

@@ -450,25 +450,40 @@ impl TurnState<'_> {
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
         let mut end = RequestEnd::default();
         let tools_off = matches!(choice, ToolChoice::None);
-        // The calls being answered: their tools run while the stream is read on. A failed
-        // request or a barge-in drops them (their tools are cancelled).
+        // The calls being answered: their tools run while the stream is read on. A barge-in
+        // drops them (their tools are cancelled).
         let mut answering: Answering<'_> = FuturesUnordered::new();
-        loop {
+        // A failed read (the deadline, a stall, a broken stream) ends the reading, not the tools
+        // already running: they finish and file their results first, as one tool at a time would.
+        let read: Result<(), RequestError> = loop {
             let next = tokio::select! {
-                next = before(deadline, limit, stream.next()) => next?,
+                next = before(deadline, limit, stream.next()) => next,
                 () = self.answer_next(tools, &mut answering, &mut end), if !answering.is_empty() => continue,
             };
+            let next = match next {
+                Ok(next) => next,
+                Err(e) => break Err(e),
+            };
             let chunks = match next {
-                Some(Ok(item)) => layer_code(layer.provider(), "decoding the stream", || {
-                    decoder.item(item)
-                })?,
+                Some(Ok(item)) => {
+                    match layer_code(layer.provider(), "decoding the stream", || {
+                        decoder.item(item)
+                    }) {
+                        Ok(chunks) => chunks,
+                        Err(e) => break Err(e.into()),
+                    }
+                }
                 Some(Err(ModelError::ResponseTooLarge { limit })) => {
                     end.cut = Some(Tripped::ResponseBytes(limit));
-                    break;
+                    break Ok(());
                 }
-                Some(Err(e)) => return Err(e.into()),
+                Some(Err(e)) => break Err(e.into()),
                 None => {
-                    let rest = layer_code(layer.provider(), "ending the stream", || decoder.end())?;
+                    let rest =
+                        match layer_code(layer.provider(), "ending the stream", || decoder.end()) {
+                            Ok(rest) => rest,
+                            Err(e) => break Err(e.into()),
+                        };
                     for chunk in rest {
                         end.add(
                             self.chunk(brain, tools, tools_off, chunk, &mut answering)
@@ -478,7 +493,7 @@ impl TurnState<'_> {
                             break;
                         }
                     }
-                    break;
+                    break Ok(());
                 }
             };
             for chunk in chunks {
@@ -491,13 +506,15 @@ impl TurnState<'_> {
                 }
             }
             if end.cut.is_some() || decoder.done() {
-                break;
+                break Ok(());
             }
             self.pace().await;
-        }
+        };
         drop(stream);
-        // Every call has its result before the response is cut or closed, and before a follow-up.
+        // Every call has its result before the response is cut or closed, before a follow-up, and
+        // before a failed request is reported.
         self.answer_all(tools, &mut answering, &mut end).await;
+        read?;
         if let Some(bound) = end.cut {
             self.cut(bound);
         } else if self.response.is_some() {
