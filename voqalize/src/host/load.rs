@@ -253,15 +253,20 @@ fn cpu_time() -> Duration {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_window_reads_the_cpu_share_over_its_length() {
-        let start = Instant::now();
-        let mut w = CpuWindow {
+    /// A 4 s window over two CPUs, its first sample at `start` with no CPU used.
+    fn four_seconds_of_two_cpus(start: Instant) -> CpuWindow {
+        CpuWindow {
             window: Duration::from_secs(4),
             cpus: 2.0,
             samples: [(start, Duration::ZERO)].into(),
             last: 0.0,
-        };
+        }
+    }
+
+    #[test]
+    fn the_window_reads_the_cpu_share_over_its_length() {
+        let start = Instant::now();
+        let mut w = four_seconds_of_two_cpus(start);
         let s = Duration::from_secs;
         // One CPU of two busy for the first second: half.
         assert_eq!(w.read(start + s(1), s(1)), 0.5);
@@ -280,12 +285,7 @@ mod tests {
     #[test]
     fn a_long_gap_between_reads_does_not_stretch_the_window() {
         let start = Instant::now();
-        let mut w = CpuWindow {
-            window: Duration::from_secs(4),
-            cpus: 2.0,
-            samples: [(start, Duration::ZERO)].into(),
-            last: 0.0,
-        };
+        let mut w = four_seconds_of_two_cpus(start);
         let s = Duration::from_secs;
         let hour = s(3600);
         // The hour was idle: nothing to see yet.
