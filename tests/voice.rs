@@ -1084,9 +1084,7 @@ impl Lookups {
     #[tool]
     #[needs_result_now]
     async fn weather(&self) -> &'static str {
-        self.log.push("weather started");
-        self.gates.weather.notified().await;
-        self.log.push("weather finished");
+        self.gated("weather", &self.gates.weather).await;
         "sunny"
     }
 
@@ -1094,9 +1092,7 @@ impl Lookups {
     #[tool]
     #[needs_result_now]
     async fn calendar(&self) -> &'static str {
-        self.log.push("calendar started");
-        self.gates.calendar.notified().await;
-        self.log.push("calendar finished");
+        self.gated("calendar", &self.gates.calendar).await;
         "free at 3"
     }
 
@@ -1111,10 +1107,17 @@ impl Lookups {
     /// The traffic on the way.
     #[tool]
     async fn traffic(&self) -> &'static str {
-        self.log.push("traffic started");
-        self.gates.traffic.notified().await;
-        self.log.push("traffic finished");
+        self.gated("traffic", &self.gates.traffic).await;
         "clear"
+    }
+}
+
+impl Lookups {
+    /// Logs `name started`, waits for `gate`, logs `name finished`.
+    async fn gated(&self, name: &str, gate: &Notify) {
+        self.log.push(format!("{name} started"));
+        gate.notified().await;
+        self.log.push(format!("{name} finished"));
     }
 }
 
