@@ -24,7 +24,7 @@ use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
-use crate::host::{Admitted, DrainReport, Hosted, Shutdown};
+use crate::host::{Admitted, DrainReport, Hosted, Refused, Shutdown};
 use crate::logline::{Repeated, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
@@ -521,19 +521,22 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             return;
         }
         if draining {
-            crate::metrics::call_refused("draining");
-            return self.refuse(prefix, "the agent is shutting down");
+            return self.refuse(prefix, Refused::Draining, "the agent is shutting down");
         }
         if self.sessions.len() >= self.relay.settings.max_sessions {
-            crate::metrics::call_refused("at_capacity");
-            return self.refuse(prefix, "at the relay connection's max_sessions");
+            return self.refuse(
+                prefix,
+                Refused::AtCapacity,
+                "at the relay connection's max_sessions",
+            );
         }
         self.open(prefix, envelope);
     }
 
     /// Answers a `SessionStart` this connection will not serve with the session's `End`, so the
     /// relay never believes a refused call is up (the direct leg answers HTTP 503).
-    fn refuse(&mut self, prefix: Prefix, why: &str) {
+    fn refuse(&mut self, prefix: Prefix, reason: Refused, why: &str) {
+        crate::metrics::call_refused(reason.label());
         let answered = self.backlog.push_refusal(prefix, prefixed(&prefix, &END));
         if self.strays.allow() {
             let end = if answered {
@@ -550,8 +553,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
         // calls: a relay cannot open more than the process takes.
         let Some(admitted) = self.relay.admission.admit() else {
-            crate::metrics::call_refused("at_capacity");
-            return self.refuse(prefix, "at HostOptions::max_sessions");
+            return self.refuse(prefix, Refused::AtCapacity, "at HostOptions::max_sessions");
         };
         let (tx, rx) = mpsc::channel(SESSION_INBOX);
         let queued = Arc::new(AtomicUsize::new(0));
