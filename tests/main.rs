@@ -15,6 +15,7 @@ mod layer_attacks;
 mod layer_kit;
 mod port;
 mod relay;
+mod replay;
 mod request_schemas;
 mod session;
 mod support;

@@ -1121,3 +1121,49 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
         assert_eq!(metrics.value(name), want, "{name}: {:?}", metrics.names());
     }
 }
+
+#[tokio::test]
+async fn relay_calls_are_recorded_each_to_its_own_recording() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let recorder = voqalize::record::Recorder::in_memory();
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("k")
+        .host_options(HostOptions::allow_unverified().record(recorder.clone()))
+        .build()
+        .unwrap();
+    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("call-a")).await;
+    link.send(B, &start("call-b")).await;
+    link.send(A, &says(2, "from a")).await;
+    assert_eq!(link.spoken().await, (A, "from a".to_owned()));
+    link.send(B, &says(2, "from b")).await;
+    assert_eq!(link.spoken().await, (B, "from b".to_owned()));
+    link.send(A, &Frame::End).await;
+    link.send(B, &Frame::End).await;
+    assert!(log.until(|l| l.ended() == 2).await);
+    // A session's recording is handed over as its task returns, just after `on_session_end`.
+    let mut recordings = Vec::new();
+    for _ in 0..500 {
+        recordings.extend(recorder.take().unwrap());
+        if recordings.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    recordings.sort_by(|a, b| a.session_id().cmp(&b.session_id()));
+    let ids: Vec<Option<&str>> = recordings.iter().map(|r| r.session_id()).collect();
+    assert_eq!(ids, [Some("call-a"), Some("call-b")]);
+    for (recording, said) in recordings.iter().zip(["from a", "from b"]) {
+        let spoken: String = recording
+            .frames
+            .iter()
+            .filter_map(|f| match &f.frame {
+                Frame::SpeechChunk { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(spoken, said, "each recording holds its own call only");
+    }
+}

@@ -44,6 +44,7 @@
 //! | [`actions`] | typed UI commands ([`Action`](actions::Action)) and app events |
 //! | [`session`] | [`Session`], [`Turn`] and [`SpeechUnit`]: the brain's handles on a call, and their state |
 //! | [`brain`](mod@brain) | the [`Brain`] trait and [`MakeBrain`], how a brain is made per call |
+//! | [`record`] | recording calls (frames, model requests, tool calls) to JSON lines, and reading them back |
 //! | `runtime` (private) | one session's reader, feeder and writer, the inbound lanes, the turns |
 //! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters |
 //! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
@@ -80,6 +81,7 @@ pub mod model;
 pub mod prelude;
 mod private;
 mod queue;
+pub mod record;
 mod recover;
 #[cfg(feature = "relay")]
 #[cfg_attr(docsrs, doc(cfg(feature = "relay")))]

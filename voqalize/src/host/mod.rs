@@ -95,6 +95,8 @@ pub struct HostOptions {
     shutdown: Option<Shutdown>,
     /// Above its threshold no new call is taken, when one was given.
     load: Option<Load>,
+    /// Where calls are recorded, when they are.
+    recorder: Option<crate::record::Recorder>,
 }
 
 /// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
@@ -185,6 +187,7 @@ impl std::fmt::Debug for HostOptions {
             .field("socket", &self.socket)
             .field("max_sessions", &self.max_sessions)
             .field("load", &self.load)
+            .field("recorder", &self.recorder)
             .finish()
     }
 }
@@ -229,6 +232,7 @@ impl HostOptions {
             max_sessions: None,
             shutdown: None,
             load: None,
+            recorder: None,
         }
     }
 
@@ -251,6 +255,24 @@ impl HostOptions {
     pub fn load(mut self, load: &Load) -> Self {
         self.load = Some(load.clone());
         self
+    }
+
+    /// Records calls with `recorder` (every call, or one in [`Recorder::every`]): each frame in
+    /// and out, each model request and its response, each tool call, written when the call ends
+    /// (see [`crate::record`]). On both legs. Default: nothing is recorded.
+    ///
+    /// [`Recorder::every`]: crate::record::Recorder::every
+    #[must_use]
+    pub fn record(mut self, recorder: crate::record::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// A tape for a call starting now, when calls are recorded and this one is to be.
+    pub(crate) fn tape(&self) -> Option<Arc<crate::record::Tape>> {
+        self.recorder
+            .as_ref()
+            .and_then(crate::record::Recorder::tape)
     }
 
     /// Whether the load these options follow is above its threshold: no new call is taken.
@@ -598,7 +620,11 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     };
     let connection = Some(Arc::from(session_id.as_str()));
     drop(session_id);
-    let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, connection)
+    let call = runtime::Call {
+        connection,
+        tape: options.tape(),
+    };
+    let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, call)
         .instrument(span)
         .await;
     let code = match &outcome {

@@ -398,6 +398,8 @@ async fn attempt(
         gap: t.gap,
         eof: false,
         done: false,
+        status: status.as_u16(),
+        kept: None,
     })
 }
 
@@ -483,6 +485,10 @@ pub(crate) struct EventStream {
     eof: bool,
     /// The stream ended (cleanly or with an error): `next` returns `None` from now on.
     done: bool,
+    /// The response's status (a 2xx).
+    status: u16,
+    /// A copy of the body as read, and the most bytes it keeps, for a call's recording.
+    kept: Option<(Vec<u8>, usize)>,
 }
 
 impl EventStream {
@@ -530,6 +536,10 @@ impl EventStream {
                         let limit = self.max_bytes;
                         return self.fail(ModelError::ResponseTooLarge { limit });
                     }
+                    if let Some((kept, max)) = &mut self.kept {
+                        let room = max.saturating_sub(kept.len());
+                        kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    }
                     self.parser.push(&bytes);
                 }
                 Ok(Ok(None)) => self.eof = true,
@@ -544,6 +554,22 @@ impl EventStream {
     /// or `request-id`), for logs and support tickets.
     pub(crate) fn request_id(&self) -> Option<&str> {
         self.request_id.as_deref()
+    }
+
+    /// The response's HTTP status.
+    pub(crate) fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Keeps a copy of the body from now on, at most `max` bytes of it, for
+    /// [`take_body`](Self::take_body) (a recorded call).
+    pub(crate) fn keep_body(&mut self, max: usize) {
+        self.kept = Some((Vec::new(), max));
+    }
+
+    /// The body kept since [`keep_body`](Self::keep_body) (empty without it).
+    pub(crate) fn take_body(&mut self) -> Vec<u8> {
+        self.kept.take().map(|(kept, _)| kept).unwrap_or_default()
     }
 
     /// Ends the stream with `err`: later calls to `next` return `None`.

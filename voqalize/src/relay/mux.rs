@@ -286,6 +286,7 @@ async fn session<M: MakeBrain>(
     receiver: RelayReceiver,
     factory: Arc<M>,
     limits: Limits,
+    tape: Option<Arc<crate::record::Tape>>,
     place: (Admitted, Hosted),
 ) {
     let (prefix, backlog, end_sent) = (
@@ -294,9 +295,18 @@ async fn session<M: MakeBrain>(
         sender.end_sent.clone(),
     );
     tracing::info!("relay: opened session {}", uuid(&prefix));
-    let ran = AssertUnwindSafe(runtime::run(sender, receiver, factory, &limits, None))
-        .catch_unwind()
-        .await;
+    let ran = AssertUnwindSafe(runtime::run(
+        sender,
+        receiver,
+        factory,
+        &limits,
+        runtime::Call {
+            connection: None,
+            tape,
+        },
+    ))
+    .catch_unwind()
+    .await;
     let by_peer = match ran {
         Ok((Outcome::Ended { by_peer, .. }, _)) => by_peer,
         Ok((Outcome::SendFailed(_), _)) => false,
@@ -580,6 +590,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             receiver,
             self.factory.clone(),
             self.limits,
+            self.relay.options.tape(),
             (admitted, self.shutdown.hosting()),
         );
         self.tasks.spawn(

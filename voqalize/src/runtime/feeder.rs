@@ -21,6 +21,7 @@ use super::{Limits, guarded, out_of_line};
 use crate::brain::{Brain, MakeBrain};
 use crate::logline::{Repeated, outside, outside_n};
 use crate::queue::Alerts;
+use crate::record::Tape;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use crate::session::{
@@ -66,6 +67,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     /// answered with an error) and RTVI types only the brain sends.
     unwanted: Repeated,
     answered_second_start: bool,
+    /// The call's recording, when it is recorded (the session hands it to the voice core).
+    tape: Option<Arc<Tape>>,
 }
 
 enum Stimulus {
@@ -78,7 +81,7 @@ impl<M: MakeBrain> Feeder<M> {
     pub(super) fn new(
         factory: Arc<M>,
         limits: &Limits,
-        connection: Option<Arc<str>>,
+        call: super::Call,
         lanes: Arc<Lanes>,
         out: Arc<Outbound>,
         control: Arc<Control>,
@@ -94,7 +97,7 @@ impl<M: MakeBrain> Feeder<M> {
                 chunk_bytes: limits.chunk_bytes,
                 max_frame: limits.max_frame,
             },
-            connection,
+            connection: call.connection,
             lanes,
             out,
             control,
@@ -108,6 +111,7 @@ impl<M: MakeBrain> Feeder<M> {
             max_turns: limits.max_turns,
             waiting_turns: Repeated::new("turns that waited for another to end"),
             answered_second_start: false,
+            tape: call.tape,
         }
     }
 
@@ -341,6 +345,7 @@ impl<M: MakeBrain> Feeder<M> {
             start.capabilities,
             self.out.clone(),
             self.session_limits,
+            self.tape.clone(),
         );
         let Some(brain) = self.make_brain(&session) else {
             return;

@@ -41,6 +41,7 @@ use tracing::Instrument;
 use crate::brain::{BrainResult, MakeBrain};
 use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
 use crate::queue::Alerts;
+use crate::record::Tape;
 use crate::recover::{lock, panic_text};
 use crate::session::outbound::Outbound;
 use feeder::Feeder;
@@ -89,19 +90,28 @@ pub(crate) enum Outcome {
     SendFailed(ChannelError),
 }
 
+/// What the host knows of a call before its `SessionStart`.
+#[derive(Debug, Default)]
+pub(crate) struct Call {
+    /// The session id the connection was opened (and its token verified) for: a
+    /// `SessionStart` naming another session is refused, so the brain never acts for a session
+    /// the peer was not authorised for. The relay leg has none: its sessions are named by the
+    /// relay.
+    pub(crate) connection: Option<Arc<str>>,
+    /// The call's recording, when it is recorded.
+    pub(crate) tape: Option<Arc<Tape>>,
+}
+
 /// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
 /// Returns the sender back when the writer drained in time, so the host can close it.
-///
-/// `connection` is the session id the connection was opened (and its token verified) for: a
-/// `SessionStart` naming another session is refused, so the brain never acts for a session the
-/// peer was not authorised for. The relay leg has none: its sessions are named by the relay.
 pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
     limits: &Limits,
-    connection: Option<Arc<str>>,
+    call: Call,
 ) -> (Outcome, Option<S>) {
+    let tape = call.tape.clone();
     let alerts = Arc::new(Alerts::default());
     let lanes = Arc::new(Lanes::new(
         limits.max_lane_frames,
@@ -118,7 +128,7 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     let feeder = Feeder::new(
         factory,
         limits,
-        connection,
+        call,
         lanes.clone(),
         out.clone(),
         control.clone(),
@@ -129,10 +139,27 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
     // The reader and the writer run in this task, beside each other; the feeder (which runs the
     // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
     let pings = limits.session_keepalive.then_some(limits.ping_interval);
-    let writer = writer::write_loop(sender, out.clone(), lanes.clone(), pings, limits.max_frame);
+    let writer = writer::write_loop(
+        sender,
+        out.clone(),
+        lanes.clone(),
+        pings,
+        limits.max_frame,
+        tape.clone(),
+    );
     let mut writer = pin!(writer.fuse());
     let mut written = None;
-    let mut reader = pin!(reader::read_loop(&mut receiver, &lanes, &out, &control, limits).fuse());
+    let mut reader = pin!(
+        reader::read_loop(
+            &mut receiver,
+            &lanes,
+            &out,
+            &control,
+            limits,
+            tape.as_deref()
+        )
+        .fuse()
+    );
     let mut close = CLOSE_NORMAL;
     let mut overflowed = false;
     let stop = loop {
@@ -173,6 +200,9 @@ pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
         None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
     };
     let by_peer = matches!(stop, Stop::End | Stop::Cancel);
+    if let Some(tape) = &tape {
+        out_of_line(tape.finish()).await;
+    }
     match sent {
         Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
         Ok(Err(cause)) => (Outcome::SendFailed(cause), None),

@@ -12,6 +12,7 @@ use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
 use crate::channel::{CLOSE_TOO_BIG, ChannelReceiver, Incoming};
 use crate::logline::{Repeated, chain, outside};
+use crate::record::Tape;
 use crate::recover::lock;
 use crate::session::outbound::Outbound;
 use crate::session::{BoundExceeded, EndReason, TransportLoss};
@@ -29,6 +30,7 @@ pub(super) async fn read_loop(
     out: &Outbound,
     control: &Control,
     limits: &Limits,
+    tape: Option<&Tape>,
 ) -> Option<u16> {
     let start_deadline = Instant::now() + limits.start_timeout;
     // No silence deadline where the connection owns liveness (the relay leg): a quiet caller is
@@ -103,7 +105,12 @@ pub(super) async fn read_loop(
             continue;
         }
         match wire::decode_limited(&bytes, limits.max_json) {
-            Ok(Some(frame)) => route(frame, lanes, out, control, limits.request_timeout),
+            Ok(Some(frame)) => {
+                if let Some(tape) = tape {
+                    tape.frame_in(&bytes, &frame);
+                }
+                route(frame, lanes, out, control, limits.request_timeout);
+            }
             Ok(None) => {
                 if junk.allow() {
                     tracing::warn!("wire: envelope with no known body (newer peer?); skipping");

@@ -7,6 +7,7 @@ use super::inbound::{Lanes, Stop};
 use super::out_of_line;
 use crate::channel::{ChannelError, ChannelSender};
 use crate::logline::{chain, outside};
+use crate::record::Tape;
 use crate::session::outbound::Outbound;
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 
@@ -28,6 +29,7 @@ pub(super) async fn write_loop<S: ChannelSender>(
     lanes: Arc<Lanes>,
     ping_interval: Option<Duration>,
     max_frame: usize,
+    tape: Option<Arc<Tape>>,
 ) -> Result<S, ChannelError> {
     // Without pings the timer is never polled: its period only has to be valid.
     let period = ping_interval.unwrap_or(Duration::from_secs(3600));
@@ -44,7 +46,15 @@ pub(super) async fn write_loop<S: ChannelSender>(
             }
         };
         let Some(frame) = frame else { break };
-        match out_of_line(send_batch(&mut sender, &out, frame, max_frame)).await {
+        match out_of_line(send_batch(
+            &mut sender,
+            &out,
+            frame,
+            max_frame,
+            tape.as_deref(),
+        ))
+        .await
+        {
             Ok(Batch::Sent(n)) => out.wrote(n),
             Ok(Batch::Refused(n)) => {
                 out.wrote(n);
@@ -85,7 +95,13 @@ async fn send_batch<S: ChannelSender>(
     out: &Outbound,
     first: Frame,
     max_frame: usize,
+    tape: Option<&Tape>,
 ) -> Result<Batch, ChannelError> {
+    let taped = |bytes: &[u8], kind: &'static str| {
+        if let Some(tape) = tape {
+            tape.frame_out(bytes, kind);
+        }
+    };
     let mut frame = first;
     let mut sent = 0;
     loop {
@@ -104,11 +120,15 @@ async fn send_batch<S: ChannelSender>(
                 ),
                 fatal: true,
             });
-            sender.feed(wire::encode(&refusal)).await?;
-            sender.feed(wire::encode(&Frame::End)).await?;
+            for frame in [refusal, Frame::End] {
+                let bytes = wire::encode(&frame);
+                taped(&bytes, frame.name());
+                sender.feed(bytes).await?;
+            }
             sender.flush().await?;
             return Ok(Batch::Refused(sent));
         }
+        taped(&bytes, frame.name());
         drop(frame);
         // Counted before it is handed over: once the transport has it, the peer may answer it.
         out.handing();

@@ -92,6 +92,9 @@ struct Shared {
     listeners: Mutex<Vec<Weak<dyn Listener>>>,
     /// The reason the brain gave [`Session::end`], once its End was queued.
     ended_by_brain: Mutex<Option<String>>,
+    /// The call's recording, when it is recorded: the voice core adds its model requests and
+    /// tool calls.
+    tape: Option<Arc<crate::record::Tape>>,
 }
 
 /// Something kept up to date with the call as it happens: the user's words as each turn answering
@@ -139,6 +142,7 @@ impl Session {
         capabilities: Capabilities,
         out: Arc<Outbound>,
         limits: SessionLimits,
+        tape: Option<Arc<crate::record::Tape>>,
     ) -> Self {
         let room = limits.max_frame.saturating_sub(FRAME_OVERHEAD);
         Session {
@@ -156,6 +160,7 @@ impl Session {
                 max_frame: limits.max_frame,
                 listeners: Mutex::new(Vec::new()),
                 ended_by_brain: Mutex::new(None),
+                tape,
             }),
         }
     }
@@ -169,6 +174,12 @@ impl Session {
     /// The runtime's session id (`SessionStart.session_id`).
     pub fn id(&self) -> &str {
         &self.shared.id
+    }
+
+    /// The call's recording, when it is recorded.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn tape(&self) -> Option<&Arc<crate::record::Tape>> {
+        self.shared.tape.as_ref()
     }
 
     /// The customer data the call was started with (`SessionStart.init`, a JSON object).

@@ -17,6 +17,7 @@ mod memory;
 mod model_server;
 #[cfg(feature = "model")]
 mod offline;
+mod replay;
 mod token;
 mod tool_harness;
 
@@ -31,5 +32,8 @@ pub use model_server::{
 };
 #[cfg(feature = "model")]
 pub use offline::offline_model;
+pub use replay::{
+    Answered, Replay, ReplayError, ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput,
+};
 pub use token::TokenSigner;
 pub use tool_harness::{ToolCall, ToolHarness};

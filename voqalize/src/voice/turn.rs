@@ -38,6 +38,7 @@ use crate::model::http::{self, EventStream};
 use crate::model::layer::StreamError;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::{ModelError, ToolChoice};
+use crate::record::{Exchanged, Tape};
 use crate::session::{Session, Step, Turn};
 use crate::tools::{
     Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
@@ -379,6 +380,8 @@ struct Dispatched {
     started: Instant,
     /// A `#[needs_result_now]` tool: the model is asked again once the response is answered.
     awaited: bool,
+    /// The arguments as the call's recording keeps them, when the call is recorded.
+    taped: Option<Value>,
 }
 
 /// The calls of the request in flight being answered: each future is one call's tool (or its
@@ -445,7 +448,20 @@ impl TurnState<'_> {
             bounds.response_bytes,
             layer.http(),
         );
-        let mut stream: EventStream = before(deadline, limit, open).await??;
+        let tape = self.session.tape().cloned();
+        let taped = tape.as_ref().map(|tape| (tape, tape.now_ms()));
+        let mut stream: EventStream = match before(deadline, limit, open).await? {
+            Ok(stream) => stream,
+            Err(e) => {
+                if let Some((tape, sent_ms)) = taped {
+                    tape_failure(tape, sent_ms, layer, request, &e);
+                }
+                return Err(e.into());
+            }
+        };
+        if let Some((tape, _)) = taped {
+            stream.keep_body(tape.room());
+        }
         self.request_id = stream.request_id().map(str::to_owned);
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
         let mut end = RequestEnd::default();
@@ -510,6 +526,18 @@ impl TurnState<'_> {
             }
             self.pace().await;
         };
+        if let Some((tape, sent_ms)) = taped {
+            tape.model(Exchanged {
+                sent_ms,
+                provider: layer.provider(),
+                model: layer.model(),
+                url: request.url(),
+                request: request.body(),
+                status: Some(stream.status()),
+                response: &stream.take_body(),
+                error: None,
+            });
+        }
         drop(stream);
         // Every call has its result before the response is cut or closed, before a follow-up, and
         // before a failed request is reported.
@@ -686,6 +714,7 @@ impl TurnState<'_> {
             Arguments::Json(v) if guards.any() => Some(v.clone()),
             _ => None,
         };
+        let taped = self.session.tape().map(|_| taped_arguments(&arguments));
         let before = match &seen {
             Some(seen) if !tools_off => guards.before(&self.checked(&filed, seen)),
             _ => Verdict::Allowed,
@@ -697,6 +726,7 @@ impl TurnState<'_> {
             seen,
             ran,
             started: Instant::now(),
+            taped,
         };
         if tools_off {
             let outcome = refused(&dispatched.filed.kept);
@@ -780,6 +810,7 @@ impl TurnState<'_> {
             ran,
             started,
             awaited,
+            taped,
         } = dispatched;
         if ran {
             if let Err(e) = &outcome.result
@@ -815,14 +846,18 @@ impl TurnState<'_> {
             self.guarded(&filed.kept, &after, "after");
             outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
         }
+        let outcome_name = match &outcome.result {
+            Ok(_) => "ok",
+            Err(e) => e.kind.name(),
+        };
         crate::metrics::tool_run(
             tools.get(&filed.name).map_or("unknown", |t| t.name()),
-            match &outcome.result {
-                Ok(_) => "ok",
-                Err(e) => e.kind.name(),
-            },
+            outcome_name,
             ran.then_some(outcome.elapsed),
         );
+        if let (Some(tape), Some(arguments)) = (self.session.tape(), taped) {
+            tape.tool(self.turn.id(), &filed.name, arguments, outcome_name);
+        }
         let result = ToolResult {
             call_id: filed.call_id,
             name: filed.kept.clone(),
@@ -1005,6 +1040,42 @@ fn as_json(arguments: Arguments) -> Arguments {
         },
         json => json,
     }
+}
+
+/// A call's arguments as its recording keeps them: JSON, or the text that is not JSON.
+fn taped_arguments(arguments: &Arguments) -> Value {
+    match arguments {
+        Arguments::Json(v) => v.clone(),
+        Arguments::Raw(text) if text.trim().is_empty() => Value::Object(serde_json::Map::new()),
+        Arguments::Raw(text) => {
+            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
+        }
+    }
+}
+
+/// A model request that got no stream, as the call's recording keeps it: the status and error
+/// body of an answer that was not a 2xx, or why no answer came.
+fn tape_failure(
+    tape: &Tape,
+    sent_ms: u64,
+    layer: &dyn Layer,
+    request: &HttpRequest,
+    e: &ModelError,
+) {
+    let (status, response, error) = match e {
+        ModelError::Status { status, body, .. } => (Some(*status), body.as_bytes(), None),
+        other => (None, &[][..], Some(chain(other))),
+    };
+    tape.model(Exchanged {
+        sent_ms,
+        provider: layer.provider(),
+        model: layer.model(),
+        url: request.url(),
+        request: request.body(),
+        status,
+        response,
+        error,
+    });
 }
 
 /// A call on a request that allowed none: not run, answered with an error the model reads.

@@ -113,11 +113,7 @@ impl Voqalize {
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
-        self.wait_until(within, move |s| s.turn_completed(turn_id))
-            .await?;
-        self.quiesce(self.quiet, self.timeout).await?;
-        self.finalize_turn(turn_id).await?;
-        Ok(self.turn(turn_id))
+        self.settle(turn_id, within).await
     }
 
     /// The user is silent: a `UserIdle{level, idle_ms}` on the next turn, played out.
@@ -133,6 +129,36 @@ impl Voqalize {
         }))
         .await?;
         self.play_out(turn_id).await
+    }
+
+    /// Like [`user_idle`](Self::user_idle), but a turn that never completes is not an error (as
+    /// [`user_says_within`](Self::user_says_within)).
+    ///
+    /// # Errors
+    /// The link failed or the brain sent an undecodable frame.
+    pub async fn user_idle_within(
+        &mut self,
+        level: u32,
+        idle_ms: u32,
+        within: Duration,
+    ) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.next_turn_id();
+        self.send(Frame::UserIdle(UserIdle {
+            turn_id,
+            level,
+            idle_ms,
+        }))
+        .await?;
+        self.settle(turn_id, within).await
+    }
+
+    /// Waits up to `within` for `turn_id` to complete, then the quiet window, and finalizes it.
+    async fn settle(&mut self, turn_id: u64, within: Duration) -> Result<TurnRecord, DriverError> {
+        self.wait_until(within, move |s| s.turn_completed(turn_id))
+            .await?;
+        self.quiesce(self.quiet, self.timeout).await?;
+        self.finalize_turn(turn_id).await?;
+        Ok(self.turn(turn_id))
     }
 
     async fn play_out(&mut self, turn_id: u64) -> Result<TurnRecord, DriverError> {
@@ -162,8 +188,24 @@ impl Voqalize {
         text: &str,
         barge: BargeIn,
     ) -> Result<TurnRecord, DriverError> {
+        let BargeIn { at, heard_prefix } = barge;
+        self.barge_in_hearing(text, at, move |all| {
+            heard_prefix.unwrap_or_else(|| all.to_owned())
+        })
+        .await
+    }
+
+    /// [`barge_in`](Self::barge_in), with the cut unit's heard text made from all the text that
+    /// reached the driver for it by `heard` (a replay hears as many characters as the recorded
+    /// call did).
+    pub(crate) async fn barge_in_hearing(
+        &mut self,
+        text: &str,
+        at: BargeAt,
+        hearing: impl FnOnce(&str) -> String,
+    ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
-        match barge.at {
+        match at {
             BargeAt::FirstText => {
                 self.wait_until(self.timeout, move |s| {
                     s.units
@@ -192,13 +234,13 @@ impl Voqalize {
         self.quiesce(self.quiet, self.timeout).await?;
         let mut heard = None;
         if let Some(id) = cut {
-            let text = barge.heard_prefix.clone().unwrap_or_else(|| {
-                self.seen
-                    .units
-                    .get(&id)
-                    .map(UnitRecord::text)
-                    .unwrap_or_default()
-            });
+            let all = self
+                .seen
+                .units
+                .get(&id)
+                .map(UnitRecord::text)
+                .unwrap_or_default();
+            let text = hearing(&all);
             self.finalize(id, &text).await?;
             heard = Some(text);
         }

@@ -1,0 +1,168 @@
+//! Recording calls: every frame in and out, every model request and its response, every tool
+//! call, one JSON line each, so a call can be read back or replayed against another build of the
+//! brain (`voqalize::testing::Replay`, feature `testing`).
+//!
+//! Turn it on with [`HostOptions::record`](crate::HostOptions::record) and a [`Recorder`]; it
+//! works on both legs. A recording holds everything the call said — the user's words, the model's
+//! answers, tool arguments and results — so keep the files as you keep transcripts. It never
+//! holds an HTTP header (where API keys travel) nor a URL's host or query.
+//!
+//! ```no_run
+//! use voqalize::prelude::*;
+//! use voqalize::record::Recorder;
+//! # struct Echo;
+//! # impl Brain for Echo {
+//! #     async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+//! #         turn.say(&m.text);
+//! #         Ok(())
+//! #     }
+//! # }
+//! # async fn run() -> std::io::Result<()> {
+//! // One call in 20 is written to calls/<unix ms>-<session id>.jsonl when it ends.
+//! let options = HostOptions::production().record(Recorder::to_dir("calls").every(20));
+//! let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
+//! voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # The file (format version 1)
+//!
+//! UTF-8 JSON lines. The first line is the header; every other line is one object with one key,
+//! its kind. `at_ms` is ms since the call's upgrade.
+//!
+//! | line | fields |
+//! |---|---|
+//! | `{"voqalize_recording": {..}}` | `version` (1), `sdk` (the SDK version that wrote it), `started_unix_ms` |
+//! | `{"frame": {..}}` | `at_ms`, `dir` (`in`: Voqalize → brain, `out`: brain → Voqalize), `kind` (the frame's name, for people; not read back), `pb` (the serialized `Envelope`, base64 with padding) |
+//! | `{"model": {..}}` | `at_ms` (sent), `provider`, `model`, `path` (no host, no query), `request` (the body: JSON, or its text), `status` (`null` when no response came), `response` (the body as read: the event stream up to where the turn stopped reading it, or the error body), `error` (why no response came, only then) |
+//! | `{"tool": {..}}` | `at_ms` (answered), `turn_id`, `name` (as the model called it), `arguments` (JSON, or their text), `outcome` (`ok` or the error's kind: `refused`, `failed`, `timeout`, ...) |
+//! | `{"truncated": {..}}` | `at_ms`, `limit`: the recording reached its byte bound here, and the call went on unrecorded |
+//!
+//! Frames are recorded as they are read (inbound frames that do not decode are not) and as they
+//! are handed to the transport. A reader of version 1 refuses a file of a later version, and
+//! names the line of anything it cannot read.
+//!
+//! # Bounds
+//!
+//! A call's recording is kept in memory until the call ends, within
+//! [`Recorder::max_bytes`] (default [`DEFAULT_MAX_RECORDING_BYTES`], 4 MiB); past it, a
+//! `truncated` line ends it. [`Recorder::every`] records one call in `n`, so a busy server keeps
+//! its memory and disk: 1,000 recorded calls at once hold at most 4 GiB.
+
+mod format;
+mod read;
+mod tape;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub use read::{Direction, Exchange, RecordError, RecordedFrame, Recording, ToolRun};
+#[cfg(feature = "model")]
+pub(crate) use tape::Exchanged;
+pub(crate) use tape::Tape;
+
+use crate::recover::lock;
+
+/// The default bound on one call's recording: 4 MiB.
+pub const DEFAULT_MAX_RECORDING_BYTES: usize = 4 << 20;
+
+/// Where recordings go and which calls are recorded. Give it to
+/// [`HostOptions::record`](crate::HostOptions::record). Cheap to clone: clones share the sink and
+/// the sampling count.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    sink: Sink,
+    max_bytes: usize,
+    every: u64,
+    calls: Arc<AtomicU64>,
+}
+
+#[derive(Debug, Clone)]
+enum Sink {
+    Dir(PathBuf),
+    Memory(Arc<Mutex<Vec<String>>>),
+}
+
+impl Recorder {
+    /// Writes each recorded call to `dir/<unix ms>-<session id>.jsonl` when it ends (the session
+    /// id with every character but ASCII letters, digits, `-` and `_` replaced by `_`, at most 64
+    /// of them). The folder is made when missing. A file that cannot be written is logged as a
+    /// warning; the call is not affected.
+    pub fn to_dir(dir: impl AsRef<Path>) -> Self {
+        Self::with_sink(Sink::Dir(dir.as_ref().to_owned()))
+    }
+
+    /// Keeps each recorded call in memory, for [`take`](Self::take): for tests. Every call's
+    /// recording is kept until taken.
+    pub fn in_memory() -> Self {
+        Self::with_sink(Sink::Memory(Arc::default()))
+    }
+
+    fn with_sink(sink: Sink) -> Self {
+        Recorder {
+            sink,
+            max_bytes: DEFAULT_MAX_RECORDING_BYTES,
+            every: 1,
+            calls: Arc::default(),
+        }
+    }
+
+    /// The most bytes one call's recording holds (default [`DEFAULT_MAX_RECORDING_BYTES`]); a
+    /// `truncated` line ends a recording that reaches it. At least 4 KiB.
+    #[must_use]
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes.max(4 << 10);
+        self
+    }
+
+    /// Records one call in `n` (the first, then every `n`th; default 1, every call; 0 reads as 1).
+    #[must_use]
+    pub fn every(mut self, n: u64) -> Self {
+        self.every = n.max(1);
+        self
+    }
+
+    /// The recordings an [`in_memory`](Self::in_memory) recorder kept, oldest first, and forgets
+    /// them; empty for a recorder that writes files.
+    ///
+    /// # Errors
+    /// [`RecordError`] if a kept recording does not read back (it always does: the SDK wrote it).
+    pub fn take(&self) -> Result<Vec<Recording>, RecordError> {
+        let Sink::Memory(kept) = &self.sink else {
+            return Ok(Vec::new());
+        };
+        let texts = std::mem::take(&mut *lock(kept));
+        texts.iter().map(|text| Recording::parse(text)).collect()
+    }
+
+    /// A tape for a call that starts now, if this call is one to record.
+    pub(crate) fn tape(&self) -> Option<Arc<Tape>> {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        n.is_multiple_of(self.every)
+            .then(|| Arc::new(Tape::new(self)))
+    }
+}
+
+/// `<unix ms>-<session id>.jsonl`, the session id (a peer's string) kept to a safe file name.
+fn file_name(session_id: Option<&str>) -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let id: String = session_id
+        .unwrap_or("no-session")
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{ms}-{id}.jsonl")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+//! [`Recording`]: a recording file read back, each line checked, every frame decoded.
+
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use super::format::{Dir, Line, VERSION};
+use crate::wire::{self, Frame};
+
+/// Why a recording could not be read. Every variant about the file's content names its line
+/// (1-based).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The file could not be read.
+    #[error("could not read the recording {path}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is empty: not even its header.
+    #[error("the recording is empty (no header line)")]
+    Empty,
+    /// A newer SDK wrote the file, in a format version this one does not read.
+    #[error(
+        "line 1: the recording is format version {found}; this SDK reads version {VERSION} and \
+         earlier (upgrade voqalize to replay it)"
+    )]
+    Version {
+        /// The file's version.
+        found: u64,
+    },
+    /// A line is not what the format says (a file cut mid-line, edited by hand, or not a
+    /// recording at all).
+    #[error("line {line}: {why}")]
+    Line {
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// Which way a recorded frame went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Voqalize → brain.
+    In,
+    /// Brain → Voqalize.
+    Out,
+}
+
+/// One frame of a recording.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RecordedFrame {
+    /// ms after the call's upgrade.
+    pub at_ms: u64,
+    /// Which way it went.
+    pub direction: Direction,
+    /// The frame.
+    pub frame: Frame,
+}
+
+/// One model request of a recording and what came back.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Exchange {
+    /// When it was sent, in ms after the call's upgrade.
+    pub at_ms: u64,
+    /// The layer's provider (`google`, `openai`, ...).
+    pub provider: String,
+    /// The model as configured.
+    pub model: String,
+    /// The request's path (no host, no query).
+    pub path: String,
+    /// The request body: JSON, or a string holding its text.
+    pub request: Value,
+    /// The HTTP status; `None` when no response came.
+    pub status: Option<u16>,
+    /// The response body as it was read.
+    pub response: String,
+    /// Why no response came, when none did.
+    pub error: Option<String>,
+}
+
+/// One tool call of a recording.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolRun {
+    /// When it was answered, in ms after the call's upgrade.
+    pub at_ms: u64,
+    /// The turn it ran in.
+    pub turn_id: u64,
+    /// The name the model called.
+    pub name: String,
+    /// The arguments the model wrote: JSON, or a string holding their text.
+    pub arguments: Value,
+    /// `ok`, or the error's kind.
+    pub outcome: String,
+}
+
+/// A recorded call, read back from the JSON lines a [`Recorder`](super::Recorder) wrote (the
+/// format is on [`voqalize::record`](super)).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Recording {
+    /// The SDK version that wrote it.
+    pub sdk: String,
+    /// When the call started, in ms since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// Every frame, in the order recorded.
+    pub frames: Vec<RecordedFrame>,
+    /// Every model request, in the order sent.
+    pub exchanges: Vec<Exchange>,
+    /// Every tool call, in the order answered.
+    pub tool_runs: Vec<ToolRun>,
+    /// The recording reached its byte bound: the call went on past its end.
+    pub truncated: bool,
+}
+
+impl Recording {
+    /// Reads a recording file.
+    ///
+    /// # Errors
+    /// [`RecordError::Io`] when the file cannot be read; otherwise as [`parse`](Self::parse).
+    pub fn open(path: impl AsRef<Path>) -> Result<Recording, RecordError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Reads a recording from its text.
+    ///
+    /// # Errors
+    /// [`RecordError::Empty`] for no header, [`RecordError::Version`] for a later format
+    /// version, [`RecordError::Line`] naming the first line that is not JSON, not one of the
+    /// format's kinds, a second header, a frame that does not decode, or a line after a
+    /// `truncated` one.
+    pub fn parse(text: &str) -> Result<Recording, RecordError> {
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+        let Some((_, first)) = lines.next() else {
+            return Err(RecordError::Empty);
+        };
+        let header = header(first)?;
+        let mut recording = Recording {
+            sdk: header.sdk,
+            started_unix_ms: header.started_unix_ms,
+            frames: Vec::new(),
+            exchanges: Vec::new(),
+            tool_runs: Vec::new(),
+            truncated: false,
+        };
+        for (line, text) in lines {
+            if text.trim().is_empty() {
+                continue;
+            }
+            let bad = |why: String| RecordError::Line { line, why };
+            if recording.truncated {
+                return Err(bad("a line after the `truncated` line".to_owned()));
+            }
+            let parsed: Line = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+            match parsed {
+                Line::VoqalizeRecording(_) => return Err(bad("a second header".to_owned())),
+                Line::Frame(f) => {
+                    let bytes = STANDARD
+                        .decode(f.pb.as_bytes())
+                        .map_err(|e| bad(format!("`pb` is not base64: {e}")))?;
+                    let frame = wire::decode(&bytes)
+                        .map_err(|e| bad(format!("`pb` is not a frame: {e}")))?
+                        .ok_or_else(|| bad("`pb` holds no frame this SDK knows".to_owned()))?;
+                    recording.frames.push(RecordedFrame {
+                        at_ms: f.at_ms,
+                        direction: match f.dir {
+                            Dir::In => Direction::In,
+                            Dir::Out => Direction::Out,
+                        },
+                        frame,
+                    });
+                }
+                Line::Model(m) => recording.exchanges.push(Exchange {
+                    at_ms: m.at_ms,
+                    provider: m.provider,
+                    model: m.model,
+                    path: m.path,
+                    request: m.request,
+                    status: m.status,
+                    response: m.response,
+                    error: m.error,
+                }),
+                Line::Tool(t) => recording.tool_runs.push(ToolRun {
+                    at_ms: t.at_ms,
+                    turn_id: t.turn_id,
+                    name: t.name,
+                    arguments: t.arguments,
+                    outcome: t.outcome,
+                }),
+                Line::Truncated(_) => recording.truncated = true,
+            }
+        }
+        Ok(recording)
+    }
+
+    /// The session id of the recorded call's `SessionStart`, if it was recorded.
+    pub fn session_id(&self) -> Option<&str> {
+        self.frames.iter().find_map(|f| match &f.frame {
+            Frame::SessionStart(s) if f.direction == Direction::In => Some(s.session_id.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// Line 1: checks the version before anything else is read, so a later format fails as such
+/// rather than on a line kind this SDK does not know.
+fn header(text: &str) -> Result<super::format::Header, RecordError> {
+    let bad = |why: String| RecordError::Line { line: 1, why };
+    let value: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let Some(header) = value.get("voqalize_recording") else {
+        return Err(bad(
+            "not a recording: the first line is not `{\"voqalize_recording\": ..}`".to_owned(),
+        ));
+    };
+    let found = header.get("version").and_then(Value::as_u64).unwrap_or(0);
+    if found > u64::from(VERSION) {
+        return Err(RecordError::Version { found });
+    }
+    match serde_json::from_value::<Line>(value) {
+        Ok(Line::VoqalizeRecording(h)) => Ok(h),
+        Ok(_) => Err(bad("not a header".to_owned())),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}

@@ -1,0 +1,235 @@
+//! [`Tape`]: one call's recording as it is made, in memory within its byte bound, handed to the
+//! recorder's sink when the call ends.
+
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use super::format::{Dir, FrameLine, Header, Line, ModelLine, ToolLine, TruncatedLine, VERSION};
+use super::{Recorder, Sink};
+use crate::recover::lock;
+use crate::wire::Frame;
+
+/// One call's recording. Shared by the session's reader and writer and by the voice core; every
+/// write takes its lock for the time of one `serde_json` write into a buffer.
+#[derive(Debug)]
+pub(crate) struct Tape {
+    started: Instant,
+    sink: Sink,
+    inner: Mutex<Buffer>,
+}
+
+#[derive(Debug)]
+struct Buffer {
+    /// The JSON lines written so far.
+    text: Vec<u8>,
+    /// The bound on `text`, in bytes.
+    max: usize,
+    /// The bound was reached: the `truncated` line is written, nothing more is.
+    full: bool,
+    /// The session id of the call's `SessionStart`, for the file's name.
+    session_id: Option<String>,
+}
+
+impl Tape {
+    pub(super) fn new(recorder: &Recorder) -> Self {
+        let started_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut text = Vec::new();
+        let header = Line::VoqalizeRecording(Header {
+            version: VERSION,
+            sdk: env!("CARGO_PKG_VERSION").to_owned(),
+            started_unix_ms,
+        });
+        write_line(&mut text, &header);
+        Tape {
+            started: Instant::now(),
+            sink: recorder.sink.clone(),
+            inner: Mutex::new(Buffer {
+                text,
+                max: recorder.max_bytes,
+                full: false,
+                session_id: None,
+            }),
+        }
+    }
+
+    fn at_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A frame read from the peer (its bytes as they came, and what they decoded to).
+    pub(crate) fn frame_in(&self, bytes: &[u8], frame: &Frame) {
+        if let Frame::SessionStart(start) = frame {
+            let mut inner = lock(&self.inner);
+            if inner.session_id.is_none() {
+                inner.session_id = Some(start.session_id.clone());
+            }
+        }
+        self.frame(Dir::In, bytes, frame.name());
+    }
+
+    /// A frame handed to the transport.
+    pub(crate) fn frame_out(&self, bytes: &[u8], kind: &'static str) {
+        self.frame(Dir::Out, bytes, kind);
+    }
+
+    fn frame(&self, dir: Dir, bytes: &[u8], kind: &str) {
+        let line = Line::Frame(FrameLine {
+            at_ms: self.at_ms(),
+            dir,
+            kind: kind.to_owned(),
+            pb: STANDARD.encode(bytes),
+        });
+        self.push(&line);
+    }
+
+    /// One model request and what came back. `url` loses its scheme, host and query; the
+    /// headers are never passed here (they carry the API key).
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn model(&self, exchange: Exchanged<'_>) {
+        let line = Line::Model(ModelLine {
+            at_ms: exchange.sent_ms,
+            provider: exchange.provider.to_owned(),
+            model: exchange.model.to_owned(),
+            path: path_of(exchange.url).to_owned(),
+            request: json_or_text(exchange.request),
+            status: exchange.status,
+            response: String::from_utf8_lossy(exchange.response).into_owned(),
+            error: exchange.error,
+        });
+        self.push(&line);
+    }
+
+    /// ms since the call started: when a model request goes out.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.at_ms()
+    }
+
+    /// One tool call answered.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn tool(&self, turn_id: u64, name: &str, arguments: Value, outcome: &str) {
+        let line = Line::Tool(ToolLine {
+            at_ms: self.at_ms(),
+            turn_id,
+            name: name.to_owned(),
+            arguments,
+            outcome: outcome.to_owned(),
+        });
+        self.push(&line);
+    }
+
+    /// Whether a line of `bytes` still fits (the voice core asks before it copies a response
+    /// body it would not keep).
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn room(&self) -> usize {
+        let inner = lock(&self.inner);
+        if inner.full {
+            0
+        } else {
+            inner.max.saturating_sub(inner.text.len())
+        }
+    }
+
+    fn push(&self, line: &Line) {
+        let at_ms = self.at_ms();
+        let mut inner = lock(&self.inner);
+        if inner.full {
+            return;
+        }
+        let before = inner.text.len();
+        write_line(&mut inner.text, line);
+        if inner.text.len() > inner.max {
+            inner.text.truncate(before);
+            inner.full = true;
+            let limit = inner.max;
+            write_line(
+                &mut inner.text,
+                &Line::Truncated(TruncatedLine { at_ms, limit }),
+            );
+        }
+    }
+
+    /// The call ended: the recording goes to the sink (a file is written on a blocking thread,
+    /// and awaited, so it is on disk when the session's run returns).
+    pub(crate) async fn finish(&self) {
+        let (text, session_id) = {
+            let mut inner = lock(&self.inner);
+            (std::mem::take(&mut inner.text), inner.session_id.take())
+        };
+        let Ok(text) = String::from_utf8(text) else {
+            // Every line is serde_json's output: UTF-8 by construction.
+            return;
+        };
+        match &self.sink {
+            Sink::Memory(kept) => lock(kept).push(text),
+            Sink::Dir(dir) => {
+                let path = dir.join(super::file_name(session_id.as_deref()));
+                let written = tokio::task::spawn_blocking(move || {
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::write(&path, text).map(|()| path)
+                })
+                .await;
+                match written {
+                    Ok(Ok(path)) => tracing::debug!("record: wrote {}", path.display()),
+                    Ok(Err(e)) => tracing::warn!("record: could not write the recording: {e}"),
+                    Err(e) => tracing::warn!("record: the writing task failed: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// One model request as [`Tape::model`] writes it.
+#[cfg_attr(not(feature = "model"), allow(dead_code))]
+pub(crate) struct Exchanged<'a> {
+    pub(crate) sent_ms: u64,
+    pub(crate) provider: &'a str,
+    pub(crate) model: &'a str,
+    pub(crate) url: &'a str,
+    pub(crate) request: &'a [u8],
+    pub(crate) status: Option<u16>,
+    pub(crate) response: &'a [u8],
+    pub(crate) error: Option<String>,
+}
+
+fn write_line(text: &mut Vec<u8>, line: &Line) {
+    // Writing our own types into a Vec cannot fail (no maps with non-string keys, no I/O).
+    if serde_json::to_writer(&mut *text, line).is_ok() {
+        text.push(b'\n');
+    }
+}
+
+/// `https://host:port/v1/x?key=..` → `/v1/x`.
+fn path_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    path.split(['?', '#']).next().unwrap_or("/")
+}
+
+fn json_or_text(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_of;
+
+    #[test]
+    fn a_path_keeps_no_host_nor_query() {
+        assert_eq!(
+            path_of("https://api.x.com:443/v1beta/models/m:stream?alt=sse&key=SECRET"),
+            "/v1beta/models/m:stream"
+        );
+        assert_eq!(path_of("http://127.0.0.1:9"), "/");
+        assert_eq!(path_of("/v1/chat#frag"), "/v1/chat");
+    }
+}
