@@ -5,8 +5,16 @@
 //! turns, no heard truth, no bounds, no tokens checked: what any brain must at least do to answer.
 //! `scripts/compare` runs it beside the SDK's `workload` brain under the same load.
 //!
+//! With `--model-url`, it is the floor of the model-backed pair too: before answering, each
+//! `UserMessage` makes one plain streamed HTTP request to the stand-in provider (the same pooled
+//! HTTP/1.1 client the SDK uses, reqwest over hyper) and reads its body to the end, with no SSE
+//! parsing, no JSON, no history. What the SDK adds above it is its own work (the event parser,
+//! the decoder, the voice core, the turn's frames); the HTTP stack's cost is in both.
+//! `scripts/compare-model` runs it beside the SDK's `model_workload` brain.
+//!
 //! ```text
 //! cargo run --release --example floor -- --listen 127.0.0.1:8787
+//! cargo run --release --example floor -- --listen 127.0.0.1:8787 --model-url http://127.0.0.1:8790
 //! ```
 
 use std::sync::Arc;
@@ -28,6 +36,17 @@ struct Args {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: String,
+    /// A stand-in provider (`examples/provider.rs`) to ask once a turn, as a model-backed brain
+    /// does.
+    #[arg(long)]
+    model_url: Option<String>,
+}
+
+/// One plain streamed request a turn, when the floor stands for a model-backed brain.
+#[derive(Clone)]
+struct Provider {
+    client: reqwest::Client,
+    url: String,
 }
 
 #[tokio::main]
@@ -39,13 +58,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::io::stdout().flush()?;
     // The answer's text, shared by every call; only the speech id differs per unit.
     let chunks: Arc<[String]> = answer::CHUNKS.iter().map(|c| (*c).to_owned()).collect();
+    let provider = match &args.model_url {
+        Some(base) => Some(Provider {
+            client: reqwest::Client::builder()
+                .http1_only()
+                .tcp_nodelay(true)
+                .build()?,
+            url: format!("{base}/v1beta/models/workload:streamGenerateContent?alt=sse"),
+        }),
+        None => None,
+    };
     // On a worker thread, as the SDK's accept loop runs.
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            tokio::spawn(call(stream, chunks.clone()));
+            tokio::spawn(call(stream, chunks.clone(), provider.clone()));
         }
     })
     .await?;
@@ -53,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// One call: every `UserMessage` gets the answer in one unit, written in one flush.
-async fn call(stream: TcpStream, chunks: Arc<[String]>) {
+async fn call(stream: TcpStream, chunks: Arc<[String]>, provider: Option<Provider>) {
     let _ = stream.set_nodelay(true);
     let config = WebSocketConfig::default()
         .read_buffer_size(512)
@@ -68,6 +97,11 @@ async fn call(stream: TcpStream, chunks: Arc<[String]>) {
         };
         match wire::decode(&bytes) {
             Ok(Some(Frame::UserMessage(m))) => {
+                if let Some(provider) = &provider
+                    && ask(provider, &m.text).await.is_err()
+                {
+                    return;
+                }
                 speech_id += 1;
                 let start = Frame::SpeechStart {
                     speech_id,
@@ -93,6 +127,21 @@ async fn call(stream: TcpStream, chunks: Arc<[String]>) {
             _ => {}
         }
     }
+}
+
+/// The turn's one model request: sent, and its body read to the end.
+async fn ask(provider: &Provider, text: &str) -> Result<(), reqwest::Error> {
+    let body =
+        voqalize::json!({"contents": [{"role": "user", "parts": [{"text": text}]}]}).to_string();
+    let mut response = provider
+        .client
+        .post(&provider.url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await?;
+    while response.chunk().await?.is_some() {}
+    Ok(())
 }
 
 fn binary(frame: &Frame) -> Message {

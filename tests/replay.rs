@@ -257,7 +257,7 @@ async fn a_recorded_call_reads_back_whole_and_replays_the_same_against_its_brain
         ]
     );
 
-    let replay = Replay::start(recording).await.unwrap();
+    let mut replay = Replay::start(recording).await.unwrap();
     let report = replay
         .run(shop(&replay.base_url(), LAST_WEEK))
         .await
@@ -303,7 +303,7 @@ async fn a_recorded_call_reads_back_whole_and_replays_the_same_against_its_brain
 async fn a_changed_tool_shows_up_as_its_ui_command_and_nothing_else() {
     let dir = fresh_dir("tool");
     let recording = Recording::open(record_last_week(&dir).await).unwrap();
-    let replay = Replay::start(recording).await.unwrap();
+    let mut replay = Replay::start(recording).await.unwrap();
     let changed = Build {
         highlight: true,
         ..LAST_WEEK
@@ -341,10 +341,10 @@ async fn a_changed_prompt_is_refused_by_default_and_answered_by_a_forward_when_a
     };
 
     // Each refused turn says nothing: the replay waits its turn timeout, then goes on.
-    let replay = Replay::start(recording.clone())
+    let mut replay = Replay::start(recording.clone())
         .await
         .unwrap()
-        .turn_timeout(Duration::from_millis(800));
+        .turn_timeout(Duration::from_millis(400));
     let report: ReplayReport = replay
         .run(shop(&replay.base_url(), changed.clone()))
         .await
@@ -359,7 +359,9 @@ async fn a_changed_prompt_is_refused_by_default_and_answered_by_a_forward_when_a
     );
     let shown = report.to_string();
     assert!(
-        shown.contains("recorded request 0 differs at /systemInstruction/parts/0/text:"),
+        shown.contains(
+            "the nearest, recorded request 0, differs at /systemInstruction/parts/0/text:"
+        ),
         "{shown}"
     );
     assert!(
@@ -374,7 +376,7 @@ async fn a_changed_prompt_is_refused_by_default_and_answered_by_a_forward_when_a
     for _ in 0..5 {
         stand_in.reply(Reply::new().text("Warmly, yes.").finish());
     }
-    let replay = Replay::start(recording)
+    let mut replay = Replay::start(recording)
         .await
         .unwrap()
         .forward_unmatched(stand_in.base_url());
@@ -430,10 +432,10 @@ async fn a_recording_past_its_byte_bound_ends_truncated_and_still_replays() {
     assert!(recorder.take().unwrap().is_empty(), "taken once");
 
     // The model's answer is past the cut: the replayed turn is refused and says nothing.
-    let replay = Replay::start(recording.clone())
+    let mut replay = Replay::start(recording.clone())
         .await
         .unwrap()
-        .turn_timeout(Duration::from_millis(800));
+        .turn_timeout(Duration::from_millis(400));
     let report = replay
         .run(shop(&replay.base_url(), LAST_WEEK))
         .await
@@ -514,4 +516,368 @@ fn an_unreadable_recording_names_its_line() {
         missing.to_string().contains("/nonexistent/voqalize.jsonl"),
         "{missing}"
     );
+}
+
+// What a hostile review found, kept as tests.
+
+/// A model-backed brain with no tools.
+struct Chatty {
+    model: Model,
+}
+
+impl Brain for Chatty {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl Chatty {}
+
+fn chatty(provider: Provider, base_url: &str) -> impl Fn() -> Chatty + Send + Sync + 'static {
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let layer = crate::support::layer(provider, base_url, "gemini-test", timeouts);
+    move || Chatty {
+        model: Model::new(layer.clone()).instruction("Be brief."),
+    }
+}
+
+/// Records one call of `factory` in memory, played by `play`.
+async fn recorded<M, F>(factory: M, play: F) -> Recording
+where
+    M: voqalize::MakeBrain,
+    F: AsyncFnOnce(&mut voqalize::testing::Voqalize),
+{
+    let recorder = Recorder::in_memory();
+    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let mut v = driver_with(factory, options).await;
+    v.start_silent().await.unwrap();
+    play(&mut v).await;
+    v.end().await.unwrap();
+    v.brain_result().await.unwrap().unwrap();
+    recorder.take().unwrap().remove(0)
+}
+
+#[tokio::test]
+async fn a_barge_in_mid_stream_still_records_its_request_and_replays_the_same() {
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    let (reply, gate) = Reply::new().text("Let me tell you a long story").pause();
+    server.reply(reply.text(" about this item.").finish());
+    server.reply(Reply::new().text("You are welcome.").finish());
+    let recording = recorded(chatty(Provider::Gemini, &server.base_url()), async |v| {
+        let barge = BargeIn {
+            at: BargeAt::FirstText,
+            heard_prefix: Some("Let me".into()),
+        };
+        v.barge_in("tell me a story", barge).await.unwrap();
+        gate.release();
+        v.user_says("thanks").await.unwrap();
+    })
+    .await;
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(recording.exchanges.len(), 2, "the cut request has its line");
+    let cut = &recording.exchanges[0];
+    assert!(
+        cut.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("cancelled")),
+        "{:?}",
+        cut.error
+    );
+    assert!(
+        cut.response.contains("Let me tell you"),
+        "what was read: {}",
+        cut.response
+    );
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay
+        .run(chatty(Provider::Gemini, &replay.base_url()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+}
+
+/// Says two units, the second after the first was played.
+struct TwoUnits;
+
+impl Brain for TwoUnits {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        turn.say("First part.");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        turn.say("Second part, the longer one.");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_barge_in_on_a_turns_second_unit_is_replayed_on_its_second_unit() {
+    let recording = recorded(
+        || TwoUnits,
+        async |v| {
+            let barge = BargeIn {
+                at: BargeAt::After(Duration::from_millis(600)),
+                heard_prefix: Some("Second".into()),
+            };
+            v.barge_in("go on", barge).await.unwrap();
+        },
+    )
+    .await;
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay.run(|| TwoUnits).await.unwrap();
+    assert!(report.is_same(), "{report}");
+    assert_eq!(
+        report.turns[1].recorded.units,
+        ["First part.", "Second part, the longer one."]
+    );
+}
+
+#[tokio::test]
+async fn an_interruption_after_a_turn_was_heard_in_full_cuts_nothing_in_the_replay() {
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    server.reply(Reply::new().text("Hello there.").finish());
+    server.reply(Reply::new().text("Sure.").finish());
+    let recording = recorded(chatty(Provider::Gemini, &server.base_url()), async |v| {
+        v.user_says("hi").await.unwrap();
+        v.send(Frame::Interruption { through_turn: 2 })
+            .await
+            .unwrap();
+        v.user_says("ok").await.unwrap();
+    })
+    .await;
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay
+        .run(chatty(Provider::Gemini, &replay.base_url()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+}
+
+#[tokio::test]
+async fn a_brain_whose_layer_bypasses_the_replay_is_not_the_same() {
+    let live = ModelServer::start(Provider::Gemini).await.unwrap();
+    live.reply(Reply::new().text("Hello there.").finish());
+    live.reply(Reply::new().text("Hello there.").finish());
+    let recording = recorded(chatty(Provider::Gemini, &live.base_url()), async |v| {
+        v.user_says("hi").await.unwrap();
+    })
+    .await;
+    let mut replay = Replay::start(recording).await.unwrap();
+    // The factory still points at the "live" provider.
+    let report = replay
+        .run(chatty(Provider::Gemini, &live.base_url()))
+        .await
+        .unwrap();
+    assert!(report.requests.is_empty());
+    assert!(!report.is_same(), "{report}");
+    assert_eq!(report.unused, [0]);
+    assert!(
+        report
+            .to_string()
+            .contains("is the brain's layer pointed at Replay::base_url?"),
+        "{report}"
+    );
+}
+
+/// Says what it heard eight times.
+struct Loud;
+
+impl Brain for Loud {
+    async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+        for _ in 0..8 {
+            turn.say(&m.text);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_long_call_replays_whole_past_the_default_recording_bound() {
+    let recorder = Recorder::in_memory().max_bytes(64 << 20);
+    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let mut v = driver_with(|| Loud, options).await;
+    v.start_silent().await.unwrap();
+    // About 4.8 MB of speech: past the 4 MiB default.
+    let text = "x".repeat(60_000);
+    for _ in 0..10 {
+        v.user_says(&text).await.unwrap();
+    }
+    v.end().await.unwrap();
+    v.brain_result().await.unwrap().unwrap();
+    let recording = recorder.take().unwrap().remove(0);
+    assert!(!recording.truncated);
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay.run(|| Loud).await.unwrap();
+    assert!(!report.replay_truncated);
+    assert!(
+        report.is_same(),
+        "{}",
+        &report.to_string()[..600.min(report.to_string().len())]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_session_start_does_not_name_the_file_and_names_never_collide() {
+    use voqalize::host::Upgrade;
+    use voqalize::testing::{Start, Voqalize};
+    let dir = fresh_dir("names");
+    let recorder = Recorder::to_dir(&dir);
+    let upgrade = Upgrade {
+        session_id: Some("victim-a".into()),
+        authorization: None,
+    };
+    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let mut v = Voqalize::in_process_with(|| Echo, options, upgrade);
+    let start = Start {
+        session_id: Some("victim-b".into()),
+        expect_greeting: false,
+        ..Start::default()
+    };
+    let _ = v.start_with(start).await;
+    v.hang_up().await;
+    let _ = v.brain_result().await;
+    // Twenty calls of one session id ending at once: twenty files.
+    let mut calls = Vec::new();
+    for _ in 0..20 {
+        let options = HostOptions::allow_unverified().record(recorder.clone());
+        let mut v = Voqalize::in_process_with(|| Echo, options, Upgrade::default());
+        v.start_silent().await.unwrap();
+        calls.push(v);
+    }
+    futures_util::future::join_all(calls.iter_mut().map(|v| async move {
+        v.end().await.unwrap();
+        v.brain_result().await.unwrap().unwrap();
+    }))
+    .await;
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 21, "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.contains("victim-a")).count(),
+        1,
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("victim-b")), "{names:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        for name in &names {
+            let mode = std::fs::metadata(dir.join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn arguments_too_deep_to_read_back_are_kept_as_text() {
+    let server = ModelServer::start(Provider::OpenAi).await.unwrap();
+    let deep: serde_json::Value =
+        serde_json::from_str(&format!("{}{}", "[".repeat(126), "]".repeat(126))).unwrap();
+    server.reply(
+        Reply::new()
+            .text("Working.")
+            .call("anything", json!({"a": deep}))
+            .finish(),
+    );
+    let recording = recorded(chatty(Provider::OpenAi, &server.base_url()), async |v| {
+        v.user_says("go").await.unwrap();
+    })
+    .await;
+    let run = &recording.tool_runs[0];
+    assert_eq!(run.name, "anything");
+    assert!(
+        run.arguments
+            .as_str()
+            .is_some_and(|t| t.starts_with(r#"{"a":[[["#)),
+        "{}",
+        run.arguments
+    );
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay
+        .run(chatty(Provider::OpenAi, &replay.base_url()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+}
+
+#[tokio::test]
+async fn a_request_that_got_no_answer_records_no_url() {
+    // Nothing listens on port 9: the request fails to connect.
+    let recording = recorded(chatty(Provider::Gemini, "http://127.0.0.1:9"), async |v| {
+        let _ = v.user_says_within("hi", Duration::from_secs(1)).await;
+    })
+    .await;
+    assert!(!recording.exchanges.is_empty());
+    for e in &recording.exchanges {
+        assert_eq!(e.status, None);
+        let error = e.error.as_deref().unwrap_or_default();
+        assert!(
+            !error.is_empty() && !error.contains("127.0.0.1") && !error.contains("alt=sse"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_hostile_line_is_named_clipped_and_escaped_and_a_line_not_utf8_is_named() {
+    let header = r#"{"voqalize_recording":{"version":1,"sdk":"0.1.0","started_unix_ms":1}}"#;
+    let evil = format!(
+        "{header}\n{{\"\\u001b[2J\\nINFO forged line{}\":{{}}}}\n",
+        "A".repeat(100_000)
+    );
+    let e = Recording::parse(&evil).unwrap_err().to_string();
+    assert!(e.starts_with("line 2: "), "{e:.80}");
+    assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e:.200}");
+    assert!(e.len() < 1000, "{} bytes", e.len());
+
+    let dir = fresh_dir("utf8");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.jsonl");
+    let mut bytes = format!("{header}\n").into_bytes();
+    bytes.extend_from_slice(b"{\"frame\":\xff}\n");
+    std::fs::write(&path, bytes).unwrap();
+    let e = Recording::open(&path).unwrap_err().to_string();
+    assert!(e.starts_with("line 2: not UTF-8"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_recording_of_thirty_thousand_finalizes_replays_in_one_pass() {
+    use voqalize::wire::UserMessage as Said;
+    // A hand-made recording: a start, a message, an Interruption, then 30,000 Finalizes of
+    // units that do not exist. Read in one pass, it replays at once.
+    let recording = recorded(
+        || Echo,
+        async |v| {
+            v.send(Frame::UserMessage(Said::new(2, "hi")))
+                .await
+                .unwrap();
+            v.send(Frame::Interruption { through_turn: 2 })
+                .await
+                .unwrap();
+            for i in 0..30_000u64 {
+                let finalize = Frame::Finalize {
+                    speech_id: 1_000_000 + i,
+                    heard_text: String::new(),
+                };
+                v.send(finalize).await.unwrap();
+            }
+        },
+    )
+    .await;
+    let mut replay = Replay::start(recording)
+        .await
+        .unwrap()
+        .turn_timeout(Duration::from_millis(300));
+    let report = replay.run(|| Echo).await.unwrap();
+    assert_eq!(report.turns.len(), 2, "{report}");
 }

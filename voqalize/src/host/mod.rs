@@ -268,11 +268,10 @@ impl HostOptions {
         self
     }
 
-    /// A tape for a call starting now, when calls are recorded and this one is to be.
-    pub(crate) fn tape(&self) -> Option<Arc<crate::record::Tape>> {
-        self.recorder
-            .as_ref()
-            .and_then(crate::record::Recorder::tape)
+    /// A tape for a call starting now (for `session_id`, when the host knows it), when calls are
+    /// recorded and this one is to be.
+    pub(crate) fn tape(&self, session_id: Option<&str>) -> Option<Arc<crate::record::Tape>> {
+        self.recorder.as_ref().and_then(|r| r.tape(session_id))
     }
 
     /// Whether the load these options follow is above its threshold: no new call is taken.
@@ -621,8 +620,8 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     let connection = Some(Arc::from(session_id.as_str()));
     drop(session_id);
     let call = runtime::Call {
+        tape: options.tape(connection.as_deref()),
         connection,
-        tape: options.tape(),
     };
     let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, call)
         .instrument(span)

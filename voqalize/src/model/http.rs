@@ -537,8 +537,13 @@ impl EventStream {
                         return self.fail(ModelError::ResponseTooLarge { limit });
                     }
                     if let Some((kept, max)) = &mut self.kept {
-                        let room = max.saturating_sub(kept.len());
-                        kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        let take = bytes.len().min(max.saturating_sub(kept.len()));
+                        // Grown as a `Vec` grows, but never past the bound.
+                        if kept.len() + take > kept.capacity() {
+                            let want = (kept.capacity() * 2).clamp(kept.len() + take, *max);
+                            kept.reserve_exact(want - kept.len());
+                        }
+                        kept.extend_from_slice(&bytes[..take]);
                     }
                     self.parser.push(&bytes);
                 }

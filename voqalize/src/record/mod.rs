@@ -34,20 +34,28 @@
 //! |---|---|
 //! | `{"voqalize_recording": {..}}` | `version` (1), `sdk` (the SDK version that wrote it), `started_unix_ms` |
 //! | `{"frame": {..}}` | `at_ms`, `dir` (`in`: Voqalize → brain, `out`: brain → Voqalize), `kind` (the frame's name, for people; not read back), `pb` (the serialized `Envelope`, base64 with padding) |
-//! | `{"model": {..}}` | `at_ms` (sent), `provider`, `model`, `path` (no host, no query), `request` (the body: JSON, or its text), `status` (`null` when no response came), `response` (the body as read: the event stream up to where the turn stopped reading it, or the error body), `error` (why no response came, only then) |
-//! | `{"tool": {..}}` | `at_ms` (answered), `turn_id`, `name` (as the model called it), `arguments` (JSON, or their text), `outcome` (`ok` or the error's kind: `refused`, `failed`, `timeout`, ...) |
+//! | `{"model": {..}}` | `at_ms` (sent), `provider`, `model`, `path` (no host, no query), `request` (the body: JSON, or its text), `status` (`null` when no response came), `response` (the body as read: the event stream up to where the turn stopped reading it, or the error body), `error` (only when the response was not read to its end: why no response came, why the stream stopped, or `cancelled: ..` when the turn ended first, as a barge-in ends it) |
+//! | `{"tool": {..}}` | `at_ms` (answered), `turn_id`, `name` (as the model called it), `arguments` (JSON, or their text), `outcome` (`ok`, the error's kind — `refused`, `failed`, `timeout`, ... — or `cancelled` when the turn ended while it ran) |
 //! | `{"truncated": {..}}` | `at_ms`, `limit`: the recording reached its byte bound here, and the call went on unrecorded |
 //!
 //! Frames are recorded as they are read (inbound frames that do not decode are not) and as they
-//! are handed to the transport. A reader of version 1 refuses a file of a later version, and
-//! names the line of anything it cannot read.
+//! are handed to the transport. A JSON value that nests deeper than 100 levels (a model's
+//! arguments, say) is kept as its text, so every line reads back. A reader of version 1 refuses a
+//! file of a later version, and names the line of anything it cannot read.
+//!
+//! Files are written when the call ends, readable by their owner only, and never over another
+//! file (a name taken gets `-1`, `-2`...). On the direct leg the file is named for the session
+//! id the call's token was verified for; on the relay leg for its first `SessionStart`.
 //!
 //! # Bounds
 //!
 //! A call's recording is kept in memory until the call ends, within
 //! [`Recorder::max_bytes`] (default [`DEFAULT_MAX_RECORDING_BYTES`], 4 MiB); past it, a
-//! `truncated` line ends it. [`Recorder::every`] records one call in `n`, so a busy server keeps
-//! its memory and disk: 1,000 recorded calls at once hold at most 4 GiB.
+//! `truncated` line ends it. While a model response is read, a copy of it is kept too, within
+//! what is left of the bound: a recorded call holds at most twice its bound (beside the one line
+//! being written). [`Recorder::every`]
+//! records one call in `n`, so a busy server keeps its memory and disk: 100 calls recorded at
+//! once hold at most 800 MiB by default.
 
 mod format;
 mod read;
@@ -57,10 +65,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use read::{Direction, Exchange, RecordError, RecordedFrame, Recording, ToolRun};
+pub use read::{
+    Direction, Exchange, MAX_RECORDING_FILE_BYTES, RecordError, RecordedFrame, Recording, ToolRun,
+};
 #[cfg(feature = "model")]
 pub(crate) use tape::Exchanged;
 pub(crate) use tape::Tape;
+#[cfg(feature = "testing")]
+pub(crate) use tape::json_or_text;
 
 use crate::recover::lock;
 
@@ -127,20 +139,27 @@ impl Recorder {
     /// them; empty for a recorder that writes files.
     ///
     /// # Errors
-    /// [`RecordError`] if a kept recording does not read back (it always does: the SDK wrote it).
+    /// [`RecordError`] if a kept recording does not read back (the SDK wrote it, so this is a
+    /// bug); then nothing is forgotten.
     pub fn take(&self) -> Result<Vec<Recording>, RecordError> {
         let Sink::Memory(kept) = &self.sink else {
             return Ok(Vec::new());
         };
-        let texts = std::mem::take(&mut *lock(kept));
-        texts.iter().map(|text| Recording::parse(text)).collect()
+        let mut kept = lock(kept);
+        let recordings = kept
+            .iter()
+            .map(|text| Recording::parse(text))
+            .collect::<Result<Vec<_>, _>>()?;
+        kept.clear();
+        Ok(recordings)
     }
 
-    /// A tape for a call that starts now, if this call is one to record.
-    pub(crate) fn tape(&self) -> Option<Arc<Tape>> {
+    /// A tape for a call that starts now, if this call is one to record; `session_id` is the
+    /// call's when the host knows it (the direct leg: the id its token was verified for).
+    pub(crate) fn tape(&self, session_id: Option<&str>) -> Option<Arc<Tape>> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         n.is_multiple_of(self.every)
-            .then(|| Arc::new(Tape::new(self)))
+            .then(|| Arc::new(Tape::new(self, session_id)))
     }
 }
 

@@ -7,6 +7,10 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use super::format::{Dir, Line, VERSION};
+use crate::logline::outside;
+
+/// The largest file [`Recording::open`] reads: 256 MiB.
+pub const MAX_RECORDING_FILE_BYTES: u64 = 256 << 20;
 use crate::wire::{self, Frame};
 
 /// Why a recording could not be read. Every variant about the file's content names its line
@@ -34,6 +38,14 @@ pub enum RecordError {
     Version {
         /// The file's version.
         found: u64,
+    },
+    /// The file is larger than [`Recording::open`] reads ([`MAX_RECORDING_FILE_BYTES`]).
+    #[error("the recording {path} is over {limit} bytes; read it with Recording::parse")]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// The bound, in bytes.
+        limit: u64,
     },
     /// A line is not what the format says (a file cut mid-line, edited by hand, or not a
     /// recording at all).
@@ -125,17 +137,52 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// Reads a recording file.
+    /// Reads a recording file of at most [`MAX_RECORDING_FILE_BYTES`] (a recorder's files are
+    /// far smaller: see [`Recorder::max_bytes`](super::Recorder::max_bytes)).
     ///
     /// # Errors
-    /// [`RecordError::Io`] when the file cannot be read; otherwise as [`parse`](Self::parse).
+    /// [`RecordError::Io`] when the file cannot be read, [`RecordError::TooLarge`] past the
+    /// bound; otherwise as [`parse_bytes`](Self::parse_bytes).
     pub fn open(path: impl AsRef<Path>) -> Result<Recording, RecordError> {
+        use std::io::Read as _;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
+        let io = |source| RecordError::Io {
             path: path.display().to_string(),
             source,
-        })?;
-        Self::parse(&text)
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_RECORDING_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_RECORDING_FILE_BYTES {
+            return Err(RecordError::TooLarge {
+                path: path.display().to_string(),
+                limit: MAX_RECORDING_FILE_BYTES,
+            });
+        }
+        Self::parse_bytes(&bytes)
+    }
+
+    /// Reads a recording from its bytes: as [`parse`](Self::parse), and a line that is not
+    /// UTF-8 is an error naming it.
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), and [`RecordError::Line`] for a line that is not UTF-8.
+    pub fn parse_bytes(bytes: &[u8]) -> Result<Recording, RecordError> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Self::parse(text),
+            Err(e) => {
+                let line = 1 + bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|b| **b == b'\n')
+                    .count();
+                Err(RecordError::Line {
+                    line,
+                    why: format!("not UTF-8 ({e})"),
+                })
+            }
+        }
     }
 
     /// Reads a recording from its text.
@@ -163,7 +210,10 @@ impl Recording {
             if text.trim().is_empty() {
                 continue;
             }
-            let bad = |why: String| RecordError::Line { line, why };
+            let bad = |why: String| RecordError::Line {
+                line,
+                why: shown(&why),
+            };
             if recording.truncated {
                 return Err(bad("a line after the `truncated` line".to_owned()));
             }
@@ -218,10 +268,19 @@ impl Recording {
     }
 }
 
+/// What is wrong with a line, as an error shows it: a file's text can be anything, so it is
+/// clipped and its control characters escaped, as a log line would show it.
+fn shown(why: &str) -> String {
+    outside(why).to_string()
+}
+
 /// Line 1: checks the version before anything else is read, so a later format fails as such
 /// rather than on a line kind this SDK does not know.
 fn header(text: &str) -> Result<super::format::Header, RecordError> {
-    let bad = |why: String| RecordError::Line { line: 1, why };
+    let bad = |why: String| RecordError::Line {
+        line: 1,
+        why: shown(&why),
+    };
     let value: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let Some(header) = value.get("voqalize_recording") else {
         return Err(bad(

@@ -35,7 +35,9 @@ struct Buffer {
 }
 
 impl Tape {
-    pub(super) fn new(recorder: &Recorder) -> Self {
+    /// A tape for a call; `session_id` names its file when the host knows it before the call's
+    /// `SessionStart` (the direct leg's verified id), else the first `SessionStart` names it.
+    pub(super) fn new(recorder: &Recorder, session_id: Option<&str>) -> Self {
         let started_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -53,7 +55,7 @@ impl Tape {
                 text,
                 max: recorder.max_bytes,
                 full: false,
-                session_id: None,
+                session_id: session_id.map(str::to_owned),
             }),
         }
     }
@@ -79,6 +81,10 @@ impl Tape {
     }
 
     fn frame(&self, dir: Dir, bytes: &[u8], kind: &str) {
+        // A full tape builds no more lines (base64 of a frame it would not keep).
+        if self.room() == 0 {
+            return;
+        }
         let line = Line::Frame(FrameLine {
             at_ms: self.at_ms(),
             dir,
@@ -92,6 +98,9 @@ impl Tape {
     /// headers are never passed here (they carry the API key).
     #[cfg_attr(not(feature = "model"), allow(dead_code))]
     pub(crate) fn model(&self, exchange: Exchanged<'_>) {
+        if self.room() == 0 {
+            return;
+        }
         let line = Line::Model(ModelLine {
             at_ms: exchange.sent_ms,
             provider: exchange.provider.to_owned(),
@@ -118,15 +127,20 @@ impl Tape {
             at_ms: self.at_ms(),
             turn_id,
             name: name.to_owned(),
-            arguments,
+            arguments: shallow(arguments),
             outcome: outcome.to_owned(),
         });
         self.push(&line);
     }
 
-    /// Whether a line of `bytes` still fits (the voice core asks before it copies a response
-    /// body it would not keep).
-    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    /// The bytes the buffer holds (its capacity), for the tests of its bound.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        lock(&self.inner).text.capacity()
+    }
+
+    /// How many bytes the recording can still take (0 once full): the voice core keeps no more
+    /// of a response body than this.
     pub(crate) fn room(&self) -> usize {
         let inner = lock(&self.inner);
         if inner.full {
@@ -136,23 +150,31 @@ impl Tape {
         }
     }
 
+    /// Appends `line` when it fits under the bound; else ends the tape with the `truncated`
+    /// line. The line is written aside first, so a line past the bound never grows the buffer,
+    /// and the buffer grows at most to the bound (plus the `truncated` line).
     fn push(&self, line: &Line) {
         let at_ms = self.at_ms();
+        let mut scratch = Vec::new();
+        write_line(&mut scratch, line);
         let mut inner = lock(&self.inner);
         if inner.full {
             return;
         }
-        let before = inner.text.len();
-        write_line(&mut inner.text, line);
-        if inner.text.len() > inner.max {
-            inner.text.truncate(before);
+        if inner.text.len() + scratch.len() > inner.max {
             inner.full = true;
             let limit = inner.max;
+            scratch.clear();
             write_line(
-                &mut inner.text,
+                &mut scratch,
                 &Line::Truncated(TruncatedLine { at_ms, limit }),
             );
+            inner.text.extend_from_slice(&scratch);
+            return;
         }
+        let Buffer { text, max, .. } = &mut *inner;
+        grow_within(text, scratch.len(), *max);
+        text.extend_from_slice(&scratch);
     }
 
     /// The call ended: the recording goes to the sink (a file is written on a blocking thread,
@@ -169,14 +191,9 @@ impl Tape {
         match &self.sink {
             Sink::Memory(kept) => lock(kept).push(text),
             Sink::Dir(dir) => {
-                let path = dir.join(super::file_name(session_id.as_deref()));
-                let written = tokio::task::spawn_blocking(move || {
-                    if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)?;
-                    }
-                    std::fs::write(&path, text).map(|()| path)
-                })
-                .await;
+                let (dir, name) = (dir.clone(), super::file_name(session_id.as_deref()));
+                let written =
+                    tokio::task::spawn_blocking(move || write_new(&dir, &name, &text)).await;
                 match written {
                     Ok(Ok(path)) => tracing::debug!("record: wrote {}", path.display()),
                     Ok(Err(e)) => tracing::warn!("record: could not write the recording: {e}"),
@@ -200,6 +217,43 @@ pub(crate) struct Exchanged<'a> {
     pub(crate) error: Option<String>,
 }
 
+/// Writes `text` to a new file in `dir` named `name` (`name-1`, `name-2`... when taken: a
+/// recording never overwrites another), readable by its owner only.
+fn write_new(dir: &std::path::Path, name: &str, text: &str) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)?;
+    let stem = name.strip_suffix(".jsonl").unwrap_or(name);
+    for n in 0..1000 {
+        let path = if n == 0 {
+            dir.join(name)
+        } else {
+            dir.join(format!("{stem}-{n}.jsonl"))
+        };
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        match open.open(&path) {
+            Ok(mut file) => return file.write_all(text.as_bytes()).map(|()| path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("1,000 recordings named {stem} already"),
+    ))
+}
+
+/// Makes room in `text` for `more` bytes, doubling as a `Vec` does but never past `max`.
+fn grow_within(text: &mut Vec<u8>, more: usize, max: usize) {
+    let need = text.len() + more;
+    if need > text.capacity() {
+        let want = (text.capacity() * 2).clamp(need, max.max(need));
+        text.reserve_exact(want - text.len());
+    }
+}
+
 fn write_line(text: &mut Vec<u8>, line: &Line) {
     // Writing our own types into a Vec cannot fail (no maps with non-string keys, no I/O).
     if serde_json::to_writer(&mut *text, line).is_ok() {
@@ -207,21 +261,66 @@ fn write_line(text: &mut Vec<u8>, line: &Line) {
     }
 }
 
-/// `https://host:port/v1/x?key=..` → `/v1/x`.
+/// `https://host:port/v1/x?key=..` → `/v1/x` (the query and fragment are cut first, so a `/`
+/// inside them is never taken for the path).
 fn path_of(url: &str) -> &str {
+    let url = url.split(['?', '#']).next().unwrap_or("");
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path = rest.find('/').map_or("/", |i| &rest[i..]);
-    path.split(['?', '#']).next().unwrap_or("/")
+    rest.find('/').map_or("/", |i| &rest[i..])
 }
 
-fn json_or_text(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+/// How deep a JSON value in a recording may nest: a line wraps it in two or three objects more,
+/// and the reader (`serde_json`) stops at 128.
+const MAX_DEPTH: usize = 100;
+
+/// A body or arguments as a recording keeps them: JSON when it parses and nests at most
+/// [`MAX_DEPTH`] deep, else its text. The replay's stand-in reads requests the same way, so a
+/// request matches its recording either way.
+pub(crate) fn json_or_text(bytes: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) if depth(&v) <= MAX_DEPTH => v,
+        _ => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+    }
+}
+
+/// `v`, or its JSON text when it nests deeper than [`MAX_DEPTH`].
+fn shallow(v: Value) -> Value {
+    if depth(&v) <= MAX_DEPTH {
+        v
+    } else {
+        Value::String(v.to_string())
+    }
+}
+
+/// How deep `v` nests (a scalar is 0), without recursion.
+fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]
 mod tests {
-    use super::path_of;
+    use super::{depth, json_or_text, path_of};
+
+    #[test]
+    fn a_value_too_deep_to_read_back_is_kept_as_its_text() {
+        let deep = format!("{}{}", "[".repeat(126), "]".repeat(126));
+        assert_eq!(
+            json_or_text(deep.as_bytes()),
+            serde_json::Value::String(deep.clone())
+        );
+        assert_eq!(depth(&serde_json::json!({"a": [1, {"b": 2}]})), 3);
+        assert_eq!(json_or_text(b"{\"a\":1}"), serde_json::json!({"a": 1}));
+    }
 
     #[test]
     fn a_path_keeps_no_host_nor_query() {
@@ -231,5 +330,6 @@ mod tests {
         );
         assert_eq!(path_of("http://127.0.0.1:9"), "/");
         assert_eq!(path_of("/v1/chat#frag"), "/v1/chat");
+        assert_eq!(path_of("https://h?sig=ab/SECRET"), "/");
     }
 }

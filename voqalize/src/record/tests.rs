@@ -15,7 +15,7 @@ fn a_peer_chosen_session_id_makes_a_safe_file_name() {
 #[tokio::test]
 async fn a_tape_stops_at_its_bound_with_one_truncated_line() {
     let recorder = Recorder::in_memory().max_bytes(4096);
-    let tape = recorder.tape().unwrap();
+    let tape = recorder.tape(None).unwrap();
     let chunk = Frame::SpeechChunk {
         speech_id: 1,
         text: "a".repeat(300),
@@ -38,4 +38,28 @@ async fn a_tape_stops_at_its_bound_with_one_truncated_line() {
         r.frames.len()
     );
     assert!(r.frames.iter().all(|f| f.frame == chunk));
+}
+
+#[cfg(feature = "model")]
+#[test]
+fn a_line_past_the_bound_never_grows_the_buffer() {
+    let recorder = Recorder::in_memory().max_bytes(4096);
+    let tape = recorder.tape(None).unwrap();
+    // A 1 MiB frame, then a 1 MiB response of control bytes (6 MiB once escaped).
+    tape.frame_out(&vec![0u8; 1 << 20], "SpeechChunk");
+    tape.model(super::Exchanged {
+        sent_ms: 0,
+        provider: "p",
+        model: "m",
+        url: "http://h/x",
+        request: b"{}",
+        status: Some(200),
+        response: &vec![1u8; 1 << 20],
+        error: None,
+    });
+    assert!(
+        tape.held() < 8192,
+        "a 4 KiB recording holds {} bytes",
+        tape.held()
+    );
 }

@@ -590,7 +590,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             receiver,
             self.factory.clone(),
             self.limits,
-            self.relay.options.tape(),
+            self.relay.options.tape(None),
             (admitted, self.shutdown.hosting()),
         );
         self.tasks.spawn(

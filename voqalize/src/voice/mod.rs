@@ -59,6 +59,7 @@ mod guard;
 mod report;
 mod response;
 mod spans;
+mod taping;
 mod tool_guard;
 mod turn;
 

@@ -30,6 +30,7 @@ use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
 use super::response::{Closed, Ending, Filed, Response};
 use super::spans;
+use super::taping::{Taping, ToolTaping};
 use super::tool_guard::{GuardedCall, ToolRun, Verdict};
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, chain, outside, outside_n};
@@ -38,7 +39,6 @@ use crate::model::http::{self, EventStream};
 use crate::model::layer::StreamError;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::{ModelError, ToolChoice};
-use crate::record::{Exchanged, Tape};
 use crate::session::{Session, Step, Turn};
 use crate::tools::{
     Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
@@ -380,8 +380,8 @@ struct Dispatched {
     started: Instant,
     /// A `#[needs_result_now]` tool: the model is asked again once the response is answered.
     awaited: bool,
-    /// The arguments as the call's recording keeps them, when the call is recorded.
-    taped: Option<Value>,
+    /// The call's line in the recording (written with `cancelled` if the call is dropped).
+    taping: ToolTaping,
 }
 
 /// The calls of the request in flight being answered: each future is one call's tool (or its
@@ -448,20 +448,21 @@ impl TurnState<'_> {
             bounds.response_bytes,
             layer.http(),
         );
-        let tape = self.session.tape().cloned();
-        let taped = tape.as_ref().map(|tape| (tape, tape.now_ms()));
-        let mut stream: EventStream = match before(deadline, limit, open).await? {
-            Ok(stream) => stream,
-            Err(e) => {
-                if let Some((tape, sent_ms)) = taped {
-                    tape_failure(tape, sent_ms, layer, request, &e);
-                }
+        // On a recorded call, the request's line is written however it ends (a barge-in drops
+        // this future mid-stream).
+        let mut taping = Taping::sent(self.session.tape(), layer, request);
+        let opened: EventStream = match before(deadline, limit, open).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                taping.failed(Some(&e), &"");
                 return Err(e.into());
             }
+            Err(e) => {
+                taping.failed(None, &e);
+                return Err(e);
+            }
         };
-        if let Some((tape, _)) = taped {
-            stream.keep_body(tape.room());
-        }
+        let stream = taping.read(opened);
         self.request_id = stream.request_id().map(str::to_owned);
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
         let mut end = RequestEnd::default();
@@ -526,19 +527,8 @@ impl TurnState<'_> {
             }
             self.pace().await;
         };
-        if let Some((tape, sent_ms)) = taped {
-            tape.model(Exchanged {
-                sent_ms,
-                provider: layer.provider(),
-                model: layer.model(),
-                url: request.url(),
-                request: request.body(),
-                status: Some(stream.status()),
-                response: &stream.take_body(),
-                error: None,
-            });
-        }
-        drop(stream);
+        // The stream is dropped (its connection closed) before the tools are waited for.
+        taping.ended(read.as_ref().err().map(ToString::to_string));
         // Every call has its result before the response is cut or closed, before a follow-up, and
         // before a failed request is reported.
         self.answer_all(tools, &mut answering, &mut end).await;
@@ -714,7 +704,12 @@ impl TurnState<'_> {
             Arguments::Json(v) if guards.any() => Some(v.clone()),
             _ => None,
         };
-        let taped = self.session.tape().map(|_| taped_arguments(&arguments));
+        let taping = ToolTaping::dispatched(
+            self.session.tape(),
+            self.turn.id(),
+            &filed.name,
+            self.session.tape().map(|_| taped_arguments(&arguments)),
+        );
         let before = match &seen {
             Some(seen) if !tools_off => guards.before(&self.checked(&filed, seen)),
             _ => Verdict::Allowed,
@@ -726,7 +721,7 @@ impl TurnState<'_> {
             seen,
             ran,
             started: Instant::now(),
-            taped,
+            taping,
         };
         if tools_off {
             let outcome = refused(&dispatched.filed.kept);
@@ -810,7 +805,7 @@ impl TurnState<'_> {
             ran,
             started,
             awaited,
-            taped,
+            taping,
         } = dispatched;
         if ran {
             if let Err(e) = &outcome.result
@@ -855,9 +850,7 @@ impl TurnState<'_> {
             outcome_name,
             ran.then_some(outcome.elapsed),
         );
-        if let (Some(tape), Some(arguments)) = (self.session.tape(), taped) {
-            tape.tool(self.turn.id(), &filed.name, arguments, outcome_name);
-        }
+        taping.answered(outcome_name);
         let result = ToolResult {
             call_id: filed.call_id,
             name: filed.kept.clone(),
@@ -1051,31 +1044,6 @@ fn taped_arguments(arguments: &Arguments) -> Value {
             serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
         }
     }
-}
-
-/// A model request that got no stream, as the call's recording keeps it: the status and error
-/// body of an answer that was not a 2xx, or why no answer came.
-fn tape_failure(
-    tape: &Tape,
-    sent_ms: u64,
-    layer: &dyn Layer,
-    request: &HttpRequest,
-    e: &ModelError,
-) {
-    let (status, response, error) = match e {
-        ModelError::Status { status, body, .. } => (Some(*status), body.as_bytes(), None),
-        other => (None, &[][..], Some(chain(other))),
-    };
-    tape.model(Exchanged {
-        sent_ms,
-        provider: layer.provider(),
-        model: layer.model(),
-        url: request.url(),
-        request: request.body(),
-        status,
-        response,
-        error,
-    });
 }
 
 /// A call on a request that allowed none: not run, answered with an error the model reads.

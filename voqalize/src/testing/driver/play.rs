@@ -189,28 +189,29 @@ impl Voqalize {
         barge: BargeIn,
     ) -> Result<TurnRecord, DriverError> {
         let BargeIn { at, heard_prefix } = barge;
-        self.barge_in_hearing(text, at, move |all| {
+        self.barge_in_hearing(text, at, None, move |all| {
             heard_prefix.unwrap_or_else(|| all.to_owned())
         })
         .await
     }
 
-    /// [`barge_in`](Self::barge_in), with the cut unit's heard text made from all the text that
-    /// reached the driver for it by `heard` (a replay hears as many characters as the recorded
-    /// call did).
+    /// [`barge_in`](Self::barge_in) on the turn's unit `unit` (from 0; `None`: the one open at
+    /// the barge-in, as `barge_in`), with `BargeAt::FirstText` waiting for that unit's text, and
+    /// the cut unit's heard text made by `hearing` from all the text that reached the driver for
+    /// it (a replay hears as many characters as the recorded call did).
     pub(crate) async fn barge_in_hearing(
         &mut self,
         text: &str,
         at: BargeAt,
+        unit: Option<usize>,
         hearing: impl FnOnce(&str) -> String,
     ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
         match at {
             BargeAt::FirstText => {
+                let with_text = unit.unwrap_or(0) + 1;
                 self.wait_until(self.timeout, move |s| {
-                    s.units
-                        .values()
-                        .any(|u| u.turn_id == turn_id && !u.chunks.is_empty())
+                    s.units_of(turn_id).filter(|u| !u.chunks.is_empty()).count() >= with_text
                 })
                 .await?;
                 self.quiesce(Duration::from_millis(150), Duration::from_millis(300))
@@ -221,12 +222,11 @@ impl Voqalize {
             }
         }
         let units: Vec<&UnitRecord> = self.seen.units_of(turn_id).collect();
-        let cut = units
-            .iter()
-            .rev()
-            .find(|u| !u.ended)
-            .or(units.last())
-            .map(|u| u.speech_id);
+        let cut = match unit {
+            Some(k) => units.get(k).or(units.last()),
+            None => units.iter().rev().find(|u| !u.ended).or(units.last()),
+        }
+        .map(|u| u.speech_id);
         self.send(Frame::Interruption {
             through_turn: turn_id,
         })

@@ -8,9 +8,12 @@
 //! the recording, where a request matches a recorded one (the same body, the same path or one
 //! ending the other); a request that matches none is refused with a `400`, unless the replay is
 //! told to forward it ([`Replay::forward_unmatched`]): a replay never calls a provider on its
-//! own.
+//! own. The brain's `configure` requests are accepted, as the testing driver accepts them,
+//! whatever the recorded call answered; a turn that says nothing waits
+//! [`turn_timeout`](Replay::turn_timeout) before the replay goes on.
 
 mod report;
+mod script;
 mod server;
 
 use std::time::Duration;
@@ -22,9 +25,13 @@ use crate::wire::Frame;
 
 use super::driver::{BargeAt, DriverError, Start, Voqalize};
 pub use report::{Answered, ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput};
+use script::{Barge, Step};
 #[cfg(feature = "model")]
 use server::Fallback;
 use server::Server;
+
+/// The bound on the replay's own recording of the brain under test: 1 GiB.
+const REPLAY_RECORDING_BYTES: usize = 1 << 30;
 
 /// Why a replay could not run to its end.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +65,7 @@ pub enum ReplayError {
 /// # #[brain] impl Coach {}
 /// # async fn check() -> Result<(), Box<dyn std::error::Error>> {
 /// let recording = Recording::open("calls/1733000000000-call-42.jsonl")?;
-/// let replay = Replay::start(recording).await?;
+/// let mut replay = Replay::start(recording).await?;
 /// // The brain under test, its model layer pointed at the replay's stand-in (the key is the
 /// // layer's own: a forwarded request carries it).
 /// let layer = Gemini::builder("unused").base_url(replay.base_url()).build()?;
@@ -82,24 +89,6 @@ impl std::fmt::Debug for Replay {
             .field("exchanges", &self.recording.exchanges.len())
             .finish_non_exhaustive()
     }
-}
-
-/// One thing Voqalize's side does in the replay, as the recording did it.
-#[derive(Debug)]
-enum Step {
-    Say {
-        text: String,
-        /// Barged in on, with this many characters of the cut unit heard.
-        barged: Option<usize>,
-    },
-    Idle {
-        level: u32,
-        idle_ms: u32,
-    },
-    /// An app event, client message or error frame, sent as it was.
-    Send(Frame),
-    End,
-    Cancel(Option<String>),
 }
 
 impl Replay {
@@ -153,12 +142,14 @@ impl Replay {
     /// [`ReplayError::NoCall`] for a recording without a `SessionStart`;
     /// [`ReplayError::Driver`] when the brain closed the connection or sent bytes that do not
     /// decode.
-    pub async fn run<M: MakeBrain>(&self, factory: M) -> Result<ReplayReport, ReplayError> {
+    pub async fn run<M: MakeBrain>(&mut self, factory: M) -> Result<ReplayReport, ReplayError> {
         let Some(start) = self.start_of() else {
             return Err(ReplayError::NoCall);
         };
         self.server.reset();
-        let recorder = Recorder::in_memory();
+        // The replay's own recording, far above any recorder's default: a cut one would read as
+        // missing turns (the report says when it was cut).
+        let recorder = Recorder::in_memory().max_bytes(REPLAY_RECORDING_BYTES);
         let options = HostOptions::allow_unverified().record(recorder.clone());
         let upgrade = Upgrade {
             session_id: start.session_id.clone(),
@@ -167,7 +158,7 @@ impl Replay {
         let mut voqalize = Voqalize::in_process_with(factory, options, upgrade);
         voqalize.timeout = self.turn_timeout;
         voqalize.start_with(start).await?;
-        for step in self.steps() {
+        for step in script::steps(&self.recording) {
             let played = match step {
                 Step::Say { text, barged: None } => voqalize
                     .user_says_within(&text, self.turn_timeout)
@@ -175,13 +166,18 @@ impl Replay {
                     .map(drop),
                 Step::Say {
                     text,
-                    barged: Some(chars),
-                } => voqalize
-                    .barge_in_hearing(&text, BargeAt::FirstText, |all| {
-                        all.chars().take(chars).collect()
-                    })
-                    .await
-                    .map(drop),
+                    barged: Some(Barge { unit, heard }),
+                } => {
+                    // Before the first unit: at once. Else once the cut unit has text.
+                    let at = match unit {
+                        None => BargeAt::After(Duration::ZERO),
+                        Some(_) => BargeAt::FirstText,
+                    };
+                    voqalize
+                        .barge_in_hearing(&text, at, unit, |all| all.chars().take(heard).collect())
+                        .await
+                        .map(drop)
+                }
                 Step::Idle { level, idle_ms } => voqalize
                     .user_idle_within(level, idle_ms, self.turn_timeout)
                     .await
@@ -229,72 +225,5 @@ impl Replay {
             init: start.init.clone(),
             expect_greeting: greeted,
         })
-    }
-
-    /// What Voqalize's side did after the `SessionStart`, in order.
-    fn steps(&self) -> Vec<Step> {
-        let frames = &self.recording.frames;
-        let unit_turn = |speech: u64| {
-            frames.iter().find_map(|f| match f.frame {
-                Frame::SpeechStart { speech_id, turn_id }
-                    if f.direction == Direction::Out && speech_id == speech =>
-                {
-                    Some(turn_id)
-                }
-                _ => None,
-            })
-        };
-        let mut steps = Vec::new();
-        let inbound: Vec<&Frame> = frames
-            .iter()
-            .filter(|f| f.direction == Direction::In)
-            .map(|f| &f.frame)
-            .collect();
-        for (i, frame) in inbound.iter().enumerate() {
-            match frame {
-                Frame::UserMessage(m) => {
-                    // Barged in on: an Interruption covering it before the user's next turn,
-                    // then the Finalize of one of its units.
-                    let rest = &inbound[i + 1..];
-                    let until = rest
-                        .iter()
-                        .position(|f| matches!(f, Frame::UserMessage(_) | Frame::UserIdle(_)))
-                        .unwrap_or(rest.len());
-                    let rest = &rest[..until];
-                    let cut = rest.iter().position(|f| {
-                        matches!(f, Frame::Interruption { through_turn } if *through_turn >= m.turn_id)
-                    });
-                    let barged = cut.map(|at| {
-                        rest[at..]
-                            .iter()
-                            .find_map(|f| match f {
-                                Frame::Finalize {
-                                    speech_id,
-                                    heard_text,
-                                } if unit_turn(*speech_id) == Some(m.turn_id) => {
-                                    Some(heard_text.chars().count())
-                                }
-                                _ => None,
-                            })
-                            .unwrap_or(0)
-                    });
-                    steps.push(Step::Say {
-                        text: m.text.clone(),
-                        barged,
-                    });
-                }
-                Frame::UserIdle(idle) => steps.push(Step::Idle {
-                    level: idle.level,
-                    idle_ms: idle.idle_ms,
-                }),
-                Frame::Rtvi(_) | Frame::Error(_) => steps.push(Step::Send((*frame).clone())),
-                Frame::End => steps.push(Step::End),
-                Frame::Cancel { reason } => steps.push(Step::Cancel(reason.clone())),
-                // The session start, heard truth, barge-ins and answers to the brain's requests:
-                // the driver plays them as the turns go.
-                _ => {}
-            }
-        }
-        steps
     }
 }

@@ -119,11 +119,17 @@ pub struct ReplayReport {
     pub extra_turns: Vec<TurnOutput>,
     /// Every model request of the replay, in order.
     pub requests: Vec<RequestMatch>,
-    /// The recorded model requests of the recording, for a request that matched none: the
+    /// The recorded model requests (path and body), for a request that matched none: the
     /// report shows the nearest one beside it.
-    pub recorded_requests: Vec<Value>,
+    pub recorded_requests: Vec<(String, Value)>,
+    /// The recorded model requests (by index, from 0) the replay never asked: the brain asked
+    /// fewer questions, or its layer is not pointed at [`Replay::base_url`](super::Replay::base_url).
+    pub unused: Vec<usize>,
     /// The recording was cut at its byte bound: its last turns are missing.
     pub truncated: bool,
+    /// The replay's own recording was cut at its bound (1 GiB): the brain under test said far
+    /// more than the recorded one, and its last turns are missing.
+    pub replay_truncated: bool,
 }
 
 impl ReplayReport {
@@ -144,6 +150,14 @@ impl ReplayReport {
                 replayed: after.next().map(|(_, output)| output),
             })
             .collect();
+        let mut used = vec![false; recorded.exchanges.len()];
+        for r in &requests {
+            if let Answered::Recorded { index, .. } = r.answered
+                && let Some(u) = used.get_mut(index)
+            {
+                *u = true;
+            }
+        }
         ReplayReport {
             turns,
             extra_turns: after.map(|(_, output)| output).collect(),
@@ -151,18 +165,40 @@ impl ReplayReport {
             recorded_requests: recorded
                 .exchanges
                 .iter()
-                .map(|e| e.request.clone())
+                .map(|e| (e.path.clone(), e.request.clone()))
                 .collect(),
+            unused: (0..used.len()).filter(|i| !used[*i]).collect(),
             truncated: recorded.truncated,
+            replay_truncated: replayed.truncated,
         }
     }
 
-    /// Whether the replay did what the recording did in every turn, and every model request it
-    /// made was answered from the recording.
+    /// Whether the replay did what the recording did in every turn, every model request it
+    /// made was answered from the recording, and every recorded request was asked.
     pub fn is_same(&self) -> bool {
         self.turns.iter().all(TurnDiff::is_same)
             && self.extra_turns.is_empty()
             && self.unmatched() == 0
+            && self.unused.is_empty()
+            && !self.replay_truncated
+    }
+
+    /// The recorded request most like `request`: the same path, and the longest stretch of
+    /// JSON text in common from the start.
+    fn nearest(&self, request: &RequestMatch) -> Option<usize> {
+        let text = request.request.to_string();
+        self.recorded_requests
+            .iter()
+            .enumerate()
+            .filter(|(_, (path, _))| super::server::same_path(&request.path, path))
+            .max_by_key(|(_, (_, body))| {
+                let body = body.to_string();
+                body.bytes()
+                    .zip(text.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .map(|(i, _)| i)
     }
 
     /// The turns that differ.
@@ -198,7 +234,12 @@ fn turns(recording: &Recording) -> Vec<(String, TurnOutput)> {
     }
     let mut unit_turn = std::collections::HashMap::new();
     let mut outputs: Vec<TurnOutput> = vec![TurnOutput::default(); order.len()];
-    let slot = |turn: u64| order.iter().position(|(t, _)| *t == turn);
+    // Each turn's place, read once (a turn id seen twice keeps its first place).
+    let mut places = std::collections::HashMap::new();
+    for (i, (turn, _)) in order.iter().enumerate() {
+        places.entry(*turn).or_insert(i);
+    }
+    let slot = |turn: u64| places.get(&turn).copied();
     // A UI command sent outside a turn (from `on_rtvi`) belongs to the turn the user was in.
     let mut current = None;
     for f in &recording.frames {
@@ -328,6 +369,24 @@ impl fmt::Display for ReplayReport {
                 "  (the recording was cut at its byte bound: its last turns are not replayed)"
             )?;
         }
+        if self.replay_truncated {
+            writeln!(
+                f,
+                "  (the replay's own recording was cut at 1 GiB: its last turns are missing)"
+            )?;
+        }
+        if !self.unused.is_empty() {
+            let hint = if self.requests.is_empty() {
+                " (no request reached the replay: is the brain's layer pointed at Replay::base_url?)"
+            } else {
+                ""
+            };
+            writeln!(
+                f,
+                "recorded model requests never asked: {:?}{hint}",
+                self.unused
+            )?;
+        }
         for turn in self.differing() {
             writeln!(f, "turn {} ({}):", turn.index, outside(&turn.stimulus))?;
             let Some(replayed) = &turn.replayed else {
@@ -359,10 +418,16 @@ impl fmt::Display for ReplayReport {
                 "model request {n} ({}) matched no recorded request ({how})",
                 outside(&request.path)
             )?;
-            if let Some(nearest) = self.recorded_requests.get(n) {
+            if let Some(i) = self.nearest(request)
+                && let Some((_, nearest)) = self.recorded_requests.get(i)
+            {
                 let mut at = String::new();
                 if let Some((was, is)) = first_difference(nearest, &request.request, &mut at) {
-                    writeln!(f, "  recorded request {n} differs at {}:", outside(&at))?;
+                    writeln!(
+                        f,
+                        "  the nearest, recorded request {i}, differs at {}:",
+                        outside(&at)
+                    )?;
                     writeln!(f, "    recorded: {}", shown(&was))?;
                     writeln!(f, "    replayed: {}", shown(&is))?;
                 }

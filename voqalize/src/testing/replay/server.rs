@@ -14,6 +14,9 @@ use super::report::{Answered, RequestMatch};
 use crate::record::Exchange;
 use crate::recover::lock;
 
+/// The longest model request body the stand-in reads: 64 MiB.
+const MAX_REQUEST_BYTES: usize = 64 << 20;
+
 /// What the server answers a request that matches no recorded one with.
 #[derive(Debug, Clone, Default)]
 pub(super) enum Fallback {
@@ -60,8 +63,11 @@ impl Server {
             fallback: Mutex::new(Fallback::default()),
             run: Mutex::new(Run::default()),
         });
+        // A model request can be long (a long call's history): axum's 2 MB default would answer
+        // it 413 before it is matched.
         let app = axum::Router::new()
             .fallback(answer)
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
             .with_state(shared.clone());
         let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
         let task = tokio::spawn(async move {
@@ -90,7 +96,7 @@ impl Server {
 
 /// Whether a request to `path` can be the recorded one to `recorded`: the same path, or one the
 /// end of the other (the layer's base URL in the replay has no path of its own, or another one).
-fn same_path(path: &str, recorded: &str) -> bool {
+pub(super) fn same_path(path: &str, recorded: &str) -> bool {
     path == recorded || recorded.ends_with(path) || path.ends_with(recorded)
 }
 
@@ -124,8 +130,8 @@ async fn answer(
         return StatusCode::OK.into_response();
     }
     let path = uri.path().to_owned();
-    let request: Value = serde_json::from_slice(&body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    // Read as the recording kept it, so a request matches its recorded body.
+    let request: Value = crate::record::json_or_text(&body);
     let picked = {
         let mut run = lock(&shared.run);
         let picked = pick(&shared, &mut run, &path, &request);
