@@ -546,6 +546,16 @@ fn chatty(provider: Provider, base_url: &str) -> impl Fn() -> Chatty + Send + Sy
     }
 }
 
+/// Replays `recording` against the `Chatty` brain on `provider`'s layer: it must do the same.
+async fn replays_the_same(recording: Recording, provider: Provider) {
+    let mut replay = Replay::start(recording).await.unwrap();
+    let report = replay
+        .run(chatty(provider, &replay.base_url()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+}
+
 /// Records one call of `factory` in memory, played by `play`.
 async fn recorded<M, F>(factory: M, play: F) -> Recording
 where
@@ -593,12 +603,7 @@ async fn a_barge_in_mid_stream_still_records_its_request_and_replays_the_same() 
         "what was read: {}",
         cut.response
     );
-    let mut replay = Replay::start(recording).await.unwrap();
-    let report = replay
-        .run(chatty(Provider::Gemini, &replay.base_url()))
-        .await
-        .unwrap();
-    assert!(report.is_same(), "{report}");
+    replays_the_same(recording, Provider::Gemini).await;
 }
 
 /// Says two units, the second after the first was played.
@@ -648,12 +653,7 @@ async fn an_interruption_after_a_turn_was_heard_in_full_cuts_nothing_in_the_repl
         v.user_says("ok").await.unwrap();
     })
     .await;
-    let mut replay = Replay::start(recording).await.unwrap();
-    let report = replay
-        .run(chatty(Provider::Gemini, &replay.base_url()))
-        .await
-        .unwrap();
-    assert!(report.is_same(), "{report}");
+    replays_the_same(recording, Provider::Gemini).await;
 }
 
 #[tokio::test]
@@ -801,12 +801,7 @@ async fn arguments_too_deep_to_read_back_are_kept_as_text() {
         "{}",
         run.arguments
     );
-    let mut replay = Replay::start(recording).await.unwrap();
-    let report = replay
-        .run(chatty(Provider::OpenAi, &replay.base_url()))
-        .await
-        .unwrap();
-    assert!(report.is_same(), "{report}");
+    replays_the_same(recording, Provider::OpenAi).await;
 }
 
 #[tokio::test]

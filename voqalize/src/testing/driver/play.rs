@@ -121,13 +121,7 @@ impl Voqalize {
     /// # Errors
     /// As [`user_says`](Self::user_says).
     pub async fn user_idle(&mut self, level: u32, idle_ms: u32) -> Result<TurnRecord, DriverError> {
-        let turn_id = self.next_turn_id();
-        self.send(Frame::UserIdle(UserIdle {
-            turn_id,
-            level,
-            idle_ms,
-        }))
-        .await?;
+        let turn_id = self.send_idle(level, idle_ms).await?;
         self.play_out(turn_id).await
     }
 
@@ -142,6 +136,12 @@ impl Voqalize {
         idle_ms: u32,
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
+        let turn_id = self.send_idle(level, idle_ms).await?;
+        self.settle(turn_id, within).await
+    }
+
+    /// Sends a `UserIdle{level, idle_ms}` on the next turn id and returns that id.
+    async fn send_idle(&mut self, level: u32, idle_ms: u32) -> Result<u64, DriverError> {
         let turn_id = self.next_turn_id();
         self.send(Frame::UserIdle(UserIdle {
             turn_id,
@@ -149,7 +149,7 @@ impl Voqalize {
             idle_ms,
         }))
         .await?;
-        self.settle(turn_id, within).await
+        Ok(turn_id)
     }
 
     /// Waits up to `within` for `turn_id` to complete, then the quiet window, and finalizes it.
