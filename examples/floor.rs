@@ -60,10 +60,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let chunks: Arc<[String]> = answer::CHUNKS.iter().map(|c| (*c).to_owned()).collect();
     let provider = match &args.model_url {
         Some(base) => Some(Provider {
-            client: reqwest::Client::builder()
-                .http1_only()
-                .tcp_nodelay(true)
-                .build()?,
+            // The SDK's TLS provider (ring); plain HTTP needs none, but the client wants one.
+            client: {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                reqwest::Client::builder()
+                    .http1_only()
+                    .tcp_nodelay(true)
+                    .build()?
+            },
             url: format!("{base}/v1beta/models/workload:streamGenerateContent?alt=sse"),
         }),
         None => None,
