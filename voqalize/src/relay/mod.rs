@@ -51,6 +51,7 @@
 //!   [`Health`](crate::host::Health), beside the direct leg's.
 
 mod connect;
+mod inbox;
 mod mux;
 mod outbound;
 

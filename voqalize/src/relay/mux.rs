@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -20,6 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
 use super::connect::{Backoff, RelayError, Socket, connect};
+use super::inbox::{self, Inbox, Offered};
 use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
@@ -64,10 +64,6 @@ impl<'a> RelayInbound<'a> {
         )
     }
 }
-
-/// How many inbound frames may wait for one session's reader before the next is dropped. Their
-/// bytes are bounded too, by the session's `max_message_bytes` (one frame always fits).
-const SESSION_INBOX: usize = 256;
 
 /// The bytes of an `End` envelope (the encoding is deterministic).
 static END: LazyLock<Vec<u8>> = LazyLock::new(|| wire::encode(&Frame::End));
@@ -198,9 +194,7 @@ impl ChannelSender for RelaySender {
 
 /// One session's receiving half: the frames the mux routed to it.
 struct RelayReceiver {
-    inbox: mpsc::Receiver<Incoming>,
-    /// Bytes waiting in `inbox`.
-    queued: Arc<AtomicUsize>,
+    inbox: inbox::Reader,
     /// Why the connection is ending all its sessions, once it is.
     ending: Arc<Ending>,
 }
@@ -212,7 +206,7 @@ struct Ending(std::sync::OnceLock<EndReason>);
 
 impl ChannelReceiver for RelayReceiver {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
-        let Some(incoming) = self.inbox.recv().await else {
+        let Some(frame) = self.inbox.recv().await else {
             return self
                 .ending
                 .0
@@ -220,52 +214,7 @@ impl ChannelReceiver for RelayReceiver {
                 .cloned()
                 .map(|r| Err(ChannelError::ending(r)));
         };
-        if let Incoming::Binary(bytes) = &incoming {
-            self.queued.fetch_sub(bytes.len(), Ordering::AcqRel);
-        }
-        Some(Ok(incoming))
-    }
-}
-
-/// Where the mux puts a running session's inbound frames.
-struct Inbox {
-    tx: mpsc::Sender<Incoming>,
-    queued: Arc<AtomicUsize>,
-    /// The bytes that may wait (one frame always may).
-    bound: usize,
-}
-
-/// What became of a frame offered to an [`Inbox`].
-enum Offered {
-    Taken,
-    /// The session's reader is behind: the frame is dropped.
-    Deaf,
-    /// The session has ended (its task is not reaped yet).
-    Gone,
-}
-
-impl Inbox {
-    fn offer(&self, envelope: Bytes) -> Offered {
-        let len = envelope.len();
-        let queued = self.queued.load(Ordering::Acquire);
-        if queued > 0 && queued + len > self.bound {
-            return if self.tx.is_closed() {
-                Offered::Gone
-            } else {
-                Offered::Deaf
-            };
-        }
-        self.queued.fetch_add(len, Ordering::AcqRel);
-        match self.tx.try_send(Incoming::Binary(envelope)) {
-            Ok(()) => Offered::Taken,
-            Err(e) => {
-                self.queued.fetch_sub(len, Ordering::AcqRel);
-                match e {
-                    mpsc::error::TrySendError::Full(_) => Offered::Deaf,
-                    mpsc::error::TrySendError::Closed(_) => Offered::Gone,
-                }
-            }
-        }
+        Some(Ok(Incoming::Binary(frame)))
     }
 }
 
@@ -565,21 +514,14 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         let Some(admitted) = self.relay.admission.admit() else {
             return self.refuse(prefix, Refused::AtCapacity, "at HostOptions::max_sessions");
         };
-        let (tx, rx) = mpsc::channel(SESSION_INBOX);
-        let queued = Arc::new(AtomicUsize::new(0));
-        let inbox = Inbox {
-            tx,
-            queued: queued.clone(),
-            bound: self.max_message,
-        };
+        let (inbox, reader) = inbox::inbox(self.max_message);
         let sender = RelaySender {
             prefix,
             backlog: self.backlog.clone(),
             end_sent: Arc::default(),
         };
         let receiver = RelayReceiver {
-            inbox: rx,
-            queued,
+            inbox: reader,
             ending: self.ending.clone(),
         };
         self.runs += 1;
@@ -682,37 +624,6 @@ mod tests {
             0x3f, 0x1c, 0x2a, 0x90, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xa, 0xb,
         ];
         assert_eq!(uuid(&p), "3f1c2a90-0001-0203-0405-060708090a0b");
-    }
-
-    #[tokio::test]
-    async fn an_inbox_is_bounded_in_frames_and_bytes() {
-        let (tx, rx) = mpsc::channel(SESSION_INBOX);
-        let queued = Arc::new(AtomicUsize::new(0));
-        let inbox = Inbox {
-            tx,
-            queued: queued.clone(),
-            bound: 1000,
-        };
-        let frame = |n: usize| Bytes::from(vec![0u8; n]);
-        // One frame always fits, however big; then the bytes are bounded.
-        assert!(matches!(inbox.offer(frame(1500)), Offered::Taken));
-        assert!(matches!(inbox.offer(frame(1)), Offered::Deaf));
-        let mut receiver = RelayReceiver {
-            inbox: rx,
-            queued: queued.clone(),
-            ending: Arc::default(),
-        };
-        receiver.recv().await.unwrap().unwrap();
-        assert_eq!(queued.load(Ordering::Acquire), 0);
-        for _ in 0..SESSION_INBOX {
-            assert!(matches!(inbox.offer(frame(1)), Offered::Taken));
-        }
-        assert!(
-            matches!(inbox.offer(frame(1)), Offered::Deaf),
-            "and so are the frames"
-        );
-        drop(receiver);
-        assert!(matches!(inbox.offer(frame(1)), Offered::Gone));
     }
 
     #[test]
