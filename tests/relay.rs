@@ -1132,7 +1132,7 @@ async fn relay_calls_are_recorded_each_to_its_own_recording() {
         .host_options(HostOptions::allow_unverified().record(recorder.clone()))
         .build()
         .unwrap();
-    let (_stop, _task) = serve(agent, echo(&log, &release));
+    let (stop, task) = serve(agent, echo(&log, &release));
     let mut link = relay.agent().await;
     link.send(A, &start("call-a")).await;
     link.send(B, &start("call-b")).await;
@@ -1143,15 +1143,11 @@ async fn relay_calls_are_recorded_each_to_its_own_recording() {
     link.send(A, &Frame::End).await;
     link.send(B, &Frame::End).await;
     assert!(log.until(|l| l.ended() == 2).await);
-    // A session's recording is handed over as its task returns, just after `on_session_end`.
-    let mut recordings = Vec::new();
-    for _ in 0..500 {
-        recordings.extend(recorder.take().unwrap());
-        if recordings.len() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // A session's recording is handed over as its task returns, just after `on_session_end`;
+    // serving returns once every session's task has.
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    let mut recordings = recorder.take().unwrap();
     recordings.sort_by(|a, b| a.session_id().cmp(&b.session_id()));
     let ids: Vec<Option<&str>> = recordings.iter().map(|r| r.session_id()).collect();
     assert_eq!(ids, [Some("call-a"), Some("call-b")]);

@@ -67,6 +67,7 @@ extern crate self as voqalize;
 
 pub mod actions;
 pub mod brain;
+mod buffer;
 pub mod channel;
 #[cfg(feature = "console")]
 #[cfg_attr(docsrs, doc(cfg(feature = "console")))]

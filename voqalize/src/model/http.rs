@@ -538,11 +538,7 @@ impl EventStream {
                     }
                     if let Some((kept, max)) = &mut self.kept {
                         let take = bytes.len().min(max.saturating_sub(kept.len()));
-                        // Grown as a `Vec` grows, but never past the bound.
-                        if kept.len() + take > kept.capacity() {
-                            let want = (kept.capacity() * 2).clamp(kept.len() + take, *max);
-                            kept.reserve_exact(want - kept.len());
-                        }
+                        crate::buffer::reserve_within(kept, take, *max);
                         kept.extend_from_slice(&bytes[..take]);
                     }
                     self.parser.push(&bytes);

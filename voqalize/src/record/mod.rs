@@ -71,7 +71,7 @@ pub use read::{
 #[cfg(feature = "model")]
 pub(crate) use tape::Exchanged;
 pub(crate) use tape::Tape;
-#[cfg(feature = "testing")]
+#[cfg(any(feature = "model", feature = "testing"))]
 pub(crate) use tape::json_or_text;
 
 use crate::recover::lock;

@@ -173,7 +173,7 @@ impl Tape {
             return;
         }
         let Buffer { text, max, .. } = &mut *inner;
-        grow_within(text, scratch.len(), *max);
+        crate::buffer::reserve_within(text, scratch.len(), *max);
         text.extend_from_slice(&scratch);
     }
 
@@ -245,15 +245,6 @@ fn write_new(dir: &std::path::Path, name: &str, text: &str) -> std::io::Result<s
     ))
 }
 
-/// Makes room in `text` for `more` bytes, doubling as a `Vec` does but never past `max`.
-fn grow_within(text: &mut Vec<u8>, more: usize, max: usize) {
-    let need = text.len() + more;
-    if need > text.capacity() {
-        let want = (text.capacity() * 2).clamp(need, max.max(need));
-        text.reserve_exact(want - text.len());
-    }
-}
-
 fn write_line(text: &mut Vec<u8>, line: &Line) {
     // Writing our own types into a Vec cannot fail (no maps with non-string keys, no I/O).
     if serde_json::to_writer(&mut *text, line).is_ok() {
@@ -276,6 +267,7 @@ const MAX_DEPTH: usize = 100;
 /// A body or arguments as a recording keeps them: JSON when it parses and nests at most
 /// [`MAX_DEPTH`] deep, else its text. The replay's stand-in reads requests the same way, so a
 /// request matches its recording either way.
+#[cfg_attr(not(any(feature = "model", feature = "testing")), allow(dead_code))]
 pub(crate) fn json_or_text(bytes: &[u8]) -> Value {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(v) if depth(&v) <= MAX_DEPTH => v,

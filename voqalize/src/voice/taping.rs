@@ -10,6 +10,7 @@ use crate::model::ModelError;
 use crate::model::http::EventStream;
 use crate::model::layer::{HttpRequest, Layer};
 use crate::record::{Exchanged, Tape};
+use crate::tools::Arguments;
 
 /// Why a line says the response was not read to its end when its turn dropped it.
 const CANCELLED: &str = "cancelled: the turn ended before the response did";
@@ -48,19 +49,26 @@ impl Taping {
     }
 
     /// No stream came: the status and error body of an answer that was not a 2xx, or why no
-    /// answer came (`why`, when it was not the HTTP layer's error).
-    pub(super) fn failed(mut self, e: Option<&ModelError>, why: &dyn std::fmt::Display) {
+    /// answer came.
+    pub(super) fn unanswered(mut self, e: &ModelError) {
         let Some(p) = self.pending.take() else {
             return;
         };
-        let (status, response, error) = match e {
-            Some(ModelError::Status { status, body, .. }) => (Some(*status), body.as_bytes(), None),
+        match e {
+            ModelError::Status { status, body, .. } => {
+                p.write(Some(*status), body.as_bytes(), None)
+            }
             // The error's own words, not its chain: a transport's source names the URL, and a
             // layer of your own may carry a key in one.
-            Some(other) => (None, &[][..], Some(other.to_string())),
-            None => (None, &[][..], Some(why.to_string())),
-        };
-        p.write(status, response, error);
+            other => p.write(None, &[], Some(other.to_string())),
+        }
+    }
+
+    /// The turn's deadline passed before an answer came.
+    pub(super) fn unsent(mut self, why: &dyn std::fmt::Display) {
+        if let Some(p) = self.pending.take() {
+            p.write(None, &[], Some(why.to_string()));
+        }
     }
 
     /// The response's stream, kept here so that its line is written with what was read of it
@@ -123,17 +131,16 @@ pub(super) struct ToolTaping {
 }
 
 impl ToolTaping {
-    /// A call dispatched in `turn_id` with `arguments` (`None` off a recorded call).
+    /// A call dispatched in `turn_id` with `arguments`, on a call recorded on `tape` (if any:
+    /// off a recorded call nothing is copied).
     pub(super) fn dispatched(
         tape: Option<&Arc<Tape>>,
         turn_id: u64,
         name: &str,
-        arguments: Option<Value>,
+        arguments: &Arguments,
     ) -> Self {
         ToolTaping {
-            pending: tape
-                .zip(arguments)
-                .map(|(tape, arguments)| (tape.clone(), turn_id, name.to_owned(), arguments)),
+            pending: tape.map(|tape| (tape.clone(), turn_id, name.to_owned(), kept(arguments))),
         }
     }
 
@@ -142,6 +149,16 @@ impl ToolTaping {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
             tape.tool(turn_id, &name, arguments, outcome);
         }
+    }
+}
+
+/// A call's arguments as its recording keeps them: JSON, or the text that is not JSON (empty
+/// text reads as `{}`, as the tool reads it).
+fn kept(arguments: &Arguments) -> Value {
+    match arguments {
+        Arguments::Json(v) => v.clone(),
+        Arguments::Raw(text) if text.trim().is_empty() => Value::Object(serde_json::Map::new()),
+        Arguments::Raw(text) => crate::record::json_or_text(text.as_bytes()),
     }
 }
 

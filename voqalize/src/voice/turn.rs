@@ -454,11 +454,11 @@ impl TurnState<'_> {
         let opened: EventStream = match before(deadline, limit, open).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
-                taping.failed(Some(&e), &"");
+                taping.unanswered(&e);
                 return Err(e.into());
             }
             Err(e) => {
-                taping.failed(None, &e);
+                taping.unsent(&e);
                 return Err(e);
             }
         };
@@ -704,12 +704,8 @@ impl TurnState<'_> {
             Arguments::Json(v) if guards.any() => Some(v.clone()),
             _ => None,
         };
-        let taping = ToolTaping::dispatched(
-            self.session.tape(),
-            self.turn.id(),
-            &filed.name,
-            self.session.tape().map(|_| taped_arguments(&arguments)),
-        );
+        let taping =
+            ToolTaping::dispatched(self.session.tape(), self.turn.id(), &filed.name, &arguments);
         let before = match &seen {
             Some(seen) if !tools_off => guards.before(&self.checked(&filed, seen)),
             _ => Verdict::Allowed,
@@ -1032,17 +1028,6 @@ fn as_json(arguments: Arguments) -> Arguments {
             Err(_) => Arguments::Raw(text),
         },
         json => json,
-    }
-}
-
-/// A call's arguments as its recording keeps them: JSON, or the text that is not JSON.
-fn taped_arguments(arguments: &Arguments) -> Value {
-    match arguments {
-        Arguments::Json(v) => v.clone(),
-        Arguments::Raw(text) if text.trim().is_empty() => Value::Object(serde_json::Map::new()),
-        Arguments::Raw(text) => {
-            serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone()))
-        }
     }
 }
 

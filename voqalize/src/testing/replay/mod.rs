@@ -10,7 +10,9 @@
 //! told to forward it ([`Replay::forward_unmatched`]): a replay never calls a provider on its
 //! own. The brain's `configure` requests are accepted, as the testing driver accepts them,
 //! whatever the recorded call answered; a turn that says nothing waits
-//! [`turn_timeout`](Replay::turn_timeout) before the replay goes on.
+//! [`turn_timeout`](Replay::turn_timeout) before the replay goes on. A run keeps every model
+//! request the brain makes, body included, for its report (each body at most 64 MiB): a replay
+//! is a test of a call, not a server.
 
 mod report;
 mod script;
