@@ -5,12 +5,15 @@
 //! turns, no heard truth, no bounds, no tokens checked: what any brain must at least do to answer.
 //! `scripts/compare` runs it beside the SDK's `workload` brain under the same load.
 //!
-//! With `--model-url`, it is the floor of the model-backed pair too: before answering, each
-//! `UserMessage` makes one plain streamed HTTP request to the stand-in provider (the same pooled
-//! HTTP/1.1 client the SDK uses, reqwest over hyper) and reads its body to the end, with no SSE
-//! parsing, no JSON, no history. What the SDK adds above it is its own work (the event parser,
-//! the decoder, the voice core, the turn's frames); the HTTP stack's cost is in both.
-//! `scripts/compare-model` runs it beside the SDK's `model_workload` brain.
+//! With `--model-url`, it is the floor of the model-backed pair too: each `UserMessage` makes one
+//! plain streamed HTTP request to the stand-in provider (the same pooled HTTP/1.1 client the SDK
+//! uses, reqwest over hyper), with no SSE parsing, no JSON, no history, and speaks as it reads,
+//! as a voice brain must (its first words go out before its last arrive): `SpeechStart` and a
+//! chunk for each piece of the body as it comes, each flushed at once, the rest of the 8 chunks
+//! and `SpeechEnd` at the body's end. What the SDK adds above it is its own work (the event
+//! parser, the decoder, the voice core, the turn's frames); the HTTP stack's cost, and a write
+//! for each piece of a streamed answer, are in both. `scripts/compare-model` runs it beside the
+//! SDK's `model_workload` brain.
 //!
 //! ```text
 //! cargo run --release --example floor -- --listen 127.0.0.1:8787
@@ -101,23 +104,42 @@ async fn call(stream: TcpStream, chunks: Arc<[String]>, provider: Option<Provide
         };
         match wire::decode(&bytes) {
             Ok(Some(Frame::UserMessage(m))) => {
-                if let Some(provider) = &provider
-                    && ask(provider, &m.text).await.is_err()
-                {
-                    return;
-                }
                 speech_id += 1;
                 let start = Frame::SpeechStart {
                     speech_id,
                     turn_id: m.turn_id,
                 };
-                let mut sent = ws.feed(binary(&start)).await;
-                for text in chunks.iter() {
-                    let chunk = Frame::SpeechChunk {
+                let chunk = |i: usize| {
+                    binary(&Frame::SpeechChunk {
                         speech_id,
-                        text: text.clone(),
+                        text: chunks[i].clone(),
+                    })
+                };
+                // The chunks spoken so far.
+                let mut said = 0;
+                if let Some(provider) = &provider {
+                    let Ok(mut response) = ask(provider, &m.text).await else {
+                        return;
                     };
-                    sent = sent.and(ws.feed(binary(&chunk)).await);
+                    if ws.feed(binary(&start)).await.is_err() {
+                        return;
+                    }
+                    // A chunk for each piece of the body as it comes, flushed at once.
+                    while let Ok(Some(_)) = response.chunk().await {
+                        if said < chunks.len() {
+                            let sent = ws.feed(chunk(said)).await;
+                            if sent.and(ws.flush().await).is_err() {
+                                return;
+                            }
+                            said += 1;
+                        }
+                    }
+                } else if ws.feed(binary(&start)).await.is_err() {
+                    return;
+                }
+                let mut sent = Ok(());
+                for i in said..chunks.len() {
+                    sent = sent.and(ws.feed(chunk(i)).await);
                 }
                 sent = sent.and(ws.feed(binary(&Frame::SpeechEnd { speech_id })).await);
                 if sent.and(ws.flush().await).is_err() {
@@ -133,19 +155,17 @@ async fn call(stream: TcpStream, chunks: Arc<[String]>, provider: Option<Provide
     }
 }
 
-/// The turn's one model request: sent, and its body read to the end.
-async fn ask(provider: &Provider, text: &str) -> Result<(), reqwest::Error> {
+/// The turn's one model request, sent: its body is read by the caller as it comes.
+async fn ask(provider: &Provider, text: &str) -> Result<reqwest::Response, reqwest::Error> {
     let body =
         voqalize::json!({"contents": [{"role": "user", "parts": [{"text": text}]}]}).to_string();
-    let mut response = provider
+    provider
         .client
         .post(&provider.url)
         .header("content-type", "application/json")
         .body(body)
         .send()
-        .await?;
-    while response.chunk().await?.is_some() {}
-    Ok(())
+        .await
 }
 
 fn binary(frame: &Frame) -> Message {

@@ -40,37 +40,50 @@ struct Args {
     /// Address to listen on, such as 127.0.0.1:8790 (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8790")]
     listen: String,
+    /// Begin each Gemini answer's first text with the moment its event is written, in ns since
+    /// the Unix epoch, and a space: the load tool reads it off the brain's first `SpeechChunk` and
+    /// reports the time from the first SSE byte to the first chunk (both read the system clock).
+    #[arg(long)]
+    stamp: bool,
 }
 
 /// The 8 SSE events of the answer, rendered once: Gemini's `data: {json}\r\n\r\n` chunks, each a
 /// candidate with one text part; the last also carries the finish reason and the token counts.
 fn events() -> Arc<[Bytes]> {
-    let last = CHUNKS.len() - 1;
-    CHUNKS
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let mut candidate = json!({
-                "content": {"parts": [{"text": text}], "role": "model"},
-                "index": 0,
-            });
-            let mut chunk = json!({
-                "candidates": [],
-                "modelVersion": "workload",
-                "responseId": "workload-1",
-            });
-            if i == last {
-                candidate["finishReason"] = json!("STOP");
-                chunk["usageMetadata"] = json!({
-                    "promptTokenCount": 40,
-                    "candidatesTokenCount": 52,
-                    "totalTokenCount": 92,
-                });
-            }
-            chunk["candidates"] = json!([candidate]);
-            Bytes::from(format!("data: {chunk}\r\n\r\n"))
-        })
+    (0..CHUNKS.len())
+        .map(|i| gemini_event(i, CHUNKS[i]))
         .collect()
+}
+
+/// The `i`-th Gemini event of the answer, with `text` for its text.
+fn gemini_event(i: usize, text: &str) -> Bytes {
+    let mut candidate = json!({
+        "content": {"parts": [{"text": text}], "role": "model"},
+        "index": 0,
+    });
+    let mut chunk = json!({
+        "candidates": [],
+        "modelVersion": "workload",
+        "responseId": "workload-1",
+    });
+    if i == CHUNKS.len() - 1 {
+        candidate["finishReason"] = json!("STOP");
+        chunk["usageMetadata"] = json!({
+            "promptTokenCount": 40,
+            "candidatesTokenCount": 52,
+            "totalTokenCount": 92,
+        });
+    }
+    chunk["candidates"] = json!([candidate]);
+    Bytes::from(format!("data: {chunk}\r\n\r\n"))
+}
+
+/// The first Gemini event, its text led by the time now (see `--stamp`).
+fn stamped_first_event() -> Bytes {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_nanos());
+    gemini_event(0, &format!("{now:019} {}", CHUNKS[0]))
 }
 
 /// The same answer as Anthropic's Messages stream, rendered once.
@@ -104,6 +117,8 @@ fn anthropic_events() -> Arc<[Bytes]> {
 struct Answers {
     gemini: Arc<[Bytes]>,
     anthropic: Arc<[Bytes]>,
+    /// `--stamp`.
+    stamp: bool,
 }
 
 /// Answers a `streamGenerateContent` or `/v1/messages` POST with the rendered events, one body
@@ -115,16 +130,23 @@ async fn answer(
     uri: Uri,
     _body: Bytes,
 ) -> Response {
-    let events = match uri.path() {
+    let (events, stamped) = match uri.path() {
         _ if method != Method::POST => return StatusCode::NOT_FOUND.into_response(),
-        p if p.ends_with(":streamGenerateContent") => &answers.gemini,
-        "/v1/messages" => &answers.anthropic,
+        p if p.ends_with(":streamGenerateContent") => (&answers.gemini, answers.stamp),
+        "/v1/messages" => (&answers.anthropic, false),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
-    let frames: Vec<Result<Bytes, Infallible>> = events.iter().cloned().map(Ok).collect();
+    use futures_util::StreamExt as _;
+    let skip = usize::from(stamped);
+    let frames: Vec<Result<Bytes, Infallible>> =
+        events.iter().skip(skip).cloned().map(Ok).collect();
+    // A stamped first event is made when the server takes it to write (after the response head).
+    let first = futures_util::stream::iter(stamped.then_some(()))
+        .map(|()| Ok::<_, Infallible>(stamped_first_event()));
+    let body = first.chain(futures_util::stream::iter(frames));
     Response::builder()
         .header("content-type", "text/event-stream")
-        .body(Body::from_stream(futures_util::stream::iter(frames)))
+        .body(Body::from_stream(body))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
@@ -138,6 +160,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let answers = Arc::new(Answers {
         gemini: events(),
         anthropic: anthropic_events(),
+        stamp: args.stamp,
     });
     let app = axum::Router::new().fallback(answer).with_state(answers);
     // Small SSE events go out at once (no Nagle delay against the client's delayed ACK).

@@ -198,6 +198,9 @@ pub async fn load(
     let mut ends: Vec<Duration> = times.iter().map(|t| t.last_end).collect();
     let first = spread(&mut firsts);
     let end = spread(&mut ends);
+    // First SSE byte to first chunk, on the turns whose answer was stamped (`provider --stamp`).
+    let mut stamped: Vec<Duration> = times.iter().filter_map(|t| t.sse_to_chunk).collect();
+    let sse = (!stamped.is_empty()).then(|| spread(&mut stamped));
     let turns_per_s = turns as f64 / elapsed.max(1e-9);
     // From the scheduler's clock where there is one, else from the ticks.
     let cpu_per_turn = ns_used
@@ -222,9 +225,13 @@ pub async fn load(
             "turns_per_s": turns_per_s,
             "first_chunk_ms": spread_json(first),
             "last_end_ms": spread_json(end),
+            "sse_to_first_chunk_ms": sse.map(spread_json),
+            "sse_stamped_turns": stamped.len(),
             "brain_cpu_ms": cpu_used,
             "brain_cpu_ns": ns_used,
             "brain_cpu_ms_per_turn": cpu_per_turn,
+            // Handshake, session, turns and end: with `--turns 0`, what a call costs by itself.
+            "brain_cpu_ms_per_call": ns_used.map(|ns| ns as f64 / 1e6 / ok.max(1) as f64),
             "brain_cpu_user_ms_per_turn": cpu_split.map(|(u, _)| u as f64 / turns.max(1) as f64),
             "brain_cpu_system_ms_per_turn": cpu_split.map(|(_, s)| s as f64 / turns.max(1) as f64),
             "brain_rss_kb": { "before": rss_before, "peak": peak, "after": rss_after },
@@ -250,6 +257,16 @@ pub async fn load(
             "time to last end (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
             end[0], end[1], end[2], end[3]
         );
+        if let Some(sse) = sse {
+            println!(
+                "first SSE byte to first chunk (ms, {} stamped turns): p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}",
+                stamped.len(),
+                sse[0],
+                sse[1],
+                sse[2],
+                sse[3]
+            );
+        }
         if let (Some(used), Some(per)) = (cpu_used, cpu_per_turn) {
             let clock = if ns_used.is_some() {
                 "the scheduler's clock"
@@ -257,6 +274,12 @@ pub async fn load(
                 "10 ms clock ticks"
             };
             println!("brain CPU: {used} ms for {turns} turns, {per:.3} ms a turn ({clock})");
+            if let Some(ns) = ns_used {
+                println!(
+                    "brain CPU a call: {:.3} ms (its handshake, session, turns and end)",
+                    ns as f64 / 1e6 / ok.max(1) as f64
+                );
+            }
         }
         if let (Some(b), Some(p), Some(a)) = (rss_before, peak, rss_after) {
             println!("brain RSS: {b} kB before, {p} kB peak, {a} kB after");

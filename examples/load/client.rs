@@ -243,6 +243,29 @@ pub struct TurnTimes {
     pub first_chunk: Duration,
     /// The last `SpeechEnd`.
     pub last_end: Duration,
+    /// From the moment the stand-in provider wrote the answer's first event to the moment the
+    /// first `SpeechChunk` came here, when the chunk carries that moment (`provider --stamp`: the
+    /// first word, in ns since the Unix epoch; both read the system clock).
+    pub sse_to_chunk: Option<Duration>,
+}
+
+/// The provider's stamp at the head of a chunk's text (`provider --stamp`), as the time since it:
+/// a number of 19 digits (ns since the Unix epoch, until 2286) and a space.
+fn stamp_delay(text: &str) -> Option<Duration> {
+    let digits = text
+        .get(..19)
+        .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))?;
+    if text.as_bytes().get(19) != Some(&b' ') {
+        return None;
+    }
+    let stamped: u128 = digits.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    u64::try_from(now.checked_sub(stamped)?)
+        .ok()
+        .map(Duration::from_nanos)
 }
 
 /// What the client does when the first chunk of the awaited turn comes.
@@ -288,6 +311,7 @@ impl Session {
         let sent = Instant::now();
         let turn_id = self.say(text).await?;
         let mut first = None;
+        let mut sse_to_chunk = None;
         let mut last_end = None;
         let mut quiet_until: Option<Instant> = None;
         loop {
@@ -339,6 +363,7 @@ impl Session {
                     unit.text.push_str(&text);
                     if unit.turn_id == turn_id && first.is_none() {
                         first = Some(sent.elapsed());
+                        sse_to_chunk = stamp_delay(&text);
                         if on_first == OnFirstChunk::BargeIn {
                             let heard = unit.text.clone();
                             self.units.remove(&speech_id);
@@ -358,6 +383,7 @@ impl Session {
                             return Ok(TurnTimes {
                                 first_chunk: now,
                                 last_end: now,
+                                sse_to_chunk,
                             });
                         }
                     }
@@ -417,6 +443,7 @@ impl Session {
         Ok(TurnTimes {
             first_chunk,
             last_end: last_end.unwrap_or(first_chunk),
+            sse_to_chunk,
         })
     }
 }

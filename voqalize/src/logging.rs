@@ -82,83 +82,91 @@ pub fn init(level: &str, format: Format) -> Result<(), LoggingError> {
     tracing::subscriber::set_global_default(subscriber).map_err(LoggingError::AlreadySet)
 }
 
-/// Recorded fields, kept in the form their line needs: `name=value` pairs for a human line (a
-/// string field quoted, as `Debug` shows it), JSON values in recording order for a JSON line (a
-/// field recorded again replaces its value).
+/// A span's recorded fields, in recording order (a field recorded again replaces its value),
+/// kept as they came and formatted only when a line is written inside the span: most spans (a
+/// model request's, a turn's) close with no line written, and formatting each field as it is
+/// recorded cost more than the rest of their bookkeeping.
+#[derive(Debug, Default)]
+struct Fields(Vec<(&'static str, Recorded)>);
+
+/// One recorded value.
 #[derive(Debug)]
-enum Fields {
-    Human(String),
-    Json(Vec<(&'static str, Value)>),
+enum Recorded {
+    Str(String),
+    /// A value recorded with `Debug` or `Display` (`%`), formatted when recorded (it is borrowed).
+    Formatted(String),
+    I64(i64),
+    U64(u64),
+    Bool(bool),
+    F64(f64),
+}
+
+impl Recorded {
+    fn json(&self) -> Value {
+        match self {
+            Recorded::Str(s) | Recorded::Formatted(s) => Value::from(s.as_str()),
+            Recorded::I64(n) => Value::from(*n),
+            Recorded::U64(n) => Value::from(*n),
+            Recorded::Bool(b) => Value::from(*b),
+            Recorded::F64(x) => Value::from(*x),
+        }
+    }
+}
+
+impl fmt::Display for Recorded {
+    /// As a human line shows it: a string quoted, as `Debug` shows it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Recorded::Str(s) => write!(f, "{s:?}"),
+            Recorded::Formatted(s) => f.write_str(s),
+            Recorded::I64(n) => write!(f, "{n}"),
+            Recorded::U64(n) => write!(f, "{n}"),
+            Recorded::Bool(b) => write!(f, "{b}"),
+            Recorded::F64(x) => write!(f, "{x}"),
+        }
+    }
 }
 
 impl Fields {
-    fn new(format: Format) -> Self {
-        match format {
-            Format::Human => Fields::Human(String::new()),
-            Format::Json => Fields::Json(Vec::new()),
+    fn record(&mut self, name: &'static str, value: Recorded) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((name, value)),
         }
     }
 
-    fn human(&mut self, name: &str, value: fmt::Arguments<'_>) {
-        if let Fields::Human(text) = self {
-            let sep = if text.is_empty() { "" } else { " " };
+    /// `name=value` pairs, a space between.
+    fn human(&self, text: &mut String) {
+        for (i, (name, value)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
             let _ = write!(text, "{sep}{name}={value}");
-        }
-    }
-
-    fn json(&mut self, name: &'static str, value: Value) {
-        if let Fields::Json(pairs) = self {
-            match pairs.iter_mut().find(|(n, _)| *n == name) {
-                Some(slot) => slot.1 = value,
-                None => pairs.push((name, value)),
-            }
-        }
-    }
-
-    fn record(
-        &mut self,
-        name: &'static str,
-        json: impl FnOnce() -> Value,
-        human: fmt::Arguments<'_>,
-    ) {
-        match self {
-            Fields::Human(_) => self.human(name, human),
-            Fields::Json(_) => self.json(name, json()),
         }
     }
 }
 
 impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.record(
-            field.name(),
-            || Value::from(value),
-            format_args!("{value:?}"),
-        );
+        self.record(field.name(), Recorded::Str(value.to_owned()));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record(field.name(), || Value::from(value), format_args!("{value}"));
+        self.record(field.name(), Recorded::I64(value));
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.record(field.name(), || Value::from(value), format_args!("{value}"));
+        self.record(field.name(), Recorded::U64(value));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.record(field.name(), || Value::from(value), format_args!("{value}"));
+        self.record(field.name(), Recorded::Bool(value));
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.record(field.name(), || Value::from(value), format_args!("{value}"));
+        self.record(field.name(), Recorded::F64(value));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.record(
-            field.name(),
-            || Value::from(format!("{value:?}")),
-            format_args!("{value:?}"),
-        );
+        self.record(field.name(), Recorded::Formatted(format!("{value:?}")));
     }
 }
 
@@ -204,7 +212,7 @@ where
     W: for<'w> MakeWriter<'w> + 'static,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
-        let mut fields = Fields::new(self.format);
+        let mut fields = Fields::default();
         attrs.record(&mut fields);
         lock(&self.spans).insert(id.clone(), fields);
     }
@@ -243,19 +251,17 @@ where
                 line.insert("level".into(), Value::from(meta.level().as_str()));
                 line.insert("target".into(), Value::from(meta.target()));
                 for (_, id) in &scope {
-                    if let Some(Fields::Json(pairs)) = spans.get(id) {
-                        for (name, value) in pairs {
-                            line.insert((*name).to_owned(), value.clone());
+                    if let Some(fields) = spans.get(id) {
+                        for (name, value) in &fields.0 {
+                            line.insert((*name).to_owned(), value.json());
                         }
                     }
                 }
                 drop(spans);
-                let mut own = Fields::new(Format::Json);
+                let mut own = Fields::default();
                 event.record(&mut own);
-                if let Fields::Json(pairs) = own {
-                    for (name, value) in pairs {
-                        line.insert(name.to_owned(), value);
-                    }
+                for (name, value) in &own.0 {
+                    line.insert((*name).to_owned(), value.json());
                 }
                 Value::Object(line).to_string()
             }
@@ -263,10 +269,12 @@ where
                 let mut text = format!("{time} {:>5} ", meta.level().as_str());
                 for (span, id) in &scope {
                     text.push_str(span);
-                    if let Some(Fields::Human(fields)) = spans.get(id)
-                        && !fields.is_empty()
+                    if let Some(fields) = spans.get(id)
+                        && !fields.0.is_empty()
                     {
-                        let _ = write!(text, "{{{fields}}}");
+                        text.push('{');
+                        fields.human(&mut text);
+                        text.push('}');
                     }
                     text.push_str(": ");
                 }

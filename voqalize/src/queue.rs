@@ -58,6 +58,8 @@ pub(crate) struct Shedding<T> {
     bound: usize,
     max_bytes: usize,
     congested: bool,
+    /// The room an empty lane takes at its first push (see [`starting_with`](Self::starting_with)).
+    start: usize,
 }
 
 impl<T> Shedding<T> {
@@ -70,7 +72,16 @@ impl<T> Shedding<T> {
             bound: bound.max(1),
             max_bytes: max_bytes.max(1),
             congested: false,
+            start: 0,
         }
+    }
+
+    /// The lane takes room for `items` items (never past its bound) at the first push after it
+    /// drained, rather than growing one doubling at a time: a lane that fills in bursts (a turn's
+    /// frames) pays one allocation a burst instead of one per doubling.
+    pub(crate) fn starting_with(mut self, items: usize) -> Self {
+        self.start = items.min(self.bound);
+        self
     }
 
     /// Queues `item`, which weighs `weight` bytes, or sheds it when it is droppable and the lane
@@ -87,6 +98,9 @@ impl<T> Shedding<T> {
             return Admitted::Overflow;
         }
         self.bytes += weight;
+        if self.items.capacity() == 0 {
+            self.items.reserve(self.start);
+        }
         self.items.push_back((item, weight));
         Admitted::Queued
     }
@@ -244,6 +258,24 @@ mod tests {
         }
         while q.pop().is_some() {}
         assert_eq!(q.capacity(), 0);
+    }
+
+    #[test]
+    fn a_lane_that_fills_in_bursts_takes_its_room_at_once_within_its_bound() {
+        let mut q = Shedding::new(16, usize::MAX).starting_with(12);
+        q.push(0, false, 1);
+        let room = q.capacity();
+        assert!(room >= 12, "room for the burst at the first push: {room}");
+        for i in 1..12 {
+            q.push(i, false, 1);
+        }
+        assert_eq!(q.capacity(), room, "no growth within the burst");
+        while q.pop().is_some() {}
+        assert_eq!(q.capacity(), 0, "and none kept once drained");
+        // Never more room than the bound.
+        let mut q = Shedding::new(2, usize::MAX).starting_with(64);
+        q.push(0, false, 1);
+        assert!(q.capacity() < 64);
     }
 
     #[tokio::test]

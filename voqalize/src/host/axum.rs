@@ -42,6 +42,8 @@ where
 {
     let factory = Arc::new(factory);
     let admission = Admission::new(&options);
+    // Shared: a clone in each call's task would be a quarter of a kilobyte of every call.
+    let options = Arc::new(options);
     get(move |ws: WebSocketUpgrade, uri: Uri, headers: HeaderMap| {
         let (factory, options) = (factory.clone(), options.clone());
         let admitted = admission.admit();
@@ -86,7 +88,7 @@ fn upgrade<M: MakeBrain>(
     uri: Uri,
     headers: HeaderMap,
     factory: Arc<M>,
-    options: HostOptions,
+    options: Arc<HostOptions>,
     admitted: Option<Admitted>,
 ) -> Response {
     let authorization = headers

@@ -1,6 +1,7 @@
 //! Graceful drain on the direct leg: a [`Shutdown`] stops a server taking calls, lets the running
 //! ones finish for a while, then ends the rest with `End`.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -268,23 +269,49 @@ impl Drop for Hosted {
 /// ends the calls. Then it reports [`EndReason::Shutdown`], and the session sends `End` and tears
 /// down.
 pub(crate) struct Watched<R> {
-    pub(crate) inner: R,
-    pub(crate) ending: Option<watch::Receiver<Phase>>,
+    inner: R,
+    /// Completes when the shutdown ends the calls (or is gone). Made once a call and kept
+    /// waiting: one made per frame received would join the shutdown's waiters and leave them
+    /// again for every frame.
+    ending: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The shutdown has ended the calls.
+    ended: bool,
+}
+
+impl<R> Watched<R> {
+    /// `inner`, ended by the phase `ending` watches when it reaches [`Phase::Ending`].
+    pub(crate) fn new(inner: R, ending: Option<watch::Receiver<Phase>>) -> Self {
+        let ending = ending.map(|mut phase| {
+            let wait: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+                // A shutdown that is gone ends its calls too.
+                let _ = phase.wait_for(|p| *p == Phase::Ending).await;
+            });
+            wait
+        });
+        Watched {
+            inner,
+            ending,
+            ended: false,
+        }
+    }
 }
 
 impl<R: ChannelReceiver> ChannelReceiver for Watched<R> {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
+        if self.ended {
+            return Some(Err(ChannelError::ending(EndReason::Shutdown)));
+        }
         let Some(ending) = self.ending.as_mut() else {
             return self.inner.recv().await;
         };
-        if *ending.borrow() == Phase::Ending {
-            return Some(Err(ChannelError::ending(EndReason::Shutdown)));
-        }
         tokio::select! {
-            next = self.inner.recv() => next,
-            _ = ending.wait_for(|p| *p == Phase::Ending) => {
+            biased;
+            () = ending.as_mut() => {
+                self.ending = None;
+                self.ended = true;
                 Some(Err(ChannelError::ending(EndReason::Shutdown)))
             }
+            next = self.inner.recv() => next,
         }
     }
 }

@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use futures_util::future::Either;
 use tracing::Instrument;
 
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
-#[cfg(feature = "relay")]
 pub(crate) use drain::Hosted;
 pub use drain::{DrainReport, Shutdown};
 pub use health::Health;
@@ -560,8 +561,9 @@ impl Upgrade {
 /// [`HostError::MissingSessionId`] (closed with 1008), [`HostError::Rejected`] (closed with 4000),
 /// [`HostError::SendFailed`] when the channel broke under the session.
 ///
-/// The channel is split before the returned future first runs, so the future does not carry the
-/// unsplit channel for the call's whole life (a few hundred bytes a call).
+/// The channel is split, and the upgrade verified, when this is called: the returned future
+/// carries neither the unsplit channel nor what verifying used for the call's whole life (some
+/// hundreds of bytes a call).
 pub fn run_session<C: Channel, M: MakeBrain>(
     channel: C,
     factory: Arc<M>,
@@ -573,16 +575,67 @@ pub fn run_session<C: Channel, M: MakeBrain>(
 }
 
 /// [`run_session`] once the channel is split.
-async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
+///
+/// The upgrade is decided (its token verified, the drain checked) before a future is made, and
+/// the future of a call that goes ahead holds the running session and what its end needs, no
+/// more: an async function would carry its arguments, the token's claims and the upgrade beside
+/// the session for the call's whole life (some hundreds of bytes a call).
+fn host_split<'o, S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
     mut sender: S,
     receiver: R,
     factory: Arc<M>,
     upgrade: Upgrade,
-    options: &HostOptions,
-) -> Result<(), HostError> {
+    options: &'o HostOptions,
+) -> impl Future<Output = Result<(), HostError>> + Send + 'o {
+    let Verified { span, hosted, call } = match verify_upgrade(upgrade, options) {
+        Ok(verified) => verified,
+        Err((code, reason, error)) => {
+            return Either::Left(async move {
+                out_of_line(sender.close(code, reason)).await;
+                Err(error)
+            });
+        }
+    };
+    let receiver = drain::Watched::new(receiver, options.shutting().map(Shutdown::ending));
+    let session = runtime::run(sender, receiver, factory, &options.limits, call).instrument(span);
+    // Chained, not awaited in an async block: a block would hold the session's future twice,
+    // once as what it captured and once as what it awaits.
+    Either::Right(session.then(move |(outcome, sender)| async move {
+        let code = match &outcome {
+            Outcome::Ended { close, .. } => *close,
+            Outcome::SendFailed(_) => CLOSE_NORMAL,
+        };
+        if let Some(mut sender) = sender {
+            out_of_line(sender.close(code, "")).await;
+        }
+        drop(hosted);
+        match outcome {
+            Outcome::Ended { .. } => Ok(()),
+            Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
+        }
+    }))
+}
+
+/// What a verified upgrade goes ahead with: the call's span, its place in the shutdown's count,
+/// what the session knows of it.
+struct Verified {
+    span: tracing::Span,
+    hosted: Option<Hosted>,
+    call: runtime::Call,
+}
+
+/// Why an upgrade is refused: the close code and reason the channel is closed with, and the error.
+type Refusal = (u16, &'static str, HostError);
+
+/// Decides an upgrade: its session id, its token (identity in logs comes only from the verified
+/// claims), the drain.
+fn verify_upgrade(upgrade: Upgrade, options: &HostOptions) -> Result<Verified, Refusal> {
     let Some(session_id) = upgrade.session_id else {
-        out_of_line(sender.close(CLOSE_POLICY, "expected ?session_id=")).await;
-        return Err(HostError::MissingSessionId);
+        return Err((
+            CLOSE_POLICY,
+            "expected ?session_id=",
+            HostError::MissingSessionId,
+        ));
     };
     let span = tracing::info_span!(
         "session",
@@ -591,53 +644,25 @@ async fn host_split<S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         tenant_id = tracing::field::Empty,
         agent_id = tracing::field::Empty,
     );
-    let verified = span.in_scope(|| options.verify(upgrade.authorization.as_deref(), &session_id));
-    let claims = match verified {
-        Ok(c) => c,
-        Err(e) => {
-            out_of_line(sender.close(CLOSE_UNAUTHORIZED, "unauthorized")).await;
-            return Err(e);
-        }
-    };
-    // Identity in logs comes only from verified claims.
+    let claims = span
+        .in_scope(|| options.verify(upgrade.authorization.as_deref(), &session_id))
+        .map_err(|e| (CLOSE_UNAUTHORIZED, "unauthorized", e))?;
     if let Some(t) = claims.tenant_id() {
         span.record("tenant_id", t.as_str());
     }
     if let Some(a) = claims.agent_id() {
         span.record("agent_id", a.as_str());
     }
-    // Not kept for the call's life: the session future would carry it throughout.
-    drop(claims);
     if options.draining() {
-        out_of_line(sender.close(CLOSE_TRY_AGAIN, "shutting down")).await;
-        return Err(HostError::ShuttingDown);
+        return Err((CLOSE_TRY_AGAIN, "shutting down", HostError::ShuttingDown));
     }
     let hosted = options.shutting().map(Shutdown::hosting);
-    let receiver = drain::Watched {
-        ending: options.shutting().map(Shutdown::ending),
-        inner: receiver,
-    };
     let connection = Some(Arc::from(session_id.as_str()));
-    drop(session_id);
     let call = runtime::Call {
         tape: options.tape(connection.as_deref()),
         connection,
     };
-    let (outcome, sender) = runtime::run(sender, receiver, factory, &options.limits, call)
-        .instrument(span)
-        .await;
-    let code = match &outcome {
-        Outcome::Ended { close, .. } => *close,
-        Outcome::SendFailed(_) => CLOSE_NORMAL,
-    };
-    if let Some(mut sender) = sender {
-        out_of_line(sender.close(code, "")).await;
-    }
-    drop(hosted);
-    match outcome {
-        Outcome::Ended { .. } => Ok(()),
-        Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
-    }
+    Ok(Verified { span, hosted, call })
 }
 
 #[cfg(test)]

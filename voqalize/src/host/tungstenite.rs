@@ -2,11 +2,12 @@
 //! ([`accept`]), and [`Channel`] for any tokio-tungstenite `WebSocketStream`.
 
 use super::coalesce::Coalesced;
+use std::borrow::Borrow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
@@ -39,6 +40,8 @@ pub async fn serve<M: MakeBrain>(
 ) -> std::io::Result<DrainReport> {
     let factory = Arc::new(factory);
     let admission = Admission::new(&options);
+    // Shared: a clone in each call's task would be a quarter of a kilobyte of every call.
+    let options = Arc::new(options);
     let shutdown = options.shutting().cloned();
     let drained = async move {
         match shutdown {
@@ -60,10 +63,13 @@ pub async fn serve<M: MakeBrain>(
                 continue;
             }
         };
-        let (factory, options, admission) = (factory.clone(), options.clone(), admission.clone());
+        // The call's future is made here and chained, so the task holds it once and the peer's
+        // address, not the values it was made from as well (an async block would hold the
+        // future twice: as what it captured and as what it awaits).
+        let call = accepting(stream, factory.clone(), options.clone(), admission.clone());
         tokio::spawn(
-            async move {
-                if let Err(e) = accept(stream, factory, &options, &admission).await {
+            call.map(move |accepted| {
+                if let Err(e) = accepted {
                     match e {
                         AcceptError::Host(HostError::Rejected { .. }) => {}
                         AcceptError::AtCapacity => {
@@ -93,7 +99,7 @@ pub async fn serve<M: MakeBrain>(
                         ),
                     }
                 }
-            }
+            })
             .in_current_span(),
         );
     }
@@ -145,71 +151,96 @@ pub enum AcceptError {
 /// # Errors
 /// [`AcceptError::Handshake`], or the [`HostError`] of [`run_session`].
 #[allow(clippy::result_large_err)] // the ErrorResponse type is fixed by tungstenite's callback
-pub async fn accept<M: MakeBrain>(
+pub fn accept<'a, M: MakeBrain>(
     stream: TcpStream,
     factory: Arc<M>,
-    options: &HostOptions,
-    admission: &Admission,
-) -> Result<(), AcceptError> {
-    let admitted = admission.admit();
-    let full = admitted.is_none();
-    let seen = Arc::new(Mutex::new(Upgrade::default()));
-    let cell = seen.clone();
-    let no_web_pages = options.refuses_web_pages();
-    let (draining, overloaded) = (options.draining(), options.overloaded());
-    let refused = Arc::new(Mutex::new(None));
-    let told = refused.clone();
-    let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
-        let web_page = no_web_pages && req.headers().contains_key("origin");
-        if let Some(why) = Refused::first(draining, overloaded, web_page, full) {
-            *lock(&told) = Some(why);
-            let mut refusal = ErrorResponse::new(Some(why.body().to_owned()));
-            *refusal.status_mut() = tokio_tungstenite::tungstenite::http::StatusCode::from_u16(
-                why.status(),
-            )
-            .unwrap_or(tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE);
-            if let Some(s) = why.retry_after() {
-                refusal.headers_mut().insert("retry-after", s.into());
+    options: &'a HostOptions,
+    admission: &'a Admission,
+) -> impl Future<Output = Result<(), AcceptError>> + Send + 'a {
+    accepting(stream, factory, options, admission)
+}
+
+/// [`accept`], with the options and the admission held as the caller holds them: borrowed, or
+/// shared by a server's calls. The call's future owns what it uses and holds no copy of it.
+#[allow(clippy::result_large_err)] // as `accept`
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see `runtime`'s module note)"
+)]
+fn accepting<M, O, A>(
+    stream: TcpStream,
+    factory: Arc<M>,
+    options: O,
+    admission: A,
+) -> impl Future<Output = Result<(), AcceptError>> + Send
+where
+    M: MakeBrain,
+    O: Borrow<HostOptions> + Send + Sync,
+    A: Borrow<Admission> + Send + Sync,
+{
+    async move {
+        let (options, admission) = (options.borrow(), admission.borrow());
+        let admitted = admission.admit();
+        let full = admitted.is_none();
+        let seen = Arc::new(Mutex::new(Upgrade::default()));
+        let cell = seen.clone();
+        let no_web_pages = options.refuses_web_pages();
+        let (draining, overloaded) = (options.draining(), options.overloaded());
+        let refused = Arc::new(Mutex::new(None));
+        let told = refused.clone();
+        let callback = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+            let web_page = no_web_pages && req.headers().contains_key("origin");
+            if let Some(why) = Refused::first(draining, overloaded, web_page, full) {
+                *lock(&told) = Some(why);
+                let mut refusal = ErrorResponse::new(Some(why.body().to_owned()));
+                *refusal.status_mut() =
+                    tokio_tungstenite::tungstenite::http::StatusCode::from_u16(why.status())
+                        .unwrap_or(
+                            tokio_tungstenite::tungstenite::http::StatusCode::SERVICE_UNAVAILABLE,
+                        );
+                if let Some(s) = why.retry_after() {
+                    refusal.headers_mut().insert("retry-after", s.into());
+                }
+                return Err(refusal);
             }
-            return Err(refusal);
+            let authorization = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            *lock(&cell) = Upgrade::from_query(req.uri().query(), authorization);
+            Ok(resp)
+        };
+        // Speech chunks are small and latency-bound: never let Nagle hold one back.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("brain: could not set TCP_NODELAY: {e}");
         }
-        let authorization = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        *lock(&cell) = Upgrade::from_query(req.uri().query(), authorization);
-        Ok(resp)
-    };
-    // Speech chunks are small and latency-bound: never let Nagle hold one back.
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!("brain: could not set TCP_NODELAY: {e}");
+        set_keepalive(&stream);
+        // Boxed: the handshake's state is large and only lives for the handshake; inline, it would
+        // size this future (which lives as long as the call) for its whole life.
+        let ws = Box::pin(tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            tokio_tungstenite::accept_hdr_async_with_config(
+                Coalesced::new(stream),
+                callback,
+                Some(options.websocket_config()),
+            ),
+        ))
+        .await
+        .map_err(|_| AcceptError::HandshakeTimeout)?
+        .map_err(|e| match *lock(&refused) {
+            Some(Refused::Draining) => AcceptError::ShuttingDown,
+            Some(Refused::Overloaded) => AcceptError::Overloaded,
+            Some(Refused::WebPage) => AcceptError::WebPage,
+            Some(Refused::AtCapacity) => AcceptError::AtCapacity,
+            None => AcceptError::Handshake(Box::new(e)),
+        })?;
+        let upgrade = std::mem::take(&mut *lock(&seen));
+        drop(seen);
+        run_session(TungsteniteChannel::batched(ws), factory, upgrade, options).await?;
+        drop(admitted);
+        Ok(())
     }
-    set_keepalive(&stream);
-    // Boxed: the handshake's state is large and only lives for the handshake; inline, it would
-    // size this future (which lives as long as the call) for its whole life.
-    let ws = Box::pin(tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        tokio_tungstenite::accept_hdr_async_with_config(
-            Coalesced::new(stream),
-            callback,
-            Some(options.websocket_config()),
-        ),
-    ))
-    .await
-    .map_err(|_| AcceptError::HandshakeTimeout)?
-    .map_err(|e| match *lock(&refused) {
-        Some(Refused::Draining) => AcceptError::ShuttingDown,
-        Some(Refused::Overloaded) => AcceptError::Overloaded,
-        Some(Refused::WebPage) => AcceptError::WebPage,
-        Some(Refused::AtCapacity) => AcceptError::AtCapacity,
-        None => AcceptError::Handshake(Box::new(e)),
-    })?;
-    let upgrade = std::mem::take(&mut *lock(&seen));
-    drop(seen);
-    run_session(TungsteniteChannel::batched(ws), factory, upgrade, options).await?;
-    drop(admitted);
-    Ok(())
 }
 
 /// [`Channel`] over a tokio-tungstenite [`WebSocketStream`], for running a call with

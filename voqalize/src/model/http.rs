@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use rustls_platform_verifier::BuilderVerifierExt;
-use tokio::time::{Instant, sleep, timeout, timeout_at};
+use tokio::time::{Instant, Sleep, sleep, sleep_until, timeout, timeout_at};
 
 use super::endpoint::HttpOptions;
 use super::sse::{DEFAULT_MAX_EVENT_BYTES, SseError, SseItem, SseParser};
@@ -400,6 +400,7 @@ async fn attempt(
         done: false,
         status: status.as_u16(),
         kept: None,
+        timer: None,
     })
 }
 
@@ -489,6 +490,9 @@ pub(crate) struct EventStream {
     status: u16,
     /// A copy of the body as read, and the most bytes it keeps, for a call's recording.
     kept: Option<(Vec<u8>, usize)>,
+    /// The first-byte or gap timer, made at the first wait and moved at each one after: a timer
+    /// made and dropped per read would be registered and removed with the runtime each time.
+    timer: Option<std::pin::Pin<Box<Sleep>>>,
 }
 
 impl EventStream {
@@ -529,7 +533,19 @@ impl EventStream {
                 Ok(None) => {}
                 Err(err) => return self.fail(err.into()),
             }
-            match timeout_at(deadline, self.response.chunk()).await {
+            let timer = match &mut self.timer {
+                Some(timer) => {
+                    timer.as_mut().reset(deadline);
+                    timer
+                }
+                None => self.timer.insert(Box::pin(sleep_until(deadline))),
+            };
+            let read = tokio::select! {
+                biased;
+                read = self.response.chunk() => Ok(read),
+                () = timer.as_mut() => Err(()),
+            };
+            match read {
                 Ok(Ok(Some(bytes))) => {
                     self.read = self.read.saturating_add(bytes.len());
                     if self.read > self.max_bytes {

@@ -210,8 +210,19 @@ impl SseParser {
         if let Some(item) = self.ready.take() {
             return Ok(Some(item));
         }
-        while let Some(line) = self.next_line()? {
-            if let Some(item) = self.on_line(&line)? {
+        while let Some((start, end)) = self.next_line()? {
+            // The line is read in place: the buffer is lent out while it is applied (applying a
+            // line never touches the buffer), and a line that is valid UTF-8 is not copied.
+            let buf = mem::take(&mut self.buf);
+            let bytes = &buf[start..end];
+            let line = match std::str::from_utf8(bytes) {
+                Ok(line) => std::borrow::Cow::Borrowed(line),
+                Err(_) => String::from_utf8_lossy(bytes),
+            };
+            let applied = self.on_line(&line);
+            drop(line);
+            self.buf = buf;
+            if let Some(item) = applied? {
                 return Ok(Some(item));
             }
         }
@@ -224,8 +235,9 @@ impl SseParser {
         Ok(self.dispatch())
     }
 
-    /// The next whole line, decoded lossily; at end of stream, the unterminated rest.
-    fn next_line(&mut self) -> Result<Option<String>, SseError> {
+    /// Where the next whole line lies in the buffer (its line end excluded); at end of stream,
+    /// the unterminated rest.
+    fn next_line(&mut self) -> Result<Option<(usize, usize)>, SseError> {
         if !self.bom_checked {
             let rest = &self.buf[self.pos..];
             if rest.len() < BOM.len() && BOM.starts_with(rest) && !self.eof {
@@ -245,10 +257,7 @@ impl SseParser {
             self.after_cr = false;
         }
         let from = self.scanned.max(self.pos);
-        let found = self.buf[from..]
-            .iter()
-            .position(|&b| b == b'\n' || b == b'\r')
-            .map(|i| from + i);
+        let found = memchr::memchr2(b'\n', b'\r', &self.buf[from..]).map(|i| from + i);
         let (end, next) = match found {
             Some(end) if self.buf[end] == b'\r' => match self.buf.get(end + 1) {
                 Some(b'\n') => (end, end + 2),
@@ -273,7 +282,7 @@ impl SseParser {
         if end - self.pos > self.max {
             return Err(SseError::TooLarge { limit: self.max });
         }
-        let line = String::from_utf8_lossy(&self.buf[self.pos..end]).into_owned();
+        let line = (self.pos, end);
         self.pos = next;
         self.scanned = next;
         Ok(Some(line))

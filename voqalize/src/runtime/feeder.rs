@@ -115,52 +115,58 @@ impl<M: MakeBrain> Feeder<M> {
         }
     }
 
-    pub(super) async fn run(mut self) -> Stop {
-        // Congestion errors reach `on_error` beside the feeder's own callbacks (a busy feeder is
-        // why they happen, even inside `on_session_start`), from this task: the pump never
-        // completes, and is polled beside whatever the feeder awaits.
-        let pump = pump_alerts(
-            self.alerts.clone(),
-            self.control.clone(),
-            self.brain.clone(),
-        );
-        let mut pump = pin!(pump.fuse());
-        let stop = loop {
-            let next = tokio::select! {
-                biased;
-                next = self.lanes.next() => next,
-                () = &mut pump => continue,
-            };
-            match next {
-                Next::Stop(stop) => break stop,
-                Next::Item(item) => {
-                    // Cancel, a closed channel, a failed send, or an End that waited too long
-                    // abandon a callback that does not return, so teardown still runs.
-                    let lanes = self.lanes.clone();
-                    tokio::select! {
-                        biased;
-                        () = out_of_line(self.handle(item)) => {}
-                        () = lanes.halted() => {
-                            tracing::warn!("session: abandoning a callback that had not returned");
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async block holds its arguments once (see the module note)"
+    )]
+    pub(super) fn run(mut self) -> impl Future<Output = Stop> {
+        async move {
+            // Congestion errors reach `on_error` beside the feeder's own callbacks (a busy feeder is
+            // why they happen, even inside `on_session_start`), from this task: the pump never
+            // completes, and is polled beside whatever the feeder awaits.
+            let pump = pump_alerts(
+                self.alerts.clone(),
+                self.control.clone(),
+                self.brain.clone(),
+            );
+            let mut pump = pin!(pump.fuse());
+            let stop = loop {
+                let next = tokio::select! {
+                    biased;
+                    next = self.lanes.next() => next,
+                    () = &mut pump => continue,
+                };
+                match next {
+                    Next::Stop(stop) => break stop,
+                    Next::Item(item) => {
+                        // Cancel, a closed channel, a failed send, or an End that waited too long
+                        // abandon a callback that does not return, so teardown still runs.
+                        let lanes = self.lanes.clone();
+                        tokio::select! {
+                            biased;
+                            () = out_of_line(self.handle(item)) => {}
+                            () = lanes.halted() => {
+                                tracing::warn!("session: abandoning a callback that had not returned");
+                            }
+                            () = &mut pump => {}
                         }
-                        () = &mut pump => {}
                     }
                 }
+            };
+            // No congestion error reaches the brain once teardown begins.
+            pump.set(Fuse::terminated());
+            if stop == Stop::Overloaded {
+                // Tell the peer why the call ends (it is dropped if the peer does not read).
+                self.out.push(Frame::Error(ErrorFrame {
+                    code: ErrorCode::Overload,
+                    message: super::inbound::INBOUND_OVERFLOW.to_owned(),
+                    fatal: true,
+                }));
+                self.out.push(Frame::End);
             }
-        };
-        // No congestion error reaches the brain once teardown begins.
-        pump.set(Fuse::terminated());
-        if stop == Stop::Overloaded {
-            // Tell the peer why the call ends (it is dropped if the peer does not read).
-            self.out.push(Frame::Error(ErrorFrame {
-                code: ErrorCode::Overload,
-                message: super::inbound::INBOUND_OVERFLOW.to_owned(),
-                fatal: true,
-            }));
-            self.out.push(Frame::End);
+            out_of_line(self.teardown(&stop)).await;
+            stop
         }
-        out_of_line(self.teardown(&stop)).await;
-        stop
     }
 
     fn session(&self) -> Option<(Session, Arc<M::Brain>)> {
@@ -507,13 +513,17 @@ impl<M: MakeBrain> Feeder<M> {
                 turn.session().user_said(&m.text);
                 turn = turn.answering(m.text.clone(), read);
             }
+            // The brain's future from the heap: a model-backed turn's state runs to kilobytes, and
+            // inline it would size the task, which the runtime copies as it spawns and ends it.
             let result = match stimulus {
                 Stimulus::Greeting(text) => {
                     turn.say(&text);
                     Ok(())
                 }
-                Stimulus::Message(m) => guarded(brain.on_user_message(&mut turn, m)).await,
-                Stimulus::Idle(i) => guarded(brain.on_user_idle(&mut turn, i)).await,
+                Stimulus::Message(m) => {
+                    out_of_line(guarded(brain.on_user_message(&mut turn, m))).await
+                }
+                Stimulus::Idle(i) => out_of_line(guarded(brain.on_user_idle(&mut turn, i))).await,
             };
             if let Err(e) = result
                 && lock(&ended.failures).allow()
@@ -525,20 +535,24 @@ impl<M: MakeBrain> Feeder<M> {
                 );
             }
             drop(turn);
-            lock(&ended.turns).running.remove(&key);
+            let mut turns = lock(&ended.turns);
+            if let Some(at) = turns.running.iter().position(|(k, _)| *k == key) {
+                turns.running.swap_remove(at);
+            }
+            drop(turns);
             ended.turn_ended.notify_waiters();
         };
         let handle = tokio::spawn(
             context::scope_turn(session, turn_id, cancelled.clone(), task).in_current_span(),
         );
-        turns.running.insert(
+        turns.running.push((
             key,
             RunningTurn {
                 turn_id,
                 cancelled,
                 handle,
             },
-        );
+        ));
     }
 
     async fn teardown(&mut self, stop: &Stop) {
@@ -555,7 +569,7 @@ impl<M: MakeBrain> Feeder<M> {
         }
         let running: Vec<RunningTurn> = lock(&self.control.turns)
             .running
-            .drain()
+            .drain(..)
             .map(|(_, t)| t)
             .collect();
         for t in &running {

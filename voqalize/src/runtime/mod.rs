@@ -12,7 +12,12 @@
 //!
 //! An idle call is two tasks (this one and the feeder) and the shared state: each is kept small
 //! (callbacks and once-a-call steps are boxed, signals are inline flags rather than channels),
-//! because a process hosts thousands of calls.
+//! because a process hosts thousands of calls. For the same reason the futures that live as long
+//! as a call (the session, the reader, the writer, the feeder) are functions that return an
+//! `async move` block rather than `async fn`s: an `async fn` keeps each argument twice for its
+//! whole life (as passed, and as moved into its body), a block keeps what it captured once. A
+//! future made outside a block is chained onto (`then`, `map`), not awaited inside one, which
+//! would hold it twice too.
 
 mod feeder;
 mod inbound;
@@ -104,117 +109,123 @@ pub(crate) struct Call {
 
 /// Runs one session over a split channel until it ends; see [`crate::host::run_session`].
 /// Returns the sender back when the writer drained in time, so the host can close it.
-pub(crate) async fn run<M: MakeBrain, S: ChannelSender>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see the module note)"
+)]
+pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
     sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
     limits: &Limits,
     call: Call,
-) -> (Outcome, Option<S>) {
-    let tape = call.tape.clone();
-    let alerts = Arc::new(Alerts::default());
-    let lanes = Arc::new(Lanes::new(
-        limits.max_lane_frames,
-        limits.max_lane_bytes,
-        alerts.clone(),
-    ));
-    let out = Arc::new(Outbound::new(
-        limits.max_lane_frames,
-        limits.max_lane_bytes,
-        alerts.clone(),
-    ));
-    let control = Arc::new(Control::default());
+) -> impl Future<Output = (Outcome, Option<S>)> {
+    async move {
+        let tape = call.tape.clone();
+        let alerts = Arc::new(Alerts::default());
+        let lanes = Arc::new(Lanes::new(
+            limits.max_lane_frames,
+            limits.max_lane_bytes,
+            alerts.clone(),
+        ));
+        let out = Arc::new(Outbound::new(
+            limits.max_lane_frames,
+            limits.max_lane_bytes,
+            alerts.clone(),
+        ));
+        let control = Arc::new(Control::default());
 
-    let feeder = Feeder::new(
-        factory,
-        limits,
-        call,
-        lanes.clone(),
-        out.clone(),
-        control.clone(),
-        alerts,
-    );
-    let mut feeder = tokio::spawn(feeder.run().in_current_span());
-
-    // The reader and the writer run in this task, beside each other; the feeder (which runs the
-    // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
-    let pings = limits.session_keepalive.then_some(limits.ping_interval);
-    let writer = writer::write_loop(
-        sender,
-        out.clone(),
-        lanes.clone(),
-        pings,
-        limits.max_frame,
-        tape.clone(),
-    );
-    let mut writer = pin!(writer.fuse());
-    let mut written = None;
-    let mut reader = pin!(
-        reader::read_loop(
-            &mut receiver,
-            &lanes,
-            &out,
-            &control,
+        let feeder = Feeder::new(
+            factory,
             limits,
-            tape.as_deref()
-        )
-        .fuse()
-    );
-    let mut close = CLOSE_NORMAL;
-    let mut overflowed = false;
-    let stop = loop {
-        tokio::select! {
-            biased;
-            stop = &mut feeder => break stop,
-            sent = &mut writer, if written.is_none() => written = Some(sent),
-            code = &mut reader, if !reader.is_terminated() => {
-                close = code.unwrap_or(CLOSE_NORMAL);
-            }
-            () = out.overflowed(), if !overflowed => {
-                overflowed = true;
-                lanes.stop(Stop::Overloaded);
-            }
-        }
-    };
-    let stop = stop.unwrap_or_else(|e| {
-        tracing::error!("session: feeder task failed: {e}");
-        Stop::Closed(crate::session::EndReason::TransportLost(
-            crate::session::TransportLoss::Closed,
-        ))
-    });
-    if stop == Stop::FrameTooBig {
-        close = CLOSE_INTERNAL;
-    }
+            call,
+            lanes.clone(),
+            out.clone(),
+            control.clone(),
+            alerts,
+        );
+        let mut feeder = tokio::spawn(feeder.run().in_current_span());
 
-    if let Some(timer) = lock(&control.end_timer).take() {
-        timer.abort();
-    }
-    // A call the server's shutdown ended is owed its End (the brain's, when it sent one first).
-    if stop == Stop::Closed(crate::session::EndReason::Shutdown) {
-        out.push(crate::wire::Frame::End);
-    }
-    // Let the writer drain what the brain emitted before teardown, briefly.
-    out.close();
-    let sent = match written {
-        Some(sent) => Ok(sent),
-        None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
-    };
-    let by_peer = matches!(stop, Stop::End | Stop::Cancel);
-    if let Some(tape) = &tape {
-        out_of_line(tape.finish()).await;
-    }
-    match sent {
-        Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
-        Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
-        Err(_) => {
-            tracing::warn!(
-                "session: the peer did not take the last frames within 1s; dropping them"
-            );
-            debug_assert!(
-                !matches!(stop, Stop::SendFailed),
-                "a failed writer has returned"
-            );
-            (Outcome::Ended { close, by_peer }, None)
+        // The reader and the writer run in this task, beside each other; the feeder (which runs the
+        // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
+        let pings = limits.session_keepalive.then_some(limits.ping_interval);
+        let writer = writer::write_loop(
+            sender,
+            out.clone(),
+            lanes.clone(),
+            pings,
+            limits.max_frame,
+            tape.clone(),
+        );
+        let mut writer = pin!(writer.fuse());
+        let mut written = None;
+        let mut reader = pin!(
+            reader::read_loop(
+                &mut receiver,
+                &lanes,
+                &out,
+                &control,
+                limits,
+                tape.as_deref()
+            )
+            .fuse()
+        );
+        let mut close = CLOSE_NORMAL;
+        let mut overflowed = false;
+        let stop = loop {
+            tokio::select! {
+                biased;
+                stop = &mut feeder => break stop,
+                sent = &mut writer, if written.is_none() => written = Some(sent),
+                code = &mut reader, if !reader.is_terminated() => {
+                    close = code.unwrap_or(CLOSE_NORMAL);
+                }
+                () = out.overflowed(), if !overflowed => {
+                    overflowed = true;
+                    lanes.stop(Stop::Overloaded);
+                }
+            }
+        };
+        let stop = stop.unwrap_or_else(|e| {
+            tracing::error!("session: feeder task failed: {e}");
+            Stop::Closed(crate::session::EndReason::TransportLost(
+                crate::session::TransportLoss::Closed,
+            ))
+        });
+        if stop == Stop::FrameTooBig {
+            close = CLOSE_INTERNAL;
+        }
+
+        if let Some(timer) = lock(&control.end_timer).take() {
+            timer.abort();
+        }
+        // A call the server's shutdown ended is owed its End (the brain's, when it sent one first).
+        if stop == Stop::Closed(crate::session::EndReason::Shutdown) {
+            out.push(crate::wire::Frame::End);
+        }
+        // Let the writer drain what the brain emitted before teardown, briefly.
+        out.close();
+        let sent = match written {
+            Some(sent) => Ok(sent),
+            None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
+        };
+        let by_peer = matches!(stop, Stop::End | Stop::Cancel);
+        if let Some(tape) = &tape {
+            out_of_line(tape.finish()).await;
+        }
+        match sent {
+            Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
+            Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
+            Err(_) => {
+                tracing::warn!(
+                    "session: the peer did not take the last frames within 1s; dropping them"
+                );
+                debug_assert!(
+                    !matches!(stop, Stop::SendFailed),
+                    "a failed writer has returned"
+                );
+                (Outcome::Ended { close, by_peer }, None)
+            }
         }
     }
 }

@@ -24,117 +24,123 @@ use crate::wire::{self, Frame};
 ///
 /// Each `Finalize` is stamped with how many outbound frames the writer had handed over when it was
 /// read (`out`): the writer runs in this task, so the stamp is exact.
-pub(super) async fn read_loop(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see the module note)"
+)]
+pub(super) fn read_loop(
     receiver: &mut impl ChannelReceiver,
     lanes: &Arc<Lanes>,
     out: &Outbound,
     control: &Control,
     limits: &Limits,
     tape: Option<&Tape>,
-) -> Option<u16> {
-    let start_deadline = Instant::now() + limits.start_timeout;
-    // No silence deadline where the connection owns liveness (the relay leg): a quiet caller is
-    // not a dead peer there.
-    let silence = limits
-        .session_keepalive
-        .then(|| limits.ping_interval + limits.pong_timeout);
-    let mut heard = Instant::now();
-    let mut close = None;
-    let mut why = EndReason::TransportLost(TransportLoss::Closed);
-    let mut junk = Repeated::new("malformed, text or unknown frames");
-    // One timer for the whole call, moved at each frame (no timer made per frame).
-    let watchdog = sleep_until(start_deadline);
-    tokio::pin!(watchdog);
-    loop {
-        let started = control.started.load(Ordering::Acquire);
-        let deadline = match (started, silence) {
-            (false, _) => Some(start_deadline),
-            (true, Some(silence)) => Some(heard + silence),
-            (true, None) => None,
-        };
-        if let Some(deadline) = deadline {
-            watchdog.as_mut().reset(deadline);
-        }
-        let next = tokio::select! {
-            next = receiver.recv() => next,
-            () = &mut watchdog, if deadline.is_some() => {
-                if let (true, Some(silence)) = (started, silence) {
-                    why = EndReason::TransportLost(TransportLoss::KeepaliveDeadline);
-                    tracing::warn!(
-                        "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
-                    );
-                } else {
-                    tracing::warn!(
-                        "session: no SessionStart within {:?} of the upgrade; closing",
-                        limits.start_timeout
-                    );
-                }
-                break;
+) -> impl Future<Output = Option<u16>> {
+    async move {
+        let start_deadline = Instant::now() + limits.start_timeout;
+        // No silence deadline where the connection owns liveness (the relay leg): a quiet caller is
+        // not a dead peer there.
+        let silence = limits
+            .session_keepalive
+            .then(|| limits.ping_interval + limits.pong_timeout);
+        let mut heard = Instant::now();
+        let mut close = None;
+        let mut why = EndReason::TransportLost(TransportLoss::Closed);
+        let mut junk = Repeated::new("malformed, text or unknown frames");
+        // One timer for the whole call, moved at each frame (no timer made per frame).
+        let watchdog = sleep_until(start_deadline);
+        tokio::pin!(watchdog);
+        loop {
+            let started = control.started.load(Ordering::Acquire);
+            let deadline = match (started, silence) {
+                (false, _) => Some(start_deadline),
+                (true, Some(silence)) => Some(heard + silence),
+                (true, None) => None,
+            };
+            if let Some(deadline) = deadline {
+                watchdog.as_mut().reset(deadline);
             }
-        };
-        heard = Instant::now();
-        let bytes = match next {
-            None => break,
-            Some(Err(e)) => {
-                tracing::info!("session: channel closed: {}", outside(&chain(&e)));
-                close = e.close_code();
-                why = match (e.end_reason(), close) {
-                    (Some(reason), _) => reason.clone(),
-                    (None, Some(CLOSE_TOO_BIG)) => {
-                        EndReason::BoundExceeded(BoundExceeded::InboundMessage)
+            let next = tokio::select! {
+                next = receiver.recv() => next,
+                () = &mut watchdog, if deadline.is_some() => {
+                    if let (true, Some(silence)) = (started, silence) {
+                        why = EndReason::TransportLost(TransportLoss::KeepaliveDeadline);
+                        tracing::warn!(
+                            "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
+                        );
+                    } else {
+                        tracing::warn!(
+                            "session: no SessionStart within {:?} of the upgrade; closing",
+                            limits.start_timeout
+                        );
                     }
-                    (None, _) => {
-                        // The transport's error can quote the peer: kept to 1 KiB.
-                        let mut error = chain(&e);
-                        wire::clip(&mut error, 1024);
-                        EndReason::TransportLost(TransportLoss::Failed(error))
-                    }
-                };
-                break;
-            }
-            Some(Ok(Incoming::Text(_))) => {
-                if junk.allow() {
-                    tracing::warn!("session: received TEXT frame; ignoring");
+                    break;
                 }
+            };
+            heard = Instant::now();
+            let bytes = match next {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::info!("session: channel closed: {}", outside(&chain(&e)));
+                    close = e.close_code();
+                    why = match (e.end_reason(), close) {
+                        (Some(reason), _) => reason.clone(),
+                        (None, Some(CLOSE_TOO_BIG)) => {
+                            EndReason::BoundExceeded(BoundExceeded::InboundMessage)
+                        }
+                        (None, _) => {
+                            // The transport's error can quote the peer: kept to 1 KiB.
+                            let mut error = chain(&e);
+                            wire::clip(&mut error, 1024);
+                            EndReason::TransportLost(TransportLoss::Failed(error))
+                        }
+                    };
+                    break;
+                }
+                Some(Ok(Incoming::Text(_))) => {
+                    if junk.allow() {
+                        tracing::warn!("session: received TEXT frame; ignoring");
+                    }
+                    continue;
+                }
+                Some(Ok(Incoming::Pong)) => continue,
+                Some(Ok(Incoming::Binary(b))) => b,
+            };
+            if bytes.is_empty() {
                 continue;
             }
-            Some(Ok(Incoming::Pong)) => continue,
-            Some(Ok(Incoming::Binary(b))) => b,
-        };
-        if bytes.is_empty() {
-            continue;
-        }
-        match wire::decode_limited(&bytes, limits.max_json) {
-            Ok(Some(frame)) => {
-                if let Some(tape) = tape {
-                    tape.frame_in(&bytes, &frame);
+            match wire::decode_limited(&bytes, limits.max_json) {
+                Ok(Some(frame)) => {
+                    if let Some(tape) = tape {
+                        tape.frame_in(&bytes, &frame);
+                    }
+                    route(frame, lanes, out, control, limits.request_timeout);
                 }
-                route(frame, lanes, out, control, limits.request_timeout);
-            }
-            Ok(None) => {
-                if junk.allow() {
-                    tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
+                Ok(None) => {
+                    if junk.allow() {
+                        tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
+                    }
                 }
-            }
-            Err(wire::WireError::BadInit { session_id, why }) => {
-                if junk.allow() {
-                    tracing::error!("session: {}", outside(&why));
+                Err(wire::WireError::BadInit { session_id, why }) => {
+                    if junk.allow() {
+                        tracing::error!("session: {}", outside(&why));
+                    }
+                    let first = !control.started.swap(true, Ordering::AcqRel);
+                    start_lane(lanes, first, Inbound::BadStart(session_id));
                 }
-                let first = !control.started.swap(true, Ordering::AcqRel);
-                start_lane(lanes, first, Inbound::BadStart(session_id));
-            }
-            Err(e) => {
-                if junk.allow() {
-                    tracing::error!(
-                        "session: malformed payload; skipping: {}",
-                        outside(&e.to_string())
-                    );
+                Err(e) => {
+                    if junk.allow() {
+                        tracing::error!(
+                            "session: malformed payload; skipping: {}",
+                            outside(&e.to_string())
+                        );
+                    }
                 }
             }
         }
+        lanes.stop(Stop::Closed(why));
+        close
     }
-    lanes.stop(Stop::Closed(why));
-    close
 }
 
 fn route(

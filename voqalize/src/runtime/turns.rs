@@ -2,7 +2,6 @@
 //! (docs/protocol.md §4.6). Shared by the reader (which applies `Interruption` at once) and the
 //! feeder (which starts turns).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -23,7 +22,8 @@ pub(super) struct RunningTurn {
 pub(super) struct Turns {
     pub(super) watermark: u64,
     pub(super) next_key: u64,
-    pub(super) running: HashMap<u64, RunningTurn>,
+    /// The turns running, by the key each was given (a handful: a list, no hashing).
+    pub(super) running: Vec<(u64, RunningTurn)>,
 }
 
 /// State the reader and the feeder share.
@@ -65,7 +65,7 @@ impl Control {
         turns.watermark = turns.watermark.max(through_turn);
         let watermark = turns.watermark;
         let before = turns.running.len();
-        turns.running.retain(|_, t| {
+        turns.running.retain(|(_, t)| {
             if t.turn_id <= watermark {
                 t.cancelled.store(true, Ordering::Release);
                 t.handle.abort();

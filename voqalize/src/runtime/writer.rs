@@ -23,57 +23,63 @@ use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 /// Between frames it pings the peer every `ping_interval`, so that the reader hears from a
 /// live peer even when the call is silent; `None` where the connection owns liveness (the relay
 /// leg).
-pub(super) async fn write_loop<S: ChannelSender>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see the module note)"
+)]
+pub(super) fn write_loop<S: ChannelSender>(
     mut sender: S,
     out: Arc<Outbound>,
     lanes: Arc<Lanes>,
     ping_interval: Option<Duration>,
     max_frame: usize,
     tape: Option<Arc<Tape>>,
-) -> Result<S, ChannelError> {
-    // Without pings the timer is never polled: its period only has to be valid.
-    let period = ping_interval.unwrap_or(Duration::from_secs(3600));
-    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let frame = tokio::select! {
-            frame = out.pop() => frame,
-            _ = ping.tick(), if ping_interval.is_some() => {
-                if let Err(e) = out_of_line(sender.ping()).await {
-                    tracing::info!("session: ping failed: {}", outside(&chain(&e)));
+) -> impl Future<Output = Result<S, ChannelError>> {
+    async move {
+        // Without pings the timer is never polled: its period only has to be valid.
+        let period = ping_interval.unwrap_or(Duration::from_secs(3600));
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let frame = tokio::select! {
+                frame = out.pop() => frame,
+                _ = ping.tick(), if ping_interval.is_some() => {
+                    if let Err(e) = out_of_line(sender.ping()).await {
+                        tracing::info!("session: ping failed: {}", outside(&chain(&e)));
+                    }
+                    continue;
                 }
-                continue;
-            }
-        };
-        let Some(frame) = frame else { break };
-        match out_of_line(send_batch(
-            &mut sender,
-            &out,
-            frame,
-            max_frame,
-            tape.as_deref(),
-        ))
-        .await
-        {
-            Ok(Batch::Sent(n)) => out.wrote(n),
-            Ok(Batch::Refused(n)) => {
-                out.wrote(n);
-                lanes.stop(Stop::FrameTooBig);
-                out.close();
-                return Ok(sender);
-            }
-            Err(e) => {
-                tracing::error!(
-                    "session: send failed, ending the session: {}",
-                    outside(&chain(&e))
-                );
-                lanes.stop(Stop::SendFailed);
-                out.close();
-                return Err(e);
+            };
+            let Some(frame) = frame else { break };
+            match out_of_line(send_batch(
+                &mut sender,
+                &out,
+                frame,
+                max_frame,
+                tape.as_deref(),
+            ))
+            .await
+            {
+                Ok(Batch::Sent(n)) => out.wrote(n),
+                Ok(Batch::Refused(n)) => {
+                    out.wrote(n);
+                    lanes.stop(Stop::FrameTooBig);
+                    out.close();
+                    return Ok(sender);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "session: send failed, ending the session: {}",
+                        outside(&chain(&e))
+                    );
+                    lanes.stop(Stop::SendFailed);
+                    out.close();
+                    return Err(e);
+                }
             }
         }
+        Ok(sender)
     }
-    Ok(sender)
 }
 
 /// The most frames sent in one batch: one flush, one system call on a socket (docs/protocol.md §3).
@@ -90,60 +96,83 @@ enum Batch {
 
 /// Feeds `first` and every frame already queued behind it (up to [`MAX_BATCH`]), then flushes
 /// once.
-async fn send_batch<S: ChannelSender>(
+///
+/// Its future is boxed for each batch (see [`out_of_line`]), so it is kept small: no frame is
+/// held across an `.await` (each is encoded and dropped before it is fed), and the refusal of
+/// a frame over the limit is a step of its own. Past about a kilobyte, the allocator serves
+/// each box from its slow path.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see the module note)"
+)]
+fn send_batch<S: ChannelSender>(
     sender: &mut S,
     out: &Outbound,
     first: Frame,
     max_frame: usize,
     tape: Option<&Tape>,
-) -> Result<Batch, ChannelError> {
-    let taped = |bytes: &[u8], kind: &'static str| {
-        if let Some(tape) = tape {
-            tape.frame_out(bytes, kind);
-        }
-    };
-    let mut frame = first;
-    let mut sent = 0;
-    loop {
-        let bytes = wire::encode(&frame);
-        if bytes.len() > max_frame {
-            let (name, size) = (frame.name(), bytes.len());
-            drop((frame, bytes));
-            tracing::error!(
-                "session: the brain built a {name} frame of {size} bytes, over the socket's limit \
-                 of {max_frame}; ending the call"
-            );
-            let refusal = Frame::Error(ErrorFrame {
-                code: ErrorCode::Internal,
-                message: format!(
-                    "voqalize: a {name} frame over the socket's limit of {max_frame} bytes; the call is ended"
-                ),
-                fatal: true,
-            });
-            for frame in [refusal, Frame::End] {
-                let bytes = wire::encode(&frame);
-                taped(&bytes, frame.name());
-                sender.feed(bytes).await?;
+) -> impl Future<Output = Result<Batch, ChannelError>> {
+    async move {
+        let mut frame = first;
+        let mut sent = 0;
+        loop {
+            let bytes = wire::encode(&frame);
+            let name = frame.name();
+            drop(frame);
+            if bytes.len() > max_frame {
+                let size = bytes.len();
+                drop(bytes);
+                out_of_line(refuse(sender, name, size, max_frame, tape)).await?;
+                return Ok(Batch::Refused(sent));
             }
-            sender.flush().await?;
-            return Ok(Batch::Refused(sent));
+            if let Some(tape) = tape {
+                tape.frame_out(&bytes, name);
+            }
+            // Counted before it is handed over: once the transport has it, the peer may answer it.
+            out.handing();
+            sender.feed(bytes).await?;
+            sent += 1;
+            let next = if sent < MAX_BATCH {
+                out.try_pop()
+            } else {
+                None
+            };
+            match next {
+                Some(next) => frame = next,
+                None => break,
+            }
         }
-        taped(&bytes, frame.name());
-        drop(frame);
-        // Counted before it is handed over: once the transport has it, the peer may answer it.
-        out.handing();
-        sender.feed(bytes).await?;
-        sent += 1;
-        let next = if sent < MAX_BATCH {
-            out.try_pop()
-        } else {
-            None
-        };
-        match next {
-            Some(next) => frame = next,
-            None => break,
-        }
+        sender.flush().await?;
+        Ok(Batch::Sent(sent))
     }
-    sender.flush().await?;
-    Ok(Batch::Sent(sent))
+}
+
+/// Sends an `Error` and `End` in place of a `name` frame of `size` bytes, over the socket's limit
+/// of `max_frame` (nothing may follow them).
+async fn refuse<S: ChannelSender>(
+    sender: &mut S,
+    name: &'static str,
+    size: usize,
+    max_frame: usize,
+    tape: Option<&Tape>,
+) -> Result<(), ChannelError> {
+    tracing::error!(
+        "session: the brain built a {name} frame of {size} bytes, over the socket's limit \
+         of {max_frame}; ending the call"
+    );
+    let refusal = Frame::Error(ErrorFrame {
+        code: ErrorCode::Internal,
+        message: format!(
+            "voqalize: a {name} frame over the socket's limit of {max_frame} bytes; the call is ended"
+        ),
+        fatal: true,
+    });
+    for frame in [refusal, Frame::End] {
+        let bytes = wire::encode(&frame);
+        if let Some(tape) = tape {
+            tape.frame_out(&bytes, frame.name());
+        }
+        sender.feed(bytes).await?;
+    }
+    sender.flush().await
 }

@@ -79,3 +79,11 @@ pub(crate) fn sync_scope<R>(session: Session, f: impl FnOnce() -> R) -> R {
 pub(crate) fn current() -> Option<CallContext> {
     CURRENT.try_with(Clone::clone).ok()
 }
+
+/// True when the running code serves a turn that a barge-in or teardown has cancelled (read in
+/// place: every frame a turn emits asks, and a copy of the context is two reference counts).
+pub(crate) fn turn_cancelled() -> bool {
+    CURRENT
+        .try_with(CallContext::turn_cancelled)
+        .unwrap_or(false)
+}

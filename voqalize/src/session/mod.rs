@@ -214,7 +214,7 @@ impl Session {
     /// [`emit`](Self::emit), and the frame's number in the outbound lane's order when it was
     /// queued (0 when it was not): see [`Outbound::push_numbered`].
     fn emit_numbered(&self, frame: Frame) -> (Pushed, u64) {
-        if context::current().is_some_and(|c| c.turn_cancelled()) {
+        if context::turn_cancelled() {
             tracing::debug!("dropping {} from a cancelled turn", frame.name());
             return (Pushed::TurnCancelled, 0);
         }

@@ -20,6 +20,10 @@ use crate::wire::Frame;
 pub(crate) const OUTBOUND_CONGESTED: &str =
     "voqalize: outbound queue full; dropping data frames until wire catches up";
 
+/// The room the lane takes when a burst of frames begins: a spoken turn's `SpeechStart`, a
+/// sentence or two of chunks and its `SpeechEnd`.
+const TURN_FRAMES: usize = 16;
+
 /// Why a push did not queue the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
@@ -60,7 +64,7 @@ impl Outbound {
     pub(crate) fn new(maxsize: usize, max_bytes: usize, alerts: Arc<Alerts>) -> Self {
         Outbound {
             lane: Mutex::new(Lane {
-                queue: Shedding::new(maxsize, max_bytes),
+                queue: Shedding::new(maxsize, max_bytes).starting_with(TURN_FRAMES),
                 overflowed: false,
                 queued: 0,
                 ended: false,

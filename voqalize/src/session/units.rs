@@ -9,7 +9,7 @@
 //! Finalize is ignored, so it can neither put words the brain never said into a history nor answer
 //! a later `cancel_speech`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
 use tokio::sync::oneshot;
 
@@ -78,27 +78,34 @@ pub(crate) enum CancelStart {
 
 pub(crate) struct UnitBook {
     speech_seq: u64,
-    /// Opened and not yet finalized.
-    open: HashSet<u64>,
-    /// Cancelled by this brain, not yet finalized.
-    cancelled: HashSet<u64>,
-    /// Cancelled units whose SpeechEnd the brain wrote after the cancel and which was held back.
-    withheld_end: HashSet<u64>,
-    /// Units whose SpeechEnd went out, not yet finalized: later writes are dropped.
-    ended: HashSet<u64>,
-    /// What each unit put on the wire, until its Finalize.
-    spoken: HashMap<u64, Spoken>,
-    /// The bytes of text in `spoken`.
+    /// The units opened and not yet finalized, in the order they were opened (so by id): a call
+    /// has a handful, found by a binary search, with no hashing and no table per kind of state.
+    open: Vec<Open>,
+    /// The bytes of text the open units generated.
     spoken_bytes: usize,
     settled: VecDeque<Finalized>,
     /// The bytes of text in `settled`.
     settled_bytes: usize,
-    cancel_waiters: HashMap<u64, Vec<oneshot::Sender<Finalized>>>,
     /// Finalizes ignored (for no unit this session has on the wire), and heard texts cut to what
     /// their unit generated.
     untrue: Repeated,
     /// Open units forgotten past [`OPEN_KEPT`] or [`OPEN_TEXT_BYTES`].
     forgotten: Repeated,
+}
+
+/// One unit opened and not yet finalized.
+struct Open {
+    id: u64,
+    /// What it put on the wire.
+    spoken: Spoken,
+    /// Cancelled by this brain.
+    cancelled: bool,
+    /// Cancelled, and its SpeechEnd, written after the cancel, was held back.
+    withheld_end: bool,
+    /// Its SpeechEnd went out: later writes are dropped.
+    ended: bool,
+    /// Those waiting in `cancel_speech` for its Finalize.
+    cancel_waiters: Vec<oneshot::Sender<Finalized>>,
 }
 
 /// What one unit put on the wire.
@@ -115,15 +122,10 @@ impl Default for UnitBook {
     fn default() -> Self {
         UnitBook {
             speech_seq: 0,
-            open: HashSet::new(),
-            cancelled: HashSet::new(),
-            withheld_end: HashSet::new(),
-            ended: HashSet::new(),
-            spoken: HashMap::new(),
+            open: Vec::new(),
             spoken_bytes: 0,
             settled: VecDeque::new(),
             settled_bytes: 0,
-            cancel_waiters: HashMap::new(),
             untrue: Repeated::new("Finalizes ignored or cut to what their unit said"),
             forgotten: Repeated::new("speech units forgotten without a Finalize"),
         }
@@ -131,10 +133,23 @@ impl Default for UnitBook {
 }
 
 impl UnitBook {
+    /// Where open unit `id` is in `open`.
+    fn find(&self, id: u64) -> Option<usize> {
+        self.open.binary_search_by_key(&id, |u| u.id).ok()
+    }
+
+    fn unit(&self, id: u64) -> Option<&Open> {
+        self.find(id).map(|i| &self.open[i])
+    }
+
+    fn unit_mut(&mut self, id: u64) -> Option<&mut Open> {
+        self.find(id).map(|i| &mut self.open[i])
+    }
+
     /// Mints the next session-wide speech id (1, 2, 3, ...) and records the unit as open.
     pub(crate) fn open(&mut self) -> u64 {
         if self.open.len() >= OPEN_KEPT
-            && let Some(&oldest) = self.open.iter().min()
+            && let Some(oldest) = self.open.first().map(|u| u.id)
         {
             if self.forgotten.allow() {
                 tracing::warn!("speech {oldest} was never finalized; forgetting it");
@@ -143,36 +158,49 @@ impl UnitBook {
         }
         self.speech_seq += 1;
         let id = self.speech_seq;
-        self.open.insert(id);
-        self.spoken.insert(id, Spoken::default());
+        // Ids only grow: pushed at the end, the list stays sorted.
+        self.open.push(Open {
+            id,
+            spoken: Spoken::default(),
+            cancelled: false,
+            withheld_end: false,
+            ended: false,
+            cancel_waiters: Vec::new(),
+        });
         id
     }
 
     /// Unit `id`'s `SpeechStart` was queued as frame number `at` of the outbound lane.
     pub(crate) fn started(&mut self, id: u64, at: u64) {
-        if let Some(s) = self.spoken.get_mut(&id) {
-            s.start = Some(at);
+        if let Some(u) = self.unit_mut(id) {
+            u.spoken.start = Some(at);
         }
     }
 
     /// Closed = cancelled by this brain or finalized by Voqalize: writes are dropped.
     pub(crate) fn is_closed(&self, id: u64) -> bool {
-        !self.open.contains(&id) || self.cancelled.contains(&id) || self.ended.contains(&id)
+        self.unit(id).is_none_or(|u| u.cancelled || u.ended)
     }
 
     /// Records text that reached the outbound lane for unit `id`. Past [`OPEN_TEXT_BYTES`] of
     /// open units' text the oldest other open units are forgotten, and the unit keeps no more than
     /// that much of its own.
     pub(crate) fn generated(&mut self, id: u64, text: &str) {
-        let Some(s) = self.spoken.get_mut(&id) else {
+        let Some(u) = self.unit_mut(id) else {
             return;
         };
-        let room = OPEN_TEXT_BYTES.saturating_sub(s.text.len());
+        let s = &mut u.spoken.text;
+        let room = OPEN_TEXT_BYTES.saturating_sub(s.len());
         let kept = &text[..text.floor_char_boundary(room)];
-        s.text.push_str(kept);
+        if s.capacity() == 0 {
+            // A unit's text comes in pieces: room for a sentence or two up front, not a regrowth
+            // per piece.
+            s.reserve(kept.len().max(UNIT_TEXT_START).min(room));
+        }
+        s.push_str(kept);
         self.spoken_bytes += kept.len();
         while self.spoken_bytes > OPEN_TEXT_BYTES {
-            let Some(&oldest) = self.open.iter().filter(|&&u| u != id).min() else {
+            let Some(oldest) = self.open.iter().map(|u| u.id).find(|&u| u != id) else {
                 break;
             };
             if self.forgotten.allow() {
@@ -190,8 +218,8 @@ impl UnitBook {
     /// (docs/protocol.md §6.7).
     #[cfg(feature = "model")]
     pub(crate) fn said(&self, id: u64) -> String {
-        if let Some(s) = self.spoken.get(&id) {
-            return s.text.clone();
+        if let Some(u) = self.unit(id) {
+            return u.spoken.text.clone();
         }
         self.settled
             .iter()
@@ -203,15 +231,18 @@ impl UnitBook {
 
     /// The brain closes unit `id`: whether its `SpeechEnd` goes out now.
     pub(crate) fn end(&mut self, id: u64) -> EndAction {
-        if !self.open.contains(&id) || self.ended.contains(&id) {
-            return EndAction::Skip; // finalized or ended already
+        let Some(u) = self.unit_mut(id) else {
+            return EndAction::Skip; // finalized already
+        };
+        if u.ended {
+            return EndAction::Skip; // ended already
         }
-        if self.cancelled.contains(&id) {
+        if u.cancelled {
             // Held back; sent if the cancel times out.
-            self.withheld_end.insert(id);
+            u.withheld_end = true;
             return EndAction::Skip;
         }
-        self.ended.insert(id);
+        u.ended = true;
         EndAction::Send
     }
 
@@ -224,33 +255,36 @@ impl UnitBook {
         if let Some(f) = self.settled.iter().find(|f| f.speech_id == id) {
             return Ok(CancelStart::Settled(f.clone()));
         }
-        if !self.open.contains(&id) {
-            return Err(if id >= 1 && id <= self.speech_seq {
+        let seq = self.speech_seq;
+        let Some(u) = self.unit_mut(id) else {
+            return Err(if id >= 1 && id <= seq {
                 SessionError::Forgotten(id)
             } else {
                 SessionError::NeverOpened(id)
             });
-        }
+        };
         let (tx, finalized) = oneshot::channel();
-        self.cancel_waiters.entry(id).or_default().push(tx);
-        let send = self.cancelled.insert(id);
+        u.cancel_waiters.push(tx);
+        let send = !std::mem::replace(&mut u.cancelled, true);
         Ok(CancelStart::Wait { finalized, send })
     }
 
     /// The `SpeechCancel` frame could not be sent: the unit counts as open again.
     pub(crate) fn cancel_not_sent(&mut self, id: u64) {
-        self.cancelled.remove(&id);
-        self.cancel_waiters.remove(&id);
+        if let Some(u) = self.unit_mut(id) {
+            u.cancelled = false;
+            u.cancel_waiters.clear();
+        }
     }
 
     /// No Finalize came in time: the unit counts as open again. True when its `SpeechEnd` was held
     /// back and must be sent now.
     pub(crate) fn cancel_timed_out(&mut self, id: u64) -> bool {
-        if !self.open.contains(&id) {
+        let Some(u) = self.unit_mut(id) else {
             return false;
-        }
-        self.cancelled.remove(&id);
-        self.withheld_end.remove(&id)
+        };
+        u.cancelled = false;
+        std::mem::replace(&mut u.withheld_end, false)
     }
 
     /// Applies a `Finalize` read when `seen` outbound frames had been handed to the transport: the
@@ -261,21 +295,15 @@ impl UnitBook {
     /// `SpeechStart` had not gone out when the Finalize was read. Heard text that is not a prefix
     /// of what the unit generated is cut to the longest prefix the two share.
     pub(crate) fn settle(&mut self, speech_id: u64, heard: String, seen: u64) -> Option<Finalized> {
-        let refused = if !self.open.contains(&speech_id) {
-            Some(if speech_id == 0 || speech_id > self.speech_seq {
-                "this session never opened it"
-            } else {
-                "it is not open (finalized already, or forgotten)"
-            })
-        } else if self
-            .spoken
-            .get(&speech_id)
-            .and_then(|s| s.start)
-            .is_none_or(|at| at > seen)
-        {
-            Some("its SpeechStart had not gone out")
-        } else {
-            None
+        let refused = match self.unit(speech_id) {
+            None if speech_id == 0 || speech_id > self.speech_seq => {
+                Some("this session never opened it")
+            }
+            None => Some("it is not open (finalized already, or forgotten)"),
+            Some(u) if u.spoken.start.is_none_or(|at| at > seen) => {
+                Some("its SpeechStart had not gone out")
+            }
+            Some(_) => None,
         };
         if let Some(why) = refused {
             if self.untrue.allow() {
@@ -283,10 +311,8 @@ impl UnitBook {
             }
             return None;
         }
-        let generated = self
-            .take_spoken(speech_id)
-            .map(|s| s.text)
-            .unwrap_or_default();
+        let unit = self.remove(speech_id)?;
+        let generated = unit.spoken.text;
         let shared = shared_prefix(&heard, &generated);
         let heard = if shared < heard.len() {
             if self.untrue.allow() {
@@ -306,10 +332,6 @@ impl UnitBook {
             heard,
             generated,
         };
-        self.open.remove(&speech_id);
-        self.cancelled.remove(&speech_id);
-        self.withheld_end.remove(&speech_id);
-        self.ended.remove(&speech_id);
         self.settled_bytes += fin.heard.len() + fin.generated.len();
         self.settled.push_back(fin.clone());
         while self.settled.len() > SETTLED_KEPT
@@ -319,41 +341,52 @@ impl UnitBook {
                 self.settled_bytes -= old.heard.len() + old.generated.len();
             }
         }
-        for tx in self.cancel_waiters.remove(&speech_id).unwrap_or_default() {
+        for tx in unit.cancel_waiters {
             let _ = tx.send(fin.clone());
         }
         Some(fin)
     }
 
+    /// Forgets open unit `id` (its cancellers are dropped, and wake to no answer).
     fn forget(&mut self, id: u64) {
-        self.open.remove(&id);
-        self.cancelled.remove(&id);
-        self.withheld_end.remove(&id);
-        self.ended.remove(&id);
-        self.take_spoken(id);
-        self.cancel_waiters.remove(&id);
+        self.remove(id);
     }
 
-    /// Removes what unit `id` put on the wire from the book, keeping its byte count.
-    fn take_spoken(&mut self, id: u64) -> Option<Spoken> {
-        let spoken = self.spoken.remove(&id)?;
-        self.spoken_bytes -= spoken.text.len();
-        Some(spoken)
+    /// Takes open unit `id` out of the book, keeping the byte count.
+    fn remove(&mut self, id: u64) -> Option<Open> {
+        let unit = self.open.remove(self.find(id)?);
+        self.spoken_bytes -= unit.spoken.text.len();
+        if self.open.is_empty() {
+            // A quiet call keeps no room for units.
+            self.open = Vec::new();
+        }
+        Some(unit)
     }
 
     /// Drops every cancel waiter (teardown).
     pub(crate) fn abandon_waiters(&mut self) {
-        self.cancel_waiters.clear();
+        for u in &mut self.open {
+            u.cancel_waiters.clear();
+        }
     }
 }
 
+/// The room a unit's text starts with, in bytes: a spoken sentence or two.
+const UNIT_TEXT_START: usize = 256;
+
 /// The length in bytes of the longest prefix `heard` and `generated` share, at a character boundary.
+///
+/// Compared as bytes (a heard text is most often all of what was generated, so this is a
+/// `memcmp`), then backed off to a character boundary: the bytes before the first difference are
+/// the same in both, so a boundary there is a boundary in both.
 pub(crate) fn shared_prefix(heard: &str, generated: &str) -> usize {
-    heard
-        .char_indices()
-        .zip(generated.chars())
-        .find(|((_, h), g)| h != g)
-        .map_or(heard.len().min(generated.len()), |((at, _), _)| at)
+    let (h, g) = (heard.as_bytes(), generated.as_bytes());
+    let n = h.len().min(g.len());
+    if h[..n] == g[..n] {
+        return n;
+    }
+    let first_difference = h.iter().zip(g).take_while(|(a, b)| a == b).count();
+    heard.floor_char_boundary(first_difference)
 }
 
 #[cfg(test)]
@@ -377,6 +410,11 @@ mod tests {
         // é and è share their first byte: the cut is before them, not inside.
         assert_eq!(shared_prefix("aè", "aé"), 1);
         assert_eq!(shared_prefix("", "x"), 0);
+        // Byte-equal up to a multi-byte character that differs in its last byte.
+        assert_eq!(shared_prefix("nă€x", "nă€y"), "nă€".len());
+        assert_eq!(shared_prefix("日本語", "日本人"), "日本".len());
+        assert_eq!(shared_prefix("日本語", "日本語"), "日本語".len());
+        assert_eq!(shared_prefix("日本語です", "日本語"), "日本語".len());
     }
 
     #[test]

@@ -425,7 +425,9 @@ fn starts_with_at(text: &[char], at: usize, pattern: &str) -> bool {
 /// The first position at or after `from` where a call marker begins, if any. Chars before
 /// `from` are only looked at to tell whether a letter marker starts a word.
 fn find_spoken_call(full: &[char], from: usize) -> Option<usize> {
-    (from..full.len()).find(|&i| spoken_call_at(full, i))
+    // Every marker begins with one of these (the letter markers' first letters have no other
+    // case-insensitive match): the rest of speech is passed over at the cost of one comparison.
+    (from..full.len()).find(|&i| TAIL_STARTS.contains(&full[i]) && spoken_call_at(full, i))
 }
 
 /// Whether a call marker begins at `full[i]`: a code fence; `<tool_call`, `<tool_code` or
@@ -503,8 +505,16 @@ fn tail_start(full: &[char], start: usize) -> usize {
 /// prefix of a spoken head, or a JSON opening that could still become `{"<call key>":`
 /// (`{`, `{ "`, `{"na`, `{"name"`).
 fn may_open_spoken_call(s: &[char]) -> bool {
-    let low = s.iter().collect::<String>().to_lowercase();
-    SPOKEN_HEADS.iter().any(|head| head.starts_with(&low)) || json_opening(s)
+    SPOKEN_HEADS.iter().any(|head| lowercase_is_prefix(s, head)) || json_opening(s)
+}
+
+/// Whether `s`, lowercased, is a prefix of the ASCII `head` (as `head.starts_with(&lowercase)`,
+/// without making the lowercase string: this runs for every tail candidate of every piece).
+fn lowercase_is_prefix(s: &[char], head: &str) -> bool {
+    let mut head = head.chars();
+    s.iter()
+        .flat_map(|c| c.to_lowercase())
+        .all(|c| head.next() == Some(c))
 }
 
 /// Whether the whole of `s` is `{`, optional whitespace, and optionally a quote with the
@@ -1042,5 +1052,24 @@ mod tests {
         assert!(!RETRY_NOTE.contains('\n'));
         assert!(!RETRY_NOTE.contains("  "));
         assert!(RETRY_NOTE.contains("function calling"));
+    }
+
+    #[test]
+    fn a_tail_candidate_is_checked_as_its_lowercase() {
+        // `lowercase_is_prefix` answers as `head.starts_with(&s.to_lowercase())` does.
+        let cases = [
+            "", "d", "D", "De", "DEFAULT_API:", "default_api.x", "c", "Certain_", "ß", "İ", "<t",
+            "<TOOL_CALL", "```", "`", "{", "dx", "defaultapi",
+        ];
+        for s in cases {
+            let chars: Vec<char> = s.chars().collect();
+            for head in SPOKEN_HEADS {
+                assert_eq!(
+                    lowercase_is_prefix(&chars, head),
+                    head.starts_with(&s.to_lowercase()),
+                    "{s:?} against {head:?}"
+                );
+            }
+        }
     }
 }

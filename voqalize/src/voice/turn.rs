@@ -472,14 +472,16 @@ impl TurnState<'_> {
         let mut answering: Answering<'_> = FuturesUnordered::new();
         // A failed read (the deadline, a stall, a broken stream) ends the reading, not the tools
         // already running: they finish and file their results first, as one tool at a time would.
+        // One timer for the whole stream (one made per read would be registered with the runtime
+        // and removed again for every event).
+        let expiry = tokio::time::sleep_until(deadline);
+        tokio::pin!(expiry);
         let read: Result<(), RequestError> = loop {
             let next = tokio::select! {
-                next = before(deadline, limit, stream.next()) => next,
+                biased;
+                () = &mut expiry => break Err(RequestError::Deadline(limit)),
                 () = self.answer_next(tools, &mut answering, &mut end), if !answering.is_empty() => continue,
-            };
-            let next = match next {
-                Ok(next) => next,
-                Err(e) => break Err(e),
+                next = stream.next() => next,
             };
             let chunks = match next {
                 Some(Ok(item)) => {

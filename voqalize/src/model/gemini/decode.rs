@@ -268,6 +268,30 @@ impl<'de> DeserializeSeed<'de> for WithinSeed<'_> {
     }
 }
 
+/// An object's key, matched against the names a visitor reads without being allocated: the name
+/// it is, or `None` for any other key.
+struct KeyOf(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for KeyOf {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyOf {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().copied().find(|name| *name == key))
+    }
+}
+
 /// The visits of a shape the reader does not expect: read through and left, as a field Gemini
 /// does not send would be (`candidates` that is not a list, a candidate that is not an object).
 macro_rules! read_other_shapes_through {
@@ -368,8 +392,15 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let r = self.0;
         r.object = true;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        const KEYS: &[&str] = &[
+            "candidates",
+            "error",
+            "usageMetadata",
+            "responseId",
+            "promptFeedback",
+        ];
+        while let Some(key) = map.next_key_seed(KeyOf(KEYS))? {
+            match key.unwrap_or_default() {
                 "candidates" => map.next_value_seed(CandidatesSeed(&mut *r))?,
                 "error" => {
                     let error = r.field(&mut map)?;
@@ -428,8 +459,8 @@ impl<'de> Visitor<'de> for CandidateSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let r = self.0;
         let mut reason = Value::Null;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
+        while let Some(key) = map.next_key_seed(KeyOf(&["content", "finishReason"]))? {
+            match key.unwrap_or_default() {
                 "content" => map.next_value_seed(ContentSeed(&mut *r))?,
                 "finishReason" => reason = r.field(&mut map)?.unwrap_or_default(),
                 _ => {
@@ -462,8 +493,8 @@ impl<'de> Visitor<'de> for ContentSeed<'_, '_> {
     read_other_shapes_through!(lists);
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "parts" {
+        while let Some(key) = map.next_key_seed(KeyOf(&["parts"]))? {
+            if key.is_some() {
                 map.next_value_seed(PartsSeed(&mut *self.0))?;
             } else {
                 map.next_value::<IgnoredAny>()?;
