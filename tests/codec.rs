@@ -753,6 +753,42 @@ fn case_10_capabilities_are_packed_and_sorted() {
 // docs/protocol.md §1.6 further vectors
 // ---------------------------------------------------------------------------------------------
 
+/// `SpeechChunk`s are encoded without building the protobuf message: the bytes are prost's, at
+/// every edge (an id or a text at its default, varint lengths of one to three bytes, any UTF-8).
+#[test]
+fn chunks_encode_as_prost_encodes_them() {
+    let texts = [
+        String::new(),
+        "hello".to_owned(),
+        "é日本語🙂".to_owned(),
+        "x".repeat(127),
+        "x".repeat(128),
+        "x".repeat(20_000),
+    ];
+    for speech_id in [0, 1, 127, 128, u64::from(u32::MAX), u64::MAX] {
+        for text in &texts {
+            let frame = Frame::SpeechChunk {
+                speech_id,
+                text: text.clone(),
+            };
+            let prost = proto::Envelope {
+                body: Some(proto::envelope::Body::SpeechChunk(proto::SpeechChunk {
+                    speech_id,
+                    text: text.clone(),
+                })),
+            }
+            .encode_to_vec();
+            assert_eq!(
+                encode(&frame),
+                prost,
+                "speech {speech_id}, {} bytes",
+                text.len()
+            );
+            assert_eq!(decode(&prost).unwrap(), Some(frame));
+        }
+    }
+}
+
 #[test]
 fn conformance_byte_examples() {
     let sid = "conf-0123456789ab";

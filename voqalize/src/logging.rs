@@ -23,8 +23,6 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -234,10 +232,8 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let meta = event.metadata();
-        let mut time = String::new();
-        if SystemTime.format_time(&mut Writer::new(&mut time)).is_err() {
-            time.clear();
-        }
+        let mut time = String::with_capacity(TIMESTAMP_BYTES);
+        timestamp(std::time::SystemTime::now(), &mut time);
         // The spans the event is in, outermost first.
         let scope: Vec<(&'static str, Id)> = ctx
             .event_scope(event)
@@ -266,7 +262,12 @@ where
                 Value::Object(line).to_string()
             }
             Format::Human => {
-                let mut text = format!("{time} {:>5} ", meta.level().as_str());
+                // Most lines are a timestamp, a level, a span or two and a sentence.
+                let mut text = String::with_capacity(256);
+                text.push_str(&time);
+                text.push(' ');
+                text.push_str(padded(*meta.level()));
+                text.push(' ');
                 for (span, id) in &scope {
                     text.push_str(span);
                     if let Some(fields) = spans.get(id)
@@ -301,9 +302,86 @@ where
     }
 }
 
+/// A level as a line shows it, right-aligned in five columns.
+fn padded(level: tracing::Level) -> &'static str {
+    match level {
+        tracing::Level::ERROR => "ERROR",
+        tracing::Level::WARN => " WARN",
+        tracing::Level::INFO => " INFO",
+        tracing::Level::DEBUG => "DEBUG",
+        tracing::Level::TRACE => "TRACE",
+    }
+}
+
+/// The length of a [`timestamp`]: `2026-12-02T05:58:00.360369Z`.
+const TIMESTAMP_BYTES: usize = 27;
+
+/// Writes `time` as RFC 3339 in UTC to the microsecond (`2026-12-02T05:58:00.360369Z`), the form
+/// tracing-subscriber's `SystemTime` writes, without going through `fmt`: every line has one,
+/// and a call writes at least its last. A time before 1970 is written as 1970's start.
+fn timestamp(time: std::time::SystemTime, out: &mut String) {
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, of_day) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    digits(out, year, 4);
+    out.push('-');
+    digits(out, month, 2);
+    out.push('-');
+    digits(out, day, 2);
+    out.push('T');
+    digits(out, of_day / 3_600, 2);
+    out.push(':');
+    digits(out, of_day / 60 % 60, 2);
+    out.push(':');
+    digits(out, of_day % 60, 2);
+    out.push('.');
+    digits(out, u64::from(since.subsec_micros()), 6);
+    out.push('Z');
+}
+
+/// Writes the last `width` decimal digits of `n` (at most 20), zero-padded.
+fn digits(out: &mut String, mut n: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    for slot in buf[..width.min(20)].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend(buf[..width.min(20)].iter().map(|&b| char::from(b)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_read_as_rfc_3339_to_the_microsecond() {
+        let at = |secs: u64, micros: u64| {
+            let mut out = String::new();
+            timestamp(
+                std::time::UNIX_EPOCH + std::time::Duration::from_micros(secs * 1_000_000 + micros),
+                &mut out,
+            );
+            out
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(at(951_782_400, 7), "2000-02-29T00:00:00.000007Z");
+        assert_eq!(at(1_796_190_000, 360_369), "2026-12-02T05:40:00.360369Z");
+        assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z");
+        assert_eq!(at(253_402_300_799, 0), "9999-12-31T23:59:59.000000Z");
+        assert_eq!(at(0, 0).len(), TIMESTAMP_BYTES);
+    }
 
     #[derive(Clone, Default)]
     struct Sink(Arc<Mutex<Vec<u8>>>);

@@ -1058,8 +1058,23 @@ mod tests {
     fn a_tail_candidate_is_checked_as_its_lowercase() {
         // `lowercase_is_prefix` answers as `head.starts_with(&s.to_lowercase())` does.
         let cases = [
-            "", "d", "D", "De", "DEFAULT_API:", "default_api.x", "c", "Certain_", "ß", "İ", "<t",
-            "<TOOL_CALL", "```", "`", "{", "dx", "defaultapi",
+            "",
+            "d",
+            "D",
+            "De",
+            "DEFAULT_API:",
+            "default_api.x",
+            "c",
+            "Certain_",
+            "ß",
+            "İ",
+            "<t",
+            "<TOOL_CALL",
+            "```",
+            "`",
+            "{",
+            "dx",
+            "defaultapi",
         ];
         for s in cases {
             let chars: Vec<char> = s.chars().collect();

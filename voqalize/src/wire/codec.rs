@@ -45,10 +45,45 @@ fn malformed(why: impl Into<String>) -> WireError {
 /// Encoding is deterministic: fields in number order, `counts` sorted by key, capabilities sorted
 /// and packed. JSON text (`init`, RTVI `data`) is written compactly; peers parse it.
 pub fn encode(frame: &Frame) -> Vec<u8> {
+    // A spoken turn is mostly chunks: encoded from the frame as it is, its text not copied into
+    // an owned message first.
+    if let Frame::SpeechChunk { speech_id, text } = frame {
+        return encode_chunk(*speech_id, text);
+    }
     proto::Envelope {
         body: Some(to_body(frame)),
     }
     .encode_to_vec()
+}
+
+/// The bytes of `Envelope { speech_chunk: SpeechChunk { speech_id, text } }`, as prost writes
+/// them (proto3: a field at its default is left out; the oneof member is always written).
+fn encode_chunk(speech_id: u64, text: &str) -> Vec<u8> {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+    let id_len = if speech_id == 0 {
+        0
+    } else {
+        key_len(1) + encoded_len_varint(speech_id)
+    };
+    let text_len = if text.is_empty() {
+        0
+    } else {
+        key_len(2) + encoded_len_varint(text.len() as u64) + text.len()
+    };
+    let body = id_len + text_len;
+    let mut buf = Vec::with_capacity(key_len(8) + encoded_len_varint(body as u64) + body);
+    encode_key(8, WireType::LengthDelimited, &mut buf);
+    encode_varint(body as u64, &mut buf);
+    if speech_id != 0 {
+        encode_key(1, WireType::Varint, &mut buf);
+        encode_varint(speech_id, &mut buf);
+    }
+    if !text.is_empty() {
+        encode_key(2, WireType::LengthDelimited, &mut buf);
+        encode_varint(text.len() as u64, &mut buf);
+        buf.extend_from_slice(text.as_bytes());
+    }
+    buf
 }
 
 /// Decodes leniently, as the session read loops do: an envelope with no body, or with a body this
