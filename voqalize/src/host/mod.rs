@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use futures_util::future::Either;
+use futures_util::future::{self, Either};
 use tracing::Instrument;
 
 pub use crate::brain::{Fallible, MakeBrain, fallible};
@@ -561,9 +561,8 @@ impl Upgrade {
 /// [`HostError::MissingSessionId`] (closed with 1008), [`HostError::Rejected`] (closed with 4000),
 /// [`HostError::SendFailed`] when the channel broke under the session.
 ///
-/// The channel is split, and the upgrade verified, when this is called: the returned future
-/// carries neither the unsplit channel nor what verifying used for the call's whole life (some
-/// hundreds of bytes a call).
+/// The channel is split before the returned future first runs, so the future does not carry the
+/// unsplit channel for the call's whole life (a few hundred bytes a call).
 pub fn run_session<C: Channel, M: MakeBrain>(
     channel: C,
     factory: Arc<M>,
@@ -576,44 +575,51 @@ pub fn run_session<C: Channel, M: MakeBrain>(
 
 /// [`run_session`] once the channel is split.
 ///
-/// The upgrade is decided (its token verified, the drain checked) before a future is made, and
-/// the future of a call that goes ahead holds the running session and what its end needs, no
+/// The upgrade is decided (its token verified, the drain checked) when the future first runs, and
+/// the future of a call that goes ahead then holds the running session and what its end needs, no
 /// more: an async function would carry its arguments, the token's claims and the upgrade beside
-/// the session for the call's whole life (some hundreds of bytes a call).
+/// the session for the call's whole life (some hundreds of bytes a call). The steps are chained
+/// (`lazy`, `then`), each state in place of the one before.
 fn host_split<'o, S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
-    mut sender: S,
+    sender: S,
     receiver: R,
     factory: Arc<M>,
     upgrade: Upgrade,
     options: &'o HostOptions,
 ) -> impl Future<Output = Result<(), HostError>> + Send + 'o {
-    let Verified { span, hosted, call } = match verify_upgrade(upgrade, options) {
-        Ok(verified) => verified,
-        Err((code, reason, error)) => {
-            return Either::Left(async move {
-                out_of_line(sender.close(code, reason)).await;
-                Err(error)
-            });
-        }
-    };
-    let receiver = drain::Watched::new(receiver, options.shutting().map(Shutdown::ending));
-    let session = runtime::run(sender, receiver, factory, &options.limits, call).instrument(span);
-    // Chained, not awaited in an async block: a block would hold the session's future twice,
-    // once as what it captured and once as what it awaits.
-    Either::Right(session.then(move |(outcome, sender)| async move {
-        let code = match &outcome {
-            Outcome::Ended { close, .. } => *close,
-            Outcome::SendFailed(_) => CLOSE_NORMAL,
+    future::lazy(move |_| verify_upgrade(upgrade, options)).then(move |verified| {
+        let Verified { span, hosted, call } = match verified {
+            Ok(verified) => verified,
+            Err((code, reason, error)) => {
+                return Either::Left(async move {
+                    let mut sender = sender;
+                    out_of_line(sender.close(code, reason)).await;
+                    // The receiving half goes once the close is sent.
+                    drop(receiver);
+                    Err(error)
+                });
+            }
         };
-        if let Some(mut sender) = sender {
-            out_of_line(sender.close(code, "")).await;
-        }
-        drop(hosted);
-        match outcome {
-            Outcome::Ended { .. } => Ok(()),
-            Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
-        }
-    }))
+        let receiver = drain::Watched::new(receiver, options.shutting().map(Shutdown::ending));
+        let session =
+            runtime::run(sender, receiver, factory, &options.limits, call).instrument(span);
+        // Chained, not awaited in an async block: a block would hold the session's future
+        // twice, once as what it captured and once as what it awaits.
+        Either::Right(session.then(move |(outcome, sender)| async move {
+            let code = match &outcome {
+                Outcome::Ended { close, .. } => *close,
+                Outcome::SendFailed(_) => CLOSE_NORMAL,
+            };
+            if let Some(mut sender) = sender {
+                out_of_line(sender.close(code, "")).await;
+            }
+            drop(hosted);
+            match outcome {
+                Outcome::Ended { .. } => Ok(()),
+                Outcome::SendFailed(cause) => Err(HostError::SendFailed(cause)),
+            }
+        }))
+    })
 }
 
 /// What a verified upgrade goes ahead with: the call's span, its place in the shutdown's count,

@@ -133,6 +133,49 @@ impl<'de> Visitor<'de> for Within<'_> {
     }
 }
 
+/// An object read within the bytes `left` holds, as [`Within`] reads it, except that one holding
+/// nothing but a non-empty `text` string gives that string (`Ok`) and is never built as an object:
+/// most parts of a streamed answer are that, and a map per part is an index table, an entry list
+/// and a key, hashed, for one string. The budget is spent as [`Within`] spends it.
+pub(crate) fn text_or_object<'de, A: MapAccess<'de>>(
+    mut map: A,
+    left: &mut usize,
+) -> Result<Result<String, Option<Value>>, A::Error> {
+    let mut within = Within(left);
+    if !within.spend(OBJECT_BYTES) {
+        return skip_entries(map).map(Err);
+    }
+    let mut object = Map::new();
+    // A first entry `text`, held back while it may be the only one.
+    let mut text: Option<String> = None;
+    while let Some(key) = map.next_key::<String>()? {
+        if !within.spend(ENTRY_BYTES + key.len()) {
+            map.next_value::<IgnoredAny>()?;
+            return skip_entries(map).map(Err);
+        }
+        let Some(value) = map.next_value_seed(Within(&mut *within.0))? else {
+            return skip_entries(map).map(Err);
+        };
+        match value {
+            Value::String(t)
+                if object.is_empty() && text.is_none() && key == "text" && !t.is_empty() =>
+            {
+                text = Some(t);
+            }
+            value => {
+                if let Some(t) = text.take() {
+                    object.insert("text".to_owned(), Value::String(t));
+                }
+                object.insert(key, value);
+            }
+        }
+    }
+    Ok(match text {
+        Some(text) => Ok(text),
+        None => Err(Some(Value::Object(object))),
+    })
+}
+
 /// One event's JSON, read within `budget` bytes of memory as [`json_bytes`] counts them: `None`
 /// when it would take more (it is then read through, never held).
 ///
@@ -188,6 +231,54 @@ mod tests {
         // Broken JSON is still an error, past the budget or not.
         assert!(parse_within("p", &text[..text.len() - 1], 64).is_err());
         assert!(parse_within("p", "[1, 2", 1 << 20).is_err());
+    }
+
+    /// Reads `text` with [`text_or_object`] and with [`Within`], and checks they agree.
+    fn both_ways(text: &str, budget: usize) -> Result<String, Option<Value>> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let mut left = budget;
+        let ours = serde::Deserializer::deserialize_map(&mut de, TextOrObject(&mut left)).unwrap();
+        let theirs = parse_within("p", text, budget).unwrap();
+        match &ours {
+            Ok(t) => assert_eq!(theirs, Some(serde_json::json!({ "text": t }))),
+            Err(value) => assert_eq!(*value, theirs),
+        }
+        let mut within_left = budget;
+        let mut de = serde_json::Deserializer::from_str(text);
+        Within(&mut within_left).deserialize(&mut de).unwrap();
+        assert_eq!(left, within_left, "the same budget spent");
+        ours
+    }
+
+    /// [`text_or_object`] as a visitor, for the test above.
+    struct TextOrObject<'b>(&'b mut usize);
+
+    impl<'de> Visitor<'de> for TextOrObject<'_> {
+        type Value = Result<String, Option<Value>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            text_or_object(map, self.0)
+        }
+    }
+
+    #[test]
+    fn a_lone_text_is_read_as_its_string_and_anything_else_as_within_reads_it() {
+        let big = 1 << 20;
+        assert_eq!(both_ways(r#"{"text":"hi"}"#, big), Ok("hi".to_owned()));
+        for text in [
+            r#"{"text":""}"#,
+            r#"{"text":"hi","thoughtSignature":"s"}"#,
+            r#"{"thought":true,"text":"hi"}"#,
+            r#"{"text":"a","text":"b"}"#,
+            r#"{"text":1}"#,
+            r#"{}"#,
+        ] {
+            assert!(both_ways(text, big).is_err(), "{text}");
+        }
+        // Past the budget: not kept, whichever way.
+        assert_eq!(both_ways(r#"{"text":"hello"}"#, 10), Err(None));
     }
 
     #[test]

@@ -20,9 +20,11 @@ use crate::wire::Frame;
 pub(crate) const OUTBOUND_CONGESTED: &str =
     "voqalize: outbound queue full; dropping data frames until wire catches up";
 
-/// The room the lane takes when a burst of frames begins: a spoken turn's `SpeechStart`, a
-/// sentence or two of chunks and its `SpeechEnd`.
-const TURN_FRAMES: usize = 16;
+/// The room the lane takes when a burst of frames begins: a `SpeechStart` and a few chunks at
+/// once, or a streamed response's frames as each event brings them. Seven frames of the lane are
+/// just under a kilobyte, which the allocator serves from its per-thread cache; a bigger first
+/// block would take its slow path at every burst, and a streamed turn is a burst per event.
+const TURN_FRAMES: usize = 7;
 
 /// Why a push did not queue the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -349,7 +349,11 @@ fn is_space(c: char) -> bool {
 /// though Rust's `is_alphabetic` counts them: a marker glued right after `नमस्ते` (which ends in
 /// a vowel sign) still starts a word, so it is cut rather than spoken.
 fn is_word(c: char) -> bool {
-    c == '_' || (c.is_alphanumeric() && !is_other_alphabetic(c))
+    if c.is_ascii() {
+        // No ASCII character is in `NOT_WORD`.
+        return c.is_ascii_alphanumeric() || c == '_';
+    }
+    c.is_alphanumeric() && !is_other_alphabetic(c)
 }
 
 /// Whether `c` is in [`NOT_WORD`].
@@ -425,34 +429,31 @@ fn starts_with_at(text: &[char], at: usize, pattern: &str) -> bool {
 /// The first position at or after `from` where a call marker begins, if any. Chars before
 /// `from` are only looked at to tell whether a letter marker starts a word.
 fn find_spoken_call(full: &[char], from: usize) -> Option<usize> {
-    // Every marker begins with one of these (the letter markers' first letters have no other
-    // case-insensitive match): the rest of speech is passed over at the cost of one comparison.
-    (from..full.len()).find(|&i| TAIL_STARTS.contains(&full[i]) && spoken_call_at(full, i))
+    (from..full.len()).find(|&i| spoken_call_at(full, i))
 }
 
 /// Whether a call marker begins at `full[i]`: a code fence; `<tool_call`, `<tool_code` or
 /// `<function_call`; `certain_tool_call`, `default_api:` or `default_api.` not preceded by a
 /// word char; or a JSON object whose first key names a call.
 fn spoken_call_at(full: &[char], i: usize) -> bool {
-    if starts_with_at(full, i, "```") {
-        return true;
-    }
-    if full[i] == '<'
-        && ["tool_call", "tool_code", "function_call"]
+    // Each marker has a first character of its own, so the one at `i` says which to try.
+    match full[i] {
+        '`' => starts_with_at(full, i, "```"),
+        '<' => ["tool_call", "tool_code", "function_call"]
             .iter()
-            .any(|tag| starts_with_at(full, i + 1, tag))
-    {
-        return true;
+            .any(|tag| starts_with_at(full, i + 1, tag)),
+        '{' => json_call_at(full, i),
+        // Both letter markers have an `e` second (most words with a `c` or a `d` do not: they
+        // are passed over here), and start a word.
+        'c' | 'C' | 'd' | 'D' => {
+            full.get(i + 1).is_some_and(|&e| same_letter(e, 'e'))
+                && (i == 0 || !is_word(full[i - 1]))
+                && (starts_with_at(full, i, "certain_tool_call")
+                    || (starts_with_at(full, i, "default_api")
+                        && matches!(full.get(i + 11), Some(':' | '.'))))
+        }
+        _ => false,
     }
-    let at_word_start = i == 0 || !is_word(full[i - 1]);
-    if at_word_start
-        && (starts_with_at(full, i, "certain_tool_call")
-            || (starts_with_at(full, i, "default_api")
-                && matches!(full.get(i + 11), Some(':' | '.'))))
-    {
-        return true;
-    }
-    json_call_at(full, i)
 }
 
 /// Whether `full[i..]` starts with `{`, optional whitespace, a quote, a call key, a quote,

@@ -477,6 +477,10 @@ impl TurnState<'_> {
         let expiry = tokio::time::sleep_until(deadline);
         tokio::pin!(expiry);
         let read: Result<(), RequestError> = loop {
+            // Past the deadline nothing more is read, whatever the timer has not yet fired for.
+            if tokio::time::Instant::now() >= deadline {
+                break Err(RequestError::Deadline(limit));
+            }
             let next = tokio::select! {
                 biased;
                 () = &mut expiry => break Err(RequestError::Deadline(limit)),
