@@ -602,7 +602,7 @@ fn host_split<'o, S: ChannelSender, R: ChannelReceiver, M: MakeBrain>(
         };
         let receiver = drain::Watched::new(receiver, options.shutting().map(Shutdown::ending));
         let session =
-            runtime::run(sender, receiver, factory, &options.limits, call).instrument(span);
+            runtime::run(sender, receiver, factory, options.limits, call).instrument(span);
         // Chained, not awaited in an async block: a block would hold the session's future
         // twice, once as what it captured and once as what it awaits.
         Either::Right(session.then(move |(outcome, sender)| async move {

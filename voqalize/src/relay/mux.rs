@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
-use futures_util::{FutureExt, SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt, future};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -230,44 +230,43 @@ struct Running {
 /// Runs one session until it ends. Then, unless the relay ended it (`End`, `Cancel`) or its own
 /// `End` already went out, queues its `End`: a session the brain ends for its own reasons (a bound,
 /// an error, a panic, shutdown) is never a silent drop for the relay.
-async fn session<M: MakeBrain>(
+///
+/// Its future holds the running session and what its end needs, made here and chained: an async
+/// function would hold its arguments beside the session for the call's whole life.
+fn session<M: MakeBrain>(
     sender: RelaySender,
     receiver: RelayReceiver,
     factory: Arc<M>,
     limits: Limits,
     tape: Option<Arc<crate::record::Tape>>,
     place: (Admitted, Hosted),
-) {
+) -> impl Future<Output = ()> + Send {
     let (prefix, backlog, end_sent) = (
         sender.prefix,
         sender.backlog.clone(),
         sender.end_sent.clone(),
     );
-    tracing::info!("relay: opened session {}", uuid(&prefix));
-    let ran = AssertUnwindSafe(runtime::run(
-        sender,
-        receiver,
-        factory,
-        &limits,
-        runtime::Call {
-            connection: None,
-            tape,
-        },
-    ))
-    .catch_unwind()
-    .await;
-    let by_peer = match ran {
-        Ok((Outcome::Ended { by_peer, .. }, _)) => by_peer,
-        Ok((Outcome::SendFailed(_), _)) => false,
-        Err(panic) => {
-            tracing::error!("relay: session failed: {}", panic_text(&*panic));
-            false
-        }
+    let call = runtime::Call {
+        connection: None,
+        tape,
     };
-    if !by_peer && !end_sent.load(Ordering::Acquire) {
-        backlog.push_end(prefix, prefixed(&prefix, &END));
-    }
-    drop(place);
+    let opened = future::lazy(move |_| tracing::info!("relay: opened session {}", uuid(&prefix)));
+    let run =
+        AssertUnwindSafe(runtime::run(sender, receiver, factory, limits, call)).catch_unwind();
+    opened.then(move |()| run).map(move |ran| {
+        let by_peer = match ran {
+            Ok((Outcome::Ended { by_peer, .. }, _)) => by_peer,
+            Ok((Outcome::SendFailed(_), _)) => false,
+            Err(panic) => {
+                tracing::error!("relay: session failed: {}", panic_text(&*panic));
+                false
+            }
+        };
+        if !by_peer && !end_sent.load(Ordering::Acquire) {
+            backlog.push_end(prefix, prefixed(&prefix, &END));
+        }
+        drop(place);
+    })
 }
 
 /// The sessions of one connection and the mux's state.
@@ -535,13 +534,9 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             self.relay.options.tape(None),
             (admitted, self.shutdown.hosting()),
         );
-        self.tasks.spawn(
-            async move {
-                task.await;
-                (prefix, run)
-            }
-            .instrument(span),
-        );
+        // Chained, not awaited in an async block, which would hold the session's future twice.
+        self.tasks
+            .spawn(task.map(move |()| (prefix, run)).instrument(span));
         let _ = inbox.offer(start);
         self.sessions.insert(
             prefix,

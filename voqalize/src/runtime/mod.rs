@@ -117,10 +117,11 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
     sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
-    limits: &Limits,
+    limits: Limits,
     call: Call,
 ) -> impl Future<Output = (Outcome, Option<S>)> {
     async move {
+        let limits = &limits;
         let tape = call.tape.clone();
         let alerts = Arc::new(Alerts::default());
         let lanes = Arc::new(Lanes::new(
