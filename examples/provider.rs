@@ -15,6 +15,10 @@
 //!     --provider gemini --base-url http://127.0.0.1:8790 --model workload
 //! ```
 //!
+//! With `--stamp`, each Gemini answer's first text begins with the moment its event is written
+//! (ns since the Unix epoch): the load tool reads it off the brain's first `SpeechChunk` and
+//! reports the time from the first SSE byte to the first chunk.
+//!
 //! Any API version prefix (`/v1`, `/v1beta`) is accepted; the key and the request body are not
 //! checked. Anything else gets a 404. (`voqalize::testing::ModelServer` is the in-process twin for
 //! tests: it serves scripted replies one per request, on a free port.)

@@ -23,8 +23,11 @@
 //!
 //! It reports calls ok and failed (failures grouped by kind: connect, timeout, closed, protocol,
 //! with the first message of each), turns and turns a second, first-chunk and last-end
-//! percentiles, and with `--brain-pid PID` the brain's CPU per turn and its RSS before, at its
-//! peak (sampled every 100 ms) and after. `--json` prints all of it as one JSON object (times in
+//! percentiles, and with `--brain-pid PID` the brain's CPU per turn and per call (`--turns 0`: a
+//! call by itself) and its RSS before, at its peak (sampled every 100 ms) and after. Against the
+//! stand-in provider run with `--stamp` (`examples/provider.rs`), whose answers begin with the
+//! moment their first event was written, it also reports the time from that first SSE byte to the
+//! first `SpeechChunk` it receives (one clock: both read the system time). `--json` prints all of it as one JSON object (times in
 //! ms) and nothing else on stdout. Bounded: every frame wait times out after `--timeout-s` (10 s),
 //! no call starts after `--deadline-s` and whatever still runs `--timeout-s` later is cut.
 //!
