@@ -69,32 +69,32 @@ impl<'de> Visitor<'de> for Within<'_> {
         f.write_str("a JSON value")
     }
 
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
         Ok(Some(Value::Null))
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
         Ok(Some(Value::Bool(v)))
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
         Ok(Some(Value::from(v)))
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
         Ok(Some(Value::from(v)))
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
         // JSON has no NaN nor infinity, so this is never null.
         Ok(Some(Value::from(v)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Ok(self.string(v))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
         Ok(self.string(v))
     }
 
@@ -133,11 +133,61 @@ impl<'de> Visitor<'de> for Within<'_> {
     }
 }
 
-/// An object read within the bytes `left` holds, as [`Within`] reads it, except that one holding
-/// nothing but a non-empty `text` string gives that string (`Ok`) and is never built as an object:
-/// most parts of a streamed answer are that, and a map per part is an index table, an entry list
-/// and a key, hashed, for one string. The budget is spent as [`Within`] spends it.
-pub(crate) fn text_or_object<'de, A: MapAccess<'de>>(
+/// A value read within the bytes it holds, as [`Within`] reads it (`Err`; `Err(None)` when it
+/// does not fit), except that an object holding nothing but a non-empty `text` string gives that
+/// string (`Ok`) and is never built as an object: most parts of a streamed answer are that, and a
+/// map per part is an index table, an entry list and a key, hashed, for one string. The budget is
+/// spent as [`Within`] spends it.
+pub(crate) struct TextOrValue<'b>(pub &'b mut usize);
+
+impl<'de> DeserializeSeed<'de> for TextOrValue<'_> {
+    type Value = Result<String, Option<Value>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TextOrValue<'_> {
+    type Value = Result<String, Option<Value>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        text_or_object(map, self.0)
+    }
+
+    // Anything else, as [`Within`] reads it.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Within(self.0).visit_unit().map(Err)
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Within(self.0).visit_bool(v).map(Err)
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Within(self.0).visit_i64(v).map(Err)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Within(self.0).visit_u64(v).map(Err)
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Within(self.0).visit_f64(v).map(Err)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Within(self.0).visit_str(v).map(Err)
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Within(self.0).visit_string(v).map(Err)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Within(self.0).visit_seq(seq).map(Err)
+    }
+}
+
+/// An object read as [`TextOrValue`] reads it.
+fn text_or_object<'de, A: MapAccess<'de>>(
     mut map: A,
     left: &mut usize,
 ) -> Result<Result<String, Option<Value>>, A::Error> {
@@ -233,11 +283,11 @@ mod tests {
         assert!(parse_within("p", "[1, 2", 1 << 20).is_err());
     }
 
-    /// Reads `text` with [`text_or_object`] and with [`Within`], and checks they agree.
+    /// Reads `text` with [`TextOrValue`] and with [`Within`], and checks they agree.
     fn both_ways(text: &str, budget: usize) -> Result<String, Option<Value>> {
         let mut de = serde_json::Deserializer::from_str(text);
         let mut left = budget;
-        let ours = serde::Deserializer::deserialize_map(&mut de, TextOrObject(&mut left)).unwrap();
+        let ours = TextOrValue(&mut left).deserialize(&mut de).unwrap();
         let theirs = parse_within("p", text, budget).unwrap();
         match &ours {
             Ok(t) => assert_eq!(theirs, Some(serde_json::json!({ "text": t }))),
@@ -248,19 +298,6 @@ mod tests {
         Within(&mut within_left).deserialize(&mut de).unwrap();
         assert_eq!(left, within_left, "the same budget spent");
         ours
-    }
-
-    /// [`text_or_object`] as a visitor, for the test above.
-    struct TextOrObject<'b>(&'b mut usize);
-
-    impl<'de> Visitor<'de> for TextOrObject<'_> {
-        type Value = Result<String, Option<Value>>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            text_or_object(map, self.0)
-        }
     }
 
     #[test]
@@ -274,6 +311,9 @@ mod tests {
             r#"{"text":"a","text":"b"}"#,
             r#"{"text":1}"#,
             r#"{}"#,
+            r#""text""#,
+            r#"["text"]"#,
+            "null",
         ] {
             assert!(both_ways(text, big).is_err(), "{text}");
         }

@@ -11,7 +11,7 @@ use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::partial_args::Assembly;
 use crate::model::render::{count, error_message, malformed, malformed_shape, provider_error};
 use crate::model::sse::SseItem;
-use crate::model::within::{text_or_object, value_within};
+use crate::model::within::{TextOrValue, value_within};
 
 use super::request::is_empty_part;
 use super::{MALFORMED_REASONS, PROVIDER};
@@ -256,7 +256,7 @@ impl<'d> Reading<'d> {
             .max_kept_bytes
             .saturating_sub(self.decoder.kept.bytes)
             .saturating_add(1);
-        let Some(value) = seq.next_element_seed(PartSeed(&mut left))? else {
+        let Some(value) = seq.next_element_seed(TextOrValue(&mut left))? else {
             return Ok(false);
         };
         let value = match value {
@@ -313,57 +313,6 @@ impl<'de> Visitor<'de> for KeyOf {
 
     fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
         Ok(self.0.iter().copied().find(|name| *name == key))
-    }
-}
-
-/// A part within a budget: a lone non-empty text as its string (`Ok`), anything else as
-/// [`WithinSeed`] reads it (`Err`; `Err(None)` when it does not fit).
-struct PartSeed<'b>(&'b mut usize);
-
-impl<'de> DeserializeSeed<'de> for PartSeed<'_> {
-    type Value = Result<String, Option<Value>>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for PartSeed<'_> {
-    type Value = Result<String, Option<Value>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a part")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        text_or_object(map, self.0)
-    }
-
-    // A part that is not an object is read as any value is, for `decode` to refuse.
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Err(Some(Value::Null)))
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(Err(Some(Value::Bool(v))))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Err(Some(Value::from(v))))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Err(Some(Value::from(v))))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(Err(Some(Value::from(v))))
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        WithinSeed(self.0)
-            .deserialize(serde::de::value::StrDeserializer::<E>::new(v))
-            .map(Err)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        WithinSeed(self.0)
-            .deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
-            .map(Err)
     }
 }
 
