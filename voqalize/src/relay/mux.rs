@@ -68,17 +68,19 @@ impl<'a> RelayInbound<'a> {
 /// The bytes of an `End` envelope (the encoding is deterministic).
 static END: LazyLock<Vec<u8>> = LazyLock::new(|| wire::encode(&Frame::End));
 
-/// The prefix as a hyphenated UUID, for logs.
+/// The prefix as a hyphenated UUID, for logs (every session's span and lines carry it: written
+/// digit by digit, not through `fmt`, which took sixteen `format!`s a call).
 fn uuid(p: &Prefix) -> String {
-    let hex: String = p.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for (i, b) in p.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// `envelope` as a relay message of session `prefix`.
