@@ -190,6 +190,10 @@ impl Relay {
     /// its report); pass `shutdown.triggered()` or `std::future::pending()` as `shutdown` then.
     /// Otherwise `shutdown` completing starts a drain of [`RelayBuilder::drain_timeout`].
     ///
+    /// The connection runs in a task of its own on the runtime's workers, beside its calls'
+    /// tasks, wherever this is awaited (`#[tokio::main]` awaits on the main thread, from where
+    /// each frame would cross threads); dropping the returned future stops it and every call on it.
+    ///
     /// ```no_run
     /// use std::time::Duration;
     /// use voqalize::host::Shutdown;

@@ -117,9 +117,44 @@ pub(super) async fn serve<M: MakeBrain>(
         shutdown.start_drain();
         std::future::pending::<()>().await;
     };
+    // The connection runs in a task of its own, on a worker: awaited where `serve` is (often
+    // `#[tokio::main]`'s own future, on the main thread), every frame between it and its
+    // sessions' tasks would cross threads, a wake-up through the kernel each way. Dropping
+    // `serve` stops it.
+    let (relay, ending) = (relay.clone(), shutdown.clone());
+    let serving = Aborting(tokio::spawn(
+        async move { serve_until(&relay, factory, &ending).await }.in_current_span(),
+    ));
     tokio::select! {
-        served = serve_until(relay, factory, &shutdown) => served.map(|()| shutdown.report()),
+        served = serving => match served {
+            Ok(served) => served.map(|()| shutdown.report()),
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // The runtime is shutting down: nothing is served any more.
+                Err(_) => Ok(shutdown.report()),
+            },
+        },
         () = follow => unreachable!("it never completes"),
+    }
+}
+
+/// A task that is aborted when this is dropped.
+struct Aborting<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for Aborting<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for Aborting<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
