@@ -332,6 +332,27 @@ async fn sessions_ride_one_connection_by_prefix_and_unknown_prefixes_are_dropped
     assert_eq!(link.spoken().await, (B, "second".to_owned()));
 }
 
+/// `serve` runs the connection in a task of its own; dropping `serve`'s future still ends it, and
+/// its calls, as it did when the connection ran inside that future.
+#[tokio::test]
+async fn dropping_serve_closes_the_relay_connection() {
+    let mut relay = stand_in().await;
+    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
+    let agent = Relay::builder(relay.url(), "v9")
+        .api_key("sk_test")
+        .build()
+        .unwrap();
+    let (_stop, task) = serve(agent, echo(&log, &release));
+    let mut link = relay.agent().await;
+    link.send(A, &start("call-a")).await;
+    link.send(A, &says(2, "hello")).await;
+    assert_eq!(link.spoken().await, (A, "hello".to_owned()));
+    task.abort();
+    tokio::time::timeout(Duration::from_secs(10), link.until_closed())
+        .await
+        .expect("the connection closes once serve is dropped");
+}
+
 #[tokio::test]
 async fn an_upgrade_refused_with_401_or_403_fails_at_once_and_500_is_retried() {
     for status in [401u16, 403] {

@@ -335,7 +335,9 @@ async fn run_connection<M: MakeBrain>(
     let (sink, mut stream) = socket.split();
     let settings = relay.settings;
     let mut c = Connection::new(relay, factory, shutdown);
-    let mut writer = tokio::spawn(
+    // Aborted when the connection's future is dropped (`serve` dropped): it holds the socket's
+    // sending half, and the connection must close with it.
+    let mut writer = Aborting(tokio::spawn(
         write_loop(
             sink,
             c.backlog.clone(),
@@ -343,7 +345,7 @@ async fn run_connection<M: MakeBrain>(
             settings.pong_timeout,
         )
         .in_current_span(),
-    );
+    ));
     // Anything from the relay, a Pong to our Ping included, shows it alive.
     let silence = settings.ping_interval + settings.pong_timeout;
     let quiet = tokio::time::sleep(silence);
@@ -600,11 +602,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
 
     /// Ends every session of the connection. On shutdown the relay gets each running session's
     /// `End`, then a close with 1000; on a lost connection nothing more is sent on it.
-    async fn end(
-        mut self,
-        ended: Ended,
-        mut writer: tokio::task::JoinHandle<Result<Sink, WriteFailed>>,
-    ) -> Ended {
+    async fn end(mut self, ended: Ended, mut writer: Aborting<Result<Sink, WriteFailed>>) -> Ended {
         let n = self.sessions.len();
         if n > 0 {
             tracing::info!("relay: ending {n} sessions");
@@ -612,7 +610,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         let lost = !matches!(ended, Ended::Shutdown);
         if lost {
             self.backlog.abandon();
-            writer.abort();
+            writer.0.abort();
         }
         // Every inbox closes: each runtime stops and runs on_session_end, told why.
         let _ = self.ending.0.set(if lost {
@@ -639,7 +637,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
                     let close = sink.send(Message::Close(Some(frame)));
                     let _ = tokio::time::timeout(deadline, close).await;
                 }
-                _ => writer.abort(),
+                _ => writer.0.abort(),
             }
         }
         ended
