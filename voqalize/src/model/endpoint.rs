@@ -6,11 +6,9 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::http::HttpRequest;
 use super::layer::StreamError;
-use super::render::{LayerError, body_bytes, build_error, check_header};
+use super::render::{LayerError, build_error, check_header};
 
 /// What a company's network needs of a layer's HTTP, without naming the HTTP crate: a proxy,
 /// root certificates beyond the platform's (a TLS-inspecting proxy, a private gateway), and
@@ -251,6 +249,9 @@ pub(crate) struct Endpoint {
     pub base_url: String,
     /// The full URL of a model request.
     pub url: String,
+    /// `url` parsed once (`None` if it does not parse: the request then fails as it is sent):
+    /// the HTTP client would parse the text again on every request.
+    parsed: Option<reqwest::Url>,
     /// Fixed headers: content type, a fixed key, the layer's own, then the options' extra ones.
     pub headers: Vec<(String, String)>,
     /// Sent as `Authorization: Bearer <token>`, asked for per request.
@@ -285,6 +286,7 @@ impl Endpoint {
         headers.extend(http.headers.iter().cloned());
         Ok(Endpoint {
             base_url,
+            parsed: reqwest::Url::parse(&url).ok(),
             url,
             headers,
             bearer,
@@ -292,11 +294,20 @@ impl Endpoint {
         })
     }
 
-    /// The request of `body`, with a fresh bearer token when the endpoint has a source.
+    /// The request of `body` (a `Value`, or a [`Json`](super::body::Json) borrowing the
+    /// history), with a fresh bearer token when the endpoint has a source.
     ///
     /// # Errors
-    /// A token a header cannot carry ([`StreamError::Unbuildable`]): the request is not sent.
-    pub(crate) fn request(&self, provider: &str, body: &Value) -> Result<HttpRequest, StreamError> {
+    /// A token a header cannot carry, or a body that does not serialise (neither can happen to
+    /// JSON, whose keys are strings) ([`StreamError::Unbuildable`]): the request is not sent.
+    pub(crate) fn request(
+        &self,
+        provider: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<HttpRequest, StreamError> {
+        // Straight to bytes: `to_string` goes through `fmt`, a call per token.
+        let body = serde_json::to_vec(body)
+            .map_err(|e| build_error(provider, format!("the body did not serialise: {e}")))?;
         let mut headers = self.headers.clone();
         if let Some(token) = &self.bearer {
             let token = token();
@@ -312,8 +323,9 @@ impl Endpoint {
         }
         Ok(HttpRequest {
             url: self.url.clone(),
+            parsed: self.parsed.clone(),
             headers,
-            body: body_bytes(body),
+            body: bytes::Bytes::from(body),
         })
     }
 }

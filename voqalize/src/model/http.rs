@@ -63,6 +63,9 @@ const MAX_REQUEST_ID_BYTES: usize = 128;
 pub struct HttpRequest {
     /// The full URL, e.g. `https://generativelanguage.googleapis.com/v1/models/m:streamGenerateContent?alt=sse`.
     pub(crate) url: String,
+    /// `url` as the layer's endpoint parsed it once, when it made the request; `None` for a
+    /// request a layer of your own made (parsed as it is sent).
+    pub(crate) parsed: Option<reqwest::Url>,
     /// Request headers (`content-type`, the API key…), sent as given.
     pub(crate) headers: Vec<(String, String)>,
     /// The body; a `Bytes` so the retry resends it without a copy.
@@ -96,6 +99,7 @@ impl HttpRequest {
     pub fn post(url: impl Into<String>, headers: Vec<(String, String)>, body: Vec<u8>) -> Self {
         HttpRequest {
             url: url.into(),
+            parsed: None,
             headers,
             body: Bytes::from(body),
         }
@@ -110,8 +114,9 @@ impl HttpRequest {
         headers.push(("content-type".into(), "application/json".into()));
         HttpRequest {
             url: url.into(),
+            parsed: None,
             headers,
-            body: super::render::body_bytes(body),
+            body: super::body::body_bytes(body),
         }
     }
 
@@ -367,7 +372,11 @@ async fn attempt(
     max_response_bytes: usize,
 ) -> Result<EventStream, ModelError> {
     let deadline = Instant::now() + t.first_byte;
-    let mut builder = client.post(&req.url).body(req.body.clone());
+    let builder = match &req.parsed {
+        Some(url) => client.post(url.clone()),
+        None => client.post(&req.url),
+    };
+    let mut builder = builder.body(req.body.clone());
     for (name, value) in &req.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
@@ -658,6 +667,7 @@ mod tests {
     fn request(url: &str) -> HttpRequest {
         HttpRequest {
             url: url.to_owned(),
+            parsed: None,
             headers: vec![("content-type".into(), "application/json".into())],
             body: Bytes::from_static(b"{}"),
         }

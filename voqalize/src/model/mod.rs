@@ -9,6 +9,7 @@
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
 //! * [`layer`]: what a provider layer is to the voice core, and what a layer of your own implements;
 //! * `render`: the JSON helpers and construction checks the layers share;
+//! * `body`: a request body as a tree borrowing from the history, serialised straight to bytes;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
 //! * `within`: reading a provider's JSON within a budget of memory;
 //! * `endpoint`: where a layer's requests go: the URL, the headers, a bearer token asked for per
@@ -20,6 +21,7 @@
 #![cfg(feature = "model")]
 
 pub(crate) mod anthropic;
+pub(crate) mod body;
 pub(crate) mod chat;
 pub(crate) mod endpoint;
 pub(crate) mod gemini;

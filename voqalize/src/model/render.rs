@@ -218,19 +218,28 @@ pub(crate) fn user_text(
     provider: &str,
     parts: &[super::history::Part],
 ) -> Result<String, StreamError> {
-    let mut texts = Vec::with_capacity(parts.len());
-    for part in parts {
-        match part {
-            super::history::Part::Text { text, .. } => texts.push(text.as_str()),
-            other => {
-                return Err(build_error(
-                    provider,
-                    format!("a user turn holds {other:?}"),
-                ));
-            }
-        }
+    Ok(user_texts(provider, parts)?.collect::<Vec<_>>().join("\n"))
+}
+
+/// The texts of a user entry's parts, in order, once every part is checked to be text (see
+/// [`user_text`]).
+pub(crate) fn user_texts<'a>(
+    provider: &str,
+    parts: &'a [super::history::Part],
+) -> Result<impl Iterator<Item = &'a str>, StreamError> {
+    if let Some(other) = parts
+        .iter()
+        .find(|p| !matches!(p, super::history::Part::Text { .. }))
+    {
+        return Err(build_error(
+            provider,
+            format!("a user turn holds {other:?}"),
+        ));
     }
-    Ok(texts.join("\n"))
+    Ok(parts.iter().filter_map(|p| match p {
+        super::history::Part::Text { text, .. } => Some(text.as_str()),
+        _ => None,
+    }))
 }
 
 /// A call's arguments as JSON text (empty text reads as `{}`).
@@ -431,15 +440,5 @@ pub(crate) fn without_nulls(value: &Value) -> Value {
         ),
         Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
         other => other.clone(),
-    }
-}
-
-/// Serialises a request body, straight to bytes: `to_string` goes through `fmt`, a call per
-/// token, several times the work on a body of kilobytes. (A `Value` always serialises: its keys
-/// are strings; the fallback is there for the types' sake.)
-pub(crate) fn body_bytes(body: &Value) -> bytes::Bytes {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => bytes::Bytes::from(bytes),
-        Err(_) => bytes::Bytes::from(body.to_string()),
     }
 }

@@ -1,8 +1,9 @@
 //! The Messages request: `system`, `tools` and `messages` built from the neutral conversation,
-//! with the prompt-cache marks.
+//! with the prompt-cache marks, borrowing what it replays from the history (see `model::body`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::model::body::Json;
 use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{build_error, check_only, instruction, user_text};
@@ -16,43 +17,42 @@ pub(crate) const CALL_STARTED: &str = "(The call has started.)";
 
 impl Anthropic {
     /// The request body for `spec`.
-    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+    pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
-        let cache = || json!({"type": "ephemeral"});
-        let mut body = Map::new();
-        body.insert("model".into(), json!(cfg.model));
-        body.insert("max_tokens".into(), json!(cfg.max_tokens));
+        let mut body = Vec::with_capacity(8 + cfg.options.len());
+        body.push(("model", Json::Str(&cfg.model)));
+        body.push(("max_tokens", Json::Owned(json!(cfg.max_tokens))));
         if let Some(budget) = cfg.thinking_budget {
-            body.insert(
-                "thinking".into(),
-                json!({"type": "enabled", "budget_tokens": budget}),
-            );
+            body.push((
+                "thinking",
+                Json::Owned(json!({"type": "enabled", "budget_tokens": budget})),
+            ));
         }
         if let Some(text) = instruction(spec.instruction) {
-            let mut block = json!({"type": "text", "text": text});
+            let mut block = text_block(Json::Str(text));
             if cfg.prompt_caching {
                 // Tools come before the system prompt in the cached prefix: one mark here covers
                 // both, the same on every turn of the call.
-                block["cache_control"] = cache();
+                mark(&mut block);
             }
-            body.insert("system".into(), json!([block]));
+            body.push(("system", Json::Array(vec![block])));
         }
         if !spec.tools.is_empty() {
-            let mut tools: Vec<Value> = spec
+            let mut tools: Vec<Json<'a>> = spec
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({"name": t.name(), "description": t.description(),
-                        "input_schema": t.parameters(Dialect::OpenAi)})
+                    Json::Owned(json!({"name": t.name(), "description": t.description(),
+                        "input_schema": t.parameters(Dialect::OpenAi)}))
                 })
                 .collect();
             if cfg.prompt_caching
                 && instruction(spec.instruction).is_none()
                 && let Some(last) = tools.last_mut()
             {
-                last["cache_control"] = cache();
+                mark(last);
             }
-            body.insert("tools".into(), Value::Array(tools));
+            body.push(("tools", Json::Array(tools)));
             let choice = match spec.choice {
                 ToolChoice::Auto => json!({"type": "auto"}),
                 ToolChoice::None => json!({"type": "none"}),
@@ -61,49 +61,80 @@ impl Anthropic {
                     json!({"type": "tool", "name": name})
                 }
             };
-            body.insert("tool_choice".into(), choice);
+            body.push(("tool_choice", Json::Owned(choice)));
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(PROVIDER, spec.tools, name)?;
         }
         let mut messages = messages(spec)?;
         if cfg.prompt_caching
-            && let Some(block) = messages
-                .last_mut()
-                .and_then(|m| m["content"].as_array_mut())
-                .and_then(|c| c.last_mut())
+            && let Some((_, blocks)) = messages.last_mut()
+            && let Some(block) = blocks.last_mut()
         {
             // The conversation so far, read from the cache on the next turn.
-            block["cache_control"] = cache();
+            mark(block);
         }
-        body.insert("messages".into(), Value::Array(messages));
-        body.insert("stream".into(), Value::Bool(true));
-        for (k, v) in &cfg.options {
-            body.insert(k.clone(), v.clone());
-        }
-        Ok(Value::Object(body))
+        let messages = messages
+            .into_iter()
+            .map(|(role, content)| {
+                Json::Object(vec![
+                    ("role", Json::Str(role)),
+                    ("content", Json::Array(content)),
+                ])
+            })
+            .collect();
+        body.push(("messages", Json::Array(messages)));
+        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.extend(Json::entries(&cfg.options));
+        Ok(Json::Object(body))
     }
 }
+
+/// A `{"type": "text", "text": ..}` block.
+fn text_block(text: Json<'_>) -> Json<'_> {
+    Json::Object(vec![("type", Json::Str("text")), ("text", text)])
+}
+
+/// Marks `block` as the end of a cached prefix (`"cache_control": {"type": "ephemeral"}`).
+fn mark(block: &mut Json<'_>) {
+    let cache = || Json::Owned(json!({"type": "ephemeral"}));
+    match block {
+        Json::Object(entries) => {
+            entries.retain(|(k, _)| *k != "cache_control");
+            entries.push(("cache_control", cache()));
+        }
+        Json::Value(raw) => {
+            *block = Json::Object(Json::over(raw, vec![("cache_control", cache())]))
+        }
+        Json::Owned(Value::Object(map)) => {
+            map.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+        // Blocks are objects.
+        Json::Owned(_) | Json::Str(_) | Json::Array(_) => {}
+    }
+}
+
+/// A message: its role and its blocks, made into JSON once merged.
+type Message<'a> = (&'static str, Vec<Json<'a>>);
 
 /// Appends `blocks` as a message of `role`: to the last message when it has the same role (the
 /// API combines consecutive turns of a role; doing it here keeps each `tool_result` first in its
 /// user message, as the API requires).
-fn push(out: &mut Vec<Value>, role: &str, blocks: Vec<Value>) {
+fn push<'a>(out: &mut Vec<Message<'a>>, role: &'static str, blocks: Vec<Json<'a>>) {
     if blocks.is_empty() {
         return;
     }
-    if let Some(last) = out.last_mut()
-        && last["role"] == role
-        && let Some(content) = last["content"].as_array_mut()
+    if let Some((last, content)) = out.last_mut()
+        && *last == role
     {
         content.extend(blocks);
         return;
     }
-    out.push(json!({"role": role, "content": blocks}));
+    out.push((role, blocks));
 }
 
 /// The conversation as Messages `messages`.
-fn messages(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
-    let mut out: Vec<Value> = Vec::with_capacity(spec.history.len() + 2);
+fn messages<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Message<'a>>, StreamError> {
+    let mut out: Vec<Message<'a>> = Vec::with_capacity(spec.history.len() + 2);
     for entry in spec.history {
         match entry.role {
             Role::User => {
@@ -112,18 +143,14 @@ fn messages(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
                     push(
                         &mut out,
                         "user",
-                        vec![json!({"type": "text", "text": text})],
+                        vec![text_block(Json::Owned(Value::String(text)))],
                     );
                 }
             }
             Role::Model => {
                 let blocks = assistant(entry)?;
                 if out.is_empty() && !blocks.is_empty() {
-                    push(
-                        &mut out,
-                        "user",
-                        vec![json!({"type": "text", "text": CALL_STARTED})],
-                    );
+                    push(&mut out, "user", vec![text_block(Json::Str(CALL_STARTED))]);
                 }
                 push(&mut out, "assistant", blocks);
             }
@@ -131,11 +158,7 @@ fn messages(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
         }
     }
     if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
-        push(
-            &mut out,
-            "user",
-            vec![json!({"type": "text", "text": note})],
-        );
+        push(&mut out, "user", vec![text_block(Json::Str(note))]);
     }
     Ok(out)
 }
@@ -144,7 +167,7 @@ fn messages(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
 /// calls. When heard truth cut this response's text, its thinking is dropped with it: it led to
 /// words the user never heard. Empty text blocks (refused by the API) and blocks this layer does
 /// not read are left out.
-fn assistant(entry: &Entry) -> Result<Vec<Value>, StreamError> {
+fn assistant(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
     let cut = entry
         .parts
         .iter()
@@ -152,10 +175,8 @@ fn assistant(entry: &Entry) -> Result<Vec<Value>, StreamError> {
     let mut blocks = Vec::with_capacity(entry.parts.len());
     for part in &entry.parts {
         match part {
-            Part::Thought { raw } if !cut => blocks.push(raw.clone()),
-            Part::Text { text, .. } if !text.is_empty() => {
-                blocks.push(json!({"type": "text", "text": text}));
-            }
+            Part::Thought { raw } if !cut => blocks.push(Json::Value(raw)),
+            Part::Text { text, .. } if !text.is_empty() => blocks.push(text_block(Json::Str(text))),
             Part::Call { call, .. } => {
                 let Some(id) = &call.id else {
                     return Err(build_error(
@@ -164,15 +185,21 @@ fn assistant(entry: &Entry) -> Result<Vec<Value>, StreamError> {
                     ));
                 };
                 let input = match &call.arguments {
-                    Arguments::Json(v) if v.is_object() => v.clone(),
-                    Arguments::Raw(s) => serde_json::from_str::<Value>(s)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({})),
-                    Arguments::Json(_) => json!({}),
+                    Arguments::Json(v) if v.is_object() => Json::Value(v),
+                    Arguments::Raw(s) => Json::Owned(
+                        serde_json::from_str::<Value>(s)
+                            .ok()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({})),
+                    ),
+                    Arguments::Json(_) => Json::Owned(json!({})),
                 };
-                blocks
-                    .push(json!({"type": "tool_use", "id": id, "name": call.name, "input": input}));
+                blocks.push(Json::Object(vec![
+                    ("type", Json::Str("tool_use")),
+                    ("id", Json::Str(id)),
+                    ("name", Json::Str(&call.name)),
+                    ("input", input),
+                ]));
             }
             Part::Result(_) => {
                 return Err(build_error(PROVIDER, "a model turn holds a call's result"));
@@ -184,7 +211,7 @@ fn assistant(entry: &Entry) -> Result<Vec<Value>, StreamError> {
 }
 
 /// A results turn as `tool_result` blocks, each naming its call; an error result is marked.
-fn results(entry: &Entry) -> Result<Vec<Value>, StreamError> {
+fn results(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
     let mut blocks = Vec::with_capacity(entry.parts.len());
     for part in &entry.parts {
         let Part::Result(r) = part else {
@@ -199,12 +226,18 @@ fn results(entry: &Entry) -> Result<Vec<Value>, StreamError> {
                 format!("the result for {} has no call id", r.name),
             ));
         };
-        let mut block = json!({"type": "tool_result", "tool_use_id": id,
-            "content": r.response.to_string()});
+        let mut block = vec![
+            ("type", Json::Str("tool_result")),
+            ("tool_use_id", Json::Str(id)),
+            (
+                "content",
+                Json::Owned(Value::String(r.response.to_string())),
+            ),
+        ];
         if r.response.get("error").is_some() {
-            block["is_error"] = Value::Bool(true);
+            block.push(("is_error", Json::Owned(Value::Bool(true))));
         }
-        blocks.push(block);
+        blocks.push(Json::Object(block));
     }
     Ok(blocks)
 }

@@ -1,7 +1,9 @@
-//! The chat-completions request: `messages` built from the neutral conversation, and the tool declarations.
+//! The chat-completions request: `messages` built from the neutral conversation, and the tool
+//! declarations, borrowing what it replays from the history (see `model::body`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::model::body::Json;
 use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
@@ -10,12 +12,12 @@ use super::{Chat, error_name};
 
 impl Chat {
     /// The request body for `spec`.
-    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+    pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
         let provider = error_name(&cfg.provider);
-        let mut body = Map::new();
-        body.insert("model".into(), json!(cfg.model));
-        body.insert("messages".into(), Value::Array(messages(provider, spec)?));
+        let mut body = Vec::with_capacity(7 + cfg.options.len());
+        body.push(("model", Json::Str(&cfg.model)));
+        body.push(("messages", Json::Array(messages(provider, spec)?)));
         if !spec.tools.is_empty() {
             let (tools, choice) = match spec.choice {
                 ToolChoice::Auto => (spec.tools.chat(cfg.strict), json!("auto")),
@@ -40,35 +42,41 @@ impl Chat {
                     }
                 }
             };
-            body.insert("tools".into(), Value::Array(tools));
-            body.insert("tool_choice".into(), choice);
+            body.push(("tools", Json::Owned(Value::Array(tools))));
+            body.push(("tool_choice", Json::Owned(choice)));
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(provider, spec.tools, name)?;
         }
         if let Some(effort) = &cfg.reasoning_effort {
-            body.insert("reasoning_effort".into(), json!(effort));
+            body.push(("reasoning_effort", Json::Str(effort)));
         }
-        body.insert("stream".into(), Value::Bool(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        for (k, v) in &cfg.options {
-            body.insert(k.clone(), v.clone());
-        }
-        Ok(Value::Object(body))
+        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.push((
+            "stream_options",
+            Json::Object(vec![("include_usage", Json::Owned(Value::Bool(true)))]),
+        ));
+        body.extend(Json::entries(&cfg.options));
+        Ok(Json::Object(body))
     }
 }
 
+/// A `{"role": .., "content": ..}` message.
+fn message<'a>(role: &'a str, content: Json<'a>) -> Json<'a> {
+    Json::Object(vec![("role", Json::Str(role)), ("content", content)])
+}
+
 /// The context as chat messages.
-fn messages(provider: &str, spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
+fn messages<'a>(provider: &str, spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
     let mut out = Vec::with_capacity(spec.history.len() + 2);
     if let Some(text) = instruction(spec.instruction) {
-        out.push(json!({"role": "system", "content": text}));
+        out.push(message("system", Json::Str(text)));
     }
     for entry in spec.history {
         match entry.role {
             Role::User => {
                 let text = user_text(provider, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(json!({"role": "user", "content": text}));
+                    out.push(message("user", Json::Owned(Value::String(text))));
                 }
             }
             Role::Model => {
@@ -90,17 +98,20 @@ fn messages(provider: &str, spec: &RequestSpec<'_>) -> Result<Vec<Value>, Stream
                             format!("the result for {} has no call id", r.name),
                         ));
                     };
-                    out.push(json!({
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": r.response.to_string(),
-                    }));
+                    out.push(Json::Object(vec![
+                        ("role", Json::Str("tool")),
+                        ("tool_call_id", Json::Str(call_id)),
+                        (
+                            "content",
+                            Json::Owned(Value::String(r.response.to_string())),
+                        ),
+                    ]));
                 }
             }
         }
     }
     if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
-        out.push(json!({"role": "user", "content": note}));
+        out.push(message("user", Json::Str(note)));
     }
     Ok(out)
 }
@@ -108,12 +119,14 @@ fn messages(provider: &str, spec: &RequestSpec<'_>) -> Result<Vec<Value>, Stream
 /// A model turn as one assistant message: all its text joined (text said after a call moves
 /// before it; the message has one content), then its calls. `None` when it has neither: an empty
 /// assistant message is refused by several servers. Reasoning is not sent back.
-fn assistant(provider: &str, entry: &Entry) -> Result<Option<Value>, StreamError> {
-    let mut text = String::new();
+fn assistant<'a>(provider: &str, entry: &'a Entry) -> Result<Option<Json<'a>>, StreamError> {
+    // The texts, joined only when there is more than one.
+    let mut texts: Vec<&str> = Vec::new();
     let mut calls = Vec::new();
     for part in &entry.parts {
         match part {
-            Part::Text { text: t, .. } => text.push_str(t),
+            Part::Text { text: t, .. } if !t.is_empty() => texts.push(t),
+            Part::Text { .. } | Part::Thought { .. } | Part::Other { .. } => {}
             Part::Call { call, .. } => {
                 let Some(id) = &call.id else {
                     return Err(build_error(
@@ -121,33 +134,37 @@ fn assistant(provider: &str, entry: &Entry) -> Result<Option<Value>, StreamError
                         format!("the call to {} has no call id", call.name),
                     ));
                 };
-                calls.push(json!({
-                    "id": id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": arguments_text(&call.arguments)},
-                }));
+                calls.push(Json::Object(vec![
+                    ("id", Json::Str(id)),
+                    ("type", Json::Str("function")),
+                    (
+                        "function",
+                        Json::Object(vec![
+                            ("name", Json::Str(&call.name)),
+                            (
+                                "arguments",
+                                Json::Owned(Value::String(arguments_text(&call.arguments))),
+                            ),
+                        ]),
+                    ),
+                ]));
             }
-            Part::Thought { .. } | Part::Other { .. } => {}
             Part::Result(_) => {
                 return Err(build_error(provider, "a model turn holds a call's result"));
             }
         }
     }
-    if text.is_empty() && calls.is_empty() {
+    if texts.is_empty() && calls.is_empty() {
         return Ok(None);
     }
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    message.insert(
-        "content".into(),
-        if text.is_empty() {
-            Value::Null
-        } else {
-            Value::String(text)
-        },
-    );
+    let content = match texts.as_slice() {
+        [] => Json::Owned(Value::Null),
+        [one] => Json::Str(one),
+        many => Json::Owned(Value::String(many.concat())),
+    };
+    let mut message = vec![("role", Json::Str("assistant")), ("content", content)];
     if !calls.is_empty() {
-        message.insert("tool_calls".into(), Value::Array(calls));
+        message.push(("tool_calls", Json::Array(calls)));
     }
-    Ok(Some(Value::Object(message)))
+    Ok(Some(Json::Object(message)))
 }

@@ -1,149 +1,173 @@
-//! The Gemini request: the body built from the neutral conversation and the tool declarations.
+//! The Gemini request: the body built from the neutral conversation and the tool declarations,
+//! borrowing what it replays from the history (see `model::body`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::model::body::Json;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
-use crate::model::render::{build_error, check_only, instruction, user_text};
+use crate::model::render::{build_error, check_only, instruction, user_texts};
 use crate::tools::Arguments;
 
 use super::{Gemini, PROVIDER};
 
 impl Gemini {
     /// The request body for `spec`.
-    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+    pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
-        let mut body = Map::new();
-        body.insert("contents".into(), Value::Array(contents(spec)?));
+        let mut body = Vec::with_capacity(5 + cfg.options.len());
+        body.push(("contents", Json::Array(contents(spec)?)));
         if let Some(text) = instruction(spec.instruction) {
-            body.insert(
-                "systemInstruction".into(),
-                json!({"role": "user", "parts": [{"text": text}]}),
-            );
+            body.push((
+                "systemInstruction",
+                Json::Object(vec![
+                    ("role", Json::Str("user")),
+                    ("parts", Json::Array(vec![text_part(text)])),
+                ]),
+            ));
         }
         if !spec.tools.is_empty() {
-            body.insert(
-                "tools".into(),
-                json!([{"functionDeclarations": spec.tools.gemini()}]),
-            );
+            body.push((
+                "tools",
+                Json::Owned(json!([{"functionDeclarations": spec.tools.gemini()}])),
+            ));
             match spec.choice {
                 ToolChoice::Auto => {}
                 ToolChoice::None => {
-                    body.insert(
-                        "toolConfig".into(),
-                        json!({"functionCallingConfig": {"mode": "NONE"}}),
-                    );
+                    body.push((
+                        "toolConfig",
+                        Json::Owned(json!({"functionCallingConfig": {"mode": "NONE"}})),
+                    ));
                 }
                 ToolChoice::Only(name) => {
                     check_only(PROVIDER, spec.tools, name)?;
-                    body.insert(
-                        "toolConfig".into(),
-                        json!({"functionCallingConfig": {
-                            "mode": "ANY", "allowedFunctionNames": [name]}}),
-                    );
+                    body.push((
+                        "toolConfig",
+                        Json::Owned(json!({"functionCallingConfig": {
+                            "mode": "ANY", "allowedFunctionNames": [name]}})),
+                    ));
                 }
             }
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(PROVIDER, spec.tools, name)?;
         }
-        let mut generation = cfg.generation_config.clone();
-        if let Some(level) = &cfg.thinking_level {
-            generation.insert("thinkingConfig".into(), json!({"thinkingLevel": level}));
+        let thinking = cfg.thinking_level.as_deref().map(|level| {
+            (
+                "thinkingConfig",
+                Json::Object(vec![("thinkingLevel", Json::Str(level))]),
+            )
+        });
+        if thinking.is_some() || !cfg.generation_config.is_empty() {
+            let generation =
+                Json::over_map(Some(&cfg.generation_config), thinking.into_iter().collect());
+            body.push(("generationConfig", Json::Object(generation)));
         }
-        if !generation.is_empty() {
-            body.insert("generationConfig".into(), Value::Object(generation));
-        }
-        for (k, v) in &cfg.options {
-            body.insert(k.clone(), v.clone());
-        }
-        Ok(Value::Object(body))
+        body.extend(Json::entries(&cfg.options));
+        Ok(Json::Object(body))
     }
+}
+
+/// One content of `contents`: a role and its parts.
+fn content<'a>(role: &'a str, parts: Vec<Json<'a>>) -> Json<'a> {
+    Json::Object(vec![
+        ("role", Json::Str(role)),
+        ("parts", Json::Array(parts)),
+    ])
+}
+
+/// A `{"text": ..}` part.
+fn text_part(text: &str) -> Json<'_> {
+    Json::Object(vec![("text", Json::Str(text))])
 }
 
 /// The `contents` of a request: one content per entry, adjacent user entries (and the note)
 /// merged into one content since Gemini wants turns to alternate; empty turns left out.
-fn contents(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
-    let mut out: Vec<Value> = Vec::with_capacity(spec.history.len() + 1);
+fn contents<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
+    // The contents, each a role and its parts; made into JSON at the end, once merged.
+    let mut out: Vec<(&'static str, Vec<Json<'a>>)> = Vec::with_capacity(spec.history.len() + 1);
     // Whether the last content pushed is a plain user content (text), open for merging.
     let mut open_user = false;
     for entry in spec.history {
         match entry.role {
             Role::User => {
-                let parts = user_parts(entry)?;
+                let parts = user_texts(PROVIDER, &entry.parts)?
+                    .filter(|t| !t.is_empty())
+                    .map(text_part);
                 push_user(&mut out, &mut open_user, parts);
             }
             Role::Model => {
                 let parts = model_parts(entry)?;
                 if !parts.is_empty() {
-                    out.push(json!({"role": "model", "parts": parts}));
+                    out.push(("model", parts));
                     open_user = false;
                 }
             }
             Role::Results => {
                 let parts = result_parts(entry)?;
                 if !parts.is_empty() {
-                    out.push(json!({"role": "user", "parts": parts}));
+                    out.push(("user", parts));
                     open_user = false;
                 }
             }
         }
     }
     if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
-        push_user(&mut out, &mut open_user, vec![json!({"text": note})]);
+        push_user(&mut out, &mut open_user, std::iter::once(text_part(note)));
     }
-    Ok(out)
+    Ok(out
+        .into_iter()
+        .map(|(role, parts)| content(role, parts))
+        .collect())
 }
 
 /// Appends user text parts: to the last content when it is a user text content, else as a new one.
-fn push_user(out: &mut Vec<Value>, open: &mut bool, parts: Vec<Value>) {
-    if parts.is_empty() {
+fn push_user<'a>(
+    out: &mut Vec<(&'static str, Vec<Json<'a>>)>,
+    open: &mut bool,
+    parts: impl Iterator<Item = Json<'a>>,
+) {
+    let mut parts = parts.peekable();
+    if parts.peek().is_none() {
         return;
     }
-    if *open && let Some(Value::Array(last)) = out.last_mut().and_then(|c| c.get_mut("parts")) {
+    if *open && let Some((_, last)) = out.last_mut() {
         last.extend(parts);
         return;
     }
-    out.push(json!({"role": "user", "parts": parts}));
+    out.push(("user", parts.collect()));
     *open = true;
-}
-
-fn user_parts(entry: &Entry) -> Result<Vec<Value>, StreamError> {
-    // Checks the entry holds only text; each non-empty text is its own part.
-    user_text(PROVIDER, &entry.parts)?;
-    Ok(entry
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } if !text.is_empty() => Some(json!({"text": text})),
-            _ => None,
-        })
-        .collect())
 }
 
 /// A model turn's parts as Gemini sent them: text from `text` over the rest of `raw` (so a
 /// signature stays on its part), everything else verbatim. A part that would be nothing but
 /// empty text is left out: Gemini refuses it.
-fn model_parts(entry: &Entry) -> Result<Vec<Value>, StreamError> {
+fn model_parts(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
     let mut out = Vec::with_capacity(entry.parts.len());
     for part in &entry.parts {
         let value = match part {
             Part::Text { text, raw, .. } => {
-                let mut obj = match raw {
-                    Value::Object(m) => m.clone(),
-                    _ => Map::new(),
-                };
-                obj.insert("text".into(), Value::String(text.clone()));
-                Value::Object(obj)
+                // Nothing but an empty `text` once `text` is set over `raw`: left out.
+                if text.is_empty()
+                    && raw
+                        .as_object()
+                        .is_none_or(|m| m.keys().all(|k| k == "text"))
+                {
+                    continue;
+                }
+                Json::Object(Json::over(raw, vec![("text", Json::Str(text))]))
             }
-            Part::Thought { raw } | Part::Other { raw } => raw.clone(),
+            Part::Thought { raw } | Part::Other { raw } => {
+                if is_empty_part(raw) {
+                    continue;
+                }
+                Json::Value(raw)
+            }
             Part::Call { call, raw } => call_part(call, raw),
             Part::Result(_) => {
                 return Err(build_error(PROVIDER, "a model turn holds a call's result"));
             }
         };
-        if !is_empty_part(&value) {
-            out.push(value);
-        }
+        out.push(value);
     }
     Ok(out)
 }
@@ -159,45 +183,49 @@ pub(super) fn is_empty_part(part: &Value) -> bool {
 /// A `functionCall` part: the id, name and arguments from the call, over the rest of the part as
 /// Gemini sent it (`raw`: its `thoughtSignature`, any other key), so a signature stays on its part
 /// and a call the core refused is replayed with the arguments it was given instead.
-fn call_part(call: &Call, raw: &Value) -> Value {
-    let mut part = match raw {
-        Value::Object(m) => m.clone(),
-        _ => Map::new(),
-    };
-    let mut fc = match part.shift_remove("functionCall") {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    if let Some(id) = &call.id {
-        fc.insert("id".into(), json!(id));
-    }
-    fc.insert("name".into(), json!(call.name));
+fn call_part<'a>(call: &'a Call, raw: &'a Value) -> Json<'a> {
     let args = match &call.arguments {
-        Arguments::Json(v) => v.clone(),
-        Arguments::Raw(s) if s.trim().is_empty() => json!({}),
-        Arguments::Raw(s) => serde_json::from_str(s).unwrap_or_else(|_| json!({})),
+        Arguments::Json(v) => Json::Value(v),
+        Arguments::Raw(s) if s.trim().is_empty() => Json::Owned(json!({})),
+        Arguments::Raw(s) => Json::Owned(serde_json::from_str(s).unwrap_or_else(|_| json!({}))),
     };
-    fc.insert("args".into(), args);
-    let mut out = Map::new();
-    out.insert("functionCall".into(), Value::Object(fc));
-    out.extend(part);
-    Value::Object(out)
+    let mut set = Vec::with_capacity(3);
+    if let Some(id) = &call.id {
+        set.push(("id", Json::Str(id)));
+    }
+    set.push(("name", Json::Str(&call.name)));
+    set.push(("args", args));
+    let raw = match raw {
+        Value::Object(m) => Some(m),
+        _ => None,
+    };
+    let fc = raw
+        .and_then(|m| m.get("functionCall"))
+        .and_then(Value::as_object);
+    let mut part = vec![("functionCall", Json::Object(Json::over_map(fc, set)))];
+    part.extend(
+        raw.into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != "functionCall")
+            .map(|(k, v)| (k.as_str(), Json::Value(v))),
+    );
+    Json::Object(part)
 }
 
 /// The `functionResponse` parts of a results turn, in call order; `id` only when the call had one.
-fn result_parts(entry: &Entry) -> Result<Vec<Value>, StreamError> {
+fn result_parts(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
     entry
         .parts
         .iter()
         .map(|p| match p {
             Part::Result(r) => {
-                let mut fr = Map::new();
+                let mut fr = Vec::with_capacity(3);
                 if let Some(id) = &r.call_id {
-                    fr.insert("id".into(), json!(id));
+                    fr.push(("id", Json::Str(id)));
                 }
-                fr.insert("name".into(), json!(r.name));
-                fr.insert("response".into(), r.response.clone());
-                Ok(json!({ "functionResponse": fr }))
+                fr.push(("name", Json::Str(&r.name)));
+                fr.push(("response", Json::Value(&r.response)));
+                Ok(Json::Object(vec![("functionResponse", Json::Object(fr))]))
             }
             other => Err(build_error(
                 PROVIDER,

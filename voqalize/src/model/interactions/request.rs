@@ -1,9 +1,11 @@
 //! The Interactions request: the conversation as typed steps (`user_input`, `thought`,
 //! `model_output`, `function_call`, `function_result`), the tool declarations, the generation
-//! config; stateless (`store: false`), so the whole context goes over on every request.
+//! config; stateless (`store: false`), so the whole context goes over on every request. The body
+//! borrows what it replays from the history (see `model::body`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::model::body::Json;
 use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
@@ -13,17 +15,17 @@ use super::{Interactions, PROVIDER};
 
 impl Interactions {
     /// The request body for `spec`.
-    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+    pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
-        let mut body = Map::new();
-        body.insert("model".into(), json!(cfg.model));
-        body.insert("input".into(), Value::Array(steps(spec)?));
+        let mut body = Vec::with_capacity(7 + cfg.options.len());
+        body.push(("model", Json::Str(&cfg.model)));
+        body.push(("input", Json::Array(steps(spec)?)));
         if let Some(text) = instruction(spec.instruction) {
-            body.insert("system_instruction".into(), json!(text));
+            body.push(("system_instruction", Json::Str(text)));
         }
-        let mut generation = Map::new();
+        let mut generation = Vec::with_capacity(2);
         if let Some(level) = &cfg.thinking_level {
-            generation.insert("thinking_level".into(), json!(level));
+            generation.push(("thinking_level", Json::Str(level)));
         }
         if !spec.tools.is_empty() {
             let tools: Vec<Value> = spec
@@ -34,7 +36,7 @@ impl Interactions {
                         "parameters": t.parameters(Dialect::OpenAi)})
                 })
                 .collect();
-            body.insert("tools".into(), Value::Array(tools));
+            body.push(("tools", Json::Owned(Value::Array(tools))));
             let choice = match spec.choice {
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),
@@ -43,35 +45,38 @@ impl Interactions {
                     json!({"allowed_tools": {"mode": "any", "tools": [name]}})
                 }
             };
-            generation.insert("tool_choice".into(), choice);
+            generation.push(("tool_choice", Json::Owned(choice)));
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(PROVIDER, spec.tools, name)?;
         }
         if !generation.is_empty() {
-            body.insert("generation_config".into(), Value::Object(generation));
+            body.push(("generation_config", Json::Object(generation)));
         }
-        body.insert("stream".into(), Value::Bool(true));
-        body.insert("store".into(), Value::Bool(false));
-        for (k, v) in &cfg.options {
-            body.insert(k.clone(), v.clone());
-        }
-        Ok(Value::Object(body))
+        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.push(("store", Json::Owned(Value::Bool(false))));
+        body.extend(Json::entries(&cfg.options));
+        Ok(Json::Object(body))
     }
 }
 
-fn user_input(text: &str) -> Value {
-    json!({"type": "user_input", "content": [{"type": "text", "text": text}]})
+/// A step of `kind` whose content is one text.
+fn text_step<'a>(kind: &'a str, text: Json<'a>) -> Json<'a> {
+    let content = Json::Object(vec![("type", Json::Str("text")), ("text", text)]);
+    Json::Object(vec![
+        ("type", Json::Str(kind)),
+        ("content", Json::Array(vec![content])),
+    ])
 }
 
 /// The conversation as steps, oldest first.
-fn steps(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
+fn steps<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
     let mut out = Vec::with_capacity(spec.history.len() + 1);
     for entry in spec.history {
         match entry.role {
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(user_input(&text));
+                    out.push(text_step("user_input", Json::Owned(Value::String(text))));
                 }
             }
             Role::Model => model_steps(entry, &mut out)?,
@@ -89,34 +94,38 @@ fn steps(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
                             format!("the result for {} has no call id", r.name),
                         ));
                     };
-                    let mut step = json!({"type": "function_result", "call_id": call_id,
-                        "name": r.name, "result": r.response.to_string()});
+                    let mut step = vec![
+                        ("type", Json::Str("function_result")),
+                        ("call_id", Json::Str(call_id)),
+                        ("name", Json::Str(&r.name)),
+                        ("result", Json::Owned(Value::String(r.response.to_string()))),
+                    ];
                     if r.response.get("error").is_some() {
-                        step["is_error"] = Value::Bool(true);
+                        step.push(("is_error", Json::Owned(Value::Bool(true))));
                     }
-                    out.push(step);
+                    out.push(Json::Object(step));
                 }
             }
         }
     }
     if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
-        out.push(user_input(note));
+        out.push(text_step("user_input", Json::Str(note)));
     }
     Ok(out)
 }
 
 /// A model turn as steps in stream order: thoughts (dropped with the words heard truth cut, which
 /// they led to), the words as one `model_output` per run of text, calls.
-fn model_steps(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
+fn model_steps<'a>(entry: &'a Entry, out: &mut Vec<Json<'a>>) -> Result<(), StreamError> {
     let cut = entry
         .parts
         .iter()
         .any(|p| matches!(p, Part::Text { trimmed: true, .. }));
     let mut text = String::new();
-    let flush = |text: &mut String, out: &mut Vec<Value>| {
+    let flush = |text: &mut String, out: &mut Vec<Json<'a>>| {
         if !text.is_empty() {
-            let words = std::mem::take(text);
-            out.push(json!({"type": "model_output", "content": [{"type": "text", "text": words}]}));
+            let words = Value::String(std::mem::take(text));
+            out.push(text_step("model_output", Json::Owned(words)));
         }
     };
     for part in &entry.parts {
@@ -124,7 +133,7 @@ fn model_steps(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
             Part::Text { text: t, .. } => text.push_str(t),
             Part::Thought { raw } if !cut => {
                 flush(&mut text, out);
-                out.push(raw.clone());
+                out.push(Json::Value(raw));
             }
             Part::Call { call, .. } => {
                 flush(&mut text, out);
@@ -138,8 +147,12 @@ fn model_steps(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
                     .ok()
                     .filter(Value::is_object)
                     .unwrap_or_else(|| json!({}));
-                out.push(json!({"type": "function_call", "id": id, "name": call.name,
-                    "arguments": arguments}));
+                out.push(Json::Object(vec![
+                    ("type", Json::Str("function_call")),
+                    ("id", Json::Str(id)),
+                    ("name", Json::Str(&call.name)),
+                    ("arguments", Json::Owned(arguments)),
+                ]));
             }
             Part::Result(_) => {
                 return Err(build_error(PROVIDER, "a model turn holds a call's result"));

@@ -1,7 +1,9 @@
-//! The Responses request: `input` items built from the neutral conversation, and the tool declarations.
+//! The Responses request: `input` items built from the neutral conversation, and the tool
+//! declarations, borrowing what it replays from the history (see `model::body`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::model::body::Json;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
@@ -11,21 +13,19 @@ use super::{OpenAi, PROVIDER};
 
 impl OpenAi {
     /// The request body for `spec`.
-    pub(super) fn body(&self, spec: &RequestSpec<'_>) -> Result<Value, StreamError> {
+    pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
-        let mut body = Map::new();
-        body.insert("model".into(), json!(cfg.model));
+        let mut body = Vec::with_capacity(9 + cfg.options.len());
+        body.push(("model", Json::Str(&cfg.model)));
         if let Some(text) = instruction(spec.instruction) {
-            body.insert("instructions".into(), json!(text));
+            body.push(("instructions", Json::Str(text)));
         }
-        body.insert("input".into(), Value::Array(input(spec)?));
-        body.insert("stream".into(), Value::Bool(true));
-        body.insert("store".into(), Value::Bool(false));
-        for (k, v) in &cfg.options {
-            body.insert(k.clone(), v.clone());
-        }
+        body.push(("input", Json::Array(input(spec)?)));
+        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.push(("store", Json::Owned(Value::Bool(false))));
+        body.extend(Json::entries(&cfg.options));
         if !spec.tools.is_empty() {
-            body.insert("tools".into(), json!(spec.tools.openai(cfg.strict)));
+            body.push(("tools", Json::Owned(json!(spec.tools.openai(cfg.strict)))));
             let choice = match spec.choice {
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),
@@ -34,27 +34,33 @@ impl OpenAi {
                     json!({"type": "function", "name": name})
                 }
             };
-            body.insert("tool_choice".into(), choice);
+            body.push(("tool_choice", Json::Owned(choice)));
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(PROVIDER, spec.tools, name)?;
         }
         if let Some(effort) = &cfg.reasoning {
-            body.insert("reasoning".into(), json!({"effort": effort}));
-            body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+            body.push((
+                "reasoning",
+                Json::Object(vec![("effort", Json::Str(effort))]),
+            ));
+            body.push((
+                "include",
+                Json::Array(vec![Json::Str("reasoning.encrypted_content")]),
+            ));
         }
-        Ok(Value::Object(body))
+        Ok(Json::Object(body))
     }
 }
 
 /// The context as `input` items.
-fn input(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
+fn input<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
     let mut out = Vec::with_capacity(spec.history.len() + 1);
     for entry in spec.history {
         match entry.role {
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(json!({"role": "user", "content": text}));
+                    out.push(message("user", Json::Owned(Value::String(text))));
                 }
             }
             Role::Model => model_items(entry, &mut out)?,
@@ -72,19 +78,24 @@ fn input(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
                             format!("the result for {} has no call id", r.name),
                         ));
                     };
-                    out.push(json!({
-                        "type": "function_call_output",
-                        "call_id": call_id,
-                        "output": r.response.to_string(),
-                    }));
+                    out.push(Json::Object(vec![
+                        ("type", Json::Str("function_call_output")),
+                        ("call_id", Json::Str(call_id)),
+                        ("output", Json::Owned(Value::String(r.response.to_string()))),
+                    ]));
                 }
             }
         }
     }
     if let Some(note) = spec.note.filter(|n| !n.is_empty()) {
-        out.push(json!({"role": "user", "content": note}));
+        out.push(message("user", Json::Str(note)));
     }
     Ok(out)
+}
+
+/// A `{"role": .., "content": ..}` input message.
+fn message<'a>(role: &'a str, content: Json<'a>) -> Json<'a> {
+    Json::Object(vec![("role", Json::Str(role)), ("content", content)])
 }
 
 /// A model turn, in order: each run of text parts as one assistant message, each call as a
@@ -95,7 +106,7 @@ fn input(spec: &RequestSpec<'_>) -> Result<Vec<Value>, StreamError> {
 /// was made. A message heard only in part (heard truth rewrote it), a call the core refused or
 /// rewrote, or a turn that ends after the reasoning: the reasoning goes, and the text or call is
 /// sent as ours (no id).
-fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
+fn model_items<'a>(entry: &'a Entry, out: &mut Vec<Json<'a>>) -> Result<(), StreamError> {
     let mut run = TextRun::default();
     // Reasoning items waiting for the item they led to.
     let mut held: Vec<&Value> = Vec::new();
@@ -112,8 +123,8 @@ fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
             }
             Part::Other { raw } if raw.get("type").and_then(Value::as_str) == Some("message") => {
                 if !held.is_empty() && run.is_exactly(message_text(raw)) {
-                    out.extend(held.drain(..).cloned());
-                    out.push(raw.clone());
+                    out.extend(held.drain(..).map(Json::Value));
+                    out.push(Json::Value(raw));
                     run.clear();
                 } else {
                     run.flush(out);
@@ -125,8 +136,8 @@ fn model_items(entry: &Entry, out: &mut Vec<Value>) -> Result<(), StreamError> {
                     held.clear();
                 }
                 if !held.is_empty() && made_as_received(call, raw) {
-                    out.extend(held.drain(..).cloned());
-                    out.push(raw.clone());
+                    out.extend(held.drain(..).map(Json::Value));
+                    out.push(Json::Value(raw));
                 } else {
                     out.push(function_call(call)?);
                 }
@@ -169,10 +180,11 @@ impl TextRun {
 
     /// Sends the run as a plain assistant message of ours. `true` when there was a run (text, or
     /// text heard as nothing): a reasoning item before it is not followed by its own item.
-    fn flush(&mut self, out: &mut Vec<Value>) -> bool {
+    fn flush(&mut self, out: &mut Vec<Json<'_>>) -> bool {
         let had = !self.text.is_empty() || self.trimmed;
         if !self.text.is_empty() {
-            out.push(json!({"role": "assistant", "content": std::mem::take(&mut self.text)}));
+            let text = Value::String(std::mem::take(&mut self.text));
+            out.push(message("assistant", Json::Owned(text)));
         }
         self.trimmed = false;
         had
@@ -214,17 +226,20 @@ fn made_as_received(call: &Call, raw: &Value) -> bool {
 
 /// A `function_call` input item: `call_id`, never the output item's `id` (it names an item that
 /// was not stored, and the call's output is matched by `call_id`).
-fn function_call(call: &Call) -> Result<Value, StreamError> {
+fn function_call(call: &Call) -> Result<Json<'_>, StreamError> {
     let Some(call_id) = &call.id else {
         return Err(build_error(
             PROVIDER,
             format!("the call to {} has no call id", call.name),
         ));
     };
-    Ok(json!({
-        "type": "function_call",
-        "call_id": call_id,
-        "name": call.name,
-        "arguments": arguments_text(&call.arguments),
-    }))
+    Ok(Json::Object(vec![
+        ("type", Json::Str("function_call")),
+        ("call_id", Json::Str(call_id)),
+        ("name", Json::Str(&call.name)),
+        (
+            "arguments",
+            Json::Owned(Value::String(arguments_text(&call.arguments))),
+        ),
+    ]))
 }
