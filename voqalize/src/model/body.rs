@@ -19,8 +19,9 @@ pub(crate) enum Json<'a> {
     Value(&'a Value),
     /// JSON made for this request.
     Owned(Value),
-    /// An object's entries, in order. Its keys are distinct: the builders take them from one map,
-    /// replacing in place (as `Map::insert` does) what they set.
+    /// An object's entries, in order. Its keys are distinct: what a layer sets over a provider's
+    /// object replaces that object's entry in place ([`over`](Self::over), as `Map::insert` does),
+    /// and a layer's options cannot name a key the layer sets (refused when it is built).
     Object(Vec<(&'a str, Json<'a>)>),
     /// An array's items, in order.
     Array(Vec<Json<'a>>),
