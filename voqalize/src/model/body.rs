@@ -5,7 +5,9 @@
 //! `serde_json::Value`s, each string was copied and each key hashed into a map, then the tree was
 //! serialised and dropped: a fifth of a model-backed turn's instructions at nine turns of history.
 //! A [`Json`] holds references to the history's strings and provider JSON instead, so building it
-//! allocates one `Vec` for each object or array it makes up, and nothing for what it replays.
+//! allocates one `Vec` for each object or array it makes up; what a layer must reshape (a user
+//! entry's lines joined, a tool result as JSON text, a run of text parts made one message) is
+//! still made for the request.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -85,14 +87,13 @@ impl Serialize for Json<'_> {
     }
 }
 
-/// Serialises a request body, straight to bytes: `to_string` goes through `fmt`, a call per
-/// token, several times the work on a body of kilobytes. (A `Value` always serialises: its keys
-/// are strings; the fallback is there for the types' sake.)
-pub(crate) fn body_bytes(body: &Value) -> bytes::Bytes {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => bytes::Bytes::from(bytes),
-        Err(_) => bytes::Bytes::from(body.to_string()),
-    }
+/// Serialises a request body (a `Value` or a [`Json`]), straight to bytes: `to_string` goes
+/// through `fmt`, a call per token, several times the work on a body of kilobytes.
+///
+/// # Errors
+/// Never for JSON, whose keys are strings; the type's error is kept for the callers to report.
+pub(crate) fn body_bytes(body: &impl Serialize) -> Result<bytes::Bytes, serde_json::Error> {
+    serde_json::to_vec(body).map(bytes::Bytes::from)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use super::body::body_bytes;
 use super::http::HttpRequest;
 use super::layer::StreamError;
 use super::render::{LayerError, build_error, check_header};
@@ -247,7 +248,8 @@ pub(crate) type TokenFn = Arc<dyn Fn() -> String + Send + Sync>;
 pub(crate) struct Endpoint {
     /// What the session warms, and errors name.
     pub base_url: String,
-    /// The full URL of a model request.
+    /// The full URL of a model request. Set only by [`new`](Self::new), which parses it into
+    /// `parsed`: the two must not part.
     pub url: String,
     /// `url` parsed once (`None` if it does not parse: the request then fails as it is sent):
     /// the HTTP client would parse the text again on every request.
@@ -305,8 +307,7 @@ impl Endpoint {
         provider: &str,
         body: &impl serde::Serialize,
     ) -> Result<HttpRequest, StreamError> {
-        // Straight to bytes: `to_string` goes through `fmt`, a call per token.
-        let body = serde_json::to_vec(body)
+        let body = body_bytes(body)
             .map_err(|e| build_error(provider, format!("the body did not serialise: {e}")))?;
         let mut headers = self.headers.clone();
         if let Some(token) = &self.bearer {
@@ -325,7 +326,7 @@ impl Endpoint {
             url: self.url.clone(),
             parsed: self.parsed.clone(),
             headers,
-            body: bytes::Bytes::from(body),
+            body,
         })
     }
 }

@@ -116,7 +116,8 @@ impl HttpRequest {
             url: url.into(),
             parsed: None,
             headers,
-            body: super::body::body_bytes(body),
+            // JSON always serialises (its keys are strings); the fallback is for the type's sake.
+            body: super::body::body_bytes(body).unwrap_or_else(|_| Bytes::from(body.to_string())),
         }
     }
 

@@ -94,22 +94,26 @@ fn text_block(text: Json<'_>) -> Json<'_> {
     Json::Object(vec![("type", Json::Str("text")), ("text", text)])
 }
 
-/// Marks `block` as the end of a cached prefix (`"cache_control": {"type": "ephemeral"}`).
+/// Marks `block` as the end of a cached prefix (`"cache_control": {"type": "ephemeral"}`), set
+/// over the block's entries as `Map::insert` would. A block that is not an object (only a
+/// hand-built history holds one) is left unmarked: there is nothing to set it on.
 fn mark(block: &mut Json<'_>) {
-    let cache = || Json::Owned(json!({"type": "ephemeral"}));
+    let cache = || json!({"type": "ephemeral"});
     match block {
-        Json::Object(entries) => {
-            entries.retain(|(k, _)| *k != "cache_control");
-            entries.push(("cache_control", cache()));
-        }
-        Json::Value(raw) => {
-            *block = Json::Object(Json::over(raw, vec![("cache_control", cache())]))
+        Json::Object(entries) => match entries.iter_mut().find(|(k, _)| *k == "cache_control") {
+            Some((_, value)) => *value = Json::Owned(cache()),
+            None => entries.push(("cache_control", Json::Owned(cache()))),
+        },
+        Json::Value(raw @ Value::Object(_)) => {
+            *block = Json::Object(Json::over(
+                raw,
+                vec![("cache_control", Json::Owned(cache()))],
+            ));
         }
         Json::Owned(Value::Object(map)) => {
-            map.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            map.insert("cache_control".into(), cache());
         }
-        // Blocks are objects.
-        Json::Owned(_) | Json::Str(_) | Json::Array(_) => {}
+        Json::Value(_) | Json::Owned(_) | Json::Str(_) | Json::Array(_) => {}
     }
 }
 

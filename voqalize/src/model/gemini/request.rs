@@ -146,12 +146,7 @@ fn model_parts(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
     for part in &entry.parts {
         let value = match part {
             Part::Text { text, raw, .. } => {
-                // Nothing but an empty `text` once `text` is set over `raw`: left out.
-                if text.is_empty()
-                    && raw
-                        .as_object()
-                        .is_none_or(|m| m.keys().all(|k| k == "text"))
-                {
+                if is_empty_text_part(text, raw) {
                     continue;
                 }
                 Json::Object(Json::over(raw, vec![("text", Json::Str(text))]))
@@ -178,6 +173,15 @@ pub(super) fn is_empty_part(part: &Value) -> bool {
         Value::Object(m) => m.iter().all(|(k, v)| k == "text" && v.as_str() == Some("")),
         _ => true,
     }
+}
+
+/// Whether a text part is nothing but an empty `text` once `text` is set over `raw`: the
+/// [`is_empty_part`] rule, for a part whose text is the history's, not `raw`'s.
+fn is_empty_text_part(text: &str, raw: &Value) -> bool {
+    text.is_empty()
+        && raw
+            .as_object()
+            .is_none_or(|m| m.keys().all(|k| k == "text"))
 }
 
 /// A `functionCall` part: the id, name and arguments from the call, over the rest of the part as

@@ -166,6 +166,32 @@ fn thinking_goes_with_the_text_heard_truth_cut_and_a_greeting_gets_a_user_turn_f
 }
 
 #[test]
+fn a_thought_that_ends_the_conversation_is_marked_over_its_own_keys_or_left_if_not_an_object() {
+    let thought = json!({"type": "thinking", "thinking": "Hm.", "signature": "c2ln"});
+    let history = [
+        user(1, "hi"),
+        model(
+            2,
+            vec![Part::Thought {
+                raw: thought.clone(),
+            }],
+        ),
+    ];
+    let b = body_of(&layer(), None, &history, &ToolSet::empty());
+    let mut marked = thought;
+    marked["cache_control"] = json!({"type": "ephemeral"});
+    assert_eq!(b["messages"][1]["content"], json!([marked]));
+    // Only a hand-built history holds a block that is not an object: it goes as it is, unmarked
+    // (it used to panic the turn).
+    let odd = [
+        user(1, "hi"),
+        model(2, vec![Part::Thought { raw: json!("odd") }]),
+    ];
+    let b = body_of(&layer(), None, &odd, &ToolSet::empty());
+    assert_eq!(b["messages"][1]["content"], json!(["odd"]));
+}
+
+#[test]
 fn caching_off_sends_no_marks_and_the_last_tool_is_marked_without_a_system_prompt() {
     let tools = tools();
     let history = [user(1, "hi")];
