@@ -259,7 +259,7 @@ impl ToolDecl {
     }
 
     /// The strict flag actually sent, and the matching schema.
-    fn openai_parameters(&self, strict: bool) -> (bool, &Value) {
+    pub(crate) fn openai_parameters(&self, strict: bool) -> (bool, &Value) {
         if !strict {
             return (false, self.parameters(Dialect::OpenAi));
         }
@@ -283,15 +283,21 @@ impl ToolDecl {
         let mut m = Map::new();
         m.insert("name".into(), json!(self.name));
         m.insert("description".into(), json!(self.description));
+        if let Some(parameters) = self.gemini_parameters() {
+            m.insert("parameters".into(), parameters.clone());
+        }
+        Value::Object(m)
+    }
+
+    /// The `parameters` of the Gemini declaration; `None` for a tool that takes no argument (its
+    /// declaration has none).
+    pub(crate) fn gemini_parameters(&self) -> Option<&Value> {
         let parameters = self.parameters(Dialect::Gemini);
         let empty = match parameters.get("properties") {
             Some(Value::Object(p)) => p.is_empty(),
             _ => true,
         };
-        if !empty {
-            m.insert("parameters".into(), parameters.clone());
-        }
-        Value::Object(m)
+        (!empty).then_some(parameters)
     }
 
     /// An OpenAI Responses function tool: `{"type":"function","name","description","parameters",

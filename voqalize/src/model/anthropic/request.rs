@@ -42,8 +42,11 @@ impl Anthropic {
                 .tools
                 .iter()
                 .map(|t| {
-                    Json::Owned(json!({"name": t.name(), "description": t.description(),
-                        "input_schema": t.parameters(Dialect::OpenAi)}))
+                    Json::Object(vec![
+                        ("name", Json::Str(t.name())),
+                        ("description", Json::Str(t.description())),
+                        ("input_schema", Json::Value(t.parameters(Dialect::OpenAi))),
+                    ])
                 })
                 .collect();
             if cfg.prompt_caching

@@ -8,6 +8,8 @@ use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
 
+use crate::tools::ToolDecl;
+
 use super::{Chat, error_name};
 
 impl Chat {
@@ -19,30 +21,31 @@ impl Chat {
         body.push(("model", Json::Str(&cfg.model)));
         body.push(("messages", Json::Array(messages(provider, spec)?)));
         if !spec.tools.is_empty() {
+            let all = || spec.tools.iter().map(|t| tool(t, cfg.strict)).collect();
             let (tools, choice) = match spec.choice {
-                ToolChoice::Auto => (spec.tools.chat(cfg.strict), json!("auto")),
-                ToolChoice::None => (spec.tools.chat(cfg.strict), json!("none")),
+                ToolChoice::Auto => (all(), json!("auto")),
+                ToolChoice::None => (all(), json!("none")),
                 ToolChoice::Only(name) => {
                     check_only(provider, spec.tools, name)?;
                     if cfg.model.contains("/responses/") {
                         // A chat route onto the Responses API does not carry a named tool
                         // choice: declare only that tool and require a call.
-                        let only: Vec<Value> = spec
+                        let only = spec
                             .tools
                             .iter()
                             .filter(|t| t.name() == name)
-                            .map(|t| t.chat(cfg.strict))
+                            .map(|t| tool(t, cfg.strict))
                             .collect();
                         (only, json!("required"))
                     } else {
                         (
-                            spec.tools.chat(cfg.strict),
+                            all(),
                             json!({"type": "function", "function": {"name": name}}),
                         )
                     }
                 }
             };
-            body.push(("tools", Json::Owned(Value::Array(tools))));
+            body.push(("tools", Json::Array(tools)));
             body.push(("tool_choice", Json::Owned(choice)));
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(provider, spec.tools, name)?;
@@ -58,6 +61,23 @@ impl Chat {
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
     }
+}
+
+/// A tool's function declaration, its schema borrowed (as [`ToolDecl::chat`] makes it).
+fn tool(tool: &ToolDecl, strict: bool) -> Json<'_> {
+    let (strict, parameters) = tool.openai_parameters(strict);
+    let mut function = vec![
+        ("name", Json::Str(tool.name())),
+        ("description", Json::Str(tool.description())),
+        ("parameters", Json::Value(parameters)),
+    ];
+    if strict {
+        function.push(("strict", Json::Owned(Value::Bool(true))));
+    }
+    Json::Object(vec![
+        ("type", Json::Str("function")),
+        ("function", Json::Object(function)),
+    ])
 }
 
 /// A `{"role": .., "content": ..}` message.

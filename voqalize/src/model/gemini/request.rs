@@ -7,7 +7,7 @@ use crate::model::body::Json;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{build_error, check_only, instruction, user_texts};
-use crate::tools::Arguments;
+use crate::tools::{Arguments, ToolDecl};
 
 use super::{Gemini, PROVIDER};
 
@@ -27,9 +27,13 @@ impl Gemini {
             ));
         }
         if !spec.tools.is_empty() {
+            let declarations = spec.tools.iter().map(declaration).collect();
             body.push((
                 "tools",
-                Json::Owned(json!([{"functionDeclarations": spec.tools.gemini()}])),
+                Json::Array(vec![Json::Object(vec![(
+                    "functionDeclarations",
+                    Json::Array(declarations),
+                )])]),
             ));
             match spec.choice {
                 ToolChoice::Auto => {}
@@ -65,6 +69,18 @@ impl Gemini {
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
     }
+}
+
+/// A tool's `FunctionDeclaration`, its schema borrowed (as [`ToolDecl::gemini`] makes it).
+fn declaration(tool: &ToolDecl) -> Json<'_> {
+    let mut declaration = vec![
+        ("name", Json::Str(tool.name())),
+        ("description", Json::Str(tool.description())),
+    ];
+    if let Some(parameters) = tool.gemini_parameters() {
+        declaration.push(("parameters", Json::Value(parameters)));
+    }
+    Json::Object(declaration)
 }
 
 /// One content of `contents`: a role and its parts.

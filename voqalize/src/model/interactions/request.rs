@@ -28,15 +28,19 @@ impl Interactions {
             generation.push(("thinking_level", Json::Str(level)));
         }
         if !spec.tools.is_empty() {
-            let tools: Vec<Value> = spec
+            let tools = spec
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({"type": "function", "name": t.name(), "description": t.description(),
-                        "parameters": t.parameters(Dialect::OpenAi)})
+                    Json::Object(vec![
+                        ("type", Json::Str("function")),
+                        ("name", Json::Str(t.name())),
+                        ("description", Json::Str(t.description())),
+                        ("parameters", Json::Value(t.parameters(Dialect::OpenAi))),
+                    ])
                 })
                 .collect();
-            body.push(("tools", Json::Owned(Value::Array(tools))));
+            body.push(("tools", Json::Array(tools)));
             let choice = match spec.choice {
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),

@@ -7,7 +7,7 @@ use crate::model::body::Json;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
 use crate::model::layer::StreamError;
 use crate::model::render::{arguments_text, build_error, check_only, instruction, user_text};
-use crate::tools::Arguments;
+use crate::tools::{Arguments, ToolDecl};
 
 use super::{OpenAi, PROVIDER};
 
@@ -25,7 +25,8 @@ impl OpenAi {
         body.push(("store", Json::Owned(Value::Bool(false))));
         body.extend(Json::entries(&cfg.options));
         if !spec.tools.is_empty() {
-            body.push(("tools", Json::Owned(json!(spec.tools.openai(cfg.strict)))));
+            let tools = spec.tools.iter().map(|t| tool(t, cfg.strict)).collect();
+            body.push(("tools", Json::Array(tools)));
             let choice = match spec.choice {
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),
@@ -91,6 +92,18 @@ fn input<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
         out.push(message("user", Json::Str(note)));
     }
     Ok(out)
+}
+
+/// A tool's function declaration, its schema borrowed (as [`ToolDecl::openai`] makes it).
+fn tool(tool: &ToolDecl, strict: bool) -> Json<'_> {
+    let (strict, parameters) = tool.openai_parameters(strict);
+    Json::Object(vec![
+        ("type", Json::Str("function")),
+        ("name", Json::Str(tool.name())),
+        ("description", Json::Str(tool.description())),
+        ("parameters", Json::Value(parameters)),
+        ("strict", Json::Owned(Value::Bool(strict))),
+    ])
 }
 
 /// A `{"role": .., "content": ..}` input message.
