@@ -69,6 +69,16 @@ impl<'a> Json<'a> {
     }
 }
 
+impl<'a> From<std::borrow::Cow<'a, str>> for Json<'a> {
+    /// A text borrowed, or made for this request.
+    fn from(text: std::borrow::Cow<'a, str>) -> Self {
+        match text {
+            std::borrow::Cow::Borrowed(text) => Json::Str(text),
+            std::borrow::Cow::Owned(text) => Json::Owned(Value::String(text)),
+        }
+    }
+}
+
 impl Serialize for Json<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {

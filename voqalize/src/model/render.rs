@@ -2,6 +2,8 @@
 //! (keys, URLs, model names, options), environment reading, and small JSON helpers for request
 //! bodies and stream events.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::layer::StreamError;
@@ -212,13 +214,27 @@ pub(crate) fn instruction(instruction: Option<&str>) -> Option<&str> {
     instruction.filter(|s| !s.trim().is_empty())
 }
 
-/// The text of a user entry: its text parts, one per line. Other part kinds in a user entry are
-/// a history the core never builds.
-pub(crate) fn user_text(
+/// The text of a user entry: its text parts, one per line (borrowed when there is one). Other
+/// part kinds in a user entry are a history the core never builds.
+pub(crate) fn user_text<'a>(
     provider: &str,
-    parts: &[super::history::Part],
-) -> Result<String, StreamError> {
-    Ok(user_texts(provider, parts)?.collect::<Vec<_>>().join("\n"))
+    parts: &'a [super::history::Part],
+) -> Result<Cow<'a, str>, StreamError> {
+    let mut texts = user_texts(provider, parts)?;
+    let Some(first) = texts.next() else {
+        return Ok(Cow::Borrowed(""));
+    };
+    match texts.next() {
+        None => Ok(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut joined = format!("{first}\n{second}");
+            for text in texts {
+                joined.push('\n');
+                joined.push_str(text);
+            }
+            Ok(Cow::Owned(joined))
+        }
+    }
 }
 
 /// The texts of a user entry's parts, in order, once every part is checked to be text (see
@@ -243,11 +259,11 @@ pub(crate) fn user_texts<'a>(
 }
 
 /// A call's arguments as JSON text (empty text reads as `{}`).
-pub(crate) fn arguments_text(arguments: &Arguments) -> String {
+pub(crate) fn arguments_text(arguments: &Arguments) -> Cow<'_, str> {
     match arguments {
-        Arguments::Raw(s) if s.trim().is_empty() => "{}".to_owned(),
-        Arguments::Raw(s) => s.clone(),
-        Arguments::Json(v) => v.to_string(),
+        Arguments::Raw(s) if s.trim().is_empty() => Cow::Borrowed("{}"),
+        Arguments::Raw(s) => Cow::Borrowed(s),
+        Arguments::Json(v) => Cow::Owned(v.to_string()),
     }
 }
 

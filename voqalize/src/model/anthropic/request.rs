@@ -147,11 +147,7 @@ fn messages<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Message<'a>>, StreamError>
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
                 if !text.is_empty() {
-                    push(
-                        &mut out,
-                        "user",
-                        vec![text_block(Json::Owned(Value::String(text)))],
-                    );
+                    push(&mut out, "user", vec![text_block(text.into())]);
                 }
             }
             Role::Model => {

@@ -96,7 +96,7 @@ fn messages<'a>(provider: &str, spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>,
             Role::User => {
                 let text = user_text(provider, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(message("user", Json::Owned(Value::String(text))));
+                    out.push(message("user", text.into()));
                 }
             }
             Role::Model => {
@@ -161,10 +161,7 @@ fn assistant<'a>(provider: &str, entry: &'a Entry) -> Result<Option<Json<'a>>, S
                         "function",
                         Json::Object(vec![
                             ("name", Json::Str(&call.name)),
-                            (
-                                "arguments",
-                                Json::Owned(Value::String(arguments_text(&call.arguments))),
-                            ),
+                            ("arguments", arguments_text(&call.arguments).into()),
                         ]),
                     ),
                 ]));

@@ -80,7 +80,7 @@ fn steps<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(text_step("user_input", Json::Owned(Value::String(text))));
+                    out.push(text_step("user_input", text.into()));
                 }
             }
             Role::Model => model_steps(entry, &mut out)?,

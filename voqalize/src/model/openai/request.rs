@@ -61,7 +61,7 @@ fn input<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
                 if !text.is_empty() {
-                    out.push(message("user", Json::Owned(Value::String(text))));
+                    out.push(message("user", text.into()));
                 }
             }
             Role::Model => model_items(entry, &mut out)?,
@@ -250,9 +250,6 @@ fn function_call(call: &Call) -> Result<Json<'_>, StreamError> {
         ("type", Json::Str("function_call")),
         ("call_id", Json::Str(call_id)),
         ("name", Json::Str(&call.name)),
-        (
-            "arguments",
-            Json::Owned(Value::String(arguments_text(&call.arguments))),
-        ),
+        ("arguments", arguments_text(&call.arguments).into()),
     ]))
 }
