@@ -17,6 +17,8 @@ use serde_json::{Map, Value};
 pub(crate) enum Json<'a> {
     /// A string.
     Str(&'a str),
+    /// `true` or `false`.
+    Bool(bool),
     /// JSON as held (a provider's part, a call's arguments, a tool's result).
     Value(&'a Value),
     /// JSON made for this request.
@@ -83,6 +85,7 @@ impl Serialize for Json<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Json::Str(text) => serializer.serialize_str(text),
+            Json::Bool(flag) => serializer.serialize_bool(*flag),
             Json::Value(value) => value.serialize(serializer),
             Json::Owned(value) => value.serialize(serializer),
             Json::Object(entries) => {
@@ -141,9 +144,9 @@ mod tests {
         let tree = Json::Array(vec![
             Json::Value(&raw),
             Json::Owned(json!({})),
-            Json::Object(vec![("k", Json::Array(vec![]))]),
+            Json::Object(vec![("k", Json::Array(vec![])), ("t", Json::Bool(true))]),
         ]);
-        let expected = json!([raw, {}, {"k": []}]);
+        let expected = json!([raw, {}, {"k": [], "t": true}]);
         assert_eq!(
             serde_json::to_vec(&tree).unwrap(),
             serde_json::to_vec(&expected).unwrap()

@@ -86,7 +86,7 @@ impl Anthropic {
             })
             .collect();
         body.push(("messages", Json::Array(messages)));
-        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.push(("stream", Json::Bool(true)));
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
     }
@@ -116,7 +116,7 @@ fn mark(block: &mut Json<'_>) {
         Json::Owned(Value::Object(map)) => {
             map.insert("cache_control".into(), cache());
         }
-        Json::Value(_) | Json::Owned(_) | Json::Str(_) | Json::Array(_) => {}
+        Json::Value(_) | Json::Owned(_) | Json::Str(_) | Json::Bool(_) | Json::Array(_) => {}
     }
 }
 
@@ -238,7 +238,7 @@ fn results(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
             ),
         ];
         if r.response.get("error").is_some() {
-            block.push(("is_error", Json::Owned(Value::Bool(true))));
+            block.push(("is_error", Json::Bool(true)));
         }
         blocks.push(Json::Object(block));
     }

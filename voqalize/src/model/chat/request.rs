@@ -53,10 +53,10 @@ impl Chat {
         if let Some(effort) = &cfg.reasoning_effort {
             body.push(("reasoning_effort", Json::Str(effort)));
         }
-        body.push(("stream", Json::Owned(Value::Bool(true))));
+        body.push(("stream", Json::Bool(true)));
         body.push((
             "stream_options",
-            Json::Object(vec![("include_usage", Json::Owned(Value::Bool(true)))]),
+            Json::Object(vec![("include_usage", Json::Bool(true))]),
         ));
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
@@ -72,7 +72,7 @@ fn tool(tool: &ToolDecl, strict: bool) -> Json<'_> {
         ("parameters", Json::Value(parameters)),
     ];
     if strict {
-        function.push(("strict", Json::Owned(Value::Bool(true))));
+        function.push(("strict", Json::Bool(true)));
     }
     Json::Object(vec![
         ("type", Json::Str("function")),

@@ -56,8 +56,8 @@ impl Interactions {
         if !generation.is_empty() {
             body.push(("generation_config", Json::Object(generation)));
         }
-        body.push(("stream", Json::Owned(Value::Bool(true))));
-        body.push(("store", Json::Owned(Value::Bool(false))));
+        body.push(("stream", Json::Bool(true)));
+        body.push(("store", Json::Bool(false)));
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
     }
@@ -105,7 +105,7 @@ fn steps<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
                         ("result", Json::Owned(Value::String(r.response.to_string()))),
                     ];
                     if r.response.get("error").is_some() {
-                        step.push(("is_error", Json::Owned(Value::Bool(true))));
+                        step.push(("is_error", Json::Bool(true)));
                     }
                     out.push(Json::Object(step));
                 }

@@ -21,8 +21,8 @@ impl OpenAi {
             body.push(("instructions", Json::Str(text)));
         }
         body.push(("input", Json::Array(input(spec)?)));
-        body.push(("stream", Json::Owned(Value::Bool(true))));
-        body.push(("store", Json::Owned(Value::Bool(false))));
+        body.push(("stream", Json::Bool(true)));
+        body.push(("store", Json::Bool(false)));
         body.extend(Json::entries(&cfg.options));
         if !spec.tools.is_empty() {
             let tools = spec.tools.iter().map(|t| tool(t, cfg.strict)).collect();
@@ -102,7 +102,7 @@ fn tool(tool: &ToolDecl, strict: bool) -> Json<'_> {
         ("name", Json::Str(tool.name())),
         ("description", Json::Str(tool.description())),
         ("parameters", Json::Value(parameters)),
-        ("strict", Json::Owned(Value::Bool(strict))),
+        ("strict", Json::Bool(strict)),
     ])
 }
 
