@@ -361,6 +361,18 @@ fn digits(out: &mut String, mut n: u64, width: usize) {
     out.extend(buf[..width.min(20)].iter().map(|&b| char::from(b)));
 }
 
+/// Held by each unit test that installs a subscriber of its own (`with_default`): tracing-core
+/// recomputes its global level filter as each is installed, and two installed at once on two
+/// threads can leave it at the other's level, so a test's DEBUG line is skipped before its
+/// subscriber sees it. Seen once in a full run: a slow tool call's DEBUG note went missing.
+#[cfg(test)]
+pub(crate) fn scoped_subscriber() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +416,7 @@ mod tests {
         let lines = Lines::new(format, move || out.clone());
         let spans = lines.spans.clone();
         let subscriber = tracing_subscriber::registry().with(lines);
+        let _one_at_a_time = scoped_subscriber();
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!(
                 "session",

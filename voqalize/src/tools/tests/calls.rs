@@ -293,6 +293,7 @@ fn a_slow_call_is_timed_not_cancelled_and_not_warned_about_here() {
         .with_max_level(tracing::Level::DEBUG)
         .with_ansi(false)
         .finish();
+    let _one_at_a_time = crate::logging::scoped_subscriber();
     let out = tracing::subscriber::with_default(subscriber, || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
