@@ -880,7 +880,11 @@ async fn model_requests_and_tool_runs_are_gen_ai_spans() {
     use tracing_subscriber::layer::SubscriberExt;
     let spans = SpanLog::default();
     // This test's own subscriber, on its thread (the session, the stand-in and the HTTP client
-    // all run on the test's one-thread runtime).
+    // all run on the test's one-thread runtime). The global capture is installed first: while a
+    // scoped subscriber is the only one registered, tracing-core caches a span's interest from
+    // whichever thread reaches it first, and another test's thread, with no subscriber, would
+    // cache "never" for this test's spans.
+    logs();
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let (rig, mut v) = rig(Provider::Gemini).await;

@@ -361,13 +361,20 @@ fn digits(out: &mut String, mut n: u64, width: usize) {
     out.extend(buf[..width.min(20)].iter().map(|&b| char::from(b)));
 }
 
-/// Held by each unit test that installs a subscriber of its own (`with_default`): tracing-core
-/// recomputes its global level filter as each is installed, and two installed at once on two
-/// threads can leave it at the other's level, so a test's DEBUG line is skipped before its
-/// subscriber sees it. Seen once in a full run: a slow tool call's DEBUG note went missing.
+/// Held by each unit test that installs a subscriber of its own (`with_default`).
+///
+/// tracing-core caches each callsite's interest the first time any thread reaches it. While only
+/// one dispatcher is registered, that first visit asks the visiting thread's own default: a test
+/// on another thread, with none, caches "never", and the DEBUG line the installed subscriber waits
+/// for is skipped (CI lost a slow tool call's note this way). A second dispatcher kept for the
+/// whole run makes every visit ask all of them, so the answer is "sometimes" and each event is
+/// checked against the subscriber of the thread that logs it. The lock keeps the tests that
+/// install one from overlapping.
 #[cfg(test)]
 pub(crate) fn scoped_subscriber() -> std::sync::MutexGuard<'static, ()> {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -406,6 +413,40 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// The race CI hit, made certain: another thread reaches a DEBUG callsite first, while this
+    /// test's subscriber is installed; the line still reaches that subscriber.
+    #[test]
+    fn a_callsite_first_reached_on_another_thread_still_logs_here() {
+        fn note() {
+            tracing::debug!("noted");
+        }
+        let sink = Sink::default();
+        let out = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .finish();
+        let _one_at_a_time = scoped_subscriber();
+        let other_first = Arc::new(std::sync::Barrier::new(2));
+        let other = {
+            let other_first = other_first.clone();
+            std::thread::spawn(move || {
+                other_first.wait();
+                note();
+                other_first.wait();
+            })
+        };
+        tracing::subscriber::with_default(subscriber, || {
+            other_first.wait();
+            other_first.wait();
+            note();
+        });
+        other.join().unwrap();
+        let text = String::from_utf8(lock(&sink.0).clone()).unwrap();
+        assert_eq!(text.matches("noted").count(), 1, "{text}");
     }
 
     /// Logs one event inside a session span (whose `tenant_id` is recorded later) with `format`;
