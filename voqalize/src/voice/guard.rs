@@ -173,6 +173,9 @@ pub(crate) struct Guard {
     /// The chars being screened (the last char, the tail, the piece), kept between pieces so
     /// screening allocates nothing once it has grown to the longest piece.
     scratch: Vec<char>,
+    /// The same when all of them are ASCII, as bytes: most speech is, and copying bytes costs
+    /// less than decoding each char.
+    ascii_scratch: Vec<u8>,
 }
 
 /// The pieces one call of the guard releases, in order; each borrows the piece given to it when
@@ -198,10 +201,17 @@ impl Guard {
             Some(true) => {}
             Some(false) => self.scan(piece, &mut out),
             None => {
-                self.held.push(piece.to_owned());
-                self.leaked = looks_like_call(&self.held.concat());
+                self.leaked = if self.held.is_empty() {
+                    looks_like_call(piece)
+                } else {
+                    looks_like_call(&(self.held.concat() + piece))
+                };
                 if self.leaked == Some(false) {
                     self.release_held(&mut out);
+                    // Screened in place: the usual opening, decided on its own, is not copied.
+                    self.scan(piece, &mut out);
+                } else {
+                    self.held.push(piece.to_owned());
                 }
             }
         }
@@ -292,33 +302,47 @@ impl Guard {
             return;
         }
         let old_tail = mem::take(&mut self.tail);
-        let full = &mut self.scratch;
-        full.clear();
-        full.extend(
-            self.last
-                .into_iter()
-                .chain(old_tail.chars())
-                .chain(text.chars()),
-        );
         let start = usize::from(self.last.is_some());
-        let split = start + old_tail.chars().count();
-        let end = match find_spoken_call(full, start) {
-            Some(hit) => {
-                self.leaked = Some(true);
-                hit
-            }
-            None => {
-                let end = tail_start(full, start);
-                self.tail = full[end..].iter().collect();
-                end
-            }
+        let ascii =
+            self.last.is_none_or(|c| c.is_ascii()) && old_tail.is_ascii() && text.is_ascii();
+        // A position in the screened text is a byte offset into ASCII text, else a char count.
+        let offset = |s: &str, at: usize| if ascii { at } else { byte_at(s, at) };
+        let split = start
+            + if ascii {
+                old_tail.len()
+            } else {
+                old_tail.chars().count()
+            };
+        let screened = if ascii {
+            let full = &mut self.ascii_scratch;
+            full.clear();
+            // An ASCII char is its one byte.
+            full.extend(self.last.map(|c| c as u8));
+            full.extend_from_slice(old_tail.as_bytes());
+            full.extend_from_slice(text.as_bytes());
+            screen(full, start)
+        } else {
+            let full = &mut self.scratch;
+            full.clear();
+            full.extend(
+                self.last
+                    .into_iter()
+                    .chain(old_tail.chars())
+                    .chain(text.chars()),
+            );
+            screen(full, start)
         };
-        if end > start {
-            self.last = Some(full[end - 1]);
+        let end = screened.end;
+        match screened.tail {
+            Some(tail) => self.tail = tail,
+            None => self.leaked = Some(true),
+        }
+        if screened.last.is_some() {
+            self.last = screened.last;
         }
         let from_tail = end.min(split).saturating_sub(start);
         if from_tail > 0 {
-            let cut = byte_at(&old_tail, from_tail);
+            let cut = offset(&old_tail, from_tail);
             out.push(Cow::Owned(if cut == old_tail.len() {
                 old_tail
             } else {
@@ -326,8 +350,51 @@ impl Guard {
             }));
         }
         if end > split {
-            out.push(Cow::Borrowed(&text[..byte_at(text, end - split)]));
+            out.push(Cow::Borrowed(&text[..offset(text, end - split)]));
         }
+    }
+}
+
+/// What screening speech under way found: where what may be spoken ends (a position in the
+/// screened text), the tail to hold from there (`None` when a call marker starts there), and
+/// the last char spoken (`None` when nothing is).
+#[derive(Debug, PartialEq)]
+struct Screened {
+    end: usize,
+    tail: Option<String>,
+    last: Option<char>,
+}
+
+/// Screens `full` from `start` on (what comes before only tells whether a letter marker starts
+/// a word): up to a call marker if one begins, else up to the tail that could still become one.
+/// `full` is chars, or the bytes of text that is all ASCII.
+fn screen<C: Unit>(full: &[C], start: usize) -> Screened {
+    let (end, tail) = match find_spoken_call(full, start) {
+        Some(hit) => (hit, None),
+        None => {
+            let end = tail_start(full, start);
+            (end, Some(full[end..].iter().map(|&c| c.char()).collect()))
+        }
+    };
+    let last = (end > start).then(|| full[end - 1].char());
+    Screened { end, tail, last }
+}
+
+/// One unit of screened text: a char, or a byte of text that is all ASCII (where each byte is
+/// a char), so the rules are written once and ASCII text is screened without decoding it.
+trait Unit: Copy {
+    fn char(self) -> char;
+}
+
+impl Unit for char {
+    fn char(self) -> char {
+        self
+    }
+}
+
+impl Unit for u8 {
+    fn char(self) -> char {
+        char::from(self)
     }
 }
 
@@ -418,26 +485,31 @@ fn is_key_letter(c: char) -> bool {
     c.is_ascii_alphabetic() || matches!(c, '\u{130}' | '\u{131}' | '\u{17f}' | '\u{212a}')
 }
 
+/// The char at `at`, if the text is that long.
+fn char_at<C: Unit>(text: &[C], at: usize) -> Option<char> {
+    text.get(at).map(|&c| c.char())
+}
+
 /// Whether `text[at..]` starts with `pattern`, case-insensitively.
-fn starts_with_at(text: &[char], at: usize, pattern: &str) -> bool {
+fn starts_with_at<C: Unit>(text: &[C], at: usize, pattern: &str) -> bool {
     pattern
         .chars()
         .enumerate()
-        .all(|(k, p)| text.get(at + k).is_some_and(|&c| same_letter(c, p)))
+        .all(|(k, p)| text.get(at + k).is_some_and(|&c| same_letter(c.char(), p)))
 }
 
 /// The first position at or after `from` where a call marker begins, if any. Chars before
 /// `from` are only looked at to tell whether a letter marker starts a word.
-fn find_spoken_call(full: &[char], from: usize) -> Option<usize> {
+fn find_spoken_call<C: Unit>(full: &[C], from: usize) -> Option<usize> {
     (from..full.len()).find(|&i| spoken_call_at(full, i))
 }
 
 /// Whether a call marker begins at `full[i]`: a code fence; `<tool_call`, `<tool_code` or
 /// `<function_call`; `certain_tool_call`, `default_api:` or `default_api.` not preceded by a
 /// word char; or a JSON object whose first key names a call.
-fn spoken_call_at(full: &[char], i: usize) -> bool {
+fn spoken_call_at<C: Unit>(full: &[C], i: usize) -> bool {
     // Each marker has a first character of its own, so the one at `i` says which to try.
-    match full[i] {
+    match full[i].char() {
         '`' => starts_with_at(full, i, "```"),
         '<' => ["tool_call", "tool_code", "function_call"]
             .iter()
@@ -446,11 +518,11 @@ fn spoken_call_at(full: &[char], i: usize) -> bool {
         // Both letter markers have an `e` second (most words with a `c` or a `d` do not: they
         // are passed over here), and start a word.
         'c' | 'C' | 'd' | 'D' => {
-            full.get(i + 1).is_some_and(|&e| same_letter(e, 'e'))
-                && (i == 0 || !is_word(full[i - 1]))
+            full.get(i + 1).is_some_and(|&e| same_letter(e.char(), 'e'))
+                && (i == 0 || !is_word(full[i - 1].char()))
                 && (starts_with_at(full, i, "certain_tool_call")
                     || (starts_with_at(full, i, "default_api")
-                        && matches!(full.get(i + 11), Some(':' | '.'))))
+                        && matches!(char_at(full, i + 11), Some(':' | '.'))))
         }
         _ => false,
     }
@@ -458,15 +530,15 @@ fn spoken_call_at(full: &[char], i: usize) -> bool {
 
 /// Whether `full[i..]` starts with `{`, optional whitespace, a quote, a call key, a quote,
 /// optional whitespace and `:` (the quotes may differ; the key is case-insensitive).
-fn json_call_at(full: &[char], i: usize) -> bool {
-    if full[i] != '{' {
+fn json_call_at<C: Unit>(full: &[C], i: usize) -> bool {
+    if full[i].char() != '{' {
         return false;
     }
     let mut at = i + 1;
-    while full.get(at).is_some_and(|&c| is_space(c)) {
+    while char_at(full, at).is_some_and(is_space) {
         at += 1;
     }
-    if !matches!(full.get(at), Some('"' | '\'')) {
+    if !matches!(char_at(full, at), Some('"' | '\'')) {
         return false;
     }
     at += 1;
@@ -475,14 +547,14 @@ fn json_call_at(full: &[char], i: usize) -> bool {
             return false;
         }
         let mut end = at + key.len();
-        if !matches!(full.get(end), Some('"' | '\'')) {
+        if !matches!(char_at(full, end), Some('"' | '\'')) {
             return false;
         }
         end += 1;
-        while full.get(end).is_some_and(|&c| is_space(c)) {
+        while char_at(full, end).is_some_and(is_space) {
             end += 1;
         }
-        full.get(end) == Some(&':')
+        char_at(full, end) == Some(':')
     })
 }
 
@@ -490,13 +562,13 @@ fn json_call_at(full: &[char], i: usize) -> bool {
 /// `full.len()` when it cannot, so a piece that ends on a space, a full stop or any
 /// non-Latin letter holds nothing back. Only the last [`TAIL_SCAN`] chars, from `start` on,
 /// are candidates; a letter starts a tail only at a word start.
-fn tail_start(full: &[char], start: usize) -> usize {
+fn tail_start<C: Unit>(full: &[C], start: usize) -> usize {
     let from = start.max(full.len().saturating_sub(TAIL_SCAN));
     (from..full.len())
         .find(|&i| {
-            let c = full[i];
+            let c = full[i].char();
             TAIL_STARTS.contains(&c)
-                && !(c.is_ascii_alphabetic() && i > 0 && is_word(full[i - 1]))
+                && !(c.is_ascii_alphabetic() && i > 0 && is_word(full[i - 1].char()))
                 && may_open_spoken_call(&full[i..])
         })
         .unwrap_or(full.len())
@@ -505,31 +577,31 @@ fn tail_start(full: &[char], start: usize) -> usize {
 /// Whether `s` is a strict prefix of a call marker, so the next piece could complete it: a
 /// prefix of a spoken head, or a JSON opening that could still become `{"<call key>":`
 /// (`{`, `{ "`, `{"na`, `{"name"`).
-fn may_open_spoken_call(s: &[char]) -> bool {
+fn may_open_spoken_call<C: Unit>(s: &[C]) -> bool {
     SPOKEN_HEADS.iter().any(|head| lowercase_is_prefix(s, head)) || json_opening(s)
 }
 
 /// Whether `s`, lowercased, is a prefix of the ASCII `head` (as `head.starts_with(&lowercase)`,
 /// without making the lowercase string: this runs for every tail candidate of every piece).
-fn lowercase_is_prefix(s: &[char], head: &str) -> bool {
+fn lowercase_is_prefix<C: Unit>(s: &[C], head: &str) -> bool {
     let mut head = head.chars();
     s.iter()
-        .flat_map(|c| c.to_lowercase())
+        .flat_map(|c| c.char().to_lowercase())
         .all(|c| head.next() == Some(c))
 }
 
 /// Whether the whole of `s` is `{`, optional whitespace, and optionally a quote with the
 /// letters of a key so far, and optionally the same closing quote and whitespace; with the
 /// key closed it must be a call key, with it open it must be the start of one.
-fn json_opening(s: &[char]) -> bool {
-    if s.first() != Some(&'{') {
+fn json_opening<C: Unit>(s: &[C]) -> bool {
+    if char_at(s, 0) != Some('{') {
         return false;
     }
     let mut at = 1;
-    while s.get(at).is_some_and(|&c| is_space(c)) {
+    while char_at(s, at).is_some_and(is_space) {
         at += 1;
     }
-    let Some(&quote) = s.get(at) else {
+    let Some(quote) = char_at(s, at) else {
         return true;
     };
     if quote != '"' && quote != '\'' {
@@ -537,18 +609,22 @@ fn json_opening(s: &[char]) -> bool {
     }
     at += 1;
     let key_start = at;
-    while s.get(at).is_some_and(|&c| is_key_letter(c)) {
+    while char_at(s, at).is_some_and(is_key_letter) {
         at += 1;
     }
-    let key = s[key_start..at].iter().collect::<String>().to_lowercase();
+    let key = s[key_start..at]
+        .iter()
+        .map(|&c| c.char())
+        .collect::<String>()
+        .to_lowercase();
     if at == s.len() {
         return CALL_KEYS.iter().any(|k| k.starts_with(&key));
     }
-    if s[at] != quote {
+    if s[at].char() != quote {
         return false;
     }
     at += 1;
-    while s.get(at).is_some_and(|&c| is_space(c)) {
+    while char_at(s, at).is_some_and(is_space) {
         at += 1;
     }
     at == s.len() && CALL_KEYS.contains(&key.as_str())
@@ -990,6 +1066,39 @@ mod tests {
         let brace_and_spaces = format!("{{{}", " ".repeat(63));
         assert_eq!(g.release(" "), v(&[&brace_and_spaces, " "]));
         assert!(!g.is_holding());
+    }
+
+    /// ASCII text screened as bytes ends, holds and cuts exactly where it does as chars: every
+    /// cut of every marker, near-marker and JSON opening, behind a space, a word char or
+    /// nothing.
+    #[test]
+    fn ascii_screened_as_bytes_agrees_with_chars() {
+        let texts = [
+            "Hello there, how can I help you today?",
+            "Say ```tool_code",
+            "ok <tool_call> <tool_codex <function_call <Tool_Call",
+            "certain_tool_call CERTAIN_TOOL_CALL, uncertain_tool_call",
+            "default_api:read_screen() Default_API.x default_api now mydefault_api:",
+            "{\"name\": 1} {'Args' : 2} {  \"nam {\"other\": 3} { \"name\"   ",
+            "decide, deliver, cede; d De c Ce ` `` <",
+            &format!("Ok {{{}\"name\":", " ".repeat(70)),
+        ];
+        for text in texts {
+            let chars: Vec<char> = text.chars().collect();
+            for cut in 0..=text.len() {
+                for before in ["", " ", "x", "{"] {
+                    let full = format!("{before}{}", &text[..cut]);
+                    let as_chars: Vec<char> = full.chars().collect();
+                    let start = before.len();
+                    assert_eq!(
+                        screen(full.as_bytes(), start),
+                        screen(&as_chars, start),
+                        "{full:?} from {start}"
+                    );
+                }
+            }
+            assert_eq!(chars.len(), text.len(), "the texts are ASCII");
+        }
     }
 
     #[test]
