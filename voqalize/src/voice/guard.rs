@@ -1099,6 +1099,28 @@ mod tests {
             }
             assert_eq!(chars.len(), text.len(), "the texts are ASCII");
         }
+        // And texts made at random of the characters the markers are made of.
+        let alphabet = b"`<{}\"': \t\n._-cdeCDEaiplotnmrfsxuAIL0";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        for _ in 0..4000 {
+            let len = next(90);
+            let bytes: Vec<u8> = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
+            let as_chars: Vec<char> = bytes.iter().map(|&b| char::from(b)).collect();
+            for start in [0, 1.min(len)] {
+                assert_eq!(
+                    screen(&bytes, start),
+                    screen(&as_chars, start),
+                    "{:?} from {start}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
     }
 
     #[test]
