@@ -119,8 +119,7 @@ pub(crate) fn looks_like_call(opening: &str) -> Option<bool> {
     }
     let wrapped = s.starts_with(WRAPPERS);
     if wrapped {
-        s = s
-            .trim_start_matches(|c| WRAPPERS.contains(&c) || matches!(c, ' ' | '\t' | '\r' | '\n'));
+        s = s.trim_start_matches(|c| WRAPPERS.contains(&c) || is_space(c));
         if s.is_empty() {
             return None;
         }
@@ -578,21 +577,23 @@ fn tail_start<C: Unit>(full: &[C], start: usize) -> usize {
 /// prefix of a spoken head, or a JSON opening that could still become `{"<call key>":`
 /// (`{`, `{ "`, `{"na`, `{"name"`).
 fn may_open_spoken_call<C: Unit>(s: &[C]) -> bool {
-    SPOKEN_HEADS.iter().any(|head| lowercase_is_prefix(s, head)) || json_opening(s)
+    SPOKEN_HEADS.iter().any(|head| is_prefix_of(s, head)) || json_opening(s)
 }
 
-/// Whether `s`, lowercased, is a prefix of the ASCII `head` (as `head.starts_with(&lowercase)`,
-/// without making the lowercase string: this runs for every tail candidate of every piece).
-fn lowercase_is_prefix<C: Unit>(s: &[C], head: &str) -> bool {
-    let mut head = head.chars();
-    s.iter()
-        .flat_map(|c| c.char().to_lowercase())
-        .all(|c| head.next() == Some(c))
+/// Whether `s` is a prefix of the ASCII `pattern`, char by char as a marker is matched
+/// ([`same_letter`]): a tail is held exactly when the rest of a marker would complete it, so
+/// a marker split across pieces is cut as it is when whole (`certaı` + `n_tool_call`).
+fn is_prefix_of<C: Unit>(s: &[C], pattern: &str) -> bool {
+    s.len() <= pattern.len()
+        && s.iter()
+            .zip(pattern.chars())
+            .all(|(&c, p)| same_letter(c.char(), p))
 }
 
 /// Whether the whole of `s` is `{`, optional whitespace, and optionally a quote with the
-/// letters of a key so far, and optionally the same closing quote and whitespace; with the
-/// key closed it must be a call key, with it open it must be the start of one.
+/// letters of a key so far, and optionally a closing quote (either kind, as [`json_call_at`]
+/// takes) and whitespace; with the key closed it must be a call key, with it open it must be
+/// the start of one, its letters matched as a marker's are.
 fn json_opening<C: Unit>(s: &[C]) -> bool {
     if char_at(s, 0) != Some('{') {
         return false;
@@ -612,22 +613,21 @@ fn json_opening<C: Unit>(s: &[C]) -> bool {
     while char_at(s, at).is_some_and(is_key_letter) {
         at += 1;
     }
-    let key = s[key_start..at]
-        .iter()
-        .map(|&c| c.char())
-        .collect::<String>()
-        .to_lowercase();
+    let key = &s[key_start..at];
     if at == s.len() {
-        return CALL_KEYS.iter().any(|k| k.starts_with(&key));
+        return CALL_KEYS.iter().any(|k| is_prefix_of(key, k));
     }
-    if s[at].char() != quote {
+    if !matches!(s[at].char(), '"' | '\'') {
         return false;
     }
     at += 1;
     while char_at(s, at).is_some_and(is_space) {
         at += 1;
     }
-    at == s.len() && CALL_KEYS.contains(&key.as_str())
+    at == s.len()
+        && CALL_KEYS
+            .iter()
+            .any(|k| key.len() == k.len() && is_prefix_of(key, k))
 }
 
 /// The characters Rust's `is_alphabetic` accepts that are neither letters nor numbers (the
@@ -1187,8 +1187,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tail_candidate_is_checked_as_its_lowercase() {
-        // `lowercase_is_prefix` answers as `head.starts_with(&s.to_lowercase())` does.
+    fn a_tail_is_held_exactly_when_the_rest_of_a_marker_completes_it() {
         let cases = [
             "",
             "d",
@@ -1196,12 +1195,15 @@ mod tests {
             "De",
             "DEFAULT_API:",
             "default_api.x",
+            "default_apİ",
             "c",
             "Certain_",
+            "certaı",
             "ß",
             "İ",
             "<t",
             "<TOOL_CALL",
+            "<functİ",
             "```",
             "`",
             "{",
@@ -1211,12 +1213,56 @@ mod tests {
         for s in cases {
             let chars: Vec<char> = s.chars().collect();
             for head in SPOKEN_HEADS {
+                let completed: Vec<char> = chars
+                    .iter()
+                    .copied()
+                    .chain(head.chars().skip(chars.len()))
+                    .collect();
                 assert_eq!(
-                    lowercase_is_prefix(&chars, head),
-                    head.starts_with(&s.to_lowercase()),
+                    is_prefix_of(&chars, head),
+                    chars.len() <= head.len() && starts_with_at(&completed, 0, head),
                     "{s:?} against {head:?}"
                 );
             }
+        }
+    }
+
+    /// A marker split across pieces is cut where it is cut when it arrives whole, whatever
+    /// letters (`İ`, `ı`, `ſ`) or quotes it matches with.
+    #[test]
+    fn a_split_marker_is_cut_as_a_whole_one() {
+        let splits: [&[&str]; 7] = [
+            &["default_apİ", ":x()"],
+            &["certaı", "n_tool_call"],
+            &["<functİ", "on_call>"],
+            &["{\"actİ", "on\": 1}"],
+            &["{\"argſ", "\": 1}"],
+            &["{\"name'", ": \"open_booking\"}"],
+            &["{\"na", "me\"", " ", ": 1}"],
+        ];
+        for pieces in splits {
+            let whole = pieces.concat();
+            let split = run(&[&["Okay. "], pieces].concat(), Some(false));
+            let one = run(&["Okay. ", &whole], Some(false));
+            assert_eq!(one.said, "Okay. ", "{whole:?} whole");
+            assert_eq!(split.said, "Okay. ", "{pieces:?}");
+            assert_eq!(split.guard.leaked(), Some(true), "{pieces:?}");
+        }
+    }
+
+    /// Any whitespace after a wrapper is skipped, as in the rest of the rules.
+    #[test]
+    fn unicode_whitespace_after_a_wrapper_hides_no_call() {
+        for opening in [
+            "{\u{a0}\"read_screen\": {}}",
+            "{\u{1f}\"open_booking\": 1}",
+            "<\u{a0}tool_call>",
+            "[\u{3000}\"tool_call\"]",
+            "{\u{2028}\"name\": \"x\"}",
+        ] {
+            assert_eq!(looks_like_call(opening), Some(true), "{opening:?}");
+            let r = run(&[opening], Some(false));
+            assert_eq!(r.said, "", "{opening:?}");
         }
     }
 }
