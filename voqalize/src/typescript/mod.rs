@@ -41,7 +41,7 @@
 //! register: add them with `.action::<T>()` / `.event::<T>()`, which also pick types one by one
 //! when you want only some. A binary whose types live in another crate of yours must link it:
 //! `use your_brain_crate as _;` in its main file. Finding nothing at all is an error
-//! ([`TypesError::NothingDiscovered`]) rather than a module with no command and no event, unless
+//! (`TypesError::NothingDiscovered`) rather than a module with no command and no event, unless
 //! `.allow_empty()` says so.
 //!
 //! ```text
