@@ -26,6 +26,8 @@ enum Fault {
     SpeechAfterEnd,
     /// Sends a UI command and a TurnStep for the turn after the Interruption.
     RtviAfterBarge,
+    /// Answers the turn with a `tool` TurnStep and no speech (a brain that only called a tool).
+    SilentTurn,
 }
 
 /// Serves one connection with a hand-written (wrong) brain and returns the URL.
@@ -154,6 +156,13 @@ async fn raw_brain(fault: Fault) -> String {
                     },
                     Frame::SpeechEnd { speech_id: 2 },
                 ],
+                (Frame::UserMessage(m), Fault::SilentTurn) => {
+                    vec![Frame::TurnStep(voqalize::wire::TurnStep {
+                        turn_id: m.turn_id,
+                        kind: "tool".into(),
+                        ..Default::default()
+                    })]
+                }
                 _ => vec![],
             };
             for f in out {
@@ -179,6 +188,25 @@ async fn connect(fault: Fault) -> Voqalize {
 
 fn violated(v: &Voqalize, needle: &str) -> bool {
     v.violations().iter().any(|x| x.contains(needle))
+}
+
+/// A turn that speaks nothing never completes: the timeout says why, and names the way out.
+#[tokio::test]
+async fn a_turn_without_speech_times_out_saying_why() {
+    let mut v = connect(Fault::SilentTurn).await;
+    // The bound for a turn that will never complete, kept short: nothing is timed here.
+    v.timeout = Duration::from_millis(300);
+    let Err(DriverError::Timeout { what, .. }) = v.user_says("log an apple").await else {
+        panic!("a turn without speech completed");
+    };
+    assert!(what.contains("opened no speech unit"), "{what}");
+    assert!(what.contains("TurnSteps for it (tool)"), "{what}");
+    assert!(what.contains("`user_says_within`"), "{what}");
+    let turn = v
+        .user_says_within("and a pear", Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(turn.units.is_empty());
 }
 
 #[tokio::test]

@@ -95,8 +95,14 @@ impl Voqalize {
     /// The user says `text` (a `UserMessage` on the next turn); plays the turn out and finalizes
     /// each ended unit with all of its text.
     ///
+    /// A turn completes once it has opened a speech unit and every unit it opened has ended, so a
+    /// turn that speaks nothing (a brain that only calls a tool, a model request that failed with
+    /// no fallback line) never completes: play such a turn with
+    /// [`user_says_within`](Self::user_says_within).
+    ///
     /// # Errors
-    /// [`DriverError::Timeout`] when the turn does not complete within [`timeout`](Self::timeout).
+    /// [`DriverError::Timeout`] when the turn does not complete within [`timeout`](Self::timeout);
+    /// its text says what the driver saw of the turn (no unit opened, or units still open).
     pub async fn user_says(&mut self, text: &str) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
         self.play_out(turn_id).await
@@ -168,13 +174,44 @@ impl Voqalize {
             .await?
         {
             return Err(DriverError::Timeout {
-                what: format!("turn {turn_id} to complete"),
+                what: format!("turn {turn_id} to complete ({})", self.why_open(turn_id)),
                 after: timeout,
             });
         }
         self.quiesce(self.quiet, self.timeout).await?;
         self.finalize_turn(turn_id).await?;
         Ok(self.turn(turn_id))
+    }
+
+    /// Why `turn_id` has not completed, as far as the driver saw: what a timeout says, so that a
+    /// turn with no speech (only tool calls, or a failed model request) names its way out.
+    fn why_open(&self, turn_id: u64) -> String {
+        let units: Vec<&UnitRecord> = self.seen.units_of(turn_id).collect();
+        let steps: Vec<&str> = self
+            .seen
+            .steps
+            .iter()
+            .filter(|s| s.turn_id == turn_id)
+            .map(|s| s.kind.as_str())
+            .collect();
+        let work = if steps.is_empty() {
+            "and sent no TurnStep for it".to_owned()
+        } else {
+            format!("though it sent TurnSteps for it ({})", steps.join(", "))
+        };
+        if units.is_empty() {
+            format!(
+                "the brain opened no speech unit on it, {work}; a turn completes when every unit \
+                 it opens has ended, so a turn that says nothing never does: play it with \
+                 `user_says_within`, and see the brain's log for a failed model request"
+            )
+        } else {
+            let open = units.iter().filter(|u| !u.ended).count();
+            format!(
+                "{open} of the {} speech units it opened have not ended",
+                units.len()
+            )
+        }
     }
 
     /// The user says `text` and barges in on the brain's answer: sends `Interruption{turn}` as
