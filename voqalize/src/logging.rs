@@ -371,13 +371,46 @@ fn digits(out: &mut String, mut n: u64, width: usize) {
 /// checked against the subscriber of the thread that logs it. The lock keeps the tests that
 /// install one from overlapping.
 #[cfg(test)]
-pub(crate) fn scoped_subscriber() -> std::sync::MutexGuard<'static, ()> {
+fn scoped_subscriber() -> std::sync::MutexGuard<'static, ()> {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     static SECOND: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
     SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs `f` under a DEBUG subscriber of its own, installed as [`scoped_subscriber`] says; gives
+/// what `f` returned and the plain lines it logged.
+#[cfg(test)]
+pub(crate) fn logged_at_debug<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let sink = Sink::default();
+    let out = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || out.clone())
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .finish();
+    let _one_at_a_time = scoped_subscriber();
+    let value = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8_lossy(&lock(&sink.0)).into_owned();
+    (value, text)
+}
+
+/// A shared buffer a test's subscriber writes its lines into.
+#[cfg(test)]
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+#[cfg(test)]
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        lock(&self.0).extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -402,19 +435,6 @@ mod tests {
         assert_eq!(at(0, 0).len(), TIMESTAMP_BYTES);
     }
 
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            lock(&self.0).extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// The race CI hit, made certain: another thread reaches a DEBUG callsite first, while this
     /// test's subscriber is installed; the line still reaches that subscriber.
     #[test]
@@ -422,14 +442,6 @@ mod tests {
         fn note() {
             tracing::debug!("noted");
         }
-        let sink = Sink::default();
-        let out = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || out.clone())
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .finish();
-        let _one_at_a_time = scoped_subscriber();
         let other_first = Arc::new(std::sync::Barrier::new(2));
         let other = {
             let other_first = other_first.clone();
@@ -439,13 +451,12 @@ mod tests {
                 other_first.wait();
             })
         };
-        tracing::subscriber::with_default(subscriber, || {
+        let ((), text) = logged_at_debug(|| {
             other_first.wait();
             other_first.wait();
             note();
         });
         other.join().unwrap();
-        let text = String::from_utf8(lock(&sink.0).clone()).unwrap();
         assert_eq!(text.matches("noted").count(), 1, "{text}");
     }
 

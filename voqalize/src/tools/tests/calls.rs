@@ -268,33 +268,11 @@ fn the_call_future_is_send_and_the_table_is_built_once() {
     assert!(std::ptr::eq(desk.tools(), Desk::default().tools()));
 }
 
-/// Captures log lines.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A slow call runs to its end, is timed, and is noted at debug level only: how loud it is is the
 /// caller's to decide (the voice core warns once per session, then counts: docs/protocol.md §6.4).
 #[test]
 fn a_slow_call_is_timed_not_cancelled_and_not_warned_about_here() {
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_max_level(tracing::Level::DEBUG)
-        .with_ansi(false)
-        .finish();
-    let _one_at_a_time = crate::logging::scoped_subscriber();
-    let out = tracing::subscriber::with_default(subscriber, || {
+    let (out, text) = crate::logging::logged_at_debug(|| {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -309,7 +287,6 @@ fn a_slow_call_is_timed_not_cancelled_and_not_warned_about_here() {
     // above 30 ms).
     assert_eq!(out.result, Ok(json!("late")));
     assert!(out.elapsed.as_millis() >= 30);
-    let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
     let noted: Vec<&str> = text
         .lines()
         .filter(|l| l.contains("tool Desk::slow took "))
