@@ -306,12 +306,7 @@ impl Guard {
             self.last.is_none_or(|c| c.is_ascii()) && old_tail.is_ascii() && text.is_ascii();
         // A position in the screened text is a byte offset into ASCII text, else a char count.
         let offset = |s: &str, at: usize| if ascii { at } else { byte_at(s, at) };
-        let split = start
-            + if ascii {
-                old_tail.len()
-            } else {
-                old_tail.chars().count()
-            };
+        let split = start + old_tail.chars().count();
         let screened = if ascii {
             let full = &mut self.ascii_scratch;
             full.clear();
