@@ -184,34 +184,43 @@ impl Voqalize {
     }
 
     /// Why `turn_id` has not completed, as far as the driver saw: what a timeout says, so that a
-    /// turn with no speech (only tool calls, or a failed model request) names its way out.
+    /// turn with no speech (only tool calls, or a failed model request) names its way out. The
+    /// TurnStep kinds the brain sent for it are named once each, at most four, clipped.
     fn why_open(&self, turn_id: u64) -> String {
         let units: Vec<&UnitRecord> = self.seen.units_of(turn_id).collect();
-        let steps: Vec<&str> = self
-            .seen
-            .steps
-            .iter()
-            .filter(|s| s.turn_id == turn_id)
-            .map(|s| s.kind.as_str())
-            .collect();
-        let work = if steps.is_empty() {
-            "and sent no TurnStep for it".to_owned()
-        } else {
-            format!("though it sent TurnSteps for it ({})", steps.join(", "))
-        };
-        if units.is_empty() {
-            format!(
-                "the brain opened no speech unit on it, {work}; a turn completes when every unit \
-                 it opens has ended, so a turn that says nothing never does: play it with \
-                 `user_says_within`, and see the brain's log for a failed model request"
-            )
-        } else {
+        if !units.is_empty() {
             let open = units.iter().filter(|u| !u.ended).count();
-            format!(
+            return format!(
                 "{open} of the {} speech units it opened have not ended",
                 units.len()
-            )
+            );
         }
+        let mut kinds: Vec<&str> = Vec::new();
+        for step in self.seen.steps.iter().filter(|s| s.turn_id == turn_id) {
+            if !kinds.contains(&step.kind.as_str()) {
+                kinds.push(&step.kind);
+            }
+        }
+        let work = match kinds.len() {
+            0 => "and sent no TurnStep for it".to_owned(),
+            n => {
+                let named: Vec<String> = kinds
+                    .iter()
+                    .take(4)
+                    .map(|k| crate::logline::outside_n(k, 32).to_string())
+                    .collect();
+                let more = if n > 4 { ", ..." } else { "" };
+                format!(
+                    "though it sent TurnSteps for it ({}{more})",
+                    named.join(", ")
+                )
+            }
+        };
+        format!(
+            "the brain opened no speech unit on it, {work}; a turn completes when every unit it \
+             opens has ended, so a turn that says nothing never does: play it with \
+             `user_says_within`, and see the brain's log for a failed model request"
+        )
     }
 
     /// The user says `text` and barges in on the brain's answer: sends `Interruption{turn}` as
