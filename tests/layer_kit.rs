@@ -307,7 +307,11 @@ async fn a_layer_that_forgets_results_fails_the_kit_where_it_should() {
     let failed: Vec<&str> = report.failed.iter().map(|(name, _)| *name).collect();
     assert_eq!(
         failed,
-        ["calls_mid_stream", "result_read_at_once"],
+        [
+            "calls_mid_stream",
+            "result_read_at_once",
+            "cancelled_call_is_answered"
+        ],
         "{report:?}"
     );
     assert!(

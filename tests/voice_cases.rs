@@ -218,8 +218,8 @@ impl Clerk {
         "late"
     }
 
-    /// Waits for the back office.
-    #[tool]
+    /// Waits for the back office; a lookup, so a barge-in cancels it.
+    #[tool(on_barge_in = cancel)]
     async fn hang(&self) -> &'static str {
         self.log.push("hang started");
         self.release.notified().await;
@@ -721,7 +721,7 @@ exchanges! {
 
     /// F13 (same kind, Gemini) and the Decisions row "Unanswered calls": a call cut by a
     /// barge-in goes with the thought that led to it; the words before it stay.
-    f13_a_cut_gemini_call_goes_with_the_thought_before_it: Exchange {
+    f13_a_cancelled_gemini_call_stays_with_its_thought_and_is_answered: Exchange {
         model: "f13-gemini",
         says: "check",
         reply: Reply::new()
@@ -736,7 +736,12 @@ exchanges! {
         barge_in: true,
         heard: Some("Checking. "),
         then: "never mind",
-        next: &["user: T(check)", "model: T(Checking. )", "user: T(never mind)"],
+        next: &[
+            "user: T(check)",
+            "model: T(Checking. ), Th(Need the back office.)+sig, C(hang {})",
+            "user: R(hang={\"error\":\"the user interrupted, so 'hang' was cancelled before it finished: it did not complete\"})",
+            "user: T(never mind)"
+        ],
     };
 }
 
@@ -3072,10 +3077,11 @@ async fn f10_a_unit_heard_as_nothing_stores_no_assistant_text() {
     assert!(!body.to_string().contains("Friday"));
 }
 
-/// F12 (chat completions): a call cut by a barge-in is mentioned nowhere in the next request; the
-/// words before it are kept; its late result is discarded.
+/// F12 (chat completions): a call a barge-in cancelled has exactly one reply in the next request
+/// (its cancellation), so no later request fails on `tool_calls` without replies; the words
+/// before it are kept; the tool never finishes.
 #[tokio::test]
-async fn f12_a_chat_call_cut_by_a_barge_in_is_gone_from_the_next_request() {
+async fn f12_a_chat_call_cancelled_by_a_barge_in_has_one_reply_in_the_next_request() {
     logs();
     let (rig, mut v) = rig(Provider::Chat, "f12").await;
     rig.server.reply(
@@ -3097,25 +3103,31 @@ async fn f12_a_chat_call_cut_by_a_barge_in_is_gone_from_the_next_request() {
     rig.release.notify_one();
     rig.server.reply(Reply::new().text("Sunny.").finish());
     v.user_says("and the weather?").await.unwrap();
-    let body = rig.server.requests()[1].body.clone();
-    assert!(!body.to_string().contains("call_1"), "{body}");
+    let messages = messages(&rig.server, 1);
+    let call_id = messages[2]["tool_calls"][0]["id"].clone();
     assert_eq!(
-        messages(&rig.server, 1),
+        messages,
         json!([
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "what time is it"},
-            {"role": "assistant", "content": "Let me look. "},
+            {"role": "assistant", "content": "Let me look. ", "tool_calls": [{
+                "id": call_id, "type": "function",
+                "function": {"name": "hang", "arguments": "{}"}
+            }]},
+            {"role": "tool", "tool_call_id": call_id,
+                "content": "{\"error\":\"the user interrupted, so 'hang' was cancelled before it finished: it did not complete\"}"},
             {"role": "user", "content": "and the weather?"}
         ])
     );
     assert!(!rig.log.events().contains(&"hang finished".to_owned()));
 }
 
-/// F13: a Responses `function_call` whose tool was cut is dropped with the reasoning before it;
-/// a call that ran goes back right after its reasoning as it was made (its item id with it), and
-/// its result is sent under the `call_id`.
+/// F13: a Responses `function_call` whose tool a barge-in cancelled goes back with the reasoning
+/// before it and its `function_call_output` (so the API never finds it without output); every
+/// call goes back right after its reasoning as it was made (its item id with it), and its result
+/// is sent under the `call_id`.
 #[tokio::test]
-async fn f13_a_cut_responses_call_goes_with_its_reasoning_and_outputs_use_the_call_id() {
+async fn f13_a_cancelled_responses_call_keeps_its_reasoning_and_outputs_use_the_call_id() {
     let (rig, mut v) = rig_full(
         Provider::OpenAi,
         Plan::Auto,
@@ -3166,14 +3178,35 @@ async fn f13_a_cut_responses_call_goes_with_its_reasoning_and_outputs_use_the_ca
     silent_turn(&mut v, "help then", 1).await;
     rig.server.reply(Reply::new().text("OK.").finish());
     v.user_says("next").await.unwrap();
-    let after_cut = rig.server.requests()[1].body.clone();
-    assert_eq!(input_kinds(&rig.server, 1), ["user", "user"], "{after_cut}");
-    assert!(!after_cut.to_string().contains("rs_1") && !after_cut.to_string().contains("fc_9"));
+    let after_cut = rig.server.requests()[1].body["input"].clone();
+    assert_eq!(
+        input_kinds(&rig.server, 1),
+        [
+            "user",
+            "reasoning",
+            "function_call",
+            "function_call_output",
+            "user"
+        ],
+        "{after_cut}"
+    );
+    assert_eq!(after_cut[1]["id"], "rs_1", "{after_cut}");
+    assert_eq!(after_cut[2]["id"], "fc_9", "{after_cut}");
+    assert_eq!(after_cut[3]["call_id"], "call_9", "{after_cut}");
+    assert!(
+        after_cut[3]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("cancelled")),
+        "{after_cut}"
+    );
     let last = rig.server.requests()[2].body["input"].clone();
     assert_eq!(
         input_kinds(&rig.server, 2),
         [
             "user",
+            "reasoning",
+            "function_call",
+            "function_call_output",
             "user",
             "reasoning",
             "function_call",
@@ -3182,15 +3215,16 @@ async fn f13_a_cut_responses_call_goes_with_its_reasoning_and_outputs_use_the_ca
         ],
         "{last}"
     );
-    assert_eq!(last[3]["call_id"], "call_10");
-    assert_eq!(last[3]["id"], "fc_10", "{last}");
-    assert_eq!(last[4]["call_id"], "call_10");
+    assert_eq!(last[6]["call_id"], "call_10");
+    assert_eq!(last[6]["id"], "fc_10", "{last}");
+    assert_eq!(last[7]["call_id"], "call_10");
 }
 
-/// F14: Gemini parallel calls are answered in one user content, in call order; a call cut by a
-/// barge-in leaves the model content with only the answered call, its signature intact.
+/// F14: Gemini parallel calls are answered in one user content, in call order; a call still
+/// running when the user barges in runs on, and its result joins that content in its place, the
+/// first call's signature intact.
 #[tokio::test]
-async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_out() {
+async fn f14_gemini_parallel_calls_are_answered_together_even_across_a_barge_in() {
     logs();
     let calls = gem_chunk(json!([
         {"functionCall": {"id": "w1", "name": "get_weather", "args": {"city": "Oslo"}},
@@ -3240,7 +3274,7 @@ async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_o
         "w2"
     );
 
-    // (b) Bergen is cut.
+    // (b) The user barges in while Bergen runs.
     let (rig, mut v) = self::rig(Provider::Gemini, "f14b").await;
     rig.server.reply(Reply::new().raw(&calls).finish());
     v.start_silent().await.unwrap();
@@ -3260,8 +3294,8 @@ async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_o
         contents(&rig.server, 1),
         [
             "user: T(weather)",
-            "model: C(get_weather {\"city\":\"Oslo\"})+sig",
-            "user: R(get_weather={\"result\":\"sunny in Oslo\"})",
+            "model: C(get_weather {\"city\":\"Oslo\"})+sig, C(get_weather {\"city\":\"Bergen\"})",
+            "user: R(get_weather={\"result\":\"sunny in Oslo\"}), R(get_weather={\"result\":\"sunny in Bergen\"})",
             "user: T(thanks)"
         ]
     );
@@ -3271,7 +3305,7 @@ async fn f14_gemini_parallel_calls_are_answered_together_and_a_cut_one_is_left_o
         "c2lnLU9zbG8="
     );
     assert!(
-        !rig.log
+        rig.log
             .events()
             .contains(&"get_weather Bergen finished".to_owned())
     );

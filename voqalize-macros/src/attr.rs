@@ -80,13 +80,8 @@ pub(crate) fn parse_brain_options(ctxt: &Ctxt, attr: TokenStream) -> BrainOption
 /// What `#[tool]` and `#[needs_result_now]` say about one method.
 pub(crate) struct ToolMarks {
     /// `Some` when the method is a tool.
-    pub(crate) tool: Option<ToolAttr>,
+    pub(crate) tool: Option<crate::tool_attr::ToolAttr>,
     pub(crate) needs_result_now: Option<Attribute>,
-}
-
-/// `#[tool]` or `#[tool(name = "...")]`.
-pub(crate) struct ToolAttr {
-    pub(crate) name: Option<LitStr>,
 }
 
 /// Removes `#[tool]` and `#[needs_result_now]` from `attrs` and reads them.
@@ -100,7 +95,7 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
             if marks.tool.is_some() {
                 ctxt.error_spanned_by(attr, "`#[tool]` is given twice: remove one");
             } else {
-                marks.tool = Some(parse_tool(ctxt, attr));
+                marks.tool = Some(crate::tool_attr::parse_tool(ctxt, attr));
             }
             false
         } else if is_attr(attr, NEEDS_RESULT_NOW) {
@@ -118,19 +113,6 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
         }
     });
     marks
-}
-
-fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
-    let mut name = None;
-    match &attr.meta {
-        Meta::Path(_) => {}
-        Meta::List(_) => parse_name(ctxt, attr, TOOL, &mut name),
-        Meta::NameValue(nv) => ctxt.error_spanned_by(
-            nv,
-            "write `#[tool]`, or `#[tool(name = \"...\")]` to name the tool",
-        ),
-    }
-    ToolAttr { name }
 }
 
 /// Removes `#[tool]` and `#[needs_result_now]` from an impl item that is not a method: with an

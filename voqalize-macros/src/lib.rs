@@ -14,6 +14,7 @@ mod serde_attr;
 #[cfg(test)]
 mod test_support;
 mod text;
+mod tool_attr;
 
 use proc_macro::TokenStream;
 use quote::quote;

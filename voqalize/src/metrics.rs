@@ -20,7 +20,7 @@
 //! | `voqalize_model_requests_total` | counter | `provider`, `outcome` | model requests: `ok`, `cancelled` (a barge-in), `timeout`, `rate_limited` (429), `status_4xx`, `status_5xx`, `http`, `stream` |
 //! | `voqalize_model_first_byte_seconds` | histogram | `provider` | from a request sent to its first decoded chunk |
 //! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed) |
-//! | `voqalize_tool_runs_total` | counter | `tool`, `outcome` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked` |
+//! | `voqalize_tool_runs_total` | counter | `tool`, `outcome`, `end` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked`, `cancelled` (a barge-in stopped it), `timed_out`; `end`: `in_turn`, `after_barge_in` (it ran on after the user cut in, or was cancelled then), `background` |
 //! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
 //!
 //! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
@@ -192,8 +192,13 @@ pub(crate) fn model_request(
 
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.
 #[cfg(feature = "model")]
-pub(crate) fn tool_run(tool: &'static str, outcome: &'static str, ran: Option<Duration>) {
-    counter!(TOOL_RUNS, "tool" => tool, "outcome" => outcome).increment(1);
+pub(crate) fn tool_run(
+    tool: &'static str,
+    outcome: &'static str,
+    end: &'static str,
+    ran: Option<Duration>,
+) {
+    counter!(TOOL_RUNS, "tool" => tool, "outcome" => outcome, "end" => end).increment(1);
     if let Some(ran) = ran {
         histogram!(TOOL_RUN_SECONDS, "tool" => tool).record(ran.as_secs_f64());
     }

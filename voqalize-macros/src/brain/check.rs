@@ -11,6 +11,7 @@ use super::parse::ToolFn;
 use crate::attr::{CFG, SESSION_METHOD};
 use crate::ctxt::Ctxt;
 use crate::text::{doc_text, pascal_case, type_text, valid_function_name};
+use crate::tool_attr::Policy;
 
 /// A tool whose every check passed: what generation needs.
 pub(super) struct Tool {
@@ -21,6 +22,9 @@ pub(super) struct Tool {
     pub(super) name_at: TokenStream,
     pub(super) description: String,
     pub(super) needs_result_now: bool,
+    pub(super) policy: Policy,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) filler: Option<String>,
     pub(super) arg: Option<Type>,
     pub(super) ret: Option<Type>,
     /// The method's `#[cfg(...)]` attributes, copied onto everything generated for it.
@@ -56,6 +60,9 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
         attrs,
         name,
         needs_result_now,
+        policy,
+        timeout_ms,
+        filler,
     } = tool;
     let ident = sig.ident.clone();
     check_async(&ctxt, &sig);
@@ -85,6 +92,9 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
         name_at,
         description,
         needs_result_now,
+        policy,
+        timeout_ms,
+        filler,
         arg,
         ret,
         cfgs,

@@ -69,6 +69,13 @@ fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStrea
                     _ => ::voqalize::__private::unknown_index(index),
                 }
             }
+
+            fn __shared(
+                &self,
+                __voqalize_brain: ::voqalize::__private::SharedBrain,
+            ) -> ::std::option::Option<::std::sync::Arc<dyn ::voqalize::tools::Toolbox>> {
+                ::voqalize::__private::shared_toolbox(self, __voqalize_brain)
+            }
         }
     }
 }
@@ -93,15 +100,30 @@ fn declaration(tool: &Tool, index: usize, type_name: &str, checked: bool) -> Tok
         name,
         description,
         needs_result_now,
+        policy,
+        timeout_ms,
+        filler,
         cfgs,
         ..
     } = tool;
     let method = format!("{type_name}::{}", ident.unraw());
+    let policy = Ident::new(policy.variant(), Span::call_site());
+    let timeout_ms = match timeout_ms {
+        Some(ms) => quote!(::std::option::Option::Some(#ms)),
+        None => quote!(::std::option::Option::None),
+    };
+    let filler = match filler {
+        Some(line) => quote!(::std::option::Option::Some(#line)),
+        None => quote!(::std::option::Option::None),
+    };
     let info = quote! {
         ::voqalize::__private::ToolInfo {
             name: #name,
             description: #description,
             needs_result_now: #needs_result_now,
+            policy: ::voqalize::tools::ToolPolicy::#policy,
+            timeout_ms: #timeout_ms,
+            filler: #filler,
             method: #method,
             index: #index,
         }

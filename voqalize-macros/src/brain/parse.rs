@@ -5,6 +5,7 @@ use syn::{Attribute, ImplItem, ImplItemFn, ItemImpl, LitStr, Signature};
 
 use crate::attr::{self, ToolMarks};
 use crate::ctxt::Ctxt;
+use crate::tool_attr::Policy;
 
 /// A method marked `#[tool]`, its markers removed, before its signature is checked.
 pub(super) struct ToolFn {
@@ -14,6 +15,12 @@ pub(super) struct ToolFn {
     /// `#[tool(name = "...")]`.
     pub(super) name: Option<LitStr>,
     pub(super) needs_result_now: bool,
+    /// What a barge-in does to it, `#[tool(on_barge_in = ...)]` or `#[tool(background)]`.
+    pub(super) policy: Policy,
+    /// `#[tool(timeout = "...")]`, in ms.
+    pub(super) timeout_ms: Option<u64>,
+    /// `#[tool(filler = "...")]`.
+    pub(super) filler: Option<String>,
 }
 
 /// Reads and strips one impl item: the tool it is, if any (every other item passes through).
@@ -48,11 +55,27 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
         }
         return None;
     };
+    if let (Some(background), Some(attr)) = (tool.background_at(), &needs_result_now) {
+        ctxt.syn_error(syn::Error::new(
+            background,
+            format!(
+                "tool `{}` cannot be both `background` and `#[needs_result_now]`: a background \
+                 tool's result comes later, as a note, so the model cannot read it now. Remove \
+                 `background` to make the model wait for the result, or remove \
+                 `#[needs_result_now]`",
+                f.sig.ident
+            ),
+        ));
+        ctxt.error_spanned_by(attr, "`#[needs_result_now]` is here");
+    }
     Some(ToolFn {
         sig: f.sig.clone(),
         attrs: f.attrs.clone(),
         name: tool.name,
         needs_result_now: needs_result_now.is_some(),
+        policy: tool.policy,
+        timeout_ms: tool.timeout_ms,
+        filler: tool.filler,
     })
 }
 

@@ -43,6 +43,24 @@ pub fn unknown_index<'a>(index: usize) -> ToolRun<'a> {
     ))))
 }
 
+/// The call's brain as the runtime holds it (what [`Toolbox::__shared`] is given).
+///
+/// [`Toolbox::__shared`]: crate::tools::Toolbox
+pub type SharedBrain = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+/// `brain` as a shared [`Toolbox`], when it is `this` (the brain a turn's tools run on): a tool
+/// run that outlives its turn holds the brain through it.
+///
+/// [`Toolbox`]: crate::tools::Toolbox
+pub fn shared_toolbox<B: crate::tools::Toolbox>(
+    this: &B,
+    brain: SharedBrain,
+) -> Option<std::sync::Arc<dyn crate::tools::Toolbox>> {
+    let brain = brain.downcast::<B>().ok()?;
+    std::ptr::eq(std::sync::Arc::as_ptr(&brain), this)
+        .then(|| brain as std::sync::Arc<dyn crate::tools::Toolbox>)
+}
+
 /// The session serving the running brain code; `self.session()` in a `#[brain]` type.
 ///
 /// # Panics

@@ -78,8 +78,12 @@ pub(crate) struct ToolLine {
     pub(crate) name: String,
     /// The arguments as the model wrote them: JSON when they parse, else their text.
     pub(crate) arguments: Value,
-    /// `ok`, or the error's kind (`refused`, `failed`, `timeout`, ...).
+    /// `ok`, or the error's kind (`refused`, `failed`, `cancelled`, `timed_out`, ...).
     pub(crate) outcome: String,
+    /// When it was answered against its turn: `after_barge_in` or `background` (absent: in its
+    /// turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) end: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -115,6 +115,9 @@ pub struct ToolRun {
     pub arguments: Value,
     /// `ok`, or the error's kind.
     pub outcome: String,
+    /// When it was answered against its turn: `in_turn`, `after_barge_in` (it ran on after the
+    /// user cut in, or a barge-in cancelled it), or `background`.
+    pub end: String,
 }
 
 /// A recorded call, read back from the JSON lines a [`Recorder`](super::Recorder) wrote (the
@@ -252,6 +255,9 @@ impl Recording {
                     name: t.name,
                     arguments: t.arguments,
                     outcome: t.outcome,
+                    end: t
+                        .end
+                        .unwrap_or_else(|| crate::tools::RunEnd::InTurn.name().to_owned()),
                 }),
                 Line::Truncated(_) => recording.truncated = true,
             }

@@ -122,13 +122,21 @@ impl Tape {
 
     /// One tool call answered.
     #[cfg_attr(not(feature = "model"), allow(dead_code))]
-    pub(crate) fn tool(&self, turn_id: u64, name: &str, arguments: Value, outcome: &str) {
+    pub(crate) fn tool(
+        &self,
+        turn_id: u64,
+        name: &str,
+        arguments: Value,
+        outcome: &str,
+        end: crate::tools::RunEnd,
+    ) {
         let line = Line::Tool(ToolLine {
             at_ms: self.at_ms(),
             turn_id,
             name: name.to_owned(),
             arguments: shallow(arguments),
             outcome: outcome.to_owned(),
+            end: (end != crate::tools::RunEnd::InTurn).then(|| end.name().to_owned()),
         });
         self.push(&line);
     }

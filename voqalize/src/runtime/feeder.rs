@@ -357,6 +357,8 @@ impl<M: MakeBrain> Feeder<M> {
             return;
         };
         session.turn_began(start.turn_id);
+        let shared: Arc<dyn std::any::Any + Send + Sync> = brain.clone();
+        session.set_brain(Arc::downgrade(&shared));
         let _ = self.control.session.set(session.clone());
         let _ = self.brain.set(brain.clone());
         crate::metrics::call_started(crate::metrics::leg(self.connection.is_some()));

@@ -16,6 +16,8 @@ pub(crate) struct CallContext {
     pub(crate) turn: Option<u64>,
     /// The running turn's cancellation flag, set by a barge-in or teardown.
     cancelled: Option<Arc<AtomicBool>>,
+    /// The tool call the running code serves, inside a tool the voice core runs.
+    pub(crate) tool: Option<super::ToolCall>,
 }
 
 impl CallContext {
@@ -42,6 +44,7 @@ pub(crate) fn scope<F: Future>(
             session,
             turn,
             cancelled: None,
+            tool: None,
         },
         fut,
     )
@@ -59,6 +62,33 @@ pub(crate) fn scope_turn<F: Future>(
             session,
             turn: Some(turn),
             cancelled: Some(cancelled),
+            tool: None,
+        },
+        fut,
+    )
+}
+
+/// Runs `fut` (a tool's run) as the tool call `call` of `session`'s turn `call.turn_id()`.
+/// `within_turn`: the run lives and dies with its turn, so it keeps the turn's cancellation flag
+/// (what it sends after a barge-in is dropped); a run that may outlive its turn sends on.
+#[cfg_attr(not(feature = "model"), allow(dead_code))]
+pub(crate) fn scope_tool<F: Future>(
+    session: Session,
+    call: super::ToolCall,
+    within_turn: bool,
+    fut: F,
+) -> impl Future<Output = F::Output> {
+    let cancelled = if within_turn {
+        current().and_then(|c| c.cancelled)
+    } else {
+        None
+    };
+    CURRENT.scope(
+        CallContext {
+            session,
+            turn: Some(call.turn_id()),
+            cancelled,
+            tool: Some(call),
         },
         fut,
     )
@@ -71,6 +101,7 @@ pub(crate) fn sync_scope<R>(session: Session, f: impl FnOnce() -> R) -> R {
             session,
             turn: None,
             cancelled: None,
+            tool: None,
         },
         f,
     )

@@ -57,6 +57,13 @@ pub enum SessionError {
         "speech {0} was finalized more than 64 units ago; its Finalize is no longer remembered"
     )]
     Forgotten(u64),
+    /// `say_progress` outside a tool the voice core runs (a brain callback, a task the brain
+    /// spawned): there is no tool call whose progress it could be.
+    #[error(
+        "say_progress was called outside a tool: it reports a running tool's progress, from \
+         inside the tool (tasks the tool spawns are outside it)"
+    )]
+    NotInTool,
     /// `report_step` outside a turn and without an explicit turn id.
     #[error("report_step was called outside a turn; pass the turn id explicitly")]
     NoTurn,

@@ -10,6 +10,7 @@ mod heard;
 mod history;
 pub(crate) mod outbound;
 mod step;
+mod tool_call;
 mod turn;
 mod units;
 
@@ -26,6 +27,9 @@ pub use error::SessionError;
 pub use heard::HeardLines;
 pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
+#[cfg(feature = "model")]
+pub(crate) use tool_call::PROGRESS_QUEUE;
+pub use tool_call::{MAX_PROGRESS_BYTES, ToolCall};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
 pub(crate) use units::shared_prefix;
@@ -95,6 +99,9 @@ struct Shared {
     /// The call's recording, when it is recorded: the voice core adds its model requests and
     /// tool calls.
     tape: Option<Arc<crate::record::Tape>>,
+    /// The call's brain, once made (weak: the runtime owns it): a tool run that outlives its
+    /// turn holds it through this.
+    brain: std::sync::OnceLock<Weak<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Something kept up to date with the call as it happens: the user's words as each turn answering
@@ -161,6 +168,7 @@ impl Session {
                 listeners: Mutex::new(Vec::new()),
                 ended_by_brain: Mutex::new(None),
                 tape,
+                brain: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -174,6 +182,17 @@ impl Session {
     /// The runtime's session id (`SessionStart.session_id`).
     pub fn id(&self) -> &str {
         &self.shared.id
+    }
+
+    /// Remembers the call's brain (the runtime's, once made).
+    pub(crate) fn set_brain(&self, brain: Weak<dyn std::any::Any + Send + Sync>) {
+        let _ = self.shared.brain.set(brain);
+    }
+
+    /// The call's brain, while the runtime holds it.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn brain(&self) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        self.shared.brain.get().and_then(Weak::upgrade)
     }
 
     /// The call's recording, when it is recorded.

@@ -86,6 +86,13 @@ impl Turn {
         self.cancelled.load(Ordering::Acquire)
     }
 
+    /// The flag a barge-in or teardown sets: what outlives the turn reads it (a tool run that
+    /// ends after its turn).
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn cancelled_flag(&self) -> Arc<AtomicBool> {
+        self.cancelled.clone()
+    }
+
     /// Opens a speech unit: mints the next session-wide speech id (1, 2, 3, ...) and sends
     /// `SpeechStart{speech_id, turn_id}`.
     ///

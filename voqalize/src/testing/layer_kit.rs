@@ -13,7 +13,7 @@
 //! | `calls_mid_stream` | a call between two texts runs with its arguments; the next request holds the text, the call, then its result (ids paired) |
 //! | `result_read_at_once` | a response that only calls opens no unit (lazy speech); a `#[needs_result_now]` call is answered and the model asked again in the same turn |
 //! | `barge_in_keeps_what_was_heard` | after a barge-in, the next request holds the heard prefix only |
-//! | `unanswered_call_is_dropped` | a call cut by a barge-in while it runs leaves no trace in the next request |
+//! | `cancelled_call_is_answered` | a call a barge-in cancels while it runs is in the next request once, with its cancellation as its result |
 //! | `usage_is_reported` | the terminal event's usage reaches the model TurnStep |
 //! | `error_answer_is_covered` | an HTTP 400 error body is not retried; the fallback line covers the turn |
 //! | `retried_before_first_byte` | a 503 before the first byte is retried once |
@@ -141,7 +141,7 @@ const CASES: [(&str, Case); 11] = [
     ("calls_mid_stream", |r| Box::pin(calls_mid_stream(r))),
     ("result_read_at_once", |r| Box::pin(result_read_at_once(r))),
     ("barge_in_keeps_what_was_heard", |r| Box::pin(barge_in(r))),
-    ("unanswered_call_is_dropped", |r| Box::pin(unanswered(r))),
+    ("cancelled_call_is_answered", |r| Box::pin(cancelled(r))),
     ("usage_is_reported", |r| Box::pin(usage(r))),
     ("error_answer_is_covered", |r| Box::pin(error_answer(r))),
     ("retried_before_first_byte", |r| Box::pin(retried(r))),
@@ -190,7 +190,7 @@ impl KitBrain {
     }
 
     /// Ask the back office; it never answers.
-    #[tool]
+    #[tool(on_barge_in = cancel)]
     async fn ask_office(&self) -> &'static str {
         lock(&self.log).push("ask_office started".into());
         std::future::pending::<()>().await;
@@ -265,7 +265,7 @@ impl Rig {
                     } else {
                         "result"
                     };
-                    let value = ["opened", "12.50"]
+                    let value = ["opened", "12.50", "cancelled"]
                         .into_iter()
                         .find(|v| output.contains(v))
                         .unwrap_or("?");
@@ -399,7 +399,7 @@ async fn barge_in(r: &mut Rig) -> Result<(), String> {
     )
 }
 
-async fn unanswered(r: &mut Rig) -> Result<(), String> {
+async fn cancelled(r: &mut Rig) -> Result<(), String> {
     r.server.reply(
         Reply::new()
             .text("Asking. ")
@@ -437,9 +437,15 @@ async fn unanswered(r: &mut Rig) -> Result<(), String> {
     expect(
         "the next request",
         r.said(1)?,
-        ["user: ask them", "model: Asking.", "user: never mind"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "user: ask them",
+            "model: Asking.",
+            "call: ask_office {}",
+            "error: cancelled",
+            "user: never mind",
+        ]
+        .map(String::from)
+        .to_vec(),
     )
 }
 

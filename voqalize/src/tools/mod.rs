@@ -152,6 +152,9 @@ pub struct ToolDecl {
     name: &'static str,
     description: &'static str,
     needs_result_now: bool,
+    policy: ToolPolicy,
+    timeout: Option<Duration>,
+    filler: Option<&'static str>,
     method: &'static str,
     index: usize,
     has_arguments: bool,
@@ -168,6 +171,8 @@ impl fmt::Debug for ToolDecl {
             .field("name", &self.name)
             .field("method", &self.method)
             .field("needs_result_now", &self.needs_result_now)
+            .field("policy", &self.policy)
+            .field("timeout", &self.timeout)
             .field("schema", &self.schema)
             .finish_non_exhaustive()
     }
@@ -179,6 +184,9 @@ impl ToolDecl {
             name: info.name,
             description: info.description,
             needs_result_now: info.needs_result_now,
+            policy: info.policy,
+            timeout: info.timeout_ms.map(Duration::from_millis),
+            filler: info.filler,
             method: info.method,
             index: info.index,
             has_arguments: schema.is_some(),
@@ -203,6 +211,24 @@ impl ToolDecl {
     /// Whether the model is asked again, with the result, after a response that called this tool.
     pub fn needs_result_now(&self) -> bool {
         self.needs_result_now
+    }
+
+    /// What a barge-in does to a started run of this tool, and whether it holds its turn:
+    /// `#[tool(on_barge_in = cancel)]`, `#[tool(background)]`, or [`ToolPolicy::Finish`].
+    pub fn policy(&self) -> ToolPolicy {
+        self.policy
+    }
+
+    /// How long one run may take, `#[tool(timeout = "...")]`: `None` takes the
+    /// [`Model`](crate::voice::Model)'s `tool_timeout` (10 s by default).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The line spoken while a run of this tool keeps the caller waiting, `#[tool(filler =
+    /// "...")]`: `None` takes the `Model`'s `filler_line`, if any.
+    pub fn filler(&self) -> Option<&'static str> {
+        self.filler
     }
 
     /// The Rust method behind the tool, as `Type::method` (what logs name).
@@ -330,6 +356,64 @@ impl ToolDecl {
     }
 }
 
+/// What happens to a tool's run when the user barges in while it runs, and whether the run holds
+/// its turn (docs/model-brains.md, "Tools and barge-in"). Every call the model made is answered
+/// exactly once, whichever it is: the model always reads what became of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ToolPolicy {
+    /// `#[tool]`: the run holds its turn; a barge-in stops the speech but not the tool, which
+    /// runs on to its end (within its timeout) and whose result is filed after its call. The next
+    /// request waits for it, so the model reads the call answered once and does not repeat it.
+    #[default]
+    Finish,
+    /// `#[tool(on_barge_in = cancel)]`: a barge-in drops the run at its next `.await`; the call is
+    /// answered with a result saying the user's interruption cancelled it before it finished. For
+    /// lookups with no side effect.
+    Cancel,
+    /// `#[tool(background)]`: the run never holds its turn. The model reads at once that it
+    /// started; its result reaches the model later as a note (read from the next request on).
+    /// For slow work the caller need not wait for.
+    Background,
+}
+
+/// When a call was answered, against its turn: what the metrics' `end` label, the recording and
+/// [`ToolRun`](crate::voice::ToolRun) say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunEnd {
+    /// While its turn ran (or was refused before it ran).
+    InTurn,
+    /// After the user barged in on its turn: a `Finish` run that ran on, or a run a barge-in
+    /// cancelled.
+    AfterBargeIn,
+    /// A `Background` run, ended whenever it ended.
+    Background,
+}
+
+impl RunEnd {
+    /// `in_turn`, `after_barge_in` or `background`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunEnd::InTurn => "in_turn",
+            RunEnd::AfterBargeIn => "after_barge_in",
+            RunEnd::Background => "background",
+        }
+    }
+}
+
+impl ToolPolicy {
+    /// The policy's name as logs, recordings and metrics show it: `finish`, `cancel`,
+    /// `background`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolPolicy::Finish => "finish",
+            ToolPolicy::Cancel => "cancel",
+            ToolPolicy::Background => "background",
+        }
+    }
+}
+
 /// The tools the model may see and call in one turn (from [`Toolbox::tools_for_turn`]).
 #[derive(Clone, Default)]
 pub struct ToolSet {
@@ -453,6 +537,12 @@ pub enum ToolErrorKind {
     /// A tool guard refused the call or withheld its result (`Model::before_tool`,
     /// `Model::after_tool`), or failed and so refused it.
     Refused,
+    /// The user barged in and the tool's run was stopped before it finished
+    /// (`#[tool(on_barge_in = cancel)]`).
+    Cancelled,
+    /// The tool did not finish within its timeout (`#[tool(timeout = "...")]`, or the model's
+    /// `tool_timeout`) and its run was stopped.
+    TimedOut,
 }
 
 impl ToolErrorKind {
@@ -465,6 +555,8 @@ impl ToolErrorKind {
             ToolErrorKind::Failed => "failed",
             ToolErrorKind::Panicked => "panicked",
             ToolErrorKind::Refused => "refused",
+            ToolErrorKind::Cancelled => "cancelled",
+            ToolErrorKind::TimedOut => "timed_out",
         }
     }
 }
@@ -560,6 +652,16 @@ pub trait Toolbox: Send + Sync + 'static {
 
     #[doc(hidden)]
     fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> ToolRun<'a>;
+
+    /// `brain` (the call's brain, as the runtime holds it) as a shared `Toolbox`, when it is this
+    /// very brain: a tool run that outlives its turn (a barge-in while it runs, a background
+    /// tool) holds the brain through it. `#[brain]` generates it; `None` runs every tool inside
+    /// its turn.
+    #[doc(hidden)]
+    fn __shared(&self, brain: crate::private::SharedBrain) -> Option<std::sync::Arc<dyn Toolbox>> {
+        let _ = brain;
+        None
+    }
 }
 
 /// The future `Toolbox::__run_tool` returns (what `#[brain]`'s dispatcher builds).
@@ -576,6 +678,12 @@ pub struct ToolInfo {
     pub description: &'static str,
     /// `#[needs_result_now]`.
     pub needs_result_now: bool,
+    /// `#[tool(on_barge_in = ...)]` or `#[tool(background)]`.
+    pub policy: ToolPolicy,
+    /// `#[tool(timeout = "...")]`, in ms.
+    pub timeout_ms: Option<u64>,
+    /// `#[tool(filler = "...")]`.
+    pub filler: Option<&'static str>,
     /// `Type::method`.
     pub method: &'static str,
     /// Position in the impl block (the dispatcher's key).

@@ -46,10 +46,10 @@ impl RequestBench {
                     },
                 ],
             );
-            let mut results = None;
-            conversation.file(
+            let ordinal = conversation.call_filed(model, std::time::Instant::now());
+            conversation.answer(
                 model,
-                &mut results,
+                ordinal,
                 ToolResult {
                     call_id: Some(format!("call_{i}")),
                     name: "open_booking".into(),

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use serde_json::Value;
 
+use super::filing::Filings;
 use crate::model::history::{Entry, EntryId, Part, Role, ToolResult};
 
 /// How many speaking units the conversation remembers while their `Finalize` is due; the runtime
@@ -33,6 +34,8 @@ pub(crate) struct Conversation {
     max_bytes: usize,
     /// The entries' bytes, summed.
     bytes: usize,
+    /// The calls waiting for their answers, and the order their results are filed in.
+    filings: Filings,
 }
 
 impl Conversation {
@@ -113,15 +116,45 @@ impl Conversation {
         self.bytes += added;
     }
 
+    /// Adds `text` (words spoken while a tool ran) to model turn `id` before its first call,
+    /// joined to the plain text there: where heard truth puts every word its unit carried.
+    pub(crate) fn say_before_calls(&mut self, id: EntryId, text: &str) {
+        let Some(at) = self.position(id) else {
+            return;
+        };
+        let entry = &mut self.entries[at];
+        let first_call = entry
+            .parts
+            .iter()
+            .position(|p| matches!(p, Part::Call { .. }))
+            .unwrap_or(entry.parts.len());
+        let added = match first_call
+            .checked_sub(1)
+            .and_then(|before| entry.parts.get_mut(before))
+        {
+            Some(Part::Text {
+                text: words,
+                raw: Value::Null,
+                trimmed: false,
+            }) => {
+                words.push_str(text);
+                text.len()
+            }
+            _ => {
+                let part = Part::text(text);
+                let added = part.bytes();
+                entry.parts.insert(first_call, part);
+                added
+            }
+        };
+        entry.bytes += added;
+        self.bytes += added;
+    }
+
     /// Files a call's result: into the results turn `results` if the unit has one already, else
     /// into a new results turn placed directly after the model turn `model`, so nothing appended
     /// while the tool ran (a note, an app event) can land between a call and its answer.
-    pub(crate) fn file(
-        &mut self,
-        model: EntryId,
-        results: &mut Option<EntryId>,
-        result: ToolResult,
-    ) {
+    fn file(&mut self, model: EntryId, results: &mut Option<EntryId>, result: ToolResult) {
         let part = Part::Result(result);
         if let Some(r) = results.and_then(|r| self.position(r)) {
             let added = part.bytes();
@@ -159,32 +192,67 @@ impl Conversation {
         self.bytes = self.bytes.saturating_sub(entry.bytes);
     }
 
-    /// Removes the `ordinal`-th call of model turn `model` (a barge-in cut its tool: no result
-    /// will ever come), with the reasoning directly before it; the turn goes if nothing spoken or
-    /// called is left in it.
-    pub(crate) fn drop_call(&mut self, model: EntryId, ordinal: usize) {
-        let Some(at) = self.position(model) else {
-            return;
-        };
-        self.rewrite(at, |entry| {
-            let Some(call) = entry
-                .parts
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| matches!(p, Part::Call { .. }))
-                .nth(ordinal)
-                .map(|(i, _)| i)
-            else {
-                return;
-            };
-            entry.parts.remove(call);
-            let mut start = call;
-            while start > 0 && matches!(entry.parts[start - 1], Part::Thought { .. }) {
-                start -= 1;
-            }
-            entry.parts.drain(start..call);
+    /// A call was filed in model turn `model` (as its last part), to be answered by `due`: its
+    /// ordinal among the turn's calls.
+    pub(crate) fn call_filed(&mut self, model: EntryId, due: std::time::Instant) -> usize {
+        self.filings.call(model, due)
+    }
+
+    /// Answers call `ordinal` of model turn `model` with `result`, unless it was answered
+    /// already (then `false`): results are filed right after the model turn, in call order, so
+    /// a later call's result waits for an earlier one's (docs/protocol.md §6.5).
+    pub(crate) fn answer(&mut self, model: EntryId, ordinal: usize, result: ToolResult) -> bool {
+        let mut filings = std::mem::take(&mut self.filings);
+        let taken = filings.answer(model, ordinal, result, |results, r| {
+            self.file(model, results, r);
         });
-        self.remove_if_hollow(model);
+        filings.forget_settled(|id| self.position(id).is_some());
+        self.filings = filings;
+        taken
+    }
+
+    /// The response writing model turn `model` ended: no call joins it any more.
+    pub(crate) fn response_closed(&mut self, model: EntryId) {
+        self.filings.close(model);
+        let mut filings = std::mem::take(&mut self.filings);
+        filings.forget_settled(|id| self.position(id).is_some());
+        self.filings = filings;
+    }
+
+    /// Whether a call waits for its answer: a request built now would show it unanswered.
+    pub(crate) fn waiting(&self) -> bool {
+        self.filings.waiting()
+    }
+
+    /// When the last call waiting for its answer is due.
+    pub(crate) fn last_due(&self) -> Option<std::time::Instant> {
+        self.filings.last_due()
+    }
+
+    /// Answers every call still waiting past when it was due with `response` (its run is gone:
+    /// it cannot answer any more). How many were answered.
+    pub(crate) fn answer_overdue(&mut self, now: std::time::Instant, response: &Value) -> usize {
+        let overdue = self.filings.overdue(now);
+        let mut answered = 0;
+        for (model, ordinal) in overdue {
+            let call = self.position(model).and_then(|at| {
+                self.entries[at]
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Call { call, .. } => Some(call),
+                        _ => None,
+                    })
+                    .nth(ordinal)
+            });
+            let result = ToolResult {
+                call_id: call.and_then(|c| c.id.clone()),
+                name: call.map(|c| c.name.clone()).unwrap_or_default(),
+                response: response.clone(),
+            };
+            answered += usize::from(self.answer(model, ordinal, result));
+        }
+        answered
     }
 
     /// A response that wrote a call as text: keep only what was really said (`said`, maybe
@@ -442,9 +510,10 @@ mod tests {
         c.push_user("book Paris");
         let m = c.push(Role::Model, vec![Part::text("Opening"), call("open")]);
         c.push_user("(they tapped X)");
-        let mut results = None;
-        c.file(m, &mut results, result("open"));
-        c.file(m, &mut results, result("open"));
+        let due = std::time::Instant::now();
+        for ordinal in [c.call_filed(m, due), c.call_filed(m, due)] {
+            c.answer(m, ordinal, result("open"));
+        }
         assert_eq!(
             texts(&c),
             [
@@ -457,8 +526,9 @@ mod tests {
     }
 
     #[test]
-    fn an_unanswered_call_goes_with_its_reasoning_and_an_answered_one_stays() {
+    fn a_call_answered_after_the_next_words_still_lands_after_it_once() {
         let mut c = Conversation::new(100, 1 << 20);
+        c.push_user("book nine");
         let m = c.push(
             Role::Model,
             vec![
@@ -466,18 +536,56 @@ mod tests {
                     raw: json!({"id": "rs_1"}),
                 },
                 call("first"),
-                Part::Thought {
-                    raw: json!({"id": "rs_2"}),
-                },
                 call("second"),
             ],
         );
-        let mut results = None;
-        c.file(m, &mut results, result("first"));
-        c.drop_call(m, 1);
-        assert_eq!(texts(&c), ["Model RC(first)", "Results =(first)"]);
-        c.drop_call(m, 0);
-        assert!(c.entries().is_empty(), "{:?}", texts(&c));
+        let due = std::time::Instant::now();
+        assert_eq!((c.call_filed(m, due), c.call_filed(m, due)), (0, 1));
+        // The user barged in: the second call's cancellation is ready first, the first call's run
+        // finishes after the user's next words.
+        assert!(c.answer(m, 1, result("second")));
+        c.push_user("for two");
+        assert!(c.waiting());
+        assert_eq!(
+            texts(&c),
+            [
+                "User T(book nine)",
+                "Model RC(first)C(second)",
+                "User T(for two)"
+            ]
+        );
+        assert!(c.answer(m, 0, result("first")));
+        assert!(!c.answer(m, 0, result("first")), "answered once");
+        assert!(!c.waiting());
+        assert_eq!(
+            texts(&c),
+            [
+                "User T(book nine)",
+                "Model RC(first)C(second)",
+                "Results =(first)=(second)",
+                "User T(for two)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_past_its_due_time_is_answered_for_its_lost_run() {
+        let mut c = Conversation::new(100, 1 << 20);
+        let m = c.push(Role::Model, vec![call("first")]);
+        let now = std::time::Instant::now();
+        let later = now + std::time::Duration::from_secs(5);
+        c.call_filed(m, later);
+        assert_eq!(c.last_due(), Some(later));
+        assert_eq!(c.answer_overdue(now, &json!({"error": "lost"})), 0);
+        assert_eq!(c.answer_overdue(later, &json!({"error": "lost"})), 1);
+        assert!(!c.waiting());
+        let Part::Result(r) = &c.entries()[1].parts[0] else {
+            panic!("{:?}", texts(&c));
+        };
+        assert_eq!(
+            (r.call_id.as_deref(), r.response.clone()),
+            (Some("call_first"), json!({"error": "lost"}))
+        );
     }
 
     #[test]
@@ -691,7 +799,7 @@ mod tests {
     }
 
     #[test]
-    fn dropped_calls_strips_and_removals_keep_the_count() {
+    fn answers_strips_and_removals_keep_the_count() {
         let mut c = Conversation::new(100, 1 << 20);
         c.push_user("go");
         let m = c.push(
@@ -705,14 +813,24 @@ mod tests {
                 call("second"),
             ],
         );
-        let mut r = None;
-        c.file(m, &mut r, result("first"));
-        c.drop_call(m, 1);
+        let due = std::time::Instant::now();
+        c.call_filed(m, due);
+        c.call_filed(m, due);
+        c.answer(m, 1, result("second"));
+        assert_counted(&c);
+        c.answer(m, 0, result("first"));
         assert_counted(&c);
         c.strip(m, "");
         assert_counted(&c);
-        c.drop_call(m, 0);
+        c.heard(1, "", true);
         assert_counted(&c);
-        assert_eq!(texts(&c), ["User T(go)"]);
+        assert_eq!(
+            texts(&c),
+            [
+                "User T(go)",
+                "Model C(first)C(second)",
+                "Results =(first)=(second)"
+            ]
+        );
     }
 }

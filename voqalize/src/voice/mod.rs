@@ -55,9 +55,11 @@
 pub mod bench;
 mod bounds;
 mod conversation;
+mod filing;
 mod guard;
 mod report;
 mod response;
+mod runs;
 mod spans;
 mod taping;
 mod tool_guard;
@@ -120,6 +122,18 @@ impl<L: Layer> From<L> for ModelLayer {
 /// The most tool calls of one response [`Model::parallel_tools`] lets run at once.
 pub const MAX_PARALLEL_TOOLS: usize = 16;
 
+/// How long a tool's run may take when neither the tool (`#[tool(timeout = "...")]`) nor the
+/// model ([`Model::tool_timeout`]) says: 10 s.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a tool keeps the caller waiting in silence before its filler line is spoken, unless
+/// [`Model::filler_after`] says otherwise: 2 s.
+pub const FILLER_AFTER: Duration = Duration::from_secs(2);
+
+/// The most bytes of JSON one tool result the model reads takes, unless
+/// [`Model::max_result_bytes`] says otherwise: 64 KiB.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
 #[derive(Debug, Clone)]
 struct Settings {
     max_tool_hops: usize,
@@ -130,6 +144,10 @@ struct Settings {
     max_history_bytes: usize,
     bounds: Bounds,
     guards: Guards,
+    tool_timeout: Duration,
+    max_result_bytes: usize,
+    filler: Option<Arc<str>>,
+    filler_after: Duration,
 }
 
 impl Default for Settings {
@@ -143,6 +161,10 @@ impl Default for Settings {
             max_history_bytes: bounds::MAX_HISTORY_BYTES,
             bounds: Bounds::default(),
             guards: Guards::default(),
+            tool_timeout: TOOL_TIMEOUT,
+            max_result_bytes: MAX_RESULT_BYTES,
+            filler: None,
+            filler_after: FILLER_AFTER,
         }
     }
 }
@@ -156,6 +178,12 @@ struct Inner {
     attached: AtomicBool,
     /// What the session's turns log, each kind summed up (docs/protocol.md §6.14).
     log: Mutex<TurnLog>,
+    /// A call was answered: a request waiting for every call's answer looks again.
+    settled: tokio::sync::Notify,
+    /// The turn whose tool calls were counted last, and how many it made: each call's id.
+    call_count: Mutex<(u64, usize)>,
+    /// A `background` tool ran inside its turn (its toolbox was not the call's brain): said once.
+    warned_background: AtomicBool,
 }
 
 impl Inner {
@@ -170,6 +198,9 @@ impl Inner {
             instruction: Mutex::new(instruction),
             attached: AtomicBool::new(false),
             log: Mutex::new(TurnLog::default()),
+            settled: tokio::sync::Notify::new(),
+            call_count: Mutex::new((0, 0)),
+            warned_background: AtomicBool::new(false),
         }
     }
 }
@@ -399,13 +430,53 @@ impl Model {
     }
 
     /// Calls `observer` with every answered tool call: its name, arguments, the response the
-    /// model reads (after the guards), how long it ran, its session and turn. For audit logs and
-    /// for the voice console's timeline; it cannot change anything (a guard can). It runs on the
-    /// turn's task: keep it cheap. A panic in it is logged and forgotten. One observer per `Model`.
+    /// model reads (after the guards), how long it ran, how it ended and when (in its turn, after
+    /// a barge-in, in the background), its session and turn. For audit logs and for the voice
+    /// console's timeline; it cannot change anything (a guard can). It runs where the call is
+    /// answered (the turn's task, or the run's own after a barge-in): keep it cheap. A panic in it
+    /// is logged and forgotten. Each call adds one more observer; all are told, in the order
+    /// they were added.
     #[must_use]
     pub fn on_tool_run(self, observer: impl Fn(&ToolRun<'_>) + Send + Sync + 'static) -> Model {
         let observer: Arc<tool_guard::OnToolRun> = Arc::new(observer);
-        self.with(|s| s.guards.observer = Some(observer))
+        self.with(|s| s.guards.observers.push(observer))
+    }
+
+    /// How long one run of a tool may take when the tool does not say
+    /// (`#[tool(timeout = "...")]`): default [`TOOL_TIMEOUT`], 10 s. Past it the run is dropped at
+    /// its next `.await` and the model reads that it timed out (what it did before stands). It
+    /// bounds too how long the next request waits for a run that goes on after a barge-in. A zero
+    /// timeout is taken as 1 ms.
+    #[must_use]
+    pub fn tool_timeout(self, timeout: Duration) -> Model {
+        self.with(|s| s.tool_timeout = timeout.max(Duration::from_millis(1)))
+    }
+
+    /// The most bytes of JSON one tool result takes in the conversation (default
+    /// [`MAX_RESULT_BYTES`], 64 KiB; 256 at least), a background tool's note included: past it
+    /// the model reads the start of the result's JSON text and that it was cut. Every later
+    /// request replays each result, so a megabyte of search hits would cost every turn after it.
+    #[must_use]
+    pub fn max_result_bytes(self, bytes: usize) -> Model {
+        self.with(|s| s.max_result_bytes = bytes.max(256))
+    }
+
+    /// The line spoken when a tool keeps the caller waiting in silence past
+    /// [`filler_after`](Self::filler_after) ("One moment..."), for tools that name no filler of
+    /// their own (`#[tool(filler = "...")]`). None by default: then only tools that name one
+    /// have a filler. It is spoken as the model's words, in the response's speech (the model
+    /// reads it, cut to what was heard), at most once in a row.
+    #[must_use]
+    pub fn filler_line(self, line: impl Into<String>) -> Model {
+        let line: Arc<str> = line.into().into();
+        self.with(|s| s.filler = (!line.trim().is_empty()).then_some(line))
+    }
+
+    /// How long a tool may keep the caller waiting with nothing said since its call before its
+    /// filler is spoken (default [`FILLER_AFTER`], 2 s).
+    #[must_use]
+    pub fn filler_after(self, after: Duration) -> Model {
+        self.with(|s| s.filler_after = after)
     }
 
     /// How long a turn may wait on the model, from the user's words (default 60 s): opening

@@ -18,6 +18,7 @@ use super::bounds::{Bounds, Tripped, kept_name};
 use super::conversation::Conversation;
 use super::guard::{Guard, Released};
 use super::report::Clock;
+use super::runs::Slot;
 use crate::model::history::{Call, EntryId, Kept, Part, Role, ToolResult};
 use crate::session::{SpeechUnit, Turn};
 use crate::tools::Arguments;
@@ -46,6 +47,8 @@ pub(super) enum Closed {
 pub(super) struct Filed {
     /// The call's id, which its result echoes (some providers send none).
     pub call_id: Option<String>,
+    /// The model turn holding it.
+    pub entry: EntryId,
     /// The call's place among the response's calls: its result is filed in that order.
     pub ordinal: usize,
     /// The name the model wrote: the tool looked up.
@@ -66,13 +69,13 @@ pub(super) struct Response<'t> {
     kept: Kept,
     /// Calls filed (refused ones included).
     calls: usize,
-    /// How many calls have their result filed: results are filed in call order, so these are
-    /// the first ones. The others' tools are running, or their results wait in `ready`.
-    answered: usize,
-    /// Results of later calls, waiting for an earlier call's.
-    ready: std::collections::BTreeMap<usize, ToolResult>,
-    /// The results turn right after the model turn, once a result was filed.
-    results: Option<EntryId>,
+    /// The runs of its calls' tools that end with the turn (a barge-in answers each as
+    /// cancelled), and the tasks to stop for them.
+    stopping: Vec<(Slot, Option<tokio::task::AbortHandle>)>,
+    /// Pieces of speech written so far (the model's words and lines spoken while a tool ran).
+    spoken: u64,
+    /// `spoken` right after the last filler line: a filler is never spoken twice in a row.
+    filler_at: Option<u64>,
     /// The unit speaking the response, while open.
     speech: Option<SpeechUnit<'t>>,
     /// The unit whose `SpeechStart` went out, remembered after it closes: what the unit book
@@ -89,9 +92,9 @@ impl<'t> Response<'t> {
             guard: Guard::new(),
             kept: Kept::default(),
             calls: 0,
-            answered: 0,
-            ready: std::collections::BTreeMap::new(),
-            results: None,
+            stopping: Vec::new(),
+            spoken: 0,
+            filler_at: None,
             speech: None,
             spoke: None,
         }
@@ -129,41 +132,75 @@ impl<'t> Response<'t> {
         self.speak(conversation, released, clock);
     }
 
-    /// Files `call` in the model turn, as a call whose tool runs now. A name no tool could have
-    /// is cut in the history; the tool is looked up by the name the model wrote.
+    /// Files `call` in the model turn, as a call whose tool runs now and must answer by `due`.
+    /// A name no tool could have is cut in the history; the tool is looked up by the name the
+    /// model wrote.
     pub(super) fn file_call(
         &mut self,
         conversation: &mut Conversation,
         mut call: Call,
         raw: Value,
+        due: std::time::Instant,
     ) -> Filed {
         let kept = kept_name(&call.name);
         let name = std::mem::replace(&mut call.name, kept.clone());
-        let filed = Filed {
-            call_id: call.id.clone(),
-            ordinal: self.calls,
-            name,
-            kept,
-            arguments: call.arguments.clone(),
-        };
+        let call_id = call.id.clone();
+        let arguments = call.arguments.clone();
         self.calls += 1;
         conversation.extend(self.entry, Part::Call { call, raw });
-        filed
+        Filed {
+            call_id,
+            entry: self.entry,
+            ordinal: conversation.call_filed(self.entry, due),
+            name,
+            kept,
+            arguments,
+        }
     }
 
-    /// Files the result of call `ordinal` right after the model turn, once every earlier call
-    /// has its result there (until then it waits): results stand in call order.
-    pub(super) fn answer(
+    /// A run of one of its calls that ends with the turn: when the turn ends before the run, the
+    /// run is stopped (`abort`) and its call answered as cancelled.
+    pub(super) fn stops_with_turn(&mut self, slot: Slot, abort: Option<tokio::task::AbortHandle>) {
+        self.stopping.push((slot, abort));
+    }
+
+    /// How many pieces of speech it has written.
+    pub(super) fn spoken(&self) -> u64 {
+        self.spoken
+    }
+
+    /// Whether a filler may be spoken now: the response's speech is open (or has not begun)
+    /// and its last words were not a filler.
+    pub(super) fn filler_allowed(&self) -> bool {
+        self.filler_at != Some(self.spoken) && (self.speech.is_some() || self.spoke.is_none())
+    }
+
+    /// Speaks `line` while a tool runs (a filler, or the tool's progress), as the response's own
+    /// words: in its unit (opened for it when none is), and in its model turn before its calls,
+    /// where heard truth puts the words the unit carried. Nothing if the response's unit was
+    /// closed early (a call written as text ended its speech).
+    pub(super) fn side_line(
         &mut self,
         conversation: &mut Conversation,
-        ordinal: usize,
-        result: ToolResult,
-    ) {
-        self.ready.insert(ordinal, result);
-        while let Some(result) = self.ready.remove(&self.answered) {
-            conversation.file(self.entry, &mut self.results, result);
-            self.answered += 1;
+        line: &str,
+        filler: bool,
+        clock: &mut Clock,
+    ) -> bool {
+        if self.speech.is_none() && self.spoke.is_some() {
+            return false;
         }
+        // Pieces of a unit are spoken as one text: a line after words starts with a space.
+        let line = if self.spoken > 0 && !line.starts_with(char::is_whitespace) {
+            std::borrow::Cow::Owned(format!(" {line}"))
+        } else {
+            std::borrow::Cow::Borrowed(line)
+        };
+        conversation.say_before_calls(self.entry, &line);
+        self.speak(conversation, vec![line], clock);
+        if filler {
+            self.filler_at = Some(self.spoken);
+        }
+        true
     }
 
     /// Files a call that passed `bound`: in the history with no arguments (a name no tool has is
@@ -186,10 +223,10 @@ impl<'t> Response<'t> {
             name,
             arguments: Arguments::Raw("{}".to_owned()),
         };
-        let ordinal = self.calls;
         self.calls += 1;
         conversation.extend(self.entry, Part::Call { call, raw });
-        self.answer(conversation, ordinal, result);
+        let ordinal = conversation.call_filed(self.entry, std::time::Instant::now());
+        conversation.answer(self.entry, ordinal, result);
     }
 
     /// When the guard has seen a call written as text after speech began, the speech ends now:
@@ -218,6 +255,7 @@ impl<'t> Response<'t> {
         ending: Ending,
         clock: &mut Clock,
     ) -> Closed {
+        conversation.response_closed(self.entry);
         let released = self.guard.settle(ending == Ending::Malformed);
         self.speak(conversation, released, clock);
         if let Some(unit) = self.speech.take() {
@@ -234,16 +272,20 @@ impl<'t> Response<'t> {
         }
     }
 
+    /// The runs that end with the turn and may still be running: the turn stops each and
+    /// answers its call as cancelled before it abandons the response (answering locks the
+    /// conversation, which [`abandon`](Self::abandon) is given locked).
+    pub(super) fn take_stopping(&mut self) -> Vec<(Slot, Option<tokio::task::AbortHandle>)> {
+        std::mem::take(&mut self.stopping)
+    }
+
     /// The response ends before its finish: a bound cut it, the request failed, or a barge-in
-    /// dropped the turn. Each call without its result filed goes with the reasoning before it
-    /// (its tool was cancelled, or an earlier call's was). Text never released (an opening held, words after a call written as
+    /// dropped the turn. Its calls stay: each is answered, now or when its run ends (see
+    /// `voice::runs`). Text never released (an opening held, words after a call written as
     /// text) and text of a unit whose `SpeechStart` never went out was not heard: the model turn
     /// is cut to what was said.
     pub(super) fn abandon(mut self, conversation: &mut Conversation) {
-        // The last first: dropping a call does not move the ones before it.
-        for ordinal in (self.answered..self.calls).rev() {
-            conversation.drop_call(self.entry, ordinal);
-        }
+        conversation.response_closed(self.entry);
         let unstarted = self.speech.as_ref().is_some_and(|unit| !unit.started());
         if let Some(unit) = self.speech.take() {
             unit.close();
@@ -274,6 +316,7 @@ impl<'t> Response<'t> {
                 }
             };
             unit.write(piece);
+            self.spoken += 1;
         }
     }
 

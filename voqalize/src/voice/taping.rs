@@ -144,10 +144,10 @@ impl ToolTaping {
         }
     }
 
-    /// The call was answered with `outcome` (`ok`, or the error's kind).
-    pub(super) fn answered(mut self, outcome: &str) {
+    /// The call was answered with `outcome` (`ok`, or the error's kind), at `end`.
+    pub(super) fn answered(mut self, outcome: &str, end: crate::tools::RunEnd) {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
-            tape.tool(turn_id, &name, arguments, outcome);
+            tape.tool(turn_id, &name, arguments, outcome, end);
         }
     }
 }
@@ -165,7 +165,13 @@ fn kept(arguments: &Arguments) -> Value {
 impl Drop for ToolTaping {
     fn drop(&mut self) {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
-            tape.tool(turn_id, &name, arguments, "cancelled");
+            tape.tool(
+                turn_id,
+                &name,
+                arguments,
+                "cancelled",
+                crate::tools::RunEnd::InTurn,
+            );
         }
     }
 }

@@ -88,6 +88,11 @@ pub struct ToolRun<'a> {
     pub duration: std::time::Duration,
     /// Whether the tool ran (false: refused by a guard, or tools were off for the request).
     pub ran: bool,
+    /// How it ended, as the metrics' `outcome` label says it: `ok`, or the error's kind
+    /// (`failed`, `cancelled`, `timed_out`, `refused`...).
+    pub outcome: &'a str,
+    /// When it was answered, against its turn: in it, after a barge-in, or in the background.
+    pub end: crate::tools::RunEnd,
 }
 
 /// Sees every answered call.
@@ -98,7 +103,7 @@ pub(crate) type OnToolRun = dyn Fn(&ToolRun<'_>) + Send + Sync;
 pub(crate) struct Guards {
     pub(crate) before: Option<Arc<BeforeTool>>,
     pub(crate) after: Option<Arc<AfterTool>>,
-    pub(crate) observer: Option<Arc<OnToolRun>>,
+    pub(crate) observers: Vec<Arc<OnToolRun>>,
 }
 
 impl fmt::Debug for Guards {
@@ -106,7 +111,7 @@ impl fmt::Debug for Guards {
         f.debug_struct("Guards")
             .field("before_tool", &self.before.is_some())
             .field("after_tool", &self.after.is_some())
-            .field("on_tool_run", &self.observer.is_some())
+            .field("on_tool_run", &self.observers.len())
             .finish()
     }
 }
@@ -135,20 +140,21 @@ impl Verdict {
 }
 
 impl Guards {
-    /// Whether any guard (or the observer, which reads the arguments too) is set.
+    /// Whether any guard (or an observer, which reads the arguments too) is set.
     pub(crate) fn any(&self) -> bool {
-        self.before.is_some() || self.after.is_some() || self.observer.is_some()
+        self.before.is_some() || self.after.is_some() || !self.observers.is_empty()
     }
 
-    /// Tells the observer of `run`; a panic in it is logged and forgotten.
+    /// Tells every observer of `run`, in the order they were added; a panic in one is logged and
+    /// forgotten, and the others are told all the same.
     pub(crate) fn observe(&self, run: &ToolRun<'_>) {
-        if let Some(observer) = &self.observer
-            && let Err(panic) = catch_unwind(AssertUnwindSafe(|| observer(run)))
-        {
-            tracing::warn!(
-                "on_tool_run panicked: {}",
-                crate::logline::outside(&panic_text(panic.as_ref()))
-            );
+        for observer in &self.observers {
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| observer(run))) {
+                tracing::warn!(
+                    "on_tool_run panicked: {}",
+                    crate::logline::outside(&panic_text(panic.as_ref()))
+                );
+            }
         }
     }
 

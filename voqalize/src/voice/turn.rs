@@ -13,14 +13,14 @@
 //! trips cuts the response where it tripped, answers the call that tripped it with an error the
 //! model reads, and logs one warning for the turn.
 
+mod calls;
+
 use std::iter::Peekable;
-use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::Model;
@@ -28,25 +28,19 @@ use super::bounds::{Bounds, Tripped};
 use super::conversation::Conversation;
 use super::guard::RETRY_NOTE;
 use super::report::{Clock, Hop, Tally, TurnLog, report, turn_line};
-use super::response::{Closed, Ending, Filed, Response};
+use super::response::{Closed, Ending, Response};
 use super::spans;
-use super::taping::{Taping, ToolTaping};
-use super::tool_guard::{GuardedCall, ToolRun, Verdict};
+use super::taping::Taping;
 use crate::brain::BrainResult;
 use crate::logline::{Repeated, chain, outside, outside_n};
-use crate::model::history::{Call, Chunk, Part, RequestSpec, ToolResult, arguments_bytes};
+use crate::model::history::{Call, Chunk, Part, RequestSpec, arguments_bytes};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::StreamError;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::{ModelError, ToolChoice};
-use crate::session::{Session, Step, Turn};
-use crate::tools::{
-    Arguments, TOOL_BUDGET_MS, ToolError, ToolErrorKind, ToolOutcome, ToolSet, Toolbox,
-    restore_enum_strings,
-};
-
-/// How long a tool waits for the speech before its call to reach the socket.
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
+use crate::session::{Session, Turn};
+use crate::tools::{ToolSet, Toolbox};
+use calls::Answering;
 
 /// How many stream items and parts a turn handles before it yields its worker: a provider that
 /// sends a megabyte of tiny events (or one event of a hundred thousand parts) at once must not
@@ -140,6 +134,14 @@ pub(crate) struct TurnState<'t> {
     work: usize,
     /// Whether the turn writes its lines about calls written as text, once decided.
     text_calls_loud: Option<bool>,
+    /// The call's brain as a shared toolbox (a run can then outlive the turn), once decided.
+    shared: Option<Option<std::sync::Arc<dyn Toolbox>>>,
+    /// The progress lines of the turn's tools, waiting to be spoken.
+    progress: (mpsc::Sender<String>, mpsc::Receiver<String>),
+    /// The runs the turn waits for, for their filler.
+    waiting: Vec<calls::InFlight>,
+    /// The last key given to a run the turn waits for.
+    next_key: u64,
     done: bool,
 }
 
@@ -162,6 +164,10 @@ impl<'t> TurnState<'t> {
             tripped: None,
             work: 0,
             text_calls_loud: None,
+            shared: None,
+            progress: mpsc::channel(crate::session::PROGRESS_QUEUE),
+            waiting: Vec::new(),
+            next_key: 0,
             done: false,
         }
     }
@@ -269,6 +275,7 @@ impl<'t> TurnState<'t> {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
+        self.stop_runs();
         if let Some(r) = self.response.take() {
             r.abandon(&mut self.model.conversation());
         }
@@ -369,26 +376,6 @@ async fn before<T>(
         .map_err(|_| RequestError::Deadline(limit))
 }
 
-/// A call whose tool was started (or that was refused before it ran), and what filing its result
-/// needs.
-struct Dispatched {
-    filed: Filed,
-    /// The arguments as a guard read them, when guards are set.
-    seen: Option<Value>,
-    /// Whether its tool runs.
-    ran: bool,
-    started: Instant,
-    /// A `#[needs_result_now]` tool: the model is asked again once the response is answered.
-    awaited: bool,
-    /// The call's line in the recording (written with `cancelled` if the call is dropped).
-    taping: ToolTaping,
-}
-
-/// The calls of the request in flight being answered: each future is one call's tool (or its
-/// refusal), borrowing the brain and the turn's tools, polled while the stream is read on.
-type Answering<'a> =
-    FuturesUnordered<Pin<Box<dyn Future<Output = (Dispatched, ToolOutcome)> + Send + 'a>>>;
-
 /// What [`TurnState::write_parts`] stopped at.
 enum Next {
     /// A call, kept in the response's tally and with the speech before it released: run it.
@@ -409,6 +396,8 @@ impl TurnState<'_> {
         note: bool,
     ) -> Result<RequestEnd, RequestError> {
         let layer = self.model.inner.layer.clone();
+        // A run that went on after a barge-in is answered before the model reads the history.
+        super::runs::all_answered(&self.model.inner).await;
         let request = {
             let conversation = self.model.conversation();
             let instruction = self.model.instruction_now();
@@ -484,7 +473,7 @@ impl TurnState<'_> {
             let next = tokio::select! {
                 biased;
                 () = &mut expiry => break Err(RequestError::Deadline(limit)),
-                () = self.answer_next(tools, &mut answering, &mut end), if !answering.is_empty() => continue,
+                () = self.answer_next(&mut answering, &mut end), if !answering.is_empty() => continue,
                 next = stream.next() => next,
             };
             let chunks = match next {
@@ -537,7 +526,7 @@ impl TurnState<'_> {
         taping.ended(read.as_ref().err().map(ToString::to_string));
         // Every call has its result before the response is cut or closed, before a follow-up, and
         // before a failed request is reported.
-        self.answer_all(tools, &mut answering, &mut end).await;
+        self.answer_all(&mut answering, &mut end).await;
         read?;
         if let Some(bound) = end.cut {
             self.cut(bound);
@@ -609,7 +598,7 @@ impl TurnState<'_> {
         }
         if chunk.finished {
             // The response's results are filed before it closes.
-            self.answer_all(tools, answering, &mut end).await;
+            self.answer_all(answering, &mut end).await;
             let ending = if chunk.malformed {
                 Ending::Malformed
             } else {
@@ -656,265 +645,6 @@ impl TurnState<'_> {
         } else {
             Next::Done
         })
-    }
-
-    /// Starts one call of the open response, once the speech before it is on the wire: its tool
-    /// runs in `answering` (a call refused before it runs is answered there at once). While
-    /// [`parallel_tools`](Model::parallel_tools) calls are being answered, waits for one to end
-    /// first (at 1, each call is answered before the stream is read on).
-    ///
-    /// # Errors
-    /// The bound the call passes (calls per response, argument bytes, tool runs): it is
-    /// refused, answered with an error the model reads, and the response is cut there.
-    async fn dispatch<'a>(
-        &mut self,
-        brain: &'a dyn Toolbox,
-        tools: &'a ToolSet,
-        tools_off: bool,
-        (call, raw): (Call, Value),
-        answering: &mut Answering<'a>,
-        end: &mut RequestEnd,
-    ) -> Result<(), Tripped> {
-        let model = self.model;
-        if let Some(bound) = self.over_bound(&call, !tools_off) {
-            let mut conversation = model.conversation();
-            self.response(&mut conversation)
-                .refuse(&mut conversation, call, raw, bound);
-            return Err(bound);
-        }
-        self.request_calls += 1;
-        self.session.flushed(FLUSH_WAIT).await;
-        let mut filed = {
-            let mut conversation = model.conversation();
-            self.response(&mut conversation)
-                .file_call(&mut conversation, call, raw)
-        };
-        let guards = &model.inner.settings.guards;
-        // The tool takes the arguments; the history keeps its own copy.
-        let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
-        let arguments = match tools.get(&filed.name) {
-            Some(decl) if model.inner.layer.enums_as_strings() => {
-                restore_enum_strings(decl, arguments)
-            }
-            _ => arguments,
-        };
-        // A guard reads the arguments as JSON: JSON text is parsed once here (the tool gets the
-        // parsed value). Text that is not JSON is not checked: its call cannot run (the tool's
-        // arguments do not read).
-        let arguments = if guards.any() {
-            as_json(arguments)
-        } else {
-            arguments
-        };
-        let seen = match &arguments {
-            Arguments::Json(v) if guards.any() => Some(v.clone()),
-            _ => None,
-        };
-        let taping =
-            ToolTaping::dispatched(self.session.tape(), self.turn.id(), &filed.name, &arguments);
-        let before = match &seen {
-            Some(seen) if !tools_off => guards.before(&self.checked(&filed, seen)),
-            _ => Verdict::Allowed,
-        };
-        let ran = !tools_off && matches!(before, Verdict::Allowed);
-        let dispatched = Dispatched {
-            awaited: !tools_off && tools.get(&filed.name).is_some_and(|t| t.needs_result_now()),
-            filed,
-            seen,
-            ran,
-            started: Instant::now(),
-            taping,
-        };
-        if tools_off {
-            let outcome = refused(&dispatched.filed.kept);
-            answering.push(Box::pin(std::future::ready((dispatched, outcome))));
-        } else if let Verdict::Refused(message) | Verdict::Failed { message, .. } = &before {
-            self.guarded(&dispatched.filed.kept, &before, "before");
-            let outcome = ToolOutcome {
-                result: Err(ToolError::new(ToolErrorKind::Refused, message.clone())),
-                elapsed: Duration::ZERO,
-            };
-            answering.push(Box::pin(std::future::ready((dispatched, outcome))));
-        } else {
-            self.runs += 1;
-            let span = spans::execute_tool(&dispatched.filed.kept);
-            let name = dispatched.filed.name.clone();
-            answering.push(Box::pin(async move {
-                let outcome = brain
-                    .call_tool(tools, &name, arguments)
-                    .instrument(span.clone())
-                    .await;
-                if let Err(e) = &outcome.result {
-                    span.record("error.type", e.kind.name());
-                }
-                (dispatched, outcome)
-            }));
-        }
-        while answering.len() >= model.inner.settings.parallel_tools {
-            self.answer_next(tools, answering, end).await;
-        }
-        Ok(())
-    }
-
-    /// What a guard sees of a filed call.
-    fn checked<'c>(&'c self, filed: &'c Filed, arguments: &'c Value) -> GuardedCall<'c> {
-        GuardedCall {
-            name: &filed.name,
-            arguments,
-            turn_id: self.turn.id(),
-            session_id: self.session.id(),
-        }
-    }
-
-    /// Waits for the next call in `answering` to be answered, and files its result.
-    async fn answer_next(
-        &mut self,
-        tools: &ToolSet,
-        answering: &mut Answering<'_>,
-        end: &mut RequestEnd,
-    ) {
-        if let Some((dispatched, outcome)) = answering.next().await {
-            self.answered(tools, dispatched, outcome, end);
-        }
-    }
-
-    /// Waits until every call the response made is answered: before it closes or is cut, so its
-    /// results are filed right after it, and before any follow-up is asked.
-    async fn answer_all(
-        &mut self,
-        tools: &ToolSet,
-        answering: &mut Answering<'_>,
-        end: &mut RequestEnd,
-    ) {
-        while !answering.is_empty() {
-            self.answer_next(tools, answering, end).await;
-        }
-    }
-
-    /// A call was answered: the guard after it, the log, the metrics and the observer, then its
-    /// result is filed (in call order) and its `tool` step reported.
-    fn answered(
-        &mut self,
-        tools: &ToolSet,
-        dispatched: Dispatched,
-        mut outcome: ToolOutcome,
-        end: &mut RequestEnd,
-    ) {
-        let model = self.model;
-        let Dispatched {
-            filed,
-            seen,
-            ran,
-            started,
-            awaited,
-            taping,
-        } = dispatched;
-        if ran {
-            if let Err(e) = &outcome.result
-                && allowed(model, |log| &mut log.failed_calls)
-            {
-                tracing::warn!(
-                    "tool {} failed: {}",
-                    outside(&filed.name),
-                    outside(&e.message)
-                );
-            }
-            over_budget(model, tools, &filed.name, &outcome);
-        }
-        let guards = &model.inner.settings.guards;
-        let arguments = seen.unwrap_or(Value::Null);
-        let checked = self.checked(&filed, &arguments);
-        let mut response = outcome.response();
-        let after = if ran {
-            guards.after(&checked, &mut response)
-        } else {
-            Verdict::Allowed
-        };
-        guards.observe(&ToolRun {
-            session_id: checked.session_id,
-            turn_id: checked.turn_id,
-            name: checked.name,
-            arguments: checked.arguments,
-            response: &response,
-            duration: if ran { outcome.elapsed } else { Duration::ZERO },
-            ran,
-        });
-        if !matches!(after, Verdict::Allowed) {
-            self.guarded(&filed.kept, &after, "after");
-            outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
-        }
-        let outcome_name = match &outcome.result {
-            Ok(_) => "ok",
-            Err(e) => e.kind.name(),
-        };
-        crate::metrics::tool_run(
-            tools.get(&filed.name).map_or("unknown", |t| t.name()),
-            outcome_name,
-            ran.then_some(outcome.elapsed),
-        );
-        taping.answered(outcome_name);
-        let result = ToolResult {
-            call_id: filed.call_id,
-            name: filed.kept.clone(),
-            response,
-        };
-        {
-            let mut conversation = model.conversation();
-            self.response(&mut conversation)
-                .answer(&mut conversation, filed.ordinal, result);
-        }
-        self.tally.calls += 1;
-        // A `tool` step for a tool that ran; a call refused because tools were off, or by a
-        // guard before it ran, did not.
-        if self.steps_on() && ran {
-            let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
-            report(
-                &self.session,
-                Step::new("tool", filed.kept).duration_ms(ms),
-                self.turn.id(),
-                false,
-            );
-        }
-        if awaited {
-            self.tally.awaited += 1;
-            end.awaited = true;
-        }
-    }
-
-    /// A guard refused `tool`'s call or its result (`at`: "before" or "after"), or failed: logged
-    /// (once, then summed up) and reported as a `guard` step.
-    fn guarded(&self, tool: &str, verdict: &Verdict, at: &str) {
-        match verdict {
-            Verdict::Allowed => return,
-            Verdict::Refused(message) => {
-                if allowed(self.model, |log| &mut log.guard_refusals) {
-                    tracing::info!(
-                        "tool {}: the guard {at} it refused: {}",
-                        outside(tool),
-                        outside(message)
-                    );
-                }
-            }
-            Verdict::Failed { log, .. } => {
-                if allowed(self.model, |l| &mut l.guard_failures) {
-                    tracing::warn!(
-                        "tool {}: the guard {at} it failed, so it fails closed: {}",
-                        outside(tool),
-                        outside(log)
-                    );
-                }
-            }
-        }
-        if self.steps_on()
-            && let Some(count) = verdict.count()
-        {
-            report(
-                &self.session,
-                Step::new("guard", tool).count(count, 1).count(at, 1),
-                self.turn.id(),
-                false,
-            );
-        }
     }
 
     /// A request failed: log it with the provider and status, close what was speaking (it stays in
@@ -979,23 +709,7 @@ fn layer_code<T>(
 }
 
 fn allowed(model: &Model, kind: impl FnOnce(&mut TurnLog) -> &mut Repeated) -> bool {
-    kind(&mut crate::recover::lock(&model.inner.log)).allow()
-}
-
-/// A tool that ran over [`TOOL_BUDGET_MS`]: the user waited for it. Logged once per session,
-/// then counted (a model can call a slow tool sixteen times a reply, every turn).
-fn over_budget(model: &Model, tools: &ToolSet, name: &str, outcome: &ToolOutcome) {
-    let ms = outcome.elapsed.as_secs_f64() * 1000.0;
-    if ms > TOOL_BUDGET_MS as f64
-        && let Some(tool) = tools.get(name)
-        && allowed(model, |log| &mut log.slow_tools)
-    {
-        tracing::warn!(
-            "tool {} took {}ms, over the {TOOL_BUDGET_MS}ms budget; the user waited for it",
-            tool.method(),
-            ms.round()
-        );
-    }
+    super::runs::allowed(&model.inner, kind)
 }
 
 /// The parts of one chunk with each run of plain text joined into one piece (one event may hold
@@ -1020,32 +734,4 @@ fn joined(parts: Vec<Part>) -> Vec<Part> {
         out.push(part);
     }
     out
-}
-
-/// `arguments` as a JSON value when they are JSON text (empty text is `{}`); text that is not
-/// JSON is left as it is.
-fn as_json(arguments: Arguments) -> Arguments {
-    match arguments {
-        Arguments::Raw(text) if text.trim().is_empty() => {
-            Arguments::Json(Value::Object(Default::default()))
-        }
-        Arguments::Raw(text) => match serde_json::from_str(&text) {
-            Ok(value) => Arguments::Json(value),
-            Err(_) => Arguments::Raw(text),
-        },
-        json => json,
-    }
-}
-
-/// A call on a request that allowed none: not run, answered with an error the model reads.
-fn refused(name: &str) -> ToolOutcome {
-    ToolOutcome {
-        result: Err(ToolError::new(
-            ToolErrorKind::Hidden,
-            format!(
-                "no tool may be called in this reply, so '{name}' did not run; answer in speech"
-            ),
-        )),
-        elapsed: Duration::ZERO,
-    }
 }

@@ -25,6 +25,9 @@ fn info(name: &'static str, description: &'static str, index: usize) -> ToolInfo
         name,
         description,
         needs_result_now: false,
+        policy: crate::tools::ToolPolicy::Finish,
+        timeout_ms: None,
+        filler: None,
         method: name,
         index,
     }

@@ -29,7 +29,10 @@ impl TurnOutput {
         let tools = self
             .tools
             .iter()
-            .map(|t| serde_json::json!([t.name, t.arguments, t.outcome]))
+            .map(|t| match t.end.as_str() {
+                "in_turn" => serde_json::json!([t.name, t.arguments, t.outcome]),
+                end => serde_json::json!([t.name, t.arguments, t.outcome, end]),
+            })
             .collect::<Vec<_>>();
         [
             ("spoken", Value::from(self.units.clone())),
@@ -50,6 +53,8 @@ pub struct ToolCalled {
     pub arguments: Value,
     /// `ok`, or the error's kind.
     pub outcome: String,
+    /// When it was answered against its turn: `in_turn`, `after_barge_in` or `background`.
+    pub end: String,
 }
 
 /// One turn of the call in both runs: the greeting (index 0), then one per thing the user said
@@ -285,6 +290,7 @@ fn turns(recording: &Recording) -> Vec<(String, TurnOutput)> {
                 name: run.name.clone(),
                 arguments: run.arguments.clone(),
                 outcome: run.outcome.clone(),
+                end: run.end.clone(),
             });
         }
     }

@@ -240,6 +240,9 @@ fn info(name: &'static str, index: usize) -> ToolInfo {
         name,
         description,
         needs_result_now: false,
+        policy: crate::tools::ToolPolicy::Finish,
+        timeout_ms: None,
+        filler: None,
         method: Box::leak(format!("Desk::{name}").into_boxed_str()),
         index,
     }

@@ -1,0 +1,336 @@
+//! The grammar of `#[tool(...)]`: its options read and checked one by one, every mistake
+//! collected, and the contradictions between options (and with `#[needs_result_now]`) checked once
+//! all are read.
+//!
+//! ```text
+//! #[tool]
+//! #[tool(name = "book_table", on_barge_in = finish, timeout = "20s", filler = "One moment.")]
+//! #[tool(on_barge_in = cancel)]
+//! #[tool(background)]
+//! ```
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, Ident, LitStr, Meta};
+
+use crate::ctxt::Ctxt;
+
+/// The options of `#[tool(...)]`, in the order the docs list them.
+pub(crate) const OPTIONS: [&str; 5] = ["name", "on_barge_in", "background", "timeout", "filler"];
+
+/// The longest timeout a tool may declare: an hour (a tool's run is the caller's wait, or in the
+/// background a task the call holds).
+const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// The longest filler line, in bytes: a short phrase, spoken while the caller waits.
+const MAX_FILLER_BYTES: usize = 200;
+
+/// What happens to a started tool when the user barges in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// It runs on to its end and its result is filed (the default).
+    Finish,
+    /// It is stopped; the model reads that it was cancelled.
+    Cancel,
+    /// It never holds the turn: the model reads at once that it started.
+    Background,
+}
+
+impl Policy {
+    /// The variant's name in `voqalize::tools::ToolPolicy`.
+    pub(crate) fn variant(self) -> &'static str {
+        match self {
+            Policy::Finish => "Finish",
+            Policy::Cancel => "Cancel",
+            Policy::Background => "Background",
+        }
+    }
+}
+
+/// `#[tool]` or `#[tool(...)]`, read.
+pub(crate) struct ToolAttr {
+    pub(crate) name: Option<LitStr>,
+    pub(crate) policy: Policy,
+    /// `timeout = "..."`, in ms: `None` takes the `Model`'s default.
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) filler: Option<String>,
+    /// Where `background` is written (for the contradiction errors).
+    background_at: Option<Span>,
+}
+
+impl ToolAttr {
+    /// `background`, if the options say so, and where.
+    pub(crate) fn background_at(&self) -> Option<Span> {
+        self.background_at
+    }
+}
+
+/// What the options said, as written: checked against each other once all are read.
+#[derive(Default)]
+struct Written {
+    name: Option<LitStr>,
+    on_barge_in: Option<(Ident, Policy)>,
+    background: Option<Span>,
+    timeout: Option<(LitStr, u64)>,
+    filler: Option<LitStr>,
+}
+
+/// Reads `#[tool]`'s options. Every mistake is pushed into `ctxt`: an unknown option (with the
+/// nearest known one suggested), a repeated one, a value of the wrong shape, and the options that
+/// contradict each other.
+pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
+    let mut written = Written::default();
+    match &attr.meta {
+        Meta::Path(_) => {}
+        Meta::List(_) => {
+            let parsed = attr.parse_nested_meta(|meta| read_option(ctxt, &meta, &mut written));
+            if let Err(e) = parsed {
+                ctxt.syn_error(e);
+            }
+        }
+        Meta::NameValue(nv) => ctxt.error_spanned_by(
+            nv,
+            "write `#[tool]`, or `#[tool(name = \"...\")]` to name the tool (options go in \
+             parentheses)",
+        ),
+    }
+    if let (Some(background), Some((_, Policy::Cancel))) =
+        (written.background, &written.on_barge_in)
+    {
+        ctxt.syn_error(syn::Error::new(
+            background,
+            "a `background` tool never holds its turn, so a barge-in has nothing of it to \
+             cancel: remove `on_barge_in = cancel`, or remove `background` to stop the tool \
+             when the user barges in",
+        ));
+    }
+    let policy = match (written.background, &written.on_barge_in) {
+        (Some(_), _) => Policy::Background,
+        (None, Some((_, policy))) => *policy,
+        (None, None) => Policy::Finish,
+    };
+    ToolAttr {
+        name: written.name,
+        policy,
+        timeout_ms: written.timeout.map(|(_, ms)| ms),
+        filler: written.filler.map(|f| f.value()),
+        background_at: written.background,
+    }
+}
+
+/// One option of `#[tool(...)]`.
+fn read_option(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>, written: &mut Written) -> syn::Result<()> {
+    let Some(ident) = meta.path.get_ident() else {
+        return Err(meta.error(unknown_option(&path_text(&meta.path))));
+    };
+    let key = ident.to_string();
+    let twice = || meta.error(format!("`{key}` is given twice: remove one"));
+    match key.as_str() {
+        "name" => {
+            let lit: LitStr = meta.value()?.parse()?;
+            if written.name.replace(lit).is_some() {
+                return Err(twice());
+            }
+        }
+        "on_barge_in" => {
+            let value: Ident = meta.value()?.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "`on_barge_in` takes `finish` (the default: the tool runs on and its result \
+                     is filed) or `cancel` (the tool is stopped), written bare: \
+                     `on_barge_in = cancel`",
+                )
+            })?;
+            let policy = match value.to_string().as_str() {
+                "finish" => Policy::Finish,
+                "cancel" => Policy::Cancel,
+                other => {
+                    ctxt.error_spanned_by(
+                        &value,
+                        format!(
+                            "`on_barge_in = {other}` is not a policy: write `on_barge_in = \
+                             finish` (the default) or `on_barge_in = cancel`{}",
+                            if other == "background" {
+                                "; for a tool that never holds its turn, write `background` \
+                                 on its own"
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                    return Ok(());
+                }
+            };
+            if written.on_barge_in.replace((value, policy)).is_some() {
+                return Err(twice());
+            }
+        }
+        "background" => {
+            if meta.input.peek(syn::Token![=]) {
+                return Err(meta.error("`background` takes no value: write `#[tool(background)]`"));
+            }
+            if written.background.replace(ident.span()).is_some() {
+                return Err(twice());
+            }
+        }
+        "timeout" => {
+            let lit: LitStr = meta.value()?.parse()?;
+            match duration_ms(&lit.value()) {
+                Ok(ms) => {
+                    if written.timeout.replace((lit, ms)).is_some() {
+                        return Err(twice());
+                    }
+                }
+                Err(why) => ctxt.error_spanned_by(&lit, why),
+            }
+        }
+        "filler" => {
+            let lit: LitStr = meta.value()?.parse()?;
+            let text = lit.value();
+            if text.trim().is_empty() {
+                ctxt.error_spanned_by(
+                    &lit,
+                    "a filler is a line the caller hears while the tool runs: write one, such \
+                     as `filler = \"One moment...\"`, or remove `filler`",
+                );
+            } else if text.len() > MAX_FILLER_BYTES {
+                ctxt.error_spanned_by(
+                    &lit,
+                    format!(
+                        "a filler is a short line the caller hears while the tool runs: this one \
+                         has {} bytes, over {MAX_FILLER_BYTES}",
+                        text.len()
+                    ),
+                );
+            }
+            if written.filler.replace(lit).is_some() {
+                return Err(twice());
+            }
+        }
+        other => return Err(meta.error(unknown_option(other))),
+    }
+    Ok(())
+}
+
+/// The error for an option `#[tool]` does not know, with the nearest known one suggested.
+fn unknown_option(written: &str) -> String {
+    let known = OPTIONS
+        .iter()
+        .map(|o| format!("`{o}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match nearest(written) {
+        Some(near) => format!(
+            "unknown `#[tool]` option `{written}`: did you mean `{near}`? (the options are \
+             {known})"
+        ),
+        None => format!("unknown `#[tool]` option `{written}`: the options are {known}"),
+    }
+}
+
+/// The known option nearest to `written`, when it is near enough to be a typo.
+fn nearest(written: &str) -> Option<&'static str> {
+    let written = written.to_lowercase();
+    OPTIONS
+        .iter()
+        .map(|o| (edit_distance(&written, o), *o))
+        .filter(|(d, o)| *d <= (o.len() / 3).max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, o)| o)
+}
+
+/// Levenshtein distance, over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+fn path_text(path: &syn::Path) -> String {
+    path.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// A timeout as written (`"500ms"`, `"5s"`, `"2m"`), in ms.
+///
+/// # Errors
+/// What is wrong with it, as the compile error says it.
+fn duration_ms(text: &str) -> Result<u64, String> {
+    let shape = "write a whole number and a unit: `timeout = \"500ms\"`, `\"5s\"` or `\"2m\"`";
+    let trimmed = text.trim();
+    let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
+    let (number, unit) = trimmed.split_at(digits);
+    let Ok(number) = number.parse::<u64>() else {
+        return Err(format!("`timeout = \"{text}\"` is not a duration: {shape}"));
+    };
+    let scale = match unit.trim() {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" | "min" => 60_000,
+        _ => return Err(format!("`timeout = \"{text}\"` is not a duration: {shape}")),
+    };
+    let ms = number.saturating_mul(scale);
+    if ms == 0 {
+        return Err(format!(
+            "`timeout = \"{text}\"` would time the tool out before it starts: give it a \
+             duration above zero, or remove `timeout` for the model's default"
+        ));
+    }
+    if ms > MAX_TIMEOUT_MS {
+        return Err(format!(
+            "`timeout = \"{text}\"` is over an hour: a tool's run is bounded so a call cannot \
+             hold it forever; give it at most `\"60m\"`"
+        ));
+    }
+    Ok(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_their_units() {
+        assert_eq!(duration_ms("500ms"), Ok(500));
+        assert_eq!(duration_ms("5s"), Ok(5_000));
+        assert_eq!(duration_ms(" 2m "), Ok(120_000));
+        assert_eq!(duration_ms("60m"), Ok(3_600_000));
+        for bad in [
+            "",
+            "5",
+            "s",
+            "5 sec",
+            "1.5s",
+            "-1s",
+            "0s",
+            "0ms",
+            "61m",
+            "99999999999999999999s",
+        ] {
+            assert!(duration_ms(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_typo_finds_its_option() {
+        assert_eq!(nearest("on_bargein"), Some("on_barge_in"));
+        assert_eq!(nearest("backgrond"), Some("background"));
+        assert_eq!(nearest("time_out"), Some("timeout"));
+        assert_eq!(nearest("Filler"), Some("filler"));
+        assert_eq!(nearest("parallel"), None);
+    }
+}

@@ -1,0 +1,117 @@
+//! The tool call a running tool serves: its identity (for idempotent side effects) and its
+//! progress lines (spoken while it works). The voice core sets it around every tool run it
+//! starts; a tool reads it through its session ([`Session::tool_call`],
+//! [`Session::say_progress`]).
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{Session, SessionError, context};
+use crate::tools::ToolPolicy;
+
+/// The most bytes of one progress line: longer ones are cut at a character boundary (a tool's
+/// own text, but it may quote a backend's or a model's words).
+pub const MAX_PROGRESS_BYTES: usize = 500;
+
+/// How many progress lines may wait to be spoken: a tool that reports faster than speech goes
+/// out loses the newest (and is told so by `say_progress` returning `false`).
+#[cfg_attr(not(feature = "model"), allow(dead_code))]
+pub(crate) const PROGRESS_QUEUE: usize = 4;
+
+/// The tool call a running tool serves, from `self.session().tool_call()` inside the tool.
+///
+/// Its [`id`](Self::id) names this call and no other, and it is the same when a recording of the
+/// call is replayed: a tool that writes to a system of its own can pass it as an idempotency key,
+/// so a model that makes the same call again (or a retry of the whole call) books once.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    id: Arc<str>,
+    name: Arc<str>,
+    turn_id: u64,
+    policy: ToolPolicy,
+    /// Where progress lines go: the turn that runs the call, while it runs.
+    progress: Option<mpsc::Sender<String>>,
+}
+
+impl ToolCall {
+    /// The call of the `ordinal`-th tool (from 0) that turn `turn_id` of session `session_id`
+    /// ran, over all its requests: `"{session_id}/{turn_id}/{ordinal}"`.
+    pub(crate) fn new(
+        session_id: &str,
+        turn_id: u64,
+        ordinal: usize,
+        name: &str,
+        policy: ToolPolicy,
+        progress: Option<mpsc::Sender<String>>,
+    ) -> Self {
+        ToolCall {
+            id: format!("{session_id}/{turn_id}/{ordinal}").into(),
+            name: name.into(),
+            turn_id,
+            policy,
+            progress,
+        }
+    }
+
+    /// The call's id: `"{session_id}/{turn_id}/{n}"`, `n` counting the tools the turn ran, from
+    /// 0. Unique within a session, and the same in a replay of its recording.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The tool's name, as the model called it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The turn the call was made in.
+    pub fn turn_id(&self) -> u64 {
+        self.turn_id
+    }
+
+    /// The tool's policy (`#[tool(on_barge_in = ...)]`, `#[tool(background)]`).
+    pub fn policy(&self) -> ToolPolicy {
+        self.policy
+    }
+}
+
+impl Session {
+    /// The tool call the running code serves, when it runs inside a tool the voice core started
+    /// for this session: its id (stable across a replay of the recording), name and turn. `None`
+    /// elsewhere: in a brain callback, or in a task the tool spawned itself.
+    pub fn tool_call(&self) -> Option<ToolCall> {
+        let current = context::current()?;
+        if !Arc::ptr_eq(&current.session.shared, &self.shared) {
+            return None;
+        }
+        current.tool
+    }
+
+    /// Speaks `line` to the caller while the running tool works ("Found three flights; checking
+    /// the prices..."), as the model's own words in the turn's speech: the model reads it in its
+    /// history, cut to what the user heard like any of its words. A line over
+    /// [`MAX_PROGRESS_BYTES`] is cut.
+    ///
+    /// Returns `Ok(true)` when the line was queued to be spoken, and `Ok(false)` when it will not
+    /// be: the user barged in and the turn ended (the tool runs on), the tool runs in the
+    /// background (no turn waits for it), or four lines already wait.
+    /// A progress line never fails the tool: ignore the `bool` unless it matters.
+    ///
+    /// # Errors
+    /// [`SessionError::NotInTool`] when called outside a tool the voice core runs (a brain
+    /// callback, a task of the brain's own): nothing is spoken.
+    pub fn say_progress(&self, line: &str) -> Result<bool, SessionError> {
+        let Some(call) = self.tool_call() else {
+            return Err(SessionError::NotInTool);
+        };
+        let Some(progress) = &call.progress else {
+            return Ok(false);
+        };
+        if line.trim().is_empty() {
+            return Ok(false);
+        }
+        let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
+        Ok(progress.try_send(line.to_owned()).is_ok())
+    }
+}
