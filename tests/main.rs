@@ -19,6 +19,7 @@ mod replay;
 mod request_schemas;
 mod session;
 mod support;
+mod tool_lives;
 mod typescript;
 mod voice;
 mod voice_bounds;

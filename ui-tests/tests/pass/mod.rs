@@ -12,3 +12,4 @@ mod lazy_unit_in_read_loop;
 mod needs_result_now_order;
 mod newtype_argument;
 mod result_and_arguments;
+mod tool_policies;

@@ -98,6 +98,8 @@ pub struct HostOptions {
     load: Option<Load>,
     /// Where calls are recorded, when they are.
     recorder: Option<crate::record::Recorder>,
+    /// Told every answered tool call of every call (the testing kit's driver).
+    tool_watch: Option<crate::session::ToolWatch>,
 }
 
 /// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
@@ -234,6 +236,7 @@ impl HostOptions {
             shutdown: None,
             load: None,
             recorder: None,
+            tool_watch: None,
         }
     }
 
@@ -266,6 +269,13 @@ impl HostOptions {
     #[must_use]
     pub fn record(mut self, recorder: crate::record::Recorder) -> Self {
         self.recorder = Some(recorder);
+        self
+    }
+
+    /// Tells `watch` of every answered tool call (the testing kit's driver lists them per turn).
+    #[cfg(feature = "testing")]
+    pub(crate) fn watch_tools(mut self, watch: crate::session::ToolWatch) -> Self {
+        self.tool_watch = Some(watch);
         self
     }
 
@@ -666,6 +676,7 @@ fn verify_upgrade(upgrade: Upgrade, options: &HostOptions) -> Result<Verified, R
     let connection = Some(Arc::from(session_id.as_str()));
     let call = runtime::Call {
         tape: options.tape(connection.as_deref()),
+        tool_watch: options.tool_watch.clone(),
         connection,
     };
     Ok(Verified { span, hosted, call })

@@ -286,6 +286,7 @@ fn session<M: MakeBrain>(
     let call = runtime::Call {
         connection: None,
         tape,
+        tool_watch: None,
     };
     let opened = future::lazy(move |_| tracing::info!("relay: opened session {}", uuid(&prefix)));
     let run =

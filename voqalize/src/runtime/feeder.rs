@@ -69,6 +69,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     answered_second_start: bool,
     /// The call's recording, when it is recorded (the session hands it to the voice core).
     tape: Option<Arc<Tape>>,
+    /// Told every answered tool call, when watched.
+    tool_watch: Option<crate::session::ToolWatch>,
 }
 
 enum Stimulus {
@@ -112,6 +114,7 @@ impl<M: MakeBrain> Feeder<M> {
             waiting_turns: Repeated::new("turns that waited for another to end"),
             answered_second_start: false,
             tape: call.tape,
+            tool_watch: call.tool_watch,
         }
     }
 
@@ -351,7 +354,7 @@ impl<M: MakeBrain> Feeder<M> {
             start.capabilities,
             self.out.clone(),
             self.session_limits,
-            self.tape.clone(),
+            (self.tape.clone(), self.tool_watch.clone()),
         );
         let Some(brain) = self.make_brain(&session) else {
             return;

@@ -105,6 +105,8 @@ pub(crate) struct Call {
     pub(crate) connection: Option<Arc<str>>,
     /// The call's recording, when it is recorded.
     pub(crate) tape: Option<Arc<Tape>>,
+    /// Told every answered tool call, when watched (the testing kit's driver).
+    pub(crate) tool_watch: Option<crate::session::ToolWatch>,
 }
 
 /// Runs one session over a split channel until it ends; see [`crate::host::run_session`].

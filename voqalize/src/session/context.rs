@@ -17,7 +17,7 @@ pub(crate) struct CallContext {
     /// The running turn's cancellation flag, set by a barge-in or teardown.
     cancelled: Option<Arc<AtomicBool>>,
     /// The tool call the running code serves, inside a tool the voice core runs.
-    pub(crate) tool: Option<super::ToolCall>,
+    pub(crate) tool: Option<super::CurrentCall>,
 }
 
 impl CallContext {
@@ -74,7 +74,7 @@ pub(crate) fn scope_turn<F: Future>(
 #[cfg_attr(not(feature = "model"), allow(dead_code))]
 pub(crate) fn scope_tool<F: Future>(
     session: Session,
-    call: super::ToolCall,
+    call: super::CurrentCall,
     within_turn: bool,
     fut: F,
 ) -> impl Future<Output = F::Output> {

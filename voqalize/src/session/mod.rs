@@ -29,7 +29,8 @@ pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
 #[cfg(feature = "model")]
 pub(crate) use tool_call::PROGRESS_QUEUE;
-pub use tool_call::{MAX_PROGRESS_BYTES, ToolCall};
+pub(crate) use tool_call::{Answered, ToolWatch};
+pub use tool_call::{CurrentCall, MAX_PROGRESS_BYTES};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
 pub(crate) use units::shared_prefix;
@@ -99,6 +100,8 @@ struct Shared {
     /// The call's recording, when it is recorded: the voice core adds its model requests and
     /// tool calls.
     tape: Option<Arc<crate::record::Tape>>,
+    /// Told every answered tool call (the testing kit's driver).
+    tool_watch: Option<ToolWatch>,
     /// The call's brain, once made (weak: the runtime owns it): a tool run that outlives its
     /// turn holds it through this.
     brain: std::sync::OnceLock<Weak<dyn std::any::Any + Send + Sync>>,
@@ -149,7 +152,7 @@ impl Session {
         capabilities: Capabilities,
         out: Arc<Outbound>,
         limits: SessionLimits,
-        tape: Option<Arc<crate::record::Tape>>,
+        (tape, tool_watch): (Option<Arc<crate::record::Tape>>, Option<ToolWatch>),
     ) -> Self {
         let room = limits.max_frame.saturating_sub(FRAME_OVERHEAD);
         Session {
@@ -168,6 +171,7 @@ impl Session {
                 listeners: Mutex::new(Vec::new()),
                 ended_by_brain: Mutex::new(None),
                 tape,
+                tool_watch,
                 brain: std::sync::OnceLock::new(),
             }),
         }

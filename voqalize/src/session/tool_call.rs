@@ -19,13 +19,34 @@ pub const MAX_PROGRESS_BYTES: usize = 500;
 #[cfg_attr(not(feature = "model"), allow(dead_code))]
 pub(crate) const PROGRESS_QUEUE: usize = 4;
 
+/// One answered tool call, as a watcher of the session sees it (the testing kit's driver lists
+/// them in each turn's record).
+#[derive(Debug, Clone)]
+pub(crate) struct Answered {
+    pub(crate) turn_id: u64,
+    pub(crate) name: String,
+    pub(crate) arguments: serde_json::Value,
+    pub(crate) outcome: String,
+    pub(crate) end: crate::tools::RunEnd,
+}
+
+/// Told every answered tool call of a session.
+#[derive(Clone)]
+pub(crate) struct ToolWatch(pub(crate) Arc<dyn Fn(Answered) + Send + Sync>);
+
+impl std::fmt::Debug for ToolWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ToolWatch")
+    }
+}
+
 /// The tool call a running tool serves, from `self.session().tool_call()` inside the tool.
 ///
 /// Its [`id`](Self::id) names this call and no other, and it is the same when a recording of the
 /// call is replayed: a tool that writes to a system of its own can pass it as an idempotency key,
 /// so a model that makes the same call again (or a retry of the whole call) books once.
 #[derive(Debug, Clone)]
-pub struct ToolCall {
+pub struct CurrentCall {
     id: Arc<str>,
     name: Arc<str>,
     turn_id: u64,
@@ -34,7 +55,7 @@ pub struct ToolCall {
     progress: Option<mpsc::Sender<String>>,
 }
 
-impl ToolCall {
+impl CurrentCall {
     /// The call of the `ordinal`-th tool (from 0) that turn `turn_id` of session `session_id`
     /// ran, over all its requests: `"{session_id}/{turn_id}/{ordinal}"`.
     pub(crate) fn new(
@@ -45,7 +66,7 @@ impl ToolCall {
         policy: ToolPolicy,
         progress: Option<mpsc::Sender<String>>,
     ) -> Self {
-        ToolCall {
+        CurrentCall {
             id: format!("{session_id}/{turn_id}/{ordinal}").into(),
             name: name.into(),
             turn_id,
@@ -77,10 +98,24 @@ impl ToolCall {
 }
 
 impl Session {
+    /// Whether a watcher is told this session's answered tool calls.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn watches_tools(&self) -> bool {
+        self.shared.tool_watch.is_some()
+    }
+
+    /// Tells the session's watcher, if any, of an answered tool call.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn tool_answered(&self, answered: impl FnOnce() -> Answered) {
+        if let Some(watch) = &self.shared.tool_watch {
+            (watch.0)(answered());
+        }
+    }
+
     /// The tool call the running code serves, when it runs inside a tool the voice core started
     /// for this session: its id (stable across a replay of the recording), name and turn. `None`
     /// elsewhere: in a brain callback, or in a task the tool spawned itself.
-    pub fn tool_call(&self) -> Option<ToolCall> {
+    pub fn tool_call(&self) -> Option<CurrentCall> {
         let current = context::current()?;
         if !Arc::ptr_eq(&current.session.shared, &self.shared) {
             return None;

@@ -76,6 +76,9 @@ pub(super) struct Response<'t> {
     spoken: u64,
     /// `spoken` right after the last filler line: a filler is never spoken twice in a row.
     filler_at: Option<u64>,
+    /// The last piece spoken was a line of its own (a filler, a tool's progress): the model's
+    /// next words are set apart from it by a space.
+    after_line: bool,
     /// The unit speaking the response, while open.
     speech: Option<SpeechUnit<'t>>,
     /// The unit whose `SpeechStart` went out, remembered after it closes: what the unit book
@@ -95,6 +98,7 @@ impl<'t> Response<'t> {
             stopping: Vec::new(),
             spoken: 0,
             filler_at: None,
+            after_line: false,
             speech: None,
             spoke: None,
         }
@@ -119,7 +123,8 @@ impl<'t> Response<'t> {
     /// then the part joins the model turn.
     pub(super) fn write(&mut self, conversation: &mut Conversation, part: Part, clock: &mut Clock) {
         if let Part::Text { text, .. } = &part {
-            let released = self.guard.release(text);
+            let mut released = self.guard.release(text);
+            self.set_apart(&mut released);
             self.speak(conversation, released, clock);
         }
         conversation.extend(self.entry, part);
@@ -128,7 +133,8 @@ impl<'t> Response<'t> {
     /// A real call arrived: the words the guard held in case they began a call written as text
     /// are speech after all, and go out before the tool runs.
     pub(super) fn before_call(&mut self, conversation: &mut Conversation, clock: &mut Clock) {
-        let released = self.guard.before_call();
+        let mut released = self.guard.before_call();
+        self.set_apart(&mut released);
         self.speak(conversation, released, clock);
     }
 
@@ -197,6 +203,7 @@ impl<'t> Response<'t> {
         };
         conversation.say_before_calls(self.entry, &line);
         self.speak(conversation, vec![line], clock);
+        self.after_line = true;
         if filler {
             self.filler_at = Some(self.spoken);
         }
@@ -256,7 +263,8 @@ impl<'t> Response<'t> {
         clock: &mut Clock,
     ) -> Closed {
         conversation.response_closed(self.entry);
-        let released = self.guard.settle(ending == Ending::Malformed);
+        let mut released = self.guard.settle(ending == Ending::Malformed);
+        self.set_apart(&mut released);
         self.speak(conversation, released, clock);
         if let Some(unit) = self.speech.take() {
             unit.close();
@@ -292,6 +300,19 @@ impl<'t> Response<'t> {
         }
         if self.guard.leaked() != Some(false) || unstarted {
             conversation.strip(self.entry, &self.said());
+        }
+    }
+
+    /// After a line of its own, the model's next words start with a space.
+    fn set_apart(&mut self, released: &mut Released<'_>) {
+        if !self.after_line {
+            return;
+        }
+        if let Some(first) = released.iter_mut().find(|p| !p.is_empty()) {
+            self.after_line = false;
+            if !first.starts_with(char::is_whitespace) {
+                *first = std::borrow::Cow::Owned(format!(" {first}"));
+            }
         }
     }
 

@@ -55,6 +55,8 @@ pub(super) struct Settle {
     pub(super) decl: Option<&'static ToolDecl>,
     /// The arguments as the guards and observers read them, when any is set.
     pub(super) seen: Option<Value>,
+    /// The arguments as the session's watcher reads them, when it has one.
+    pub(super) watched: Option<Value>,
     /// Whether the tool runs (false: refused by a guard, or tools were off).
     pub(super) ran: bool,
     pub(super) policy: ToolPolicy,
@@ -80,6 +82,7 @@ impl Settle {
             kept,
             decl,
             seen,
+            watched,
             ran,
             policy,
             started,
@@ -146,6 +149,13 @@ impl Settle {
             ran.then_some(outcome.elapsed),
         );
         taping.answered(outcome_name, end);
+        session.tool_answered(|| crate::session::Answered {
+            turn_id,
+            name: called.clone(),
+            arguments: watched.unwrap_or(Value::Null),
+            outcome: outcome_name.to_owned(),
+            end,
+        });
         let filed = if end == RunEnd::Background {
             let note = format!(
                 "(The background tool {kept} finished{}: {response})",
@@ -253,21 +263,31 @@ fn seconds(d: Duration) -> String {
     }
 }
 
-/// `response` as the model reads it, within `max` bytes of JSON: a bigger one is cut, and the
-/// model reads the start of its JSON text and that it was cut.
+/// `response` (`{"result": ...}` or `{"error": ...}`) as the model reads it, within `max` bytes
+/// of JSON: past it, the model reads the start of the result's JSON text (or of the error's
+/// text) and that it was cut.
 fn bounded(response: Value, max: usize) -> Value {
-    let Ok(text) = serde_json::to_string(&response) else {
+    let Ok(whole) = serde_json::to_vec(&response) else {
         return response;
     };
-    if text.len() <= max {
+    if whole.len() <= max {
         return response;
     }
-    let cut = &text[..text.floor_char_boundary(max)];
-    let key = if response.get("error").is_some() {
-        "error"
-    } else {
-        "result"
+    let Value::Object(mut map) = response else {
+        return Value::Null;
     };
+    let (key, inner) = match (map.remove("result"), map.remove("error")) {
+        (Some(v), _) => ("result", v),
+        (None, Some(v)) => ("error", v),
+        (None, None) => return Value::Null,
+    };
+    let text = match inner {
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    // What the cut answer itself takes besides the text: its keys and the note.
+    let room = max.saturating_sub(160);
+    let cut = &text[..text.floor_char_boundary(room)];
     json!({
         key: cut,
         "cut": format!("the {key} was {} bytes; only the first {} are here", text.len(), cut.len()),

@@ -154,7 +154,7 @@ impl ToolTaping {
 
 /// A call's arguments as its recording keeps them: JSON, or the text that is not JSON (empty
 /// text reads as `{}`, as the tool reads it).
-fn kept(arguments: &Arguments) -> Value {
+pub(super) fn kept(arguments: &Arguments) -> Value {
     match arguments {
         Arguments::Json(v) => v.clone(),
         Arguments::Raw(text) if text.trim().is_empty() => Value::Object(serde_json::Map::new()),

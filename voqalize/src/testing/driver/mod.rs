@@ -184,7 +184,32 @@ pub struct Voqalize {
     /// reference runtime does (default true). Off, the test answers them itself.
     pub auto_answer: bool,
     seen: Observed,
+    /// The tool calls answered, by turn (of a brain the driver runs itself).
+    tools: Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>,
     brain: Option<JoinHandle<Result<(), HostError>>>,
+}
+
+/// A driver's list of answered tool calls, and the host options that fill it.
+fn watched(
+    options: HostOptions,
+) -> (
+    HostOptions,
+    Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>,
+) {
+    let tools: Arc<std::sync::Mutex<Vec<_>>> = Arc::default();
+    let list = tools.clone();
+    let watch = crate::session::ToolWatch(Arc::new(move |a: crate::session::Answered| {
+        crate::recover::lock(&list).push((
+            a.turn_id,
+            crate::testing::ToolCalled {
+                name: a.name,
+                arguments: a.arguments,
+                outcome: a.outcome,
+                end: a.end.name().to_owned(),
+            },
+        ));
+    }));
+    (options.watch_tools(watch), tools)
 }
 
 impl Voqalize {
@@ -205,17 +230,20 @@ impl Voqalize {
             .get_or_insert_with(|| "test-session".to_owned())
             .clone();
         let (channel, peer) = pipe();
+        let (options, tools) = watched(options);
         let brain = tokio::spawn(async move {
             run_session(channel, Arc::new(factory), upgrade, &options).await
         });
-        Self::new(
+        let mut driver = Self::new(
             Link::Memory {
                 tx: peer.tx,
                 rx: peer.rx,
             },
             session_id,
             Some(brain),
-        )
+        );
+        driver.tools = tools;
+        driver
     }
 
     /// Serves a brain from `factory` on a fresh 127.0.0.1 port (the tokio-tungstenite adapter,
@@ -238,6 +266,7 @@ impl Voqalize {
             .await
             .map_err(connect)?;
         let url = format!("ws://{}", listener.local_addr().map_err(connect)?);
+        let (options, tools) = watched(options);
         let brain = tokio::spawn(async move {
             let (stream, _) = listener
                 .accept()
@@ -253,6 +282,7 @@ impl Voqalize {
         });
         let mut driver = Self::connect(&url, "test-session", token).await?;
         driver.brain = Some(brain);
+        driver.tools = tools;
         Ok(driver)
     }
 
@@ -294,6 +324,7 @@ impl Voqalize {
             cancel_heard: CancelHeard::All,
             auto_answer: true,
             seen: Observed::default(),
+            tools: Arc::default(),
             brain,
         }
     }

@@ -42,7 +42,7 @@ impl UnitRecord {
 }
 
 /// What the driver saw of one turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TurnRecord {
     /// The turn id the driver minted.
     pub turn_id: u64,
@@ -52,6 +52,12 @@ pub struct TurnRecord {
     pub interrupted: bool,
     /// For a barge-in: the heard text the cut unit was finalized with (`None` if no unit was open).
     pub heard: Option<String>,
+    /// The tool calls the model made in the turn that were answered so far, in the order they
+    /// were answered: name, arguments, outcome (`ok`, or the error's kind: `cancelled`,
+    /// `timed_out`...) and when (`in_turn`, `after_barge_in`, `background`). Seen of a brain the
+    /// driver runs itself ([`in_process`](super::Voqalize::in_process),
+    /// [`over_socket`](super::Voqalize::over_socket)); empty for one it dials.
+    pub tools: Vec<crate::testing::ToolCalled>,
 }
 
 impl TurnRecord {
@@ -233,6 +239,7 @@ mod tests {
             ],
             interrupted: false,
             heard: None,
+            tools: Vec::new(),
         };
         assert_eq!(turn.text(), "Let me check. You have 12.50.");
         assert_eq!(turn.unit_texts()[0], "Let me check. ", "each unit as sent");

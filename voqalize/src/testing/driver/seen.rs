@@ -21,7 +21,18 @@ impl Voqalize {
             units: self.seen.units_of(turn_id).cloned().collect(),
             interrupted: false,
             heard: None,
+            tools: crate::recover::lock(&self.tools)
+                .iter()
+                .filter(|(turn, _)| *turn == turn_id)
+                .map(|(_, call)| call.clone())
+                .collect(),
         }
+    }
+
+    /// Every tool call answered so far, of every turn, in the order answered, with its turn id
+    /// (of a brain the driver runs itself).
+    pub fn tool_calls(&self) -> Vec<(u64, crate::testing::ToolCalled)> {
+        crate::recover::lock(&self.tools).clone()
     }
 
     /// Every unit seen, by speech id.

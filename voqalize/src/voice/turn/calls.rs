@@ -21,7 +21,7 @@ use crate::logline::outside;
 use crate::model::history::{Call, ToolResult};
 use crate::recover::lock;
 use crate::session::context;
-use crate::session::{MAX_PROGRESS_BYTES, ToolCall};
+use crate::session::{CurrentCall, MAX_PROGRESS_BYTES};
 use crate::tools::{
     Arguments, ToolDecl, ToolError, ToolErrorKind, ToolOutcome, ToolPolicy, ToolSet, Toolbox,
     restore_enum_strings,
@@ -184,6 +184,10 @@ impl<'t> TurnState<'t> {
             kept: filed.kept.clone(),
             decl,
             seen,
+            watched: self
+                .session
+                .watches_tools()
+                .then(|| crate::voice::taping::kept(&arguments)),
             ran,
             policy,
             started,
@@ -223,7 +227,7 @@ impl<'t> TurnState<'t> {
         self.runs += 1;
         let ordinal = self.next_call_ordinal();
         let progress = (policy != ToolPolicy::Background).then(|| self.progress.0.clone());
-        let call = ToolCall::new(
+        let call = CurrentCall::new(
             self.session.id(),
             self.turn.id(),
             ordinal,
