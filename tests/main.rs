@@ -20,6 +20,7 @@ mod request_schemas;
 mod session;
 mod support;
 mod tool_lives;
+mod tool_torture;
 mod typescript;
 mod voice;
 mod voice_bounds;

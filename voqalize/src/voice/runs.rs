@@ -201,13 +201,23 @@ pub(super) fn settle(slot: &Slot, outcome: impl FnOnce(&Settle) -> ToolOutcome) 
     }
 }
 
-/// Runs `call` (a tool's run) within `timeout`, then answers its call from `slot`.
+/// Runs `call` (a tool's run) within `timeout`, then answers its call from `slot`. A run that
+/// stops with its turn and ends after the user cut in is answered as cancelled all the same: the
+/// barge-in came first, and its turn's end would have stopped it.
 pub(super) async fn run(slot: Slot, timeout: Duration, call: impl Future<Output = ToolOutcome>) {
     let outcome = match tokio::time::timeout(timeout, call).await {
         Ok(outcome) => outcome,
         Err(_) => timed_out(&slot, timeout),
     };
-    settle(&slot, |_| outcome);
+    settle(&slot, |settle| {
+        if settle.policy == ToolPolicy::Cancel
+            && settle.cancelled.load(std::sync::atomic::Ordering::Acquire)
+        {
+            cancelled(settle)
+        } else {
+            outcome
+        }
+    });
 }
 
 fn timed_out(slot: &Slot, after: Duration) -> ToolOutcome {
