@@ -26,12 +26,12 @@ use crate::support::Log;
 
 /// The stand-in relay: accepts agent connections on `/agent`, records their headers, and can
 /// answer the next upgrades with an HTTP status instead, or close them right after the upgrade.
-struct StandIn {
+pub(crate) struct StandIn {
     addr: SocketAddr,
     agents: mpsc::UnboundedReceiver<Agent>,
     headers: Arc<Mutex<Vec<(String, String)>>>,
     refuse: Arc<Mutex<VecDeque<u16>>>,
-    attempts: Arc<AtomicUsize>,
+    pub(crate) attempts: Arc<AtomicUsize>,
     /// How the next upgraded connections are closed at once instead of handed to the test.
     hang_up: Arc<Mutex<VecDeque<HangUp>>>,
     /// When each upgrade completed.
@@ -48,9 +48,9 @@ enum HangUp {
 }
 
 /// One agent connection as the relay sees it.
-struct Agent(WebSocketStream<TcpStream>);
+pub(crate) struct Agent(WebSocketStream<TcpStream>);
 
-async fn stand_in() -> StandIn {
+pub(crate) async fn stand_in() -> StandIn {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, agents) = mpsc::unbounded_channel();
@@ -117,11 +117,11 @@ async fn stand_in() -> StandIn {
 }
 
 impl StandIn {
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("ws://{}/agent", self.addr)
     }
 
-    async fn agent(&mut self) -> Agent {
+    pub(crate) async fn agent(&mut self) -> Agent {
         tokio::time::timeout(Duration::from_secs(10), self.agents.recv())
             .await
             .expect("the agent connects")
@@ -139,7 +139,7 @@ impl StandIn {
     }
 }
 
-fn start(session_id: &str) -> Frame {
+pub(crate) fn start(session_id: &str) -> Frame {
     Frame::SessionStart(
         SessionStart::new(session_id, 1)
             .with_wire_version(WIRE_VERSION)
@@ -147,23 +147,23 @@ fn start(session_id: &str) -> Frame {
     )
 }
 
-fn says(turn_id: u64, text: &str) -> Frame {
+pub(crate) fn says(turn_id: u64, text: &str) -> Frame {
     Frame::UserMessage(UserMessage::new(turn_id, text))
 }
 
 impl Agent {
-    async fn send(&mut self, prefix: [u8; 16], frame: &Frame) {
+    pub(crate) async fn send(&mut self, prefix: [u8; 16], frame: &Frame) {
         let mut bytes = prefix.to_vec();
         bytes.extend(wire::encode(frame));
         self.0.send(Message::Binary(bytes.into())).await.unwrap();
     }
 
-    async fn send_raw(&mut self, message: Message) {
+    pub(crate) async fn send_raw(&mut self, message: Message) {
         self.0.send(message).await.unwrap();
     }
 
     /// The next frame the agent sends (5 s at most), with its prefix.
-    async fn recv(&mut self) -> ([u8; 16], Frame) {
+    pub(crate) async fn recv(&mut self) -> ([u8; 16], Frame) {
         loop {
             let next = tokio::time::timeout(Duration::from_secs(5), self.0.next())
                 .await
@@ -178,7 +178,7 @@ impl Agent {
     }
 
     /// The text of the next unit the agent speaks for any session (frames until its SpeechEnd).
-    async fn spoken(&mut self) -> ([u8; 16], String) {
+    pub(crate) async fn spoken(&mut self) -> ([u8; 16], String) {
         let mut text = String::new();
         loop {
             match self.recv().await {
@@ -208,7 +208,7 @@ impl Agent {
     }
 
     /// Frames until `prefix`'s `End` (5 s at most for each); panics at an `End` for any other.
-    async fn until_end_of(&mut self, prefix: [u8; 16]) {
+    pub(crate) async fn until_end_of(&mut self, prefix: [u8; 16]) {
         loop {
             if let (p, Frame::End) = self.recv().await {
                 assert_eq!(p, prefix, "only that session ends");
@@ -217,7 +217,7 @@ impl Agent {
         }
     }
 
-    async fn close(&mut self, code: u16) {
+    pub(crate) async fn close(&mut self, code: u16) {
         let frame = CloseFrame {
             code: code.into(),
             reason: "".into(),
@@ -261,7 +261,7 @@ impl Brain for Echo {
     }
 }
 
-fn echo(log: &Arc<Log>, release: &Arc<Notify>) -> impl MakeBrain {
+pub(crate) fn echo(log: &Arc<Log>, release: &Arc<Notify>) -> impl MakeBrain {
     let (log, release) = (log.clone(), release.clone());
     move || Echo {
         log: log.clone(),
@@ -284,7 +284,7 @@ async fn stuck_and_idle(link: &mut Agent) {
 }
 
 /// Serves `factory` through `relay` in the background; the returned sender shuts it down.
-fn serve(
+pub(crate) fn serve(
     relay: Relay,
     factory: impl MakeBrain,
 ) -> (

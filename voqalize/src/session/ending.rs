@@ -10,6 +10,8 @@ use std::fmt;
 #[non_exhaustive]
 pub enum EndReason {
     /// Voqalize ended the call with `End`: the caller hung up, or the platform closed the call.
+    /// Also when the connection closed, failed or refused a send right after that `End` was read:
+    /// the `End` is what ended the call.
     Ended,
     /// Voqalize cancelled the call with `Cancel`: stop at once (queued frames were dropped).
     Cancelled,
