@@ -16,6 +16,7 @@ mod layer_attacks;
 mod layer_kit;
 mod port;
 mod relay;
+mod relay_limits;
 mod replay;
 mod request_schemas;
 mod session;

@@ -162,6 +162,11 @@ impl Agent {
         self.0.send(message).await.unwrap();
     }
 
+    /// Sends `message` to an agent that may drop the connection while it is written.
+    pub(crate) async fn send_lossy(&mut self, message: Message) {
+        let _ = self.0.send(message).await;
+    }
+
     /// The next frame the agent sends (5 s at most), with its prefix.
     pub(crate) async fn recv(&mut self) -> ([u8; 16], Frame) {
         loop {
@@ -738,38 +743,6 @@ async fn a_relay_that_accepts_then_closes_is_backed_off_like_a_failed_dial() {
     assert!(
         waited >= backoff.mul_f64(0.9),
         "redialled after {waited:?}, sooner than the backoff of {backoff:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_frame_over_a_sessions_limit_ends_that_session_only_with_its_end() {
-    let mut relay = stand_in().await;
-    let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    let agent = Relay::builder(relay.url(), "v9")
-        .api_key("k")
-        .build()
-        .unwrap();
-    let (_stop, _task) = serve(agent, echo(&log, &release));
-    let mut link = relay.agent().await;
-    link.send(A, &start("gets-a-huge-frame")).await;
-    link.send(B, &start("bystander")).await;
-    link.send(B, &says(2, "before")).await;
-    assert_eq!(link.spoken().await, (B, "before".to_owned()));
-    // 1.5 MiB for a running session and for a prefix with no session: over the 1 MiB a session
-    // takes, within what the relay socket takes.
-    let huge = vec![0u8; 1536 * 1024];
-    for prefix in [[0xc; 16], A] {
-        link.send_raw(Message::Binary([&prefix[..], &huge].concat().into()))
-            .await;
-    }
-    link.until_end_of(A).await;
-    assert!(log.until(|l| l.ended() == 1).await);
-    link.send(B, &says(3, "after")).await;
-    assert_eq!(link.spoken().await, (B, "after".to_owned()));
-    assert_eq!(
-        relay.attempts.load(Ordering::SeqCst),
-        1,
-        "the connection stayed"
     );
 }
 

@@ -28,7 +28,7 @@ use crate::host::{Admitted, DrainReport, Hosted, Refused, Shutdown};
 use crate::logline::{Repeated, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
-use crate::session::{EndReason, TransportLoss};
+use crate::session::{BoundExceeded, EndReason, TransportLoss};
 use crate::wire::{self, Frame};
 
 /// One binary message from the relay as the mux reads it before routing: the session's 16-byte
@@ -244,11 +244,11 @@ struct Ending(std::sync::OnceLock<EndReason>);
 impl ChannelReceiver for RelayReceiver {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
         let Some(frame) = self.inbox.recv().await else {
+            // The mux ended this session (a message over its limit), or the connection ends them all.
             return self
-                .ending
-                .0
-                .get()
-                .cloned()
+                .inbox
+                .ended()
+                .or_else(|| self.ending.0.get().cloned())
                 .map(|r| Err(ChannelError::ending(r)));
         };
         Some(Ok(Incoming::Binary(frame)))
@@ -472,8 +472,11 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
                         self.max_message
                     );
                 }
-                // Its reader sees the end of its inbox; the session ends and sends its End.
-                running.inbox = None;
+                // Its reader sees the end of its inbox after the frames before; the session ends,
+                // told the bound it passed, and sends its End.
+                if let Some(inbox) = running.inbox.take() {
+                    inbox.end(EndReason::BoundExceeded(BoundExceeded::InboundMessage));
+                }
                 return;
             }
             match inbox.offer(envelope.clone()) {
