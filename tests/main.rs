@@ -8,6 +8,7 @@ mod codec;
 mod console;
 mod corpus;
 mod deploy;
+mod drain_logs;
 mod end_race;
 mod endpoints;
 mod hosting;

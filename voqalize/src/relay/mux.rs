@@ -25,7 +25,7 @@ use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use crate::host::{Admitted, DrainReport, Hosted, Refused, Shutdown};
-use crate::logline::{Repeated, outside};
+use crate::logline::{Repeated, count, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
 use crate::session::{BoundExceeded, EndReason, TransportLoss};
@@ -358,11 +358,17 @@ async fn run_connection<M: MakeBrain>(
         tokio::select! {
             Ok(()) = phase.changed() => {
                 if shutdown.is_ending() {
-                    tracing::warn!("relay: ending the {} calls still running (shutdown)", c.sessions.len());
+                    tracing::warn!(
+                        "relay: the drain is over; ending the {} still running",
+                        count(c.sessions.len(), "call")
+                    );
                     break Ended::Shutdown;
                 }
                 if !std::mem::replace(&mut draining, true) {
-                    tracing::info!("relay: shutting down; {} calls running", c.sessions.len());
+                    tracing::info!(
+                        "relay: shutting down; {} running",
+                        count(c.sessions.len(), "call")
+                    );
                 }
                 if c.sessions.is_empty() {
                     break Ended::Shutdown;
@@ -442,8 +448,8 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         let Some(inbound) = RelayInbound::parse(&bytes) else {
             if self.junk.allow() {
                 tracing::warn!(
-                    "relay: a frame of {} bytes, shorter than its 16-byte session prefix; skipping",
-                    bytes.len()
+                    "relay: a frame of {}, shorter than its 16-byte session prefix; skipping",
+                    count(bytes.len(), "byte")
                 );
             }
             return;
@@ -608,7 +614,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
     async fn end(mut self, ended: Ended, mut writer: Aborting<Result<Sink, WriteFailed>>) -> Ended {
         let n = self.sessions.len();
         if n > 0 {
-            tracing::info!("relay: ending {n} sessions");
+            tracing::info!("relay: ending {}", count(n, "session"));
         }
         let lost = !matches!(ended, Ended::Shutdown);
         if lost {

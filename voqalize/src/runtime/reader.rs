@@ -81,7 +81,17 @@ pub(super) fn read_loop(
             let bytes = match next {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::info!("session: channel closed: {}", outside(&chain(&e)));
+                    match e.end_reason() {
+                        // The host ends the call: not a transport failure, though it comes the
+                        // same way.
+                        Some(EndReason::Shutdown) => tracing::info!(
+                            "session: the drain ends the call (its timeout passed, or the shutdown was triggered again)"
+                        ),
+                        Some(reason) => tracing::info!("session: the call is ending: {reason}"),
+                        None => {
+                            tracing::info!("session: channel closed: {}", outside(&chain(&e)));
+                        }
+                    }
                     close = e.close_code();
                     why = match (e.end_reason(), close) {
                         (Some(reason), _) => reason.clone(),
