@@ -14,6 +14,7 @@ mod kit;
 mod layer_attacks;
 mod layer_kit;
 mod port;
+mod recording_files;
 mod relay;
 mod replay;
 mod request_schemas;
