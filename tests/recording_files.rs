@@ -1,10 +1,11 @@
 //! Recording files on disk: the folder a recorder makes is its owner's only, an existing one keeps
-//! its mode (with one warning when others can list it).
+//! its mode (with one warning when others can list it), and a file too large to read is refused
+//! by its size before a byte of it is read.
 
 use std::path::{Path, PathBuf};
 
 use voqalize::prelude::*;
-use voqalize::record::Recorder;
+use voqalize::record::{MAX_RECORDING_FILE_BYTES, RecordError, Recorder, Recording};
 
 use crate::support::driver_with;
 
@@ -76,4 +77,27 @@ async fn the_folder_a_recorder_makes_is_its_owners_only_and_an_existing_one_is_l
     assert!(warned[0].contains("chmod 700"), "{}", warned[0]);
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_dir_all(&open);
+}
+
+#[test]
+fn a_file_past_the_bound_is_refused_by_its_size_unread() {
+    let dir = fresh_dir("large");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.jsonl");
+    // A sparse file one MiB past the bound: its size says it all, nothing of it need be read.
+    let size = MAX_RECORDING_FILE_BYTES + (1 << 20);
+    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+    let e = Recording::open(&path).unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        shown.contains(&format!(
+            "is {size} bytes, over the {MAX_RECORDING_FILE_BYTES} bytes"
+        )),
+        "{shown}"
+    );
+    assert!(
+        matches!(e, RecordError::TooLarge { size: Some(s), .. } if s == size),
+        "{e:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
