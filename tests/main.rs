@@ -17,6 +17,7 @@ mod port;
 mod recording_files;
 mod relay;
 mod replay;
+mod replay_turns;
 mod request_schemas;
 mod session;
 mod support;
