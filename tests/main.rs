@@ -28,4 +28,5 @@ mod typescript;
 mod voice;
 mod voice_bounds;
 mod voice_cases;
+mod voice_stops;
 mod wire_gen;
