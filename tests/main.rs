@@ -13,6 +13,7 @@ mod hosting;
 mod kit;
 mod layer_attacks;
 mod layer_kit;
+mod listeners;
 mod port;
 mod relay;
 mod replay;

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use crate::recover::lock;
 
+use super::listen::{AcceptFailures, Port, accept as accept_next};
 use super::{
     Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, DrainReport, HostError,
     HostOptions, Incoming, MakeBrain, Refused, Upgrade, run_session,
@@ -29,7 +30,8 @@ use super::{
 /// returns once no call is left, with what the drain did ([`DrainReport`]: the calls that
 /// finished during it, the calls it ended). Without a shutdown it serves forever. A failed
 /// handshake or a rejected token affects that connection only; a failed `accept` (for example too
-/// many open files) is logged and retried after a short pause, so the server stays up.
+/// many open files) is retried every 100 ms, so the server stays up, and logged once, then
+/// counted every 10 s.
 ///
 /// # Errors
 /// None in practice. The `Result` leaves room for listener errors that are permanent.
@@ -50,18 +52,11 @@ pub async fn serve<M: MakeBrain>(
         }
     };
     let mut drained = std::pin::pin!(drained);
+    let mut failures = AcceptFailures::new(Port::Voice);
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let (stream, peer) = tokio::select! {
+            accepted = accept_next(&listener, &mut failures) => accepted,
             report = &mut drained => return Ok(report),
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!("brain: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
-                tokio::time::sleep(ACCEPT_RETRY).await;
-                continue;
-            }
         };
         // The call's future is made here and chained, so the task holds it once and the peer's
         // address, not the values it was made from as well (an async block would hold the
@@ -104,9 +99,6 @@ pub async fn serve<M: MakeBrain>(
         );
     }
 }
-
-/// Pause after a failed `accept` (file descriptors or memory exhausted) before trying again.
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// How long a connection may take to complete the WebSocket handshake (the websockets library's
 /// open timeout, which Voqalize's client uses too).

@@ -1,0 +1,160 @@
+//! The ports a stranger can reach, against peers that open connections and send nothing: the
+//! probes (`Health::serve`), over real sockets on 127.0.0.1.
+//!
+//! The fd exhaustion itself is not played here (the tests share one process and its descriptors):
+//! what prevents it is, the cap on a port's connections and the deadline on a request's head.
+//! That failed accepts are logged once and then counted is a unit test of `host::listen`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use voqalize::host::{Health, Shutdown};
+use voqalize::prelude::*;
+use voqalize::testing::Voqalize;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A wait for something that must happen: far above what it takes on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Long enough that no connection of a test meets the deadline while the test runs.
+const NEVER: Duration = Duration::from_secs(600);
+
+/// Says back what it heard.
+struct Echo;
+
+impl Brain for Echo {
+    async fn on_user_message(&self, turn: &mut Turn, message: UserMessage) -> BrainResult {
+        turn.say(&message.text);
+        Ok(())
+    }
+}
+
+async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
+}
+
+/// Everything the server sends until it closes the connection (at most [`PATIENCE`]).
+async fn until_closed(stream: &mut TcpStream) -> Result<String, Box<dyn std::error::Error>> {
+    let mut reply = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut reply))
+        .await
+        .map_err(|_| "the server kept the connection open")??;
+    Ok(String::from_utf8_lossy(&reply).into_owned())
+}
+
+/// A GET over a connection of its own: the status and the body.
+async fn get(addr: SocketAddr, path: &str) -> Result<(u16, String), Box<dyn std::error::Error>> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let reply = until_closed(&mut stream).await?;
+    let status = reply
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status line in {reply:?}"))?;
+    let body = reply
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    Ok((status, body))
+}
+
+/// A port at its cap of two connections, both open and silent: the third is answered 503 and
+/// closed at once; `meanwhile` runs while the port is full; once one of the two goes, `path` is
+/// served again.
+async fn holds_at_most_two(
+    addr: SocketAddr,
+    path: &str,
+    meanwhile: impl Future<Output = TestResult>,
+) -> TestResult {
+    let first = TcpStream::connect(addr).await?;
+    let _second = TcpStream::connect(addr).await?;
+    let mut third = TcpStream::connect(addr).await?;
+    let refused = until_closed(&mut third).await?;
+    assert!(
+        refused.starts_with("HTTP/1.1 503 "),
+        "the connection past the cap: {refused:?}"
+    );
+    meanwhile.await?;
+    drop(first);
+    // The server learns of the close when it reads: ask until a place is free again.
+    let served = tokio::time::timeout(PATIENCE, async {
+        loop {
+            match get(addr, path).await {
+                Ok((200, _)) => return,
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await;
+    assert!(served.is_ok(), "a place was never given back");
+    Ok(())
+}
+
+/// A port whose request heads are due within a short deadline: a silent connection, one that
+/// sends half a head, and one that stays idle after a request are each closed.
+async fn closes_slow_heads(addr: SocketAddr, path: &str) -> TestResult {
+    let mut silent = TcpStream::connect(addr).await?;
+    let mut half = TcpStream::connect(addr).await?;
+    half.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n").as_bytes())
+        .await?;
+    let mut idle = TcpStream::connect(addr).await?;
+    idle.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await?;
+    until_closed(&mut silent).await?;
+    until_closed(&mut half).await?;
+    let answered = until_closed(&mut idle).await?;
+    assert!(answered.starts_with("HTTP/1.1 200 "), "{answered:?}");
+    Ok(())
+}
+
+// The probe port holds at most `max_connections` and gives a request's head `header_timeout`:
+// 2,000 silent connections once held every descriptor of the process. The voice port is served
+// all the while.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_port_caps_its_connections_and_request_heads() -> TestResult {
+    let shutdown = Shutdown::new(Duration::from_secs(30));
+    let (voice, voice_addr) = bind().await?;
+    tokio::spawn(voqalize::host::tungstenite::serve(
+        voice,
+        || Echo,
+        HostOptions::allow_unverified().shutdown(&shutdown),
+    ));
+    let (probes, capped) = bind().await?;
+    tokio::spawn(
+        Health::new(&shutdown)
+            .max_connections(2)
+            .header_timeout(NEVER)
+            .serve(probes),
+    );
+    let (probes, hurried) = bind().await?;
+    tokio::spawn(
+        Health::new(&shutdown)
+            .header_timeout(Duration::from_millis(300))
+            .serve(probes),
+    );
+
+    let voice_served = async {
+        let url = format!("ws://{voice_addr}");
+        let mut v = Voqalize::connect(&url, "listeners-probes", None).await?;
+        v.start_silent().await?;
+        assert_eq!(v.user_says("still served").await?.text(), "still served");
+        v.end().await?;
+        Ok(())
+    };
+    holds_at_most_two(capped, "/healthz", voice_served).await?;
+    closes_slow_heads(hurried, "/healthz").await?;
+    Ok(())
+}
