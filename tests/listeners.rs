@@ -1,5 +1,6 @@
-//! The ports a stranger can reach, against peers that open connections and send nothing: the
-//! probes (`Health::serve`), over real sockets on 127.0.0.1.
+//! The ports a stranger can reach, against peers that open connections and send nothing, or send
+//! plain HTTP where a WebSocket is expected: the probes (`Health::serve`) and the voice port, over
+//! real sockets on 127.0.0.1.
 //!
 //! The fd exhaustion itself is not played here (the tests share one process and its descriptors):
 //! what prevents it is, the cap on a port's connections and the deadline on a request's head.
@@ -14,6 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use voqalize::host::{Health, Shutdown};
 use voqalize::prelude::*;
 use voqalize::testing::Voqalize;
+
+use crate::support::logs;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -156,5 +159,90 @@ async fn the_probe_port_caps_its_connections_and_request_heads() -> TestResult {
     };
     holds_at_most_two(capped, "/healthz", voice_served).await?;
     closes_slow_heads(hurried, "/healthz").await?;
+    Ok(())
+}
+
+/// The status line, the headers (lower-case names) and the body of an HTTP answer.
+fn parse(reply: &str) -> (u16, Vec<(String, String)>, String) {
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((reply, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, body.to_owned())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+// A browser's (or a scanner's) plain `GET /` on the voice port is told what the port is, with
+// 426 Upgrade Required, on both adapters; nothing is logged about it at INFO or above (a peer
+// could repeat it at will); the port still takes calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_get_on_the_voice_port_is_answered_426() -> TestResult {
+    let logs = logs();
+    let (tungstenite, tungstenite_addr) = bind().await?;
+    tokio::spawn(voqalize::host::tungstenite::serve(
+        tungstenite,
+        || Echo,
+        HostOptions::allow_unverified(),
+    ));
+    let (axum_listener, axum_addr) = bind().await?;
+    let app = axum::Router::new().route(
+        "/",
+        voqalize::host::axum::brain_route(|| Echo, HostOptions::allow_unverified()),
+    );
+    tokio::spawn(async move { axum::serve(axum_listener, app).await });
+    for addr in [tungstenite_addr, axum_addr] {
+        let mut stream = TcpStream::connect(addr).await?;
+        let peer = stream.local_addr()?.to_string();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: brain.example\r\nAccept: text/html\r\n\r\n")
+            .await?;
+        // The tungstenite adapter closes after its answer; axum's keeps the connection: read the
+        // answer's head and its body's length.
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 1024];
+        let answer = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let n = stream.read(&mut buf).await?;
+                reply.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&reply).into_owned();
+                let (_, headers, body) = parse(&text);
+                let length = header(&headers, "content-length").and_then(|l| l.parse().ok());
+                if n == 0 || length.is_some_and(|l: usize| body.len() >= l) {
+                    return Ok::<_, std::io::Error>(text);
+                }
+            }
+        })
+        .await
+        .map_err(|_| format!("{addr}: no answer"))??;
+        let (status, headers, body) = parse(&answer);
+        assert_eq!(status, 426, "{addr}: {answer:?}");
+        assert_eq!(header(&headers, "upgrade"), Some("websocket"), "{answer:?}");
+        assert!(
+            body.contains("Voqalize") && body.contains("WebSocket endpoint"),
+            "{answer:?}"
+        );
+        assert!(
+            logs.lines_with(&peer).is_empty(),
+            "{:?}",
+            logs.lines_with(&peer)
+        );
+        let mut v = Voqalize::connect(&format!("ws://{addr}/"), "listeners-426", None).await?;
+        v.start_silent().await?;
+        assert_eq!(v.user_says("a call").await?.text(), "a call");
+        v.end().await?;
+    }
     Ok(())
 }
