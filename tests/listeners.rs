@@ -1,6 +1,6 @@
 //! The ports a stranger can reach, against peers that open connections and send nothing, or send
-//! plain HTTP where a WebSocket is expected: the probes (`Health::serve`) and the voice port, over
-//! real sockets on 127.0.0.1.
+//! plain HTTP where a WebSocket is expected: the probes (`Health::serve`), the console's port and
+//! the voice port, over real sockets on 127.0.0.1.
 //!
 //! The fd exhaustion itself is not played here (the tests share one process and its descriptors):
 //! what prevents it is, the cap on a port's connections and the deadline on a request's head.
@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use voqalize::console::Console;
 use voqalize::host::{Health, Shutdown};
 use voqalize::prelude::*;
 use voqalize::testing::Voqalize;
@@ -159,6 +160,27 @@ async fn the_probe_port_caps_its_connections_and_request_heads() -> TestResult {
     };
     holds_at_most_two(capped, "/healthz", voice_served).await?;
     closes_slow_heads(hurried, "/healthz").await?;
+    Ok(())
+}
+
+// The console's port is bounded the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_port_caps_its_connections_and_request_heads() -> TestResult {
+    let (capped_listener, capped) = bind().await?;
+    tokio::spawn(
+        Console::new("ws://127.0.0.1:9")
+            .max_connections(2)
+            .header_timeout(NEVER)
+            .serve(capped_listener, std::future::pending()),
+    );
+    let (hurried_listener, hurried) = bind().await?;
+    tokio::spawn(
+        Console::new("ws://127.0.0.1:9")
+            .header_timeout(Duration::from_millis(300))
+            .serve(hurried_listener, std::future::pending()),
+    );
+    holds_at_most_two(capped, "/", async { Ok(()) }).await?;
+    closes_slow_heads(hurried, "/").await?;
     Ok(())
 }
 

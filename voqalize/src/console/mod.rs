@@ -56,7 +56,9 @@
 //! site whose name was pointed at 127.0.0.1). It bounds what either side sends
 //! ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a call
 //! (1 MiB of text per unit, 256 open units, 4 MiB in all), and gives up on a brain that does not
-//! answer its upgrade, or stops reading, within 10 s.
+//! answer its upgrade, or stops reading, within 10 s. Its port holds at most
+//! [`Console::max_connections`] HTTP connections, each given [`Console::header_timeout`] to send
+//! a request's head.
 
 mod bridge;
 mod call;
@@ -64,6 +66,7 @@ mod call;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
@@ -73,6 +76,8 @@ use axum::routing::get;
 use serde_json::{Map, Value};
 
 use call::Limits;
+
+use crate::host::listen::{Port, PortLimits};
 
 /// The page, served at `/`.
 const PAGE: &str = include_str!("page.html");
@@ -116,6 +121,7 @@ struct Settings {
     max_brain_message: usize,
     max_calls: usize,
     limits: Limits,
+    port: PortLimits,
 }
 
 impl Console {
@@ -136,6 +142,7 @@ impl Console {
                     open_units: 256,
                     call_text_bytes: 4 * 1024 * 1024,
                 },
+                port: PortLimits::default(),
             },
             taps: Arc::default(),
         }
@@ -225,15 +232,36 @@ impl Console {
         self
     }
 
-    /// Serves the page at `/` and its calls at `/ws` on `listener` until `shutdown` resolves.
+    /// The most HTTP connections the console's port holds at once (default 32, at least 1): past
+    /// it a connection is answered `503` and closed at once. A page's call, once its socket is
+    /// open, counts under [`max_calls`](Self::max_calls) instead.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.settings.port.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a connection to the console's port has to send a whole request head, the first
+    /// and each next one on a kept-alive connection (default 10 s): a connection that sends
+    /// nothing, or a byte at a time, is closed then.
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.port.header_timeout = timeout;
+        self
+    }
+
+    /// Serves the page at `/` and its calls at `/ws` on `listener` until `shutdown` resolves,
+    /// within [`max_connections`](Self::max_connections) and
+    /// [`header_timeout`](Self::header_timeout). A failed accept (out of file descriptors) is
+    /// retried every 100 ms and logged once, then counted every 10 s.
     ///
     /// # Errors
-    /// [`ConsoleError::Serve`] when the server fails.
+    /// [`ConsoleError::Serve`] when the server fails (none in practice: the `Result` leaves room
+    /// for listener errors that are permanent).
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ConsoleError> {
+        let limits = self.settings.port;
         let app = axum::Router::new()
             .route("/", get(page))
             .route("/ws", get(upgrade))
@@ -243,8 +271,7 @@ impl Console {
                 calls: Arc::new(AtomicU64::new(0)),
                 open: Arc::new(AtomicUsize::new(0)),
             });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
+        crate::host::listen::serve_http(listener, app, limits, Port::Console, shutdown)
             .await
             .map_err(ConsoleError::Serve)
     }

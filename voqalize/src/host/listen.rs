@@ -42,6 +42,9 @@ pub(crate) enum Port {
     Voice,
     /// [`Health::serve`](super::Health::serve)'s port.
     Probes,
+    /// The console's page and its calls.
+    #[cfg(feature = "console")]
+    Console,
 }
 
 impl Port {
@@ -50,6 +53,8 @@ impl Port {
         match self {
             Port::Voice => "brain",
             Port::Probes => "probes",
+            #[cfg(feature = "console")]
+            Port::Console => "console",
         }
     }
 
@@ -58,6 +63,8 @@ impl Port {
         match self {
             Port::Voice => "failed accepts on the voice port",
             Port::Probes => "failed accepts on the probe port",
+            #[cfg(feature = "console")]
+            Port::Console => "failed accepts on the console's port",
         }
     }
 
@@ -66,6 +73,8 @@ impl Port {
         match self {
             Port::Voice => "connections refused on the voice port",
             Port::Probes => "connections refused at the probe port's cap",
+            #[cfg(feature = "console")]
+            Port::Console => "connections refused at the console port's cap",
         }
     }
 }
