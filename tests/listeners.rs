@@ -268,3 +268,50 @@ async fn a_plain_get_on_the_voice_port_is_answered_426() -> TestResult {
     }
     Ok(())
 }
+
+// The console's files say no site may frame them, and allow nothing but the page's own script,
+// style and socket: three hidden frames on a hostile page once opened three calls.
+#[tokio::test]
+async fn the_console_forbids_framing_and_inline_code() -> TestResult {
+    let (listener, addr) = bind().await?;
+    tokio::spawn(Console::new("ws://127.0.0.1:9").serve(listener, std::future::pending()));
+    for path in ["/", "/console.js", "/console.css"] {
+        let mut stream = TcpStream::connect(addr).await?;
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let (status, headers, body) = parse(&until_closed(&mut stream).await?);
+        assert_eq!(status, 200, "{path}");
+        assert!(!body.is_empty(), "{path}");
+        assert_eq!(header(&headers, "x-frame-options"), Some("DENY"), "{path}");
+        let csp = header(&headers, "content-security-policy").unwrap_or_default();
+        for directive in [
+            "frame-ancestors 'none'",
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+        ] {
+            assert!(csp.contains(directive), "{path}: {csp}");
+        }
+        if path == "/" {
+            // No inline script or style for the policy to refuse.
+            assert!(
+                !body.contains("<script>") && !body.contains("<style"),
+                "{body}"
+            );
+            assert!(!body.contains(" style="), "{body}");
+            let handler = body.match_indices(" on").any(|(at, _)| {
+                let name: String = body[at + 3..]
+                    .chars()
+                    .take_while(char::is_ascii_lowercase)
+                    .collect();
+                !name.is_empty() && body[at + 3 + name.len()..].starts_with('=')
+            });
+            assert!(!handler, "an inline event handler: {body}");
+        }
+    }
+    Ok(())
+}

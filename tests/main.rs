@@ -6,6 +6,7 @@
 mod auth;
 mod codec;
 mod console;
+mod console_guard;
 mod corpus;
 mod deploy;
 mod endpoints;

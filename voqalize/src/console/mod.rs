@@ -53,9 +53,12 @@
 //! The console is for a developer's machine: bind it to 127.0.0.1. It refuses a WebSocket upgrade
 //! whose `Origin` is another site than its own page (so a web page open in the same browser cannot
 //! drive your brain), and any request whose `Host` is not `localhost` or a loopback address (a
-//! site whose name was pointed at 127.0.0.1). It bounds what either side sends
-//! ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a call
-//! (1 MiB of text per unit, 256 open units, 4 MiB in all), and gives up on a brain that does not
+//! site whose name was pointed at 127.0.0.1). No other site may frame the page
+//! (`X-Frame-Options: DENY`, `Content-Security-Policy: frame-ancestors 'none'`, and a
+//! `default-src 'none'` that allows only the page's own script, style and socket); a page that is
+//! framed all the same dials no call until the user presses *New call*. It bounds what either side
+//! sends ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a
+//! call (1 MiB of text per unit, 256 open units, 4 MiB in all), gives up on a brain that does not
 //! answer its upgrade, or stops reading, within 10 s. Its port holds at most
 //! [`Console::max_connections`] HTTP connections, each given [`Console::header_timeout`] to send
 //! a request's head.
@@ -79,8 +82,16 @@ use call::Limits;
 
 use crate::host::listen::{Port, PortLimits};
 
-/// The page, served at `/`.
+/// The page, served at `/`; its script and its style, at `/console.js` and `/console.css` (the
+/// page allows no inline script or style: [`CSP`]).
 const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+const STYLE: &str = include_str!("page.css");
+
+/// The page's Content-Security-Policy: nothing but its own script, style and socket, and no site
+/// may frame it (`X-Frame-Options: DENY` says the same to older browsers).
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Why the console stopped.
 #[derive(Debug, thiserror::Error)]
@@ -248,10 +259,11 @@ impl Console {
         self
     }
 
-    /// Serves the page at `/` and its calls at `/ws` on `listener` until `shutdown` resolves,
-    /// within [`max_connections`](Self::max_connections) and
-    /// [`header_timeout`](Self::header_timeout). A failed accept (out of file descriptors) is
-    /// retried every 100 ms and logged once, then counted every 10 s.
+    /// Serves the page at `/` (its script and style at `/console.js`, `/console.css`) and its
+    /// calls at `/ws` on `listener` until `shutdown` resolves, within
+    /// [`max_connections`](Self::max_connections) and [`header_timeout`](Self::header_timeout).
+    /// A failed accept (out of file descriptors) is retried every 100 ms and logged once, then
+    /// counted every 10 s.
     ///
     /// # Errors
     /// [`ConsoleError::Serve`] when the server fails (none in practice: the `Result` leaves room
@@ -264,6 +276,8 @@ impl Console {
         let limits = self.settings.port;
         let app = axum::Router::new()
             .route("/", get(page))
+            .route("/console.js", get(script))
+            .route("/console.css", get(style))
             .route("/ws", get(upgrade))
             .with_state(Shared {
                 settings: Arc::new(self.settings),
@@ -287,15 +301,32 @@ struct Shared {
 }
 
 async fn page(headers: HeaderMap) -> Response {
-    if !loopback_host(&headers) {
+    asset(&headers, "text/html; charset=utf-8", PAGE)
+}
+
+async fn script(headers: HeaderMap) -> Response {
+    asset(&headers, "text/javascript; charset=utf-8", SCRIPT)
+}
+
+async fn style(headers: HeaderMap) -> Response {
+    asset(&headers, "text/css; charset=utf-8", STYLE)
+}
+
+/// One of the page's files, with the headers that keep other sites from framing or reading it.
+fn asset(headers: &HeaderMap, content_type: &'static str, body: &'static str) -> Response {
+    if !loopback_host(headers) {
         return (StatusCode::FORBIDDEN, NOT_LOOPBACK).into_response();
     }
     (
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-store"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
-        PAGE,
+        body,
     )
         .into_response()
 }
