@@ -1,17 +1,20 @@
-//! The console against other sites: a hostile page that frames it (in headless Chromium, as
-//! `tests/console.rs` drives it), and a framed copy of its page served without its headers (the
-//! page's own rule).
+//! The console against other sites and stuck pages: a hostile page that frames it (in headless
+//! Chromium, as `tests/console.rs` drives it), a framed copy of its page served without its
+//! headers (the page's own rule), and a page that never reads.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Message;
 use voqalize::console::Console;
 use voqalize::prelude::*;
+use voqalize::wire::{self, Frame};
 
 use crate::console::Browser;
 
@@ -221,4 +224,83 @@ async fn a_page_that_frames_the_console_opens_no_call() {
         .open(&format!("http://{}/console.html?voice=clock", copy.addr))
         .await;
     copy.upgrades_reach(2).await;
+}
+
+// A page that never reads loses its call once a write to it waits past `page_write_timeout`:
+// its place under `max_calls` goes to the next page, and the brain is told End. Once 16 such
+// pages kept the console answering 503 to every new one for as long as they stayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_never_reads_loses_its_call() {
+    // A "brain" that speaks one unit without end, as fast as the console takes it, and reports
+    // how each call ended.
+    let brain = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let brain_url = format!("ws://{}", brain.local_addr().expect("an address"));
+    let (ended_tx, mut ended) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = brain.accept().await {
+            let ended_tx = ended_tx.clone();
+            tokio::spawn(async move {
+                let Ok(ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                let (mut tx, mut rx) = ws.split();
+                let speaking = tokio::spawn(async move {
+                    let start = Frame::SpeechStart {
+                        speech_id: 1,
+                        turn_id: 1,
+                    };
+                    let _ = tx.send(Message::Binary(wire::encode(&start).into())).await;
+                    let chunk = wire::encode(&Frame::SpeechChunk {
+                        speech_id: 1,
+                        text: "word ".repeat(3_000),
+                    });
+                    while tx.send(Message::Binary(chunk.clone().into())).await.is_ok() {}
+                });
+                let mut how = "closed";
+                while let Some(Ok(message)) = rx.next().await {
+                    if let Message::Binary(bytes) = message
+                        && matches!(wire::decode(&bytes), Ok(Some(Frame::End)))
+                    {
+                        how = "End";
+                        break;
+                    }
+                }
+                speaking.abort();
+                let _ = ended_tx.send(how);
+            });
+        }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let console = listener.local_addr().expect("an address");
+    tokio::spawn(
+        Console::new(brain_url)
+            .max_calls(1)
+            .page_write_timeout(Duration::from_millis(300))
+            .serve(listener, std::future::pending()),
+    );
+    // The stuck page: a small receive buffer, and it never reads.
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let stream = socket.connect(console).await.expect("the console");
+    let (_stuck, _) = tokio_tungstenite::client_async(format!("ws://{console}/ws"), stream)
+        .await
+        .expect("the first page's call");
+
+    let how = tokio::time::timeout(PATIENCE, ended.recv())
+        .await
+        .expect("the stuck page's call ended")
+        .expect("the brain is running");
+    assert_eq!(how, "End", "the console hung up as a caller does");
+    // Its place is free again: the next page gets a call.
+    let next = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let stream = TcpStream::connect(console).await.expect("the console");
+            match tokio_tungstenite::client_async(format!("ws://{console}/ws"), stream).await {
+                Ok((page, _)) => return page,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await;
+    assert!(next.is_ok(), "the stuck page kept its place");
 }

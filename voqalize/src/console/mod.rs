@@ -59,7 +59,8 @@
 //! framed all the same dials no call until the user presses *New call*. It bounds what either side
 //! sends ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a
 //! call (1 MiB of text per unit, 256 open units, 4 MiB in all), gives up on a brain that does not
-//! answer its upgrade, or stops reading, within 10 s. Its port holds at most
+//! answer its upgrade, or stops reading, within 10 s, and ends the call of a page that takes
+//! nothing for [`Console::page_write_timeout`]. Its port holds at most
 //! [`Console::max_connections`] HTTP connections, each given [`Console::header_timeout`] to send
 //! a request's head.
 
@@ -92,6 +93,9 @@ const STYLE: &str = include_str!("page.css");
 /// may frame it (`X-Frame-Options: DENY` says the same to older browsers).
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                    img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The default of [`Console::page_write_timeout`].
+const PAGE_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the console stopped.
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +136,8 @@ struct Settings {
     max_brain_message: usize,
     max_calls: usize,
     limits: Limits,
+    /// How long one write toward a page may wait before its call ends.
+    page_write_timeout: Duration,
     port: PortLimits,
 }
 
@@ -153,6 +159,7 @@ impl Console {
                     open_units: 256,
                     call_text_bytes: 4 * 1024 * 1024,
                 },
+                page_write_timeout: PAGE_WRITE_TIMEOUT,
                 port: PortLimits::default(),
             },
             taps: Arc::default(),
@@ -240,6 +247,14 @@ impl Console {
     /// The largest frame the brain may send, in bytes (default 1 MiB); a larger one ends the call.
     pub fn max_brain_message(mut self, bytes: usize) -> Self {
         self.settings.max_brain_message = bytes;
+        self
+    }
+
+    /// How long one write toward a page may wait for the page to take it (default 10 s): past
+    /// it the page is taken for gone, and its call ends as a hang-up does (`End` to the brain),
+    /// so a page that never reads cannot keep its place under [`max_calls`](Self::max_calls).
+    pub fn page_write_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.page_write_timeout = timeout;
         self
     }
 
