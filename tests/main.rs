@@ -6,6 +6,7 @@
 mod auth;
 mod codec;
 mod console;
+mod console_guard;
 mod corpus;
 mod deploy;
 mod drain_logs;
@@ -15,6 +16,7 @@ mod hosting;
 mod kit;
 mod layer_attacks;
 mod layer_kit;
+mod listeners;
 mod port;
 mod recording_files;
 mod relay;
