@@ -241,7 +241,7 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
 }
 
 /// Headless Chromium with its DevTools socket, one page attached.
-struct Browser {
+pub(crate) struct Browser {
     child: std::process::Child,
     profile: PathBuf,
     devtools: WebSocketStream<TcpStream>,
@@ -253,7 +253,7 @@ struct Browser {
 impl Browser {
     /// Starts `$VOQALIZE_CHROMIUM` or `/usr/bin/chromium` headless, as the machine's notes say it
     /// runs here (no sandbox as root, no background networking on a closed network).
-    async fn launch() -> Self {
+    pub(crate) async fn launch() -> Self {
         let binary = std::env::var_os("VOQALIZE_CHROMIUM")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
@@ -263,7 +263,13 @@ impl Browser {
              (apt-get install chromium), or point VOQALIZE_CHROMIUM at a Chromium",
             binary.display()
         );
-        let profile = std::env::temp_dir().join(format!("voqalize-console-{}", std::process::id()));
+        // One profile per browser: two browsers of this process on one profile would be one.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let profile = std::env::temp_dir().join(format!(
+            "voqalize-console-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut child = std::process::Command::new(&binary)
             .args([
                 "--headless",
@@ -358,7 +364,7 @@ impl Browser {
     }
 
     /// Opens `url` in a new page and waits for its load event.
-    async fn open(&mut self, url: &str) {
+    pub(crate) async fn open(&mut self, url: &str) {
         let target = self
             .call("Target.createTarget", json!({"url": "about:blank"}))
             .await;
@@ -383,7 +389,7 @@ impl Browser {
     }
 
     /// Evaluates `expression` in the page (awaiting a promise); its value.
-    async fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) async fn eval(&mut self, expression: &str) -> Value {
         let result = self
             .call(
                 "Runtime.evaluate",
@@ -399,7 +405,7 @@ impl Browser {
 
     /// Waits until `expression` is truthy, re-evaluated on every change to the page's DOM (at
     /// most 30 s); its value.
-    async fn wait_for(&mut self, expression: &str) -> Value {
+    pub(crate) async fn wait_for(&mut self, expression: &str) -> Value {
         let waiting = format!(
             r#"new Promise((resolve, reject) => {{
                  const check = () => {{ const v = ({expression}); if (v) {{ observer.disconnect(); clearTimeout(cap); resolve(v); }} }};

@@ -1,8 +1,9 @@
 //! Real provider streams, replayed: every recording in `tests/fixtures/providers/` (streams the
 //! live APIs sent, published as test fixtures by other open-source projects; each notes file
 //! names its source, commit and licence) is served byte for byte by the stand-in provider over
-//! loopback HTTP to a model-backed `Brain` on a real session socket, and must be spoken, called and
-//! counted as `expect` in its notes says. `expect` is read from the recording by
+//! loopback HTTP to a model-backed `Brain` on a real session socket, and must be spoken, called,
+//! counted and (when it stopped short of a normal end) named on the `turn:` line as `expect` in
+//! its notes says. `expect` is read from the recording by
 //! `tests/fixtures/providers/expect.py`, never from this SDK's decoders (docs/protocol.md §6.15).
 //!
 //! A `.sse` file is a response body as recorded; a `.chunks` file is one provider payload per
@@ -306,6 +307,26 @@ async fn replay(r: &Recording) -> Result<(), String> {
         if !logged {
             return Err(format!("no log line with the provider's error {phrase:?}"));
         }
+    }
+    // The `turn:` line names a stop that was not a normal end, last (docs/protocol.md §6.2).
+    let line = format!("model={} hops=", r.name.replace('/', "-"));
+    let stop = expect["stop"].as_str().map(|s| format!(" stop={s}"));
+    let named = v
+        .wait_for(Duration::from_secs(5), |_| {
+            let lines = logs().lines_with(&line);
+            match &stop {
+                Some(stop) => lines.iter().any(|l| l.ends_with(stop.as_str())),
+                None => !lines.is_empty() && lines.iter().all(|l| !l.contains(" stop=")),
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if !named {
+        return Err(format!(
+            "the turn line does not say{}: {:?}",
+            stop.as_deref().unwrap_or(" no stop"),
+            logs().lines_with(&line)
+        ));
     }
     // The next request shows the response as the core keeps it: its calls with their arguments.
     v.user_says("next").await.map_err(|e| {

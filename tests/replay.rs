@@ -557,7 +557,7 @@ async fn replays_the_same(recording: Recording, provider: Provider) {
 }
 
 /// Records one call of `factory` in memory, played by `play`.
-async fn recorded<M, F>(factory: M, play: F) -> Recording
+pub(crate) async fn recorded<M, F>(factory: M, play: F) -> Recording
 where
     M: voqalize::MakeBrain,
     F: AsyncFnOnce(&mut voqalize::testing::Voqalize),

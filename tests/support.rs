@@ -59,8 +59,13 @@ impl Log {
 
     /// Waits until `check` holds over this log (5 s at most), without a driver; true if it held.
     pub async fn until(&self, check: impl Fn(&Log) -> bool) -> bool {
+        self.until_within(Duration::from_secs(5), check).await
+    }
+
+    /// [`Log::until`] with a bound of its own (for many calls on a loaded machine).
+    pub async fn until_within(&self, bound: Duration, check: impl Fn(&Log) -> bool) -> bool {
         let mut rx = self.changed.subscribe();
-        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+        let waited = tokio::time::timeout(bound, async {
             while !check(self) {
                 if rx.changed().await.is_err() {
                     return;

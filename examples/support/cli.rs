@@ -274,18 +274,11 @@ impl Args {
             "probes on http://{}: /healthz, /readyz, /metrics",
             listener.local_addr()?
         );
-        let shutdown = health.shutdown().clone();
-        let app = voqalize::host::axum::health_routes(health).route(
-            "/metrics",
-            axum::routing::get(move || std::future::ready(metrics.render())),
-        );
+        // Health::serve bounds the port (connections, a deadline on each request's head), which
+        // is bound on 0.0.0.0 in deploy/.
+        let served = health.metrics(move || metrics.render()).serve(listener);
         tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    shutdown.drained().await;
-                })
-                .await;
-            if let Err(e) = served {
+            if let Err(e) = served.await {
                 eprintln!("probes: {e}");
             }
         });

@@ -34,6 +34,26 @@ pub(crate) fn outside_n(text: &str, max: usize) -> Outside<'_> {
     Outside { text, max }
 }
 
+/// `n` and `noun` as a log line counts them: "1 call", "3 calls" (`noun` is singular and takes a
+/// plain `s`). Formats without allocating.
+pub(crate) fn count(n: usize, noun: &'static str) -> Count {
+    Count { n, noun }
+}
+
+/// A count of something in a log line; see [`count`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Count {
+    n: usize,
+    noun: &'static str,
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = if self.n == 1 { "" } else { "s" };
+        write!(f, "{} {}{s}", self.n, self.noun)
+    }
+}
+
 /// An error and every source under it, joined with `: ` ("could not connect to the model API:
 /// error sending request: connection refused"). The SDK's error messages never repeat their
 /// source (the Rust convention, so a report that walks the chain prints each cause once); a log
@@ -186,6 +206,13 @@ mod tests {
             outside(text).to_string(),
             r"name\n2026-12-01 ERROR forged\r\t\u{1b}[2J\u{7f}\u{202e}end"
         );
+    }
+
+    #[test]
+    fn a_count_is_singular_for_one_only() {
+        assert_eq!(count(0, "call").to_string(), "0 calls");
+        assert_eq!(count(1, "call").to_string(), "1 call");
+        assert_eq!(count(2, "session").to_string(), "2 sessions");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! | `voqalize_bounds_tripped_total` | counter | `bound` | a bound hit: the session's `lane`, `inbound_message`, `outbound_frame` (each ends the call); the voice core's `response_bytes`, `kept_bytes`, `parts`, `calls`, `argument_bytes`, `tool_runs`, `turn_deadline` (each cuts a response) |
 //! | `voqalize_model_requests_total` | counter | `provider`, `outcome` | model requests: `ok`, `cancelled` (a barge-in), `timeout`, `rate_limited` (429), `status_4xx`, `status_5xx`, `http`, `stream` |
 //! | `voqalize_model_first_byte_seconds` | histogram | `provider` | from a request sent to its first decoded chunk |
-//! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed) |
+//! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed); a count over `model::layer::Usage::MAX_COUNT` (100,000,000) in one request is a provider's bug and is not added (the counter never wraps back) |
 //! | `voqalize_tool_runs_total` | counter | `tool`, `outcome`, `end` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked`, `cancelled` (a barge-in stopped it), `timed_out`; `end`: `in_turn`, `after_barge_in` (it ran on after the user cut in, or was cancelled then), `background` |
 //! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
 //!

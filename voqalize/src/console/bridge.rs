@@ -47,7 +47,7 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
                 chain(&*e)
             );
             tracing::warn!("console: {}", outside(&reason));
-            let _ = send_page(&mut page, &closed(None, &reason)).await;
+            let _ = send_page(&mut page, &closed(None, &reason), &settings).await;
             return;
         }
     };
@@ -67,12 +67,18 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
                 Err(_) => Err(format!("the brain took nothing for {PATIENCE:?}")),
             };
             if let Err(why) = sent {
-                let _ = send_page(&mut page, &closed(None, &why)).await;
+                let _ = send_page(&mut page, &closed(None, &why), &settings).await;
                 return;
             }
         }
         for event in out.to_page.drain(..) {
-            if send_page(&mut page, &event).await.is_err() {
+            if let Err(gone) = send_page(&mut page, &event, &settings).await {
+                if let PageGone::Stalled(after) = gone {
+                    tracing::info!(
+                        "console: call {session_id}: the page took nothing for {after:?}; \
+                         the call ends"
+                    );
+                }
                 // The page is gone: hang up as Voqalize does when a caller does.
                 let end = BrainMessage::Binary(wire::encode(&wire::Frame::End).into());
                 let _ = tokio::time::timeout(PATIENCE, brain_tx.send(end)).await;
@@ -82,7 +88,11 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
         }
         if out.done {
             let _ = tokio::time::timeout(PATIENCE, brain_tx.close()).await;
-            let _ = page.send(PageMessage::Close(None)).await;
+            let _ = tokio::time::timeout(
+                settings.page_write_timeout,
+                page.send(PageMessage::Close(None)),
+            )
+            .await;
             return;
         }
         out = tokio::select! {
@@ -115,17 +125,18 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
                     let (code, reason) = frame.map_or((None, String::new()), |f| {
                         (Some(u16::from(f.code)), f.reason.to_string())
                     });
-                    let _ = send_page(&mut page, &closed(code, &reason)).await;
+                    let _ = send_page(&mut page, &closed(code, &reason), &settings).await;
                     return;
                 }
                 Some(Ok(_)) => Out::default(),
                 Some(Err(e)) => {
                     let why = format!("the brain's socket failed: {e}");
-                    let _ = send_page(&mut page, &closed(None, &why)).await;
+                    let _ = send_page(&mut page, &closed(None, &why), &settings).await;
                     return;
                 }
                 None => {
-                    let _ = send_page(&mut page, &closed(None, "the brain's socket ended")).await;
+                    let ended = closed(None, "the brain's socket ended");
+                    let _ = send_page(&mut page, &ended, &settings).await;
                     return;
                 }
             },
@@ -160,6 +171,29 @@ fn closed(code: Option<u16>, reason: &str) -> Value {
     json!({"type": "closed", "code": code, "reason": reason})
 }
 
-async fn send_page(page: &mut WebSocket, event: &Value) -> Result<(), axum::Error> {
-    page.send(PageMessage::Text(event.to_string().into())).await
+/// Why an event did not reach the page.
+enum PageGone {
+    /// Its socket failed or closed.
+    Closed,
+    /// It took nothing for [`Settings::page_write_timeout`] (the duration).
+    Stalled(Duration),
+}
+
+/// Sends `event` to the page, waiting at most [`Settings::page_write_timeout`] for it to take it.
+async fn send_page(
+    page: &mut WebSocket,
+    event: &Value,
+    settings: &Settings,
+) -> Result<(), PageGone> {
+    let deadline = settings.page_write_timeout;
+    match tokio::time::timeout(
+        deadline,
+        page.send(PageMessage::Text(event.to_string().into())),
+    )
+    .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(PageGone::Closed),
+        Err(_) => Err(PageGone::Stalled(deadline)),
+    }
 }

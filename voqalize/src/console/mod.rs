@@ -53,10 +53,16 @@
 //! The console is for a developer's machine: bind it to 127.0.0.1. It refuses a WebSocket upgrade
 //! whose `Origin` is another site than its own page (so a web page open in the same browser cannot
 //! drive your brain), and any request whose `Host` is not `localhost` or a loopback address (a
-//! site whose name was pointed at 127.0.0.1). It bounds what either side sends
-//! ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a call
-//! (1 MiB of text per unit, 256 open units, 4 MiB in all), and gives up on a brain that does not
-//! answer its upgrade, or stops reading, within 10 s.
+//! site whose name was pointed at 127.0.0.1). No other site may frame the page
+//! (`X-Frame-Options: DENY`, `Content-Security-Policy: frame-ancestors 'none'`, and a
+//! `default-src 'none'` that allows only the page's own script, style and socket); a page that is
+//! framed all the same dials no call until the user presses *New call*. It bounds what either side
+//! sends ([`Console::max_page_message`], [`Console::max_brain_message`]) and what it keeps of a
+//! call (1 MiB of text per unit, 256 open units, 4 MiB in all), gives up on a brain that does not
+//! answer its upgrade, or stops reading, within 10 s, and ends the call of a page that takes
+//! nothing for [`Console::page_write_timeout`]. Its port holds at most
+//! [`Console::max_connections`] HTTP connections, each given [`Console::header_timeout`] to send
+//! a request's head.
 
 mod bridge;
 mod call;
@@ -64,6 +70,7 @@ mod call;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
@@ -74,8 +81,21 @@ use serde_json::{Map, Value};
 
 use call::Limits;
 
-/// The page, served at `/`.
+use crate::host::listen::{Port, PortLimits};
+
+/// The page, served at `/`; its script and its style, at `/console.js` and `/console.css` (the
+/// page allows no inline script or style: [`CSP`]).
 const PAGE: &str = include_str!("page.html");
+const SCRIPT: &str = include_str!("page.js");
+const STYLE: &str = include_str!("page.css");
+
+/// The page's Content-Security-Policy: nothing but its own script, style and socket, and no site
+/// may frame it (`X-Frame-Options: DENY` says the same to older browsers).
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The default of [`Console::page_write_timeout`].
+const PAGE_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the console stopped.
 #[derive(Debug, thiserror::Error)]
@@ -116,6 +136,9 @@ struct Settings {
     max_brain_message: usize,
     max_calls: usize,
     limits: Limits,
+    /// How long one write toward a page may wait before its call ends.
+    page_write_timeout: Duration,
+    port: PortLimits,
 }
 
 impl Console {
@@ -136,6 +159,8 @@ impl Console {
                     open_units: 256,
                     call_text_bytes: 4 * 1024 * 1024,
                 },
+                page_write_timeout: PAGE_WRITE_TIMEOUT,
+                port: PortLimits::default(),
             },
             taps: Arc::default(),
         }
@@ -225,17 +250,49 @@ impl Console {
         self
     }
 
-    /// Serves the page at `/` and its calls at `/ws` on `listener` until `shutdown` resolves.
+    /// How long one write toward a page may wait for the page to take it (default 10 s): past
+    /// it the page is taken for gone, and its call ends as a hang-up does (`End` to the brain),
+    /// so a page that never reads cannot keep its place under [`max_calls`](Self::max_calls).
+    pub fn page_write_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.page_write_timeout = timeout;
+        self
+    }
+
+    /// The most HTTP connections the console's port holds at once (default 32, at least 1): past
+    /// it a connection is answered `503` and closed at once. A page's call, once its socket is
+    /// open, counts under [`max_calls`](Self::max_calls) instead.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.settings.port.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a connection to the console's port has to send a whole request head, the first
+    /// and each next one on a kept-alive connection (default 10 s): a connection that sends
+    /// nothing, or a byte at a time, is closed then.
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.port.header_timeout = timeout;
+        self
+    }
+
+    /// Serves the page at `/` (its script and style at `/console.js`, `/console.css`) and its
+    /// calls at `/ws` on `listener` until `shutdown` resolves, within
+    /// [`max_connections`](Self::max_connections) and [`header_timeout`](Self::header_timeout).
+    /// A failed accept (out of file descriptors) is retried every 100 ms and logged once, then
+    /// counted every 10 s.
     ///
     /// # Errors
-    /// [`ConsoleError::Serve`] when the server fails.
+    /// [`ConsoleError::Serve`] when the server fails (none in practice: the `Result` leaves room
+    /// for listener errors that are permanent).
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ConsoleError> {
+        let limits = self.settings.port;
         let app = axum::Router::new()
             .route("/", get(page))
+            .route("/console.js", get(script))
+            .route("/console.css", get(style))
             .route("/ws", get(upgrade))
             .with_state(Shared {
                 settings: Arc::new(self.settings),
@@ -243,8 +300,7 @@ impl Console {
                 calls: Arc::new(AtomicU64::new(0)),
                 open: Arc::new(AtomicUsize::new(0)),
             });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
+        crate::host::listen::serve_http(listener, app, limits, Port::Console, shutdown)
             .await
             .map_err(ConsoleError::Serve)
     }
@@ -260,15 +316,32 @@ struct Shared {
 }
 
 async fn page(headers: HeaderMap) -> Response {
-    if !loopback_host(&headers) {
+    asset(&headers, "text/html; charset=utf-8", PAGE)
+}
+
+async fn script(headers: HeaderMap) -> Response {
+    asset(&headers, "text/javascript; charset=utf-8", SCRIPT)
+}
+
+async fn style(headers: HeaderMap) -> Response {
+    asset(&headers, "text/css; charset=utf-8", STYLE)
+}
+
+/// One of the page's files, with the headers that keep other sites from framing or reading it.
+fn asset(headers: &HeaderMap, content_type: &'static str, body: &'static str) -> Response {
+    if !loopback_host(headers) {
         return (StatusCode::FORBIDDEN, NOT_LOOPBACK).into_response();
     }
     (
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-store"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
-        PAGE,
+        body,
     )
         .into_response()
 }

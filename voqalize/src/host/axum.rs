@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -34,7 +35,12 @@ use super::{
 
 /// A GET route that upgrades to a WebSocket and hosts one call per connection with [`run_session`]:
 /// `?session_id=` and the `Authorization` header are read from the upgrade; a bad token completes
-/// the upgrade and closes with 4000, a missing session id with 1008.
+/// the upgrade and closes with 4000, a missing session id with 1008. A GET that is no upgrade is
+/// answered `426 Upgrade Required` with a line saying what the route is, and logged by nothing.
+///
+/// The route bounds the calls; the server you mount it in bounds its connections (axum's `serve`
+/// sets no deadline on a request's head: serve a port strangers reach behind a proxy that does,
+/// or use [`tungstenite::serve`](super::tungstenite::serve)).
 pub fn brain_route<M, S>(factory: M, options: HostOptions) -> MethodRouter<S>
 where
     M: MakeBrain,
@@ -44,11 +50,36 @@ where
     let admission = Admission::new(&options);
     // Shared: a clone in each call's task would be a quarter of a kilobyte of every call.
     let options = Arc::new(options);
-    get(move |ws: WebSocketUpgrade, uri: Uri, headers: HeaderMap| {
-        let (factory, options) = (factory.clone(), options.clone());
-        let admitted = admission.admit();
-        async move { upgrade(ws, uri, headers, factory, options, admitted) }
-    })
+    get(
+        move |ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+              uri: Uri,
+              headers: HeaderMap| {
+            let (factory, options) = (factory.clone(), options.clone());
+            // A plain GET (a browser, a scanner) is refused before it takes a place.
+            let admitted = ws.is_ok().then(|| admission.admit()).flatten();
+            async move {
+                match ws {
+                    Ok(ws) => upgrade(ws, uri, headers, factory, options, admitted),
+                    Err(_) => upgrade_required(),
+                }
+            }
+        },
+    )
+}
+
+/// The answer to a request on the route that is no WebSocket upgrade: `426 Upgrade Required`,
+/// with a line saying what the route is (axum's own answer is a `400` naming a header).
+fn upgrade_required() -> Response {
+    (
+        axum::http::StatusCode::UPGRADE_REQUIRED,
+        [
+            (header::UPGRADE, "websocket"),
+            (header::SEC_WEBSOCKET_VERSION, "13"),
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+        ],
+        super::refusal::NOT_WEBSOCKET,
+    )
+        .into_response()
 }
 
 /// The probes of [`Health`](super::Health) as routes to merge into your app: `GET /healthz`

@@ -145,8 +145,8 @@ impl Shutdown {
         });
         if started {
             tracing::info!(
-                "shutdown: draining {} calls for up to {:?}; no new call is taken",
-                inner.live.load(Ordering::Acquire),
+                "shutdown: draining {} for up to {:?}; no new call is taken",
+                crate::logline::count(inner.live.load(Ordering::Acquire), "call"),
                 inner.drain_timeout
             );
             let inner = self.0.clone();

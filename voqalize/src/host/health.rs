@@ -3,9 +3,13 @@
 //! ([`axum::health_routes`](super::axum::health_routes)) or on a small server of its own for a
 //! process that serves only over the relay ([`Health::serve`]).
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::listen::{Port, PortLimits};
 use super::{Load, Shutdown};
 
 /// What the probes read: whether this process takes calls, and how many it hosts.
@@ -28,12 +32,34 @@ use super::{Load, Shutdown};
 /// tokio::spawn(Health::new(&shutdown).serve(probes));
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+///
+/// The port [`serve`](Self::serve) opens is bounded as any port a stranger may reach:
+/// [`max_connections`](Self::max_connections) at once, and
+/// [`header_timeout`](Self::header_timeout) to send each request's head.
+#[derive(Clone)]
 pub struct Health {
     shutdown: Shutdown,
     #[cfg(feature = "relay")]
     relay: Option<crate::relay::Relay>,
     load: Option<Load>,
+    metrics: Option<Metrics>,
+    port: PortLimits,
+}
+
+/// What `/metrics` answers with, when it is served.
+type Metrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Health");
+        d.field("shutdown", &self.shutdown);
+        #[cfg(feature = "relay")]
+        d.field("relay", &self.relay);
+        d.field("load", &self.load)
+            .field("metrics", &self.metrics.is_some())
+            .field("port", &self.port)
+            .finish()
+    }
 }
 
 impl Health {
@@ -45,7 +71,37 @@ impl Health {
             #[cfg(feature = "relay")]
             relay: None,
             load: None,
+            metrics: None,
+            port: PortLimits::default(),
         }
+    }
+
+    /// [`serve`](Self::serve) also answers `GET /metrics` with what `render` returns, as
+    /// `text/plain` (Prometheus's text format: `PrometheusHandle::render` of
+    /// metrics-exporter-prometheus), called once per request.
+    #[must_use]
+    pub fn metrics(mut self, render: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        self.metrics = Some(Arc::new(render));
+        self
+    }
+
+    /// The most connections [`serve`](Self::serve) holds at once (default 32, at least 1): a
+    /// connection past it is answered `503` and closed at once, so a peer that opens thousands
+    /// cannot take the file descriptors the voice port needs. (A platform's probes open one or
+    /// two at a time; keep the probe port off the public network all the same.)
+    #[must_use]
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.port.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a connection to [`serve`](Self::serve)'s port has to send a whole request head,
+    /// the first and each next one on a kept-alive connection (default 10 s, the voice port's
+    /// handshake deadline): a connection that sends nothing, or a byte at a time, is closed then.
+    #[must_use]
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.port.header_timeout = timeout;
+        self
     }
 
     /// Readiness also follows `load`: not ready while it is above its threshold (the one given
@@ -97,19 +153,32 @@ impl Health {
         None
     }
 
-    /// Serves `/healthz` and `/readyz` on `listener` until the drain is done (everything else is
-    /// 404).
+    /// Serves `/healthz` and `/readyz` (and `/metrics`, with [`metrics`](Self::metrics)) on
+    /// `listener` until the drain is done (everything else is 404), within
+    /// [`max_connections`](Self::max_connections) and [`header_timeout`](Self::header_timeout).
+    /// A failed accept (out of file descriptors) is retried every 100 ms and logged once, then
+    /// counted every 10 s.
     ///
     /// # Errors
-    /// The server failed.
+    /// None in practice. The `Result` leaves room for listener errors that are permanent.
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         let shutdown = self.shutdown.clone();
-        let app = super::axum::health_routes(self);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.drained().await;
-            })
-            .await
+        let limits = self.port;
+        let metrics = self.metrics.clone();
+        let mut app = super::axum::health_routes(self);
+        if let Some(render) = metrics {
+            app = app.route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let text = render();
+                    async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+                }),
+            );
+        }
+        super::listen::serve_http(listener, app, limits, Port::Probes, async move {
+            shutdown.drained().await;
+        })
+        .await
     }
 
     /// The answer to `/readyz`.

@@ -10,6 +10,7 @@
 //!   platform's probes, [`Load`] refuses calls while the process is busy, and
 //!   [`HostOptions::max_sessions`] caps them.
 
+mod admission;
 pub mod auth;
 pub mod axum;
 mod coalesce;
@@ -17,12 +18,12 @@ mod coalesce;
 pub(crate) mod dial;
 mod drain;
 mod health;
+pub(crate) mod listen;
 mod load;
 mod refusal;
 pub mod tungstenite;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -31,6 +32,8 @@ use tracing::Instrument;
 
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+pub use admission::Admission;
+pub(crate) use admission::Admitted;
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 pub(crate) use drain::Hosted;
 pub use drain::{DrainReport, Shutdown};
@@ -100,54 +103,6 @@ pub struct HostOptions {
     recorder: Option<crate::record::Recorder>,
     /// Told every answered tool call of every call (the testing kit's driver).
     tool_watch: Option<crate::session::ToolWatch>,
-}
-
-/// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
-/// state beside the settings. Each way of serving makes one ([`tungstenite::serve`],
-/// [`axum::brain_route`], a relay); a loop of your own over [`tungstenite::accept`] makes one
-/// with [`Admission::new`] and passes it to every call. Cheap to clone: clones count together.
-#[derive(Debug, Clone, Default)]
-pub struct Admission(Arc<Places>);
-
-#[derive(Debug, Default)]
-struct Places {
-    max: Option<usize>,
-    live: AtomicUsize,
-}
-
-impl Admission {
-    /// A count against the cap `options` set (none by default).
-    pub fn new(options: &HostOptions) -> Self {
-        Admission(Arc::new(Places {
-            max: options.max_sessions,
-            live: AtomicUsize::new(0),
-        }))
-    }
-
-    /// How many calls are hosted now.
-    pub fn open(&self) -> usize {
-        self.0.live.load(Ordering::Acquire)
-    }
-
-    /// A place for one more call, or `None` at the cap.
-    pub(crate) fn admit(&self) -> Option<Admitted> {
-        let taken = self.0.live.fetch_add(1, Ordering::AcqRel);
-        let admitted = Admitted(self.0.clone());
-        match self.0.max {
-            Some(max) if taken >= max => None, // dropping `admitted` gives the place back
-            _ => Some(admitted),
-        }
-    }
-}
-
-/// A hosted call's place under [`HostOptions::max_sessions`]; freed when dropped.
-#[derive(Debug)]
-pub(crate) struct Admitted(Arc<Places>);
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        self.0.live.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// The default of [`HostOptions::max_chunk_bytes`]: 16 KiB, far above any real text delta and far
@@ -680,25 +635,4 @@ fn verify_upgrade(upgrade: Upgrade, options: &HostOptions) -> Result<Verified, R
         connection,
     };
     Ok(Verified { span, hosted, call })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_admission_counts_its_clones_together_and_options_share_nothing() {
-        let options = HostOptions::allow_unverified().max_sessions(1);
-        let admission = Admission::new(&options);
-        let first = admission.clone().admit();
-        assert!(first.is_some());
-        assert_eq!(admission.open(), 1);
-        assert!(admission.admit().is_none(), "at the cap");
-        assert_eq!(admission.open(), 1, "a refused call holds no place");
-        // Another server made from the same options counts its own calls.
-        assert!(Admission::new(&options.clone()).admit().is_some());
-        drop(first);
-        assert_eq!(admission.open(), 0);
-        assert!(admission.admit().is_some());
-    }
 }

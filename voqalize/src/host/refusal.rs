@@ -75,3 +75,19 @@ impl Refused {
         }
     }
 }
+
+/// The body of the answer to an HTTP request on the voice port that is no WebSocket upgrade (a
+/// browser's or a scanner's `GET /`), on both adapters.
+pub(crate) const NOT_WEBSOCKET: &str = "This is a Voqalize brain's WebSocket endpoint: Voqalize \
+opens one WebSocket here per call. There is nothing to see over plain HTTP.\n";
+
+/// The whole `426 Upgrade Required` answer the tungstenite adapter writes itself (RFC 9110
+/// §15.5.22: it names the protocol to upgrade to; RFC 6455 §4.4: and the version spoken).
+pub(crate) fn upgrade_required() -> String {
+    format!(
+        "HTTP/1.1 426 Upgrade Required\r\nUpgrade: websocket\r\nConnection: Upgrade, close\r\n\
+         Sec-WebSocket-Version: 13\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\n\r\n{NOT_WEBSOCKET}",
+        NOT_WEBSOCKET.len()
+    )
+}

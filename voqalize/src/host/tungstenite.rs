@@ -8,17 +8,22 @@ use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::error::{Error as WsError, ProtocolError};
+use tokio_tungstenite::tungstenite::handshake::server::{
+    Callback, ErrorResponse, Request, Response,
+};
+use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tracing::Instrument;
 
 use crate::recover::lock;
 
+use super::listen::{AcceptFailures, Port, accept as accept_next};
 use super::{
     Admission, Channel, ChannelError, ChannelReceiver, ChannelSender, DrainReport, HostError,
     HostOptions, Incoming, MakeBrain, Refused, Upgrade, run_session,
@@ -28,8 +33,10 @@ use super::{
 /// [`Shutdown`](super::Shutdown) the options follow ([`HostOptions::shutdown`]) has drained: it
 /// returns once no call is left, with what the drain did ([`DrainReport`]: the calls that
 /// finished during it, the calls it ended). Without a shutdown it serves forever. A failed
-/// handshake or a rejected token affects that connection only; a failed `accept` (for example too
-/// many open files) is logged and retried after a short pause, so the server stays up.
+/// handshake or a rejected token affects that connection only; a plain HTTP request is answered
+/// `426 Upgrade Required` ([`AcceptError::NotWebSocket`]); a failed `accept` (for example too
+/// many open files) is retried every 100 ms, so the server stays up, and logged once, then
+/// counted every 10 s.
 ///
 /// # Errors
 /// None in practice. The `Result` leaves room for listener errors that are permanent.
@@ -50,18 +57,11 @@ pub async fn serve<M: MakeBrain>(
         }
     };
     let mut drained = std::pin::pin!(drained);
+    let mut failures = AcceptFailures::new(Port::Voice);
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let (stream, peer) = tokio::select! {
+            accepted = accept_next(&listener, &mut failures) => accepted,
             report = &mut drained => return Ok(report),
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                tracing::warn!("brain: accept failed ({e}); retrying in {ACCEPT_RETRY:?}");
-                tokio::time::sleep(ACCEPT_RETRY).await;
-                continue;
-            }
         };
         // The call's future is made here and chained, so the task holds it once and the peer's
         // address, not the values it was made from as well (an async block would hold the
@@ -84,9 +84,12 @@ pub async fn serve<M: MakeBrain>(
                         AcceptError::WebPage => {
                             tracing::debug!("brain: refused {peer}: an upgrade from a web page");
                         }
-                        // A health check's or a load balancer's TCP probe, a port scan: no call
-                        // was lost, and any peer can repeat it at will, so it is no warning.
-                        e @ (AcceptError::Handshake(_) | AcceptError::HandshakeTimeout) => {
+                        // A health check's or a load balancer's TCP probe, a port scan, a plain
+                        // HTTP request: no call was lost, and any peer can repeat it at will, so
+                        // it is no warning.
+                        e @ (AcceptError::Handshake(_)
+                        | AcceptError::HandshakeTimeout
+                        | AcceptError::NotWebSocket) => {
                             tracing::debug!(
                                 "brain: connection from {peer} was not a WebSocket call: {}",
                                 crate::logline::outside(&crate::logline::chain(&e))
@@ -105,9 +108,6 @@ pub async fn serve<M: MakeBrain>(
     }
 }
 
-/// Pause after a failed `accept` (file descriptors or memory exhausted) before trying again.
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-
 /// How long a connection may take to complete the WebSocket handshake (the websockets library's
 /// open timeout, which Voqalize's client uses too).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -122,6 +122,10 @@ pub enum AcceptError {
     /// The peer did not complete the handshake within [`HANDSHAKE_TIMEOUT`].
     #[error("websocket handshake did not complete within {HANDSHAKE_TIMEOUT:?}")]
     HandshakeTimeout,
+    /// The peer sent an HTTP request that is no WebSocket upgrade (a browser's or a scanner's
+    /// `GET /`): it was answered `426 Upgrade Required`, with a line saying what this port is.
+    #[error("an HTTP request that is no WebSocket upgrade (answered 426)")]
+    NotWebSocket,
     /// The process hosts [`HostOptions::max_sessions`] calls already: the upgrade was answered
     /// with HTTP 503.
     #[error("refused: this process hosts its maximum number of calls")]
@@ -218,29 +222,69 @@ where
         set_keepalive(&stream);
         // Boxed: the handshake's state is large and only lives for the handshake; inline, it would
         // size this future (which lives as long as the call) for its whole life.
-        let ws = Box::pin(tokio::time::timeout(
-            HANDSHAKE_TIMEOUT,
-            tokio_tungstenite::accept_hdr_async_with_config(
-                Coalesced::new(stream),
-                callback,
-                Some(options.websocket_config()),
-            ),
-        ))
-        .await
-        .map_err(|_| AcceptError::HandshakeTimeout)?
-        .map_err(|e| match *lock(&refused) {
-            Some(Refused::Draining) => AcceptError::ShuttingDown,
-            Some(Refused::Overloaded) => AcceptError::Overloaded,
-            Some(Refused::WebPage) => AcceptError::WebPage,
-            Some(Refused::AtCapacity) => AcceptError::AtCapacity,
-            None => AcceptError::Handshake(Box::new(e)),
-        })?;
+        let ws = Box::pin(handshake(stream, callback, options.websocket_config()))
+            .await
+            .map_err(|e| match (*lock(&refused), e) {
+                (Some(Refused::Draining), _) => AcceptError::ShuttingDown,
+                (Some(Refused::Overloaded), _) => AcceptError::Overloaded,
+                (Some(Refused::WebPage), _) => AcceptError::WebPage,
+                (Some(Refused::AtCapacity), _) => AcceptError::AtCapacity,
+                (None, e) => e,
+            })?;
         let upgrade = std::mem::take(&mut *lock(&seen));
         drop(seen);
         run_session(TungsteniteChannel::batched(ws), factory, upgrade, options).await?;
         drop(admitted);
         Ok(())
     }
+}
+
+/// The WebSocket handshake on `stream`, within [`HANDSHAKE_TIMEOUT`]. An HTTP request that is no
+/// upgrade is answered `426 Upgrade Required` ([`AcceptError::NotWebSocket`]): tungstenite itself
+/// would close without a word, and a person who opened the URL in a browser would see nothing.
+async fn handshake<C: Callback + Unpin>(
+    stream: TcpStream,
+    callback: C,
+    config: WebSocketConfig,
+) -> Result<WebSocketStream<Coalesced<TcpStream>>, AcceptError> {
+    let mut stream = Coalesced::new(stream);
+    let shaken = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_tungstenite::accept_hdr_async_with_config(&mut stream, callback, Some(config)),
+    )
+    .await
+    .map_err(|_| AcceptError::HandshakeTimeout)?;
+    match shaken {
+        // The handshake read nothing past the request (tungstenite refuses any byte after it) and
+        // wrote its whole answer, so the socket is a WebSocket from its next byte on.
+        Ok(ws) => drop(ws),
+        Err(WsError::Protocol(e)) if not_an_upgrade(&e) => {
+            let answer = super::refusal::upgrade_required();
+            // A peer that does not read holds the socket no longer than a handshake may.
+            let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+                stream.write_all(answer.as_bytes()).await?;
+                stream.shutdown().await
+            })
+            .await;
+            return Err(AcceptError::NotWebSocket);
+        }
+        Err(e) => return Err(AcceptError::Handshake(Box::new(e))),
+    }
+    Ok(WebSocketStream::from_raw_socket(stream, Role::Server, Some(config)).await)
+}
+
+/// Whether a failed handshake read a whole HTTP request that asked for no WebSocket (or not the
+/// version this server speaks).
+fn not_an_upgrade(e: &ProtocolError) -> bool {
+    matches!(
+        e,
+        ProtocolError::WrongHttpMethod
+            | ProtocolError::WrongHttpVersion
+            | ProtocolError::MissingConnectionUpgradeHeader
+            | ProtocolError::MissingUpgradeWebSocketHeader
+            | ProtocolError::MissingSecWebSocketVersionHeader
+            | ProtocolError::MissingSecWebSocketKey
+    )
 }
 
 /// [`Channel`] over a tokio-tungstenite [`WebSocketStream`], for running a call with

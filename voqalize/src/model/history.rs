@@ -305,14 +305,49 @@ pub struct Chunk {
     /// Why the response ended, as the provider says it (`STOP`, `stop`, `end_turn`,
     /// `completed`...): the request span's `gen_ai.response.finish_reasons`.
     pub finish_reason: Option<String>,
+    /// Why the response stopped, when it was not a normal end, as the provider said it: its
+    /// reason, then any detail it gave in brackets (`MAX_TOKENS`, `SAFETY`, `length`,
+    /// `content_filter`, `max_tokens`, `refusal (cyber: ...)`, `incomplete (max_output_tokens)`,
+    /// `prompt blocked: PROHIBITED_CONTENT`); the core keeps its first 256 bytes. On the chunk
+    /// that says it; the turn's `turn:` line names it (`stop=`, escaped and cut). A layer of your
+    /// own leaves it `None` for the provider's normal ends (a reply finished, a call made).
+    pub abnormal_stop: Option<String>,
+    /// A call the stop cut off before its arguments were complete (the one being written when
+    /// the output ended: a `tool_use` block, a step or a streamed call still open at the end, a
+    /// chat call under `length`, a Responses item `incomplete`), as a [`Part::Call`] (any other
+    /// part is ignored). Its tool never runs: the core keeps the call in the history with no
+    /// arguments (`{}`) and answers it with an error the model reads, after the chunk's parts.
+    pub cut_call: Option<Part>,
 }
 
-/// A response's id or finish reason as a provider wrote it, when it is a string: kept to 256 bytes
-/// (a hostile provider's megabyte of id is not kept).
+/// How many bytes of a response's id, finish reason or stop a chunk keeps (256).
+pub(crate) const LABEL_BYTES: usize = 256;
+
+/// A response's id or finish reason as a provider wrote it, when it is a string: kept to
+/// [`LABEL_BYTES`] (a hostile provider's megabyte of id is not kept).
 pub(crate) fn label(value: &Value) -> Option<String> {
-    let mut text = value.as_str()?.to_owned();
-    crate::wire::clip(&mut text, 256);
-    Some(text)
+    value.as_str().map(label_of)
+}
+
+/// `text` kept to [`LABEL_BYTES`], cut at a character boundary.
+pub(crate) fn label_of(text: &str) -> String {
+    text[..text.floor_char_boundary(LABEL_BYTES)].to_owned()
+}
+
+/// A stop that was not a normal end, as [`Chunk::abnormal_stop`] holds it: `reason`, then
+/// `(detail)` when the provider gave one; `None` when `reason` is empty. Kept to
+/// [`LABEL_BYTES`]: a provider's megabyte of explanation is not copied whole.
+pub(crate) fn stop_text(reason: &str, detail: Option<&str>) -> Option<String> {
+    if reason.is_empty() {
+        return None;
+    }
+    Some(match detail.map(str::trim).filter(|d| !d.is_empty()) {
+        Some(detail) => {
+            let detail = label_of(detail);
+            label_of(&format!("{reason} ({detail})"))
+        }
+        None => label_of(reason),
+    })
 }
 
 impl Chunk {
@@ -367,6 +402,43 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The largest token count one request may report in any field: 100,000,000, some fifty
+    /// times the largest context window offered. A count above it is a provider's bug, not
+    /// tokens used (a count near 2^64 once summed would wrap a metrics counter back to a few
+    /// thousand, which Prometheus reads as a reset): the voice core leaves it out as if it was
+    /// never reported (no TurnStep count, nothing on the `turn:` line or the request's span,
+    /// nothing added to `voqalize_model_tokens_total`) and logs it, once per session and then a
+    /// count.
+    pub const MAX_COUNT: u64 = 100_000_000;
+
+    /// The same usage with every count above [`MAX_COUNT`](Self::MAX_COUNT) left out, and the
+    /// first such count: its TurnStep name and value.
+    pub(crate) fn bounded(mut self) -> (Usage, Option<(&'static str, u64)>) {
+        let mut over = None;
+        for (name, field) in [
+            ("input_tokens", &mut self.input),
+            ("cached_input_tokens", &mut self.cached_input),
+            ("cache_write_tokens", &mut self.cache_write),
+            ("output_tokens", &mut self.output),
+            ("reasoning_tokens", &mut self.reasoning),
+        ] {
+            if let Some(n) = *field
+                && n > Self::MAX_COUNT
+            {
+                *field = None;
+                over.get_or_insert((name, n));
+            }
+        }
+        (self, over)
+    }
+
+    /// The output tokens as billed: the reply's and its reasoning, summed without overflow
+    /// (`None` when the output was not reported).
+    pub(crate) fn billed_output(&self) -> Option<u64> {
+        self.output
+            .map(|n| n.saturating_add(self.reasoning.unwrap_or(0)))
+    }
+
     /// Field-wise sum: a field stays `None` only when both sides are `None`.
     // A named method rather than `std::ops::Add`: the `None`-keeping sum is not plain addition.
     #[allow(clippy::should_implement_trait)]

@@ -51,3 +51,7 @@ pub use render::LayerError;
 // Shared by the three layers' tests; each uses a different subset.
 #[allow(dead_code)]
 mod test_support;
+
+#[cfg(test)]
+#[path = "tests/stops.rs"]
+mod stops_tests;

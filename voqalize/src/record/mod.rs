@@ -43,8 +43,10 @@
 //! arguments, say) is kept as its text, so every line reads back. A reader of version 1 refuses a
 //! file of a later version, and names the line of anything it cannot read.
 //!
-//! Files are written when the call ends, readable by their owner only, and never over another
-//! file (a name taken gets `-1`, `-2`...). On the direct leg the file is named for the session
+//! Files are written when the call ends, readable by their owner only (`0600` on unix), and
+//! never over another file (a name taken gets `-1`, `-2`...). A folder the recorder makes is its
+//! owner's only too (`0700`: the names hold session ids); an existing folder keeps its mode, and
+//! one warning says so when other users can list it. On the direct leg the file is named for the session
 //! id the call's token was verified for; on the relay leg for its first `SessionStart`.
 //!
 //! # Bounds
@@ -57,11 +59,12 @@
 //! records one call in `n`, so a busy server keeps its memory and disk: 100 calls recorded at
 //! once hold at most 800 MiB by default.
 
+mod folder;
 mod format;
 mod read;
 mod tape;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -92,17 +95,22 @@ pub struct Recorder {
 
 #[derive(Debug, Clone)]
 enum Sink {
-    Dir(PathBuf),
+    Dir(Arc<folder::Folder>),
     Memory(Arc<Mutex<Vec<String>>>),
 }
 
 impl Recorder {
     /// Writes each recorded call to `dir/<unix ms>-<session id>.jsonl` when it ends (the session
     /// id with every character but ASCII letters, digits, `-` and `_` replaced by `_`, at most 64
-    /// of them). The folder is made when missing. A file that cannot be written is logged as a
-    /// warning; the call is not affected.
+    /// of them). A missing folder is made, with any missing parent, readable and listable by its
+    /// owner only (`0700` on unix), as the files are `0600`: their names hold session ids. An
+    /// existing folder keeps its mode; when other users can list it, the first file written
+    /// logs one warning (per recorder). A file that cannot be written is logged as a warning;
+    /// the call is not affected.
     pub fn to_dir(dir: impl AsRef<Path>) -> Self {
-        Self::with_sink(Sink::Dir(dir.as_ref().to_owned()))
+        Self::with_sink(Sink::Dir(Arc::new(folder::Folder::new(
+            dir.as_ref().to_owned(),
+        ))))
     }
 
     /// Keeps each recorded call in memory, for [`take`](Self::take): for tests. Every call's

@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use super::format::{Dir, Line, VERSION};
 use crate::logline::outside;
+use crate::wire::{self, Frame};
 
 /// The largest file [`Recording::open`] reads: 256 MiB.
 pub const MAX_RECORDING_FILE_BYTES: u64 = 256 << 20;
-use crate::wire::{self, Frame};
 
 /// Why a recording could not be read. Every variant about the file's content names its line
 /// (1-based).
@@ -39,13 +39,23 @@ pub enum RecordError {
         /// The file's version.
         found: u64,
     },
-    /// The file is larger than [`Recording::open`] reads ([`MAX_RECORDING_FILE_BYTES`]).
-    #[error("the recording {path} is over {limit} bytes; read it with Recording::parse")]
+    /// The file is larger than [`Recording::open`] reads ([`MAX_RECORDING_FILE_BYTES`]): its
+    /// size said so before anything was read (`size`), or it gave more bytes than the bound as
+    /// it was read (a pipe, or a file that grew; `size` is `None`).
+    #[error(
+        "the recording {path} is {}, over the {limit} bytes Recording::open reads; read it with \
+         Recording::parse",
+        size.map_or_else(|| "longer as it was read".to_owned(), |s| format!("{s} bytes"))
+    )]
+    #[non_exhaustive]
     TooLarge {
         /// The file.
         path: String,
         /// The bound, in bytes.
         limit: u64,
+        /// The file's size in bytes, as its metadata gave it; `None` when the read passed the
+        /// bound.
+        size: Option<u64>,
     },
     /// A line is not what the format says (a file cut mid-line, edited by hand, or not a
     /// recording at all).
@@ -141,30 +151,15 @@ pub struct Recording {
 
 impl Recording {
     /// Reads a recording file of at most [`MAX_RECORDING_FILE_BYTES`] (a recorder's files are
-    /// far smaller: see [`Recorder::max_bytes`](super::Recorder::max_bytes)).
+    /// far smaller: see [`Recorder::max_bytes`](super::Recorder::max_bytes)). A file whose size
+    /// is past the bound is refused before a byte of it is read; a pipe, or a file that grows
+    /// while it is read, is read for at most the bound and one byte more.
     ///
     /// # Errors
     /// [`RecordError::Io`] when the file cannot be read, [`RecordError::TooLarge`] past the
     /// bound; otherwise as [`parse_bytes`](Self::parse_bytes).
     pub fn open(path: impl AsRef<Path>) -> Result<Recording, RecordError> {
-        use std::io::Read as _;
-        let path = path.as_ref();
-        let io = |source| RecordError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let mut bytes = Vec::new();
-        file.take(MAX_RECORDING_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > MAX_RECORDING_FILE_BYTES {
-            return Err(RecordError::TooLarge {
-                path: path.display().to_string(),
-                limit: MAX_RECORDING_FILE_BYTES,
-            });
-        }
-        Self::parse_bytes(&bytes)
+        Self::parse_bytes(&read_within(path.as_ref(), MAX_RECORDING_FILE_BYTES)?)
     }
 
     /// Reads a recording from its bytes: as [`parse`](Self::parse), and a line that is not
@@ -272,6 +267,36 @@ impl Recording {
             _ => None,
         })
     }
+}
+
+/// The bytes of the file at `path`, at most `limit` of them: its size is checked first (a file
+/// past the bound is refused unread), and the read is bounded too (a pipe has no size, and a file
+/// can grow after its size was read).
+pub(super) fn read_within(path: &Path, limit: u64) -> Result<Vec<u8>, RecordError> {
+    use std::io::Read as _;
+    let io = |source| RecordError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let too_large = |size| RecordError::TooLarge {
+        path: path.display().to_string(),
+        limit,
+        size,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > limit {
+        return Err(too_large(Some(size)));
+    }
+    // The size as read, and one byte to see the end: no doubling past the file (a pipe says 0).
+    let mut bytes = Vec::with_capacity(usize::try_from(size.saturating_add(1)).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(None));
+    }
+    Ok(bytes)
 }
 
 /// What is wrong with a line, as an error shows it: a file's text can be anything, so it is

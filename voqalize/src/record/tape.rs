@@ -198,10 +198,10 @@ impl Tape {
         };
         match &self.sink {
             Sink::Memory(kept) => lock(kept).push(text),
-            Sink::Dir(dir) => {
-                let (dir, name) = (dir.clone(), super::file_name(session_id.as_deref()));
+            Sink::Dir(folder) => {
+                let (folder, name) = (folder.clone(), super::file_name(session_id.as_deref()));
                 let written =
-                    tokio::task::spawn_blocking(move || write_new(&dir, &name, &text)).await;
+                    tokio::task::spawn_blocking(move || folder.write_new(&name, &text)).await;
                 match written {
                     Ok(Ok(path)) => tracing::debug!("record: wrote {}", path.display()),
                     Ok(Err(e)) => tracing::warn!("record: could not write the recording: {e}"),
@@ -223,34 +223,6 @@ pub(crate) struct Exchanged<'a> {
     pub(crate) status: Option<u16>,
     pub(crate) response: &'a [u8],
     pub(crate) error: Option<String>,
-}
-
-/// Writes `text` to a new file in `dir` named `name` (`name-1`, `name-2`... when taken: a
-/// recording never overwrites another), readable by its owner only.
-fn write_new(dir: &std::path::Path, name: &str, text: &str) -> std::io::Result<std::path::PathBuf> {
-    use std::io::Write as _;
-    std::fs::create_dir_all(dir)?;
-    let stem = name.strip_suffix(".jsonl").unwrap_or(name);
-    for n in 0..1000 {
-        let path = if n == 0 {
-            dir.join(name)
-        } else {
-            dir.join(format!("{stem}-{n}.jsonl"))
-        };
-        let mut open = std::fs::OpenOptions::new();
-        open.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-        match open.open(&path) {
-            Ok(mut file) => return file.write_all(text.as_bytes()).map(|()| path),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::AlreadyExists,
-        format!("1,000 recordings named {stem} already"),
-    ))
 }
 
 fn write_line(text: &mut Vec<u8>, line: &Line) {

@@ -69,3 +69,63 @@ fn a_line_past_the_bound_never_grows_the_buffer() {
         tape.held()
     );
 }
+
+#[test]
+fn a_file_past_the_bound_is_refused_by_its_size_and_one_at_it_is_read() {
+    use super::RecordError;
+    use super::read::read_within;
+    let dir = std::env::temp_dir().join(format!("voqalize-record-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("r.jsonl");
+    std::fs::write(&path, vec![b'x'; 4097]).unwrap();
+    match read_within(&path, 4096) {
+        Err(RecordError::TooLarge { size, limit, .. }) => {
+            assert_eq!((size, limit), (Some(4097), 4096));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(read_within(&path, 4097).unwrap().len(), 4097);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A pipe has no size: its read stops one byte past the bound, and the writer is left to fail.
+#[cfg(unix)]
+#[test]
+fn a_pipe_is_read_for_at_most_the_bound_and_one_byte() {
+    use super::RecordError;
+    use super::read::read_within;
+    use std::io::Write as _;
+    let dir = std::env::temp_dir().join(format!("voqalize-record-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("pipe.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let c_path = std::ffi::CString::new(path.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo reads it and keeps nothing.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let writer_path = path.clone();
+    // The writer offers 1 MiB; the reader takes 4 KiB and one byte, then closes its end.
+    let writer = std::thread::spawn(move || {
+        let mut pipe = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&writer_path)
+            .unwrap();
+        let mut written = 0usize;
+        for _ in 0..256 {
+            match pipe.write(&[b'x'; 4096]) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        written
+    });
+    match read_within(&path, 4096) {
+        Err(RecordError::TooLarge { size, limit, .. }) => assert_eq!((size, limit), (None, 4096)),
+        other => panic!("{other:?}"),
+    }
+    let written = writer.join().unwrap();
+    assert!(
+        written < 1 << 20,
+        "the writer was cut off after {written} bytes"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -155,9 +155,10 @@ fn jittered(delay: Duration) -> Duration {
     delay.mul_f64(factor)
 }
 
-/// The relay socket's buffers and limits: a message may be a session's largest plus its prefix
-/// plus the headroom (so one over a session's limit reaches the demux, which ends that session
-/// only); the write buffer holds one batch until its flush.
+/// The relay socket's buffers and limits: a message (and a frame) may be a session's largest plus
+/// its prefix plus the headroom, 8 MiB + 16 bytes at the defaults (so one over a session's limit
+/// reaches the demux, which ends that session only; tungstenite holds it whole, once, for the
+/// one connection); the write buffer holds one batch until its flush.
 fn websocket_config(relay: &Relay) -> WebSocketConfig {
     let options = &relay.options;
     let max_message = options

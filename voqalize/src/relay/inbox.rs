@@ -10,6 +10,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use crate::recover::lock;
+use crate::session::EndReason;
 
 /// How many inbound frames may wait for one session's reader before the next is dropped. Their
 /// bytes are bounded too (one frame always fits).
@@ -39,6 +40,8 @@ struct State {
     bytes: usize,
     /// The mux let go of the inbox: once drained, the reader sees its end.
     closed: bool,
+    /// Why the mux ended the session, when it did (a message over its limit).
+    ended: Option<EndReason>,
     /// The reader is gone: nothing more is taken.
     gone: bool,
 }
@@ -88,6 +91,15 @@ impl Inbox {
     }
 }
 
+impl Inbox {
+    /// Lets go of the inbox because the mux ends the session for `reason`: its reader takes the
+    /// frames that came before, sees the end, and [`Reader::ended`] tells it why (as the direct
+    /// leg's reader reads up to the message over the limit).
+    pub(super) fn end(self, reason: EndReason) {
+        lock(&self.shared.state).ended = Some(reason);
+    }
+}
+
 impl Drop for Inbox {
     fn drop(&mut self) {
         lock(&self.shared.state).closed = true;
@@ -118,6 +130,14 @@ impl Reader {
             // above and this wait is not missed.
             self.shared.ready.notified().await;
         }
+    }
+}
+
+impl Reader {
+    /// Why the mux ended the session, once [`recv`](Self::recv) has seen the end; `None` when it
+    /// only let go (the connection ends every session, or the session's own end).
+    pub(super) fn ended(&self) -> Option<EndReason> {
+        lock(&self.shared.state).ended.clone()
     }
 }
 

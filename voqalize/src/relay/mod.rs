@@ -37,8 +37,10 @@
 //!   ([`RelayError::AuthRejected`]); close 4000 is permanent ([`RelayError::NoAgent`]); any other
 //!   close reconnects and ends every session (each runs `on_session_end`; nothing is replayed);
 //! * **limits per session**: a message over a session's `HostOptions::max_message_bytes` ends that
-//!   session only (its `End` goes to the relay); the socket itself takes that much plus the prefix
-//!   plus [`RelayBuilder::frame_headroom`];
+//!   session only (its `End` goes to the relay), or is skipped for a prefix with no session, up to
+//!   the socket's own bound: that much plus the prefix plus [`RelayBuilder::frame_headroom`],
+//!   8 MiB + 16 bytes at the defaults. A message over the socket's bound loses the connection
+//!   (every call on it ends; the relay is redialled);
 //! * **bad input**: a text frame, a frame shorter than 16 bytes or a malformed envelope is logged
 //!   (once per window) and skipped; it never stops `serve`;
 //! * **graceful shutdown**, the direct leg's: when the future given to [`Relay::serve`] completes,
@@ -101,7 +103,7 @@ impl Default for Settings {
             max_delay: Duration::from_secs(60),
             backoff_reset_after: Duration::from_secs(30),
             give_up_after: Duration::from_secs(60),
-            frame_headroom: 1024 * 1024,
+            frame_headroom: 7 * 1024 * 1024,
             max_backlog: 16 * 1024 * 1024,
             max_sessions: 10_000,
         }
@@ -270,7 +272,7 @@ impl RelayBuilder {
     /// * `keepalive` does not apply: the relay connection owns liveness
     ///   ([`RelayBuilder::keepalive`]), and a call is never ended for being silent;
     /// * `max_message_bytes` bounds each session's inbound messages (a bigger one ends that
-    ///   session only), and `max_write_backlog_bytes` (at least 64 KiB here) each session's bytes
+    ///   session only, up to the socket's bound: [`RelayBuilder::frame_headroom`]), and `max_write_backlog_bytes` (at least 64 KiB here) each session's bytes
     ///   waiting for the relay socket (a frame bigger than that fails the session's send; it ends
     ///   with its `End`).
     pub fn host_options(mut self, options: HostOptions) -> Self {
@@ -332,10 +334,23 @@ impl RelayBuilder {
 
     /// Bytes the relay socket accepts in one message beyond a session's largest
     /// (`HostOptions::max_message_bytes`, 1 MiB by default) and its 16-byte prefix (default
-    /// 1 MiB). A message over its session's limit but within the socket's ends that session only,
-    /// with its `End` to the relay (for a prefix with no session it is dropped, logged once per
-    /// window); only a message over the socket's limit ends the connection, which is then
-    /// redialled with backoff.
+    /// 7 MiB). The socket's bound is their sum: 8 MiB + 16 bytes (8,388,624) at the defaults.
+    ///
+    /// Within the socket's bound, a message whose envelope is over its session's
+    /// `max_message_bytes` ends that session only (its reader reads the frames before it first):
+    /// `on_session_end` is told
+    /// [`BoundExceeded(InboundMessage)`](crate::session::BoundExceeded::InboundMessage) and the
+    /// relay gets the session's `End`. For a prefix with no session it is skipped. Both are logged
+    /// once per window; the connection and every other call on it go on.
+    ///
+    /// Over the socket's bound, the message cannot be skipped (the WebSocket cannot be read past a
+    /// message it refuses): the connection is lost, every call on it ends
+    /// ([`TransportLost(RelayLost)`](crate::session::TransportLoss::RelayLost), nothing replayed),
+    /// and the relay is redialled with backoff.
+    ///
+    /// Memory: the socket holds a message whole before the demux sees it, one at a time, for the
+    /// one relay connection (not per call): up to the socket's bound, and about twice that while a
+    /// message sent in fragments is put together.
     pub fn frame_headroom(mut self, bytes: usize) -> Self {
         self.settings.frame_headroom = bytes;
         self

@@ -25,10 +25,10 @@ use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use crate::host::{Admitted, DrainReport, Hosted, Refused, Shutdown};
-use crate::logline::{Repeated, outside};
+use crate::logline::{Repeated, count, outside};
 use crate::recover::panic_text;
 use crate::runtime::{self, Limits, Outcome};
-use crate::session::{EndReason, TransportLoss};
+use crate::session::{BoundExceeded, EndReason, TransportLoss};
 use crate::wire::{self, Frame};
 
 /// One binary message from the relay as the mux reads it before routing: the session's 16-byte
@@ -244,11 +244,11 @@ struct Ending(std::sync::OnceLock<EndReason>);
 impl ChannelReceiver for RelayReceiver {
     async fn recv(&mut self) -> Option<Result<Incoming, ChannelError>> {
         let Some(frame) = self.inbox.recv().await else {
+            // The mux ended this session (a message over its limit), or the connection ends them all.
             return self
-                .ending
-                .0
-                .get()
-                .cloned()
+                .inbox
+                .ended()
+                .or_else(|| self.ending.0.get().cloned())
                 .map(|r| Err(ChannelError::ending(r)));
         };
         Some(Ok(Incoming::Binary(frame)))
@@ -359,11 +359,17 @@ async fn run_connection<M: MakeBrain>(
         tokio::select! {
             Ok(()) = phase.changed() => {
                 if shutdown.is_ending() {
-                    tracing::warn!("relay: ending the {} calls still running (shutdown)", c.sessions.len());
+                    tracing::warn!(
+                        "relay: the drain is over; ending the {} still running",
+                        count(c.sessions.len(), "call")
+                    );
                     break Ended::Shutdown;
                 }
                 if !std::mem::replace(&mut draining, true) {
-                    tracing::info!("relay: shutting down; {} calls running", c.sessions.len());
+                    tracing::info!(
+                        "relay: shutting down; {} running",
+                        count(c.sessions.len(), "call")
+                    );
                 }
                 if c.sessions.is_empty() {
                     break Ended::Shutdown;
@@ -443,8 +449,8 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         let Some(inbound) = RelayInbound::parse(&bytes) else {
             if self.junk.allow() {
                 tracing::warn!(
-                    "relay: a frame of {} bytes, shorter than its 16-byte session prefix; skipping",
-                    bytes.len()
+                    "relay: a frame of {}, shorter than its 16-byte session prefix; skipping",
+                    count(bytes.len(), "byte")
                 );
             }
             return;
@@ -473,8 +479,11 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
                         self.max_message
                     );
                 }
-                // Its reader sees the end of its inbox; the session ends and sends its End.
-                running.inbox = None;
+                // Its reader sees the end of its inbox after the frames before; the session ends,
+                // told the bound it passed, and sends its End.
+                if let Some(inbox) = running.inbox.take() {
+                    inbox.end(EndReason::BoundExceeded(BoundExceeded::InboundMessage));
+                }
                 return;
             }
             match inbox.offer(envelope.clone()) {
@@ -606,7 +615,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
     async fn end(mut self, ended: Ended, mut writer: Aborting<Result<Sink, WriteFailed>>) -> Ended {
         let n = self.sessions.len();
         if n > 0 {
-            tracing::info!("relay: ending {n} sessions");
+            tracing::info!("relay: ending {}", count(n, "session"));
         }
         let lost = !matches!(ended, Ended::Shutdown);
         if lost {

@@ -490,8 +490,8 @@ impl<M: MakeBrain> Feeder<M> {
             }
             if self.waiting_turns.allow() {
                 tracing::warn!(
-                    "session: {} turns are running; turn {turn_id} waits for one to end",
-                    self.max_turns
+                    "session: {} running; turn {turn_id} waits for one to end",
+                    crate::logline::count(self.max_turns, "turn")
                 );
             }
             ended.await;

@@ -90,6 +90,9 @@ struct State {
     priority: VecDeque<Inbound>,
     bulk: Shedding<Inbound>,
     stop: Option<Stop>,
+    /// An inbound `End` is queued: the peer has ended the call. The session stops at it, whatever
+    /// the transport does after it, and nothing behind it is queued.
+    end_queued: bool,
 }
 
 pub(crate) struct Lanes {
@@ -108,6 +111,7 @@ impl Lanes {
                 priority: VecDeque::new(),
                 bulk: Shedding::new(maxsize, max_bytes),
                 stop: None,
+                end_queued: false,
             }),
             notify: Notify::new(),
             halt: Flag::default(),
@@ -132,18 +136,19 @@ impl Lanes {
         self.notify.notify_one();
     }
 
-    /// Queues `item` on the bulk lane. Once the session is stopping nothing more is queued (the
-    /// feeder will not take it), so a flood past the hard bound ends the call with one line, not
-    /// one per frame that follows.
+    /// Queues `item` on the bulk lane. Once the session is stopping, or an `End` is queued,
+    /// nothing more is queued (the feeder will not take it), so a flood past the hard bound ends
+    /// the call with one line, not one per frame that follows.
     pub(crate) fn push_bulk(&self, item: Inbound) {
         let mut s = self.state();
-        if s.stop.is_some() {
+        if s.stop.is_some() || s.end_queued {
             return;
         }
         let (name, droppable) = (item.name(), item.droppable());
         let weight = item.weight();
+        let end = matches!(item, Inbound::Frame(Frame::End));
         match s.bulk.push(item, droppable, weight) {
-            Admitted::Queued => {}
+            Admitted::Queued => s.end_queued = end,
             Admitted::Shed { first } => {
                 if first {
                     self.alerts.raise(INBOUND_CONGESTED);
@@ -172,8 +177,16 @@ impl Lanes {
 
     /// Records why the session must stop; the first reason wins. The feeder stops before its next
     /// frame and abandons a callback it is waiting on ([`Lanes::halted`]).
+    ///
+    /// Once an inbound `End` is queued, the transport closing, failing or refusing a send is what
+    /// follows that `End` (a console's *End call* sends it, then closes at once): it stops nothing,
+    /// and the session stops at the `End` (after the frames before it, or when its timer runs out)
+    /// with the peer's reason.
     pub(crate) fn stop(&self, why: Stop) {
         let mut s = self.state();
+        if s.end_queued && matches!(why, Stop::Closed(_) | Stop::SendFailed) {
+            return;
+        }
         if s.stop.is_none() {
             s.stop = Some(why);
         }
@@ -213,5 +226,44 @@ impl Lanes {
             }
             notified.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::TransportLoss;
+
+    fn said(turn_id: u64) -> Inbound {
+        Inbound::Frame(Frame::UserMessage(crate::wire::UserMessage::new(
+            turn_id, "hi",
+        )))
+    }
+
+    async fn taken(lanes: &Lanes) -> Result<String, Stop> {
+        match lanes.next().await {
+            Next::Item(item) => Ok(item.name().to_owned()),
+            Next::Stop(stop) => Err(stop),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_transport_going_after_an_end_stops_the_session_at_that_end() {
+        let lanes = Lanes::new(16, 1 << 20, Arc::default());
+        lanes.push_bulk(said(2));
+        lanes.push_bulk(Inbound::Frame(Frame::End));
+        lanes.push_bulk(said(3));
+        lanes.stop(Stop::Closed(EndReason::TransportLost(
+            TransportLoss::Closed,
+        )));
+        lanes.stop(Stop::SendFailed);
+        assert_eq!(taken(&lanes).await, Ok("UserMessage".to_owned()));
+        assert_eq!(taken(&lanes).await, Err(Stop::End), "nothing after the End");
+        // Without an End, a close stops the session before the frames still queued.
+        let lanes = Lanes::new(16, 1 << 20, Arc::default());
+        lanes.push_bulk(said(2));
+        let closed = Stop::Closed(EndReason::TransportLost(TransportLoss::Closed));
+        lanes.stop(closed.clone());
+        assert_eq!(taken(&lanes).await, Err(closed));
     }
 }

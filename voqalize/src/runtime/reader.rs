@@ -10,7 +10,7 @@ use tokio::time::{Instant, sleep_until};
 use super::Limits;
 use super::inbound::{Inbound, Lanes, Stop};
 use super::turns::Control;
-use crate::channel::{CLOSE_TOO_BIG, ChannelReceiver, Incoming};
+use crate::channel::{CLOSE_TOO_BIG, ChannelError, ChannelReceiver, Incoming};
 use crate::logline::{Repeated, chain, outside};
 use crate::record::Tape;
 use crate::recover::lock;
@@ -81,20 +81,8 @@ pub(super) fn read_loop(
             let bytes = match next {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::info!("session: channel closed: {}", outside(&chain(&e)));
                     close = e.close_code();
-                    why = match (e.end_reason(), close) {
-                        (Some(reason), _) => reason.clone(),
-                        (None, Some(CLOSE_TOO_BIG)) => {
-                            EndReason::BoundExceeded(BoundExceeded::InboundMessage)
-                        }
-                        (None, _) => {
-                            // The transport's error can quote the peer: kept to 1 KiB.
-                            let mut error = chain(&e);
-                            wire::clip(&mut error, 1024);
-                            EndReason::TransportLost(TransportLoss::Failed(error))
-                        }
-                    };
+                    why = ended_by(&e);
                     break;
                 }
                 Some(Ok(Incoming::Text(_))) => {
@@ -140,6 +128,33 @@ pub(super) fn read_loop(
         }
         lanes.stop(Stop::Closed(why));
         close
+    }
+}
+
+/// Why the session ends when its channel fails with `e`, logged as what happened.
+fn ended_by(e: &ChannelError) -> EndReason {
+    match (e.end_reason(), e.close_code()) {
+        // The host ends the call: not a transport failure, though it comes the same way.
+        (Some(EndReason::Shutdown), _) => {
+            tracing::info!(
+                "session: the drain ends the call (its timeout passed, or the shutdown was triggered again)"
+            );
+            EndReason::Shutdown
+        }
+        (Some(reason), _) => {
+            tracing::info!("session: the call is ending: {reason}");
+            reason.clone()
+        }
+        (None, code) => {
+            tracing::info!("session: channel closed: {}", outside(&chain(e)));
+            if code == Some(CLOSE_TOO_BIG) {
+                return EndReason::BoundExceeded(BoundExceeded::InboundMessage);
+            }
+            // The transport's error can quote the peer: kept to 1 KiB.
+            let mut error = chain(e);
+            wire::clip(&mut error, 1024);
+            EndReason::TransportLost(TransportLoss::Failed(error))
+        }
     }
 }
 

@@ -10,6 +10,8 @@ use std::fmt;
 #[non_exhaustive]
 pub enum EndReason {
     /// Voqalize ended the call with `End`: the caller hung up, or the platform closed the call.
+    /// Also when the connection closed, failed or refused a send right after that `End` was read:
+    /// the `End` is what ended the call.
     Ended,
     /// Voqalize cancelled the call with `Cancel`: stop at once (queued frames were dropped).
     Cancelled,
@@ -50,7 +52,9 @@ pub enum BoundExceeded {
     /// An inbound or outbound lane passed its hard bound: the peer floods the brain, or does not
     /// read what it sends (`HostOptions::max_lane_frames` / `max_lane_bytes`).
     Lane,
-    /// The peer sent a message over the socket's limit (closed with 1009).
+    /// The peer sent a message over `HostOptions::max_message_bytes`: on the direct leg the
+    /// socket's limit (closed with 1009), on the relay leg the call's own (its `End` goes to the
+    /// relay; the connection stays).
     InboundMessage,
     /// The brain built a frame over the socket's limit; `Error` and `End` went out instead.
     OutboundFrame,

@@ -33,7 +33,8 @@ pub use model_server::{
 #[cfg(feature = "model")]
 pub use offline::offline_model;
 pub use replay::{
-    Answered, Replay, ReplayError, ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput,
+    Answered, DEFAULT_REPLAY_DEADLINE, DEFAULT_REPLAY_TURN_TIMEOUT, Replay, ReplayError,
+    ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput,
 };
 pub use token::TokenSigner;
 pub use tool_harness::{ToolCall, ToolHarness};

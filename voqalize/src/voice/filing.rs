@@ -161,10 +161,10 @@ mod tests {
         let mut f = Filings::default();
         let due = Instant::now();
         assert_eq!((f.call(7, due), f.call(7, due), f.call(7, due)), (0, 1, 2));
-        let mut filed = Vec::new();
+        let filed = std::cell::RefCell::new(Vec::new());
         let mut file = |r: &mut Option<EntryId>, t: ToolResult| {
             *r = Some(99);
-            filed.push(t.name);
+            filed.borrow_mut().push(t.name);
         };
         assert!(f.answer(7, 2, result(2), &mut file));
         assert!(f.answer(7, 1, result(1), &mut file));
@@ -178,7 +178,7 @@ mod tests {
         assert!(!f.answer(7, 0, result(0), &mut file));
         assert!(!f.answer(7, 3, result(3), &mut file), "no such call");
         assert!(!f.answer(8, 0, result(0), &mut file), "no such turn");
-        assert_eq!(filed, ["t0", "t1", "t2"]);
+        assert_eq!(*filed.borrow(), ["t0", "t1", "t2"]);
         assert!(!f.waiting());
         assert_eq!(f.last_due(), None);
         f.forget_settled(|_| true);

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::logline::Repeated;
-use crate::model::layer::Usage;
+use crate::logline::{Repeated, outside};
+use crate::model::layer::{Chunk, Usage};
 use crate::session::{Session, Step};
 
 /// How far apart turns must be for each to write its `turn:` line: a person takes longer than
@@ -35,6 +35,8 @@ pub(crate) struct TurnLog {
     pub guard_refusals: Repeated,
     /// A tool guard that failed or panicked (the call refused, or the result withheld).
     pub guard_failures: Repeated,
+    /// A token count over [`Usage::MAX_COUNT`] (left out).
+    pub token_counts: Repeated,
 }
 
 impl Default for TurnLog {
@@ -51,6 +53,7 @@ impl Default for TurnLog {
             slow_tools: Repeated::new("tool calls over the time budget"),
             guard_refusals: Repeated::new("tool calls or results a guard refused"),
             guard_failures: Repeated::new("tool guards that failed"),
+            token_counts: Repeated::new("token counts over the sanity bound"),
         }
     }
 }
@@ -66,6 +69,11 @@ pub(crate) struct Tally {
     pub awaited: u32,
     /// Usage summed over the turn's requests; `None` while no request reported any.
     pub usage: Option<Usage>,
+    /// The last stop of the turn's requests that was not a normal end, as the provider said it
+    /// ([`Chunk::abnormal_stop`](crate::model::history::Chunk::abnormal_stop)).
+    pub stop: Option<String>,
+    /// Calls a stop cut off before their arguments were complete (none of them ran).
+    pub cut_calls: u32,
 }
 
 impl Tally {
@@ -111,10 +119,19 @@ fn ms_or_none(d: Option<Duration>) -> String {
 }
 
 /// The one `turn:` line: `turn: model=.. hops=.. calls=.. awaited=.. speechless=yes|no open=..
-/// speak=.. total=.. prompt=.. cached=.. output=.. thoughts=..`, or `— no usage reported` after
-/// `total` when no request reported usage.
-pub(crate) fn turn_line(model: &str, tally: &Tally, clock: &Clock) -> String {
-    let head = format!(
+/// speak=.. total=.. prompt=.. cached=.. output=.. thoughts=..` (or `— no usage reported` after
+/// `total` when no request reported usage), then ` cut_calls=N` when a stop cut calls off,
+/// ` request_id=..` when the provider gave one, and last ` stop=..` when a request stopped short
+/// of a normal end: the provider's reason and detail, escaped and cut ([`outside`]), so it may
+/// hold spaces and runs to the end of the line.
+pub(crate) fn turn_line(
+    model: &str,
+    tally: &Tally,
+    clock: &Clock,
+    request_id: Option<&str>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut line = format!(
         "turn: model={model} hops={} calls={} awaited={} speechless={} open={} speak={} total={}ms",
         tally.hops,
         tally.calls,
@@ -124,16 +141,28 @@ pub(crate) fn turn_line(model: &str, tally: &Tally, clock: &Clock) -> String {
         ms_or_none(clock.speak),
         ms(clock.started.elapsed()),
     );
-    match tally.usage {
-        None => format!("{head} — no usage reported"),
-        Some(u) => format!(
-            "{head} prompt={} cached={} output={} thoughts={}",
+    // Writing to a String cannot fail.
+    let _ = match tally.usage {
+        None => write!(line, " — no usage reported"),
+        Some(u) => write!(
+            line,
+            " prompt={} cached={} output={} thoughts={}",
             u.input.unwrap_or(0),
             u.cached_input.unwrap_or(0),
             u.output.unwrap_or(0),
             u.reasoning.unwrap_or(0),
         ),
+    };
+    if tally.cut_calls > 0 {
+        let _ = write!(line, " cut_calls={}", tally.cut_calls);
     }
+    if let Some(id) = request_id {
+        let _ = write!(line, " request_id={}", outside(id));
+    }
+    if let Some(stop) = &tally.stop {
+        let _ = write!(line, " stop={}", outside(stop));
+    }
+    line
 }
 
 fn clamp_ms(d: Duration) -> u32 {
@@ -177,16 +206,35 @@ impl Hop {
         }
     }
 
+    /// What a chunk says of the request: its first output's time, its usage (a later report
+    /// replaces an earlier one; each count past [`Usage::MAX_COUNT`] is left out), the
+    /// response's id and finish reason. Gives the first count left out: its name and value.
+    pub(crate) fn heard(&mut self, chunk: &Chunk) -> Option<(&'static str, u64)> {
+        self.first.get_or_insert_with(|| self.started.elapsed());
+        let mut over = None;
+        if let Some(usage) = chunk.usage {
+            let (usage, past) = usage.bounded();
+            self.usage = Some(usage);
+            over = past;
+        }
+        if chunk.response_id.is_some() {
+            self.response_id.clone_from(&chunk.response_id);
+        }
+        if chunk.finish_reason.is_some() {
+            self.finish_reason.clone_from(&chunk.finish_reason);
+        }
+        over
+    }
+
     /// Counts the request in the metrics, once: with its outcome so far.
     fn count(&mut self) {
         if let Some(provider) = self.provider.take() {
             let usage = self.usage.unwrap_or_default();
-            let output = usage.output.map(|n| n + usage.reasoning.unwrap_or(0));
             crate::metrics::model_request(
                 &provider,
                 self.outcome,
                 self.first,
-                (usage.input, output),
+                (usage.input, usage.billed_output()),
             );
         }
     }

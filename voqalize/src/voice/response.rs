@@ -219,11 +219,35 @@ impl<'t> Response<'t> {
         raw: Value,
         bound: Tripped,
     ) {
+        self.file_unrun(conversation, call, raw, |name| bound.answer(name));
+    }
+
+    /// Files a call the stop cut off before its arguments were complete (docs/protocol.md
+    /// §6.4): in the history with no arguments (a name no tool has is cut), answered with an
+    /// error the model reads. No tool runs.
+    pub(super) fn cut_off(&mut self, conversation: &mut Conversation, call: Call, raw: Value) {
+        self.file_unrun(conversation, call, raw, |name| {
+            format!(
+                "'{name}' did not run: the reply stopped before this call's arguments were \
+                 complete (the output token limit, or the provider stopped it); call it again \
+                 with all its arguments if it is still needed"
+            )
+        });
+    }
+
+    /// Files a call whose tool does not run: with no arguments, answered with `answer(name)`.
+    fn file_unrun(
+        &mut self,
+        conversation: &mut Conversation,
+        call: Call,
+        raw: Value,
+        answer: impl FnOnce(&str) -> String,
+    ) {
         let name = kept_name(&call.name);
         let result = ToolResult {
             call_id: call.id.clone(),
             name: name.clone(),
-            response: json!({ "error": bound.answer(&name) }),
+            response: json!({ "error": answer(&name) }),
         };
         let call = Call {
             id: call.id,

@@ -50,11 +50,8 @@ pub(crate) fn record_response(
             span.record("gen_ai.usage.input_tokens", n);
         }
         // OpenTelemetry counts reasoning tokens in the output, as providers bill them.
-        if let Some(n) = usage.output {
-            span.record(
-                "gen_ai.usage.output_tokens",
-                n + usage.reasoning.unwrap_or(0),
-            );
+        if let Some(n) = usage.billed_output() {
+            span.record("gen_ai.usage.output_tokens", n);
         }
     }
     if let Some(first) = first {

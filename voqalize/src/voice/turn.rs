@@ -32,8 +32,8 @@ use super::response::{Closed, Ending, Response};
 use super::spans;
 use super::taping::Taping;
 use crate::brain::BrainResult;
-use crate::logline::{Repeated, chain, outside, outside_n};
-use crate::model::history::{Call, Chunk, Part, RequestSpec, arguments_bytes};
+use crate::logline::{Repeated, chain, outside_n};
+use crate::model::history::{Call, Chunk, Part, RequestSpec, Usage, arguments_bytes, label_of};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::StreamError;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
@@ -284,11 +284,13 @@ impl<'t> TurnState<'t> {
             return;
         }
         let layer = &self.model.inner.layer;
-        let line = turn_line(layer.model(), &self.tally, &self.clock);
-        match &self.request_id {
-            Some(id) => tracing::info!("{line} request_id={}", outside(id)),
-            None => tracing::info!("{line}"),
-        }
+        let line = turn_line(
+            layer.model(),
+            &self.tally,
+            &self.clock,
+            self.request_id.as_deref(),
+        );
+        tracing::info!("{line}");
     }
 }
 
@@ -549,18 +551,7 @@ impl TurnState<'_> {
         answering: &mut Answering<'a>,
     ) -> RequestEnd {
         self.clock.mark_open();
-        if let Some(hop) = self.hop.as_mut() {
-            hop.first.get_or_insert_with(|| hop.started.elapsed());
-            if chunk.usage.is_some() {
-                hop.usage = chunk.usage;
-            }
-            if chunk.response_id.is_some() {
-                hop.response_id.clone_from(&chunk.response_id);
-            }
-            if chunk.finish_reason.is_some() {
-                hop.finish_reason.clone_from(&chunk.finish_reason);
-            }
-        }
+        self.heard_of(&chunk);
         let mut end = RequestEnd::default();
         let mut parts = joined(chunk.parts).into_iter().peekable();
         while parts.peek().is_some() {
@@ -585,6 +576,9 @@ impl TurnState<'_> {
         if chunk.too_big {
             end.cut = Some(Tripped::KeptBytes(self.bounds.response_bytes));
             return end;
+        }
+        if let Some(Part::Call { call, raw }) = chunk.cut_call {
+            self.cut_off(call, raw);
         }
         let stopped = self
             .response
@@ -647,6 +641,41 @@ impl TurnState<'_> {
         })
     }
 
+    /// What a chunk says of its request, for its span, its step and the `turn:` line: a stop
+    /// that was not a normal end, and (on the request's [`Hop`]) its usage, a count past
+    /// [`Usage::MAX_COUNT`] left out and logged.
+    fn heard_of(&mut self, chunk: &Chunk) {
+        if let Some(stop) = &chunk.abnormal_stop {
+            self.tally.stop = Some(label_of(stop));
+        }
+        let over = self.hop.as_mut().and_then(|hop| hop.heard(chunk));
+        if let Some((name, n)) = over
+            && allowed(self.model, |log| &mut log.token_counts)
+        {
+            let layer = &self.model.inner.layer;
+            tracing::warn!(
+                "turn: model={} provider={} reported {name}={n}, over the {} a request may \
+                 report: not counted",
+                layer.model(),
+                layer.provider(),
+                Usage::MAX_COUNT
+            );
+        }
+    }
+
+    /// A call the stop cut off before its arguments were complete: the speech before it goes
+    /// out (it was a real call), and it is filed with no arguments, answered with an error the
+    /// model reads. Its tool never runs.
+    fn cut_off(&mut self, call: Call, raw: Value) {
+        let model = self.model;
+        let mut conversation = model.conversation();
+        self.response(&mut conversation);
+        if let Some(r) = self.response.as_mut() {
+            r.before_call(&mut conversation, &mut self.clock);
+            r.cut_off(&mut conversation, call, raw);
+            self.tally.cut_calls += 1;
+        }
+    }
     /// A request failed: log it with the provider and status, close what was speaking (it stays in
     /// the history with its partial text and is finalized like any unit), and speak the fallback line
     /// when the turn had said nothing yet, so the caller is not left in silence.

@@ -1,11 +1,12 @@
 //! Decoding an Anthropic Messages stream: text spoken as its deltas come; a `tool_use` block's
 //! `input_json_delta` fragments and a thinking block's deltas and signature assembled until the
-//! block stops; usage from `message_start`, updated by `message_delta`; `message_stop` ends it.
+//! block stops; usage from `message_start`, updated by `message_delta`, with its stop reason (and
+//! `stop_details`); `message_stop` ends it, and a `tool_use` block still open then was cut off.
 
 use serde_json::{Map, Value, json};
 
 use crate::logline::outside_n;
-use crate::model::history::{Chunk, Part, Usage, label};
+use crate::model::history::{Chunk, Part, Usage, label, label_of, stop_text};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
@@ -52,6 +53,8 @@ pub(crate) struct AnthropicDecoder {
     /// The message's `id` and its `stop_reason`, for the request's span.
     response_id: Option<String>,
     stop_reason: Option<String>,
+    /// The stop, when it was not a normal end: its reason and `stop_details`.
+    abnormal_stop: Option<String>,
     done: bool,
 }
 
@@ -66,6 +69,7 @@ impl AnthropicDecoder {
             usage_seen: false,
             response_id: None,
             stop_reason: None,
+            abnormal_stop: None,
             done: false,
         }
     }
@@ -107,14 +111,38 @@ impl AnthropicDecoder {
             Some("content_block_stop") => Vec::new(),
             Some("message_delta") => {
                 self.read_usage(&event["usage"]);
-                if let Some(reason) = label(&event["delta"]["stop_reason"]) {
-                    self.stop_reason = Some(reason);
+                let delta = &event["delta"];
+                if let Some(reason) = delta["stop_reason"].as_str() {
+                    self.stop_reason = Some(label_of(reason));
+                    self.abnormal_stop = (!NORMAL_STOPS.contains(&reason))
+                        .then(|| stop_text(reason, stop_details(&delta["stop_details"]).as_deref()))
+                        .flatten();
                 }
                 Vec::new()
             }
             Some("message_stop") => {
                 self.done = true;
+                // A `tool_use` block still open at the end was cut off (every recorded stream
+                // stops each block before its `message_delta`; one that ran into `max_tokens`
+                // never stops its call's block): its call never runs.
+                let cut_call = match self.block.take() {
+                    Some((
+                        _,
+                        Block::ToolUse {
+                            id,
+                            name,
+                            arguments,
+                            ..
+                        },
+                    )) => Some(assembled_call(&mut self.ids, id, name, arguments)),
+                    other => {
+                        self.block = other;
+                        None
+                    }
+                };
                 let mut chunk = Chunk::new(self.stop()).ending(false);
+                chunk.cut_call = cut_call;
+                chunk.abnormal_stop = self.abnormal_stop.take();
                 chunk.response_id = self.response_id.take();
                 chunk.finish_reason = self.stop_reason.take();
                 if self.usage_seen {
@@ -293,6 +321,21 @@ impl AnthropicDecoder {
             }
             Some(Block::Text | Block::Skipped) | None => Vec::new(),
         }
+    }
+}
+
+/// The stop reasons of a message that ended as it should: its turn said, a tool called, a stop
+/// sequence met. Any other (`max_tokens`, `refusal`, `pause_turn`,
+/// `model_context_window_exceeded`, one added later) is named on the `turn:` line.
+const NORMAL_STOPS: &[&str] = &["end_turn", "tool_use", "stop_sequence"];
+
+/// What `stop_details` says of a stop (a refusal's `category` and `explanation`), each kept to
+/// [`LABEL_BYTES`](crate::model::history::LABEL_BYTES): `cyber: explanation`, or either alone.
+fn stop_details(details: &Value) -> Option<String> {
+    let field = |k: &str| details.get(k).and_then(Value::as_str).map(label_of);
+    match (field("category"), field("explanation")) {
+        (Some(category), Some(explanation)) => Some(format!("{category}: {explanation}")),
+        (category, explanation) => category.or(explanation),
     }
 }
 

@@ -1,9 +1,10 @@
-//! Decoding a chat-completions stream: text at once, calls assembled until the end.
+//! Decoding a chat-completions stream: text at once, calls assembled until the end (the one being
+//! written when a `finish_reason` that is not a normal end came was cut off).
 
 use serde_json::Value;
 
 use crate::logline::{outside, outside_n};
-use crate::model::history::{Call, Chunk, Part, Usage, label};
+use crate::model::history::{Call, Chunk, Part, Usage, label, stop_text};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::{
     bare_error, count, error_message, malformed_shape, provider_error, visible_output,
@@ -24,6 +25,26 @@ struct Slot {
 }
 
 impl Slot {
+    /// The assembled call, the `position`-th of the response (its id when the server sent none:
+    /// by position, not index, so calls sharing an index never share an id). Everything a
+    /// `tool_calls` entry carries is in the call: no raw to keep.
+    fn into_part(self, position: usize) -> Part {
+        let id = self.id.unwrap_or_else(|| format!("call_{position}"));
+        let arguments = if self.arguments.trim().is_empty() {
+            "{}".to_owned()
+        } else {
+            self.arguments
+        };
+        Part::Call {
+            call: Call {
+                id: Some(id),
+                name: self.name,
+                arguments: Arguments::Raw(arguments),
+            },
+            raw: Value::Null,
+        }
+    }
+
     /// A call that could stand on its own: named, with whole JSON arguments (or none yet).
     fn complete(&self) -> bool {
         !self.name.is_empty()
@@ -31,6 +52,21 @@ impl Slot {
                 || serde_json::from_str::<serde::de::IgnoredAny>(&self.arguments).is_ok())
     }
 }
+
+/// The `finish_reason`s of a reply that ended as it should: OpenAI's `stop`, `tool_calls` and
+/// the older `function_call`, and what other servers send for the same (`eos`, `eos_token`,
+/// `stop_sequence`, `end_turn`). Any other (`length`, `content_filter`,
+/// `insufficient_system_resource`, `error`...) is named on the `turn:` line, and the call being
+/// written when it came does not run.
+const NORMAL_FINISHES: &[&str] = &[
+    "stop",
+    "tool_calls",
+    "function_call",
+    "eos",
+    "eos_token",
+    "stop_sequence",
+    "end_turn",
+];
 
 /// Decodes a chat-completions stream: text at once, calls assembled until the end.
 ///
@@ -45,6 +81,8 @@ pub(crate) struct ChatDecoder {
     reasoning_outside: bool,
     limits: DecodeLimits,
     slots: Vec<Slot>,
+    /// The slot the last fragment went to: the call being written when the output stopped.
+    last: Option<usize>,
     usage: Option<Usage>,
     finish_seen: bool,
     /// The completion's `id` and its `finish_reason`, for the request's span.
@@ -60,6 +98,7 @@ impl ChatDecoder {
             reasoning_outside: provider == "xai",
             limits,
             slots: Vec::new(),
+            last: None,
             usage: None,
             finish_seen: false,
             response_id: None,
@@ -164,8 +203,8 @@ impl ChatDecoder {
                     || (name == Some(s.name.as_str()) && arguments.trim().is_empty())
             }
         };
-        let slot = match current {
-            Some(i) if continues(&self.slots[i]) || !self.slots[i].complete() => &mut self.slots[i],
+        let at = match current {
+            Some(i) if continues(&self.slots[i]) || !self.slots[i].complete() => i,
             // A call past the bound: the core refuses the first one and reads nothing after it.
             _ if self.slots.len() > self.limits.max_calls => return,
             _ => {
@@ -175,10 +214,11 @@ impl ChatDecoder {
                     name: String::new(),
                     arguments: String::new(),
                 });
-                let last = self.slots.len() - 1;
-                &mut self.slots[last]
+                self.slots.len() - 1
             }
         };
+        self.last = Some(at);
+        let slot = &mut self.slots[at];
         if slot.id.is_none() {
             slot.id = id.map(str::to_owned);
         }
@@ -213,28 +253,23 @@ impl ChatDecoder {
         }
         self.done = true;
         let mut slots = std::mem::take(&mut self.slots);
+        let abnormal_stop = self
+            .finish_reason
+            .as_deref()
+            .filter(|reason| !NORMAL_FINISHES.contains(reason))
+            .and_then(|reason| stop_text(reason, None));
+        // Under any other finish (`length`, `content_filter`...) the call being written when the
+        // output stopped was cut off: the one the last fragment went to.
+        let cut = match self.last {
+            Some(i) if abnormal_stop.is_some() && i < slots.len() => Some(slots.remove(i)),
+            _ => None,
+        };
         slots.sort_by_key(|s| s.index);
+        let count = slots.len();
         let parts = slots
             .into_iter()
             .enumerate()
-            .map(|(position, s)| {
-                // By position, not index: calls sharing an index must not share an id.
-                let id = s.id.unwrap_or_else(|| format!("call_{position}"));
-                let arguments = if s.arguments.trim().is_empty() {
-                    "{}".to_owned()
-                } else {
-                    s.arguments
-                };
-                // Everything a `tool_calls` entry carries is in the call: no raw to keep.
-                Part::Call {
-                    call: Call {
-                        id: Some(id),
-                        name: s.name,
-                        arguments: Arguments::Raw(arguments),
-                    },
-                    raw: Value::Null,
-                }
-            })
+            .map(|(position, s)| s.into_part(position))
             .collect();
         Ok(vec![Chunk {
             parts,
@@ -242,6 +277,8 @@ impl ChatDecoder {
             usage: self.usage,
             response_id: self.response_id.take(),
             finish_reason: self.finish_reason.take(),
+            abnormal_stop,
+            cut_call: cut.map(|s| s.into_part(count)),
             ..Chunk::default()
         }])
     }

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::model::history::{Chunk, Kept, Part, Usage, label};
+use crate::model::history::{Chunk, Kept, Part, Usage, label, label_of, stop_text};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::partial_args::Assembly;
 use crate::model::render::{count, error_message, malformed, malformed_shape, provider_error};
@@ -196,9 +196,14 @@ impl GeminiDecoder {
         }
         if chunk.finished {
             self.done = true;
-            // A streamed call the stream ended without closing is as complete as it will be.
+            // A streamed call the candidate finished without closing is as complete as it will
+            // be when it finished with `STOP`; any other finish (`MAX_TOKENS`...) cut it off.
             if let Some(open) = self.streaming.take() {
-                self.keep(open.into_part(), &mut chunk.parts);
+                if chunk.abnormal_stop.is_some() {
+                    chunk.cut_call = Some(open.into_part());
+                } else {
+                    self.keep(open.into_part(), &mut chunk.parts);
+                }
             }
         }
         Ok(vec![chunk])
@@ -441,6 +446,16 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
                 "promptFeedback" => {
                     let feedback = r.field(&mut map)?.unwrap_or_default();
                     r.blocked = feedback.get("blockReason").is_some_and(|b| !b.is_null());
+                    if r.blocked {
+                        let reason = match &feedback["blockReason"] {
+                            Value::String(reason) => label_of(reason),
+                            other => label_of(&other.to_string()),
+                        };
+                        r.chunk.abnormal_stop = stop_text(
+                            &format!("prompt blocked: {reason}"),
+                            feedback["blockReasonMessage"].as_str(),
+                        );
+                    }
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -482,11 +497,13 @@ impl<'de> Visitor<'de> for CandidateSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let r = self.0;
-        let mut reason = Value::Null;
-        while let Some(key) = map.next_key_seed(KeyOf(&["content", "finishReason"]))? {
+        let (mut reason, mut message) = (Value::Null, Value::Null);
+        const KEYS: &[&str] = &["content", "finishReason", "finishMessage"];
+        while let Some(key) = map.next_key_seed(KeyOf(KEYS))? {
             match key.unwrap_or_default() {
                 "content" => map.next_value_seed(ContentSeed(&mut *r))?,
                 "finishReason" => reason = r.field(&mut map)?.unwrap_or_default(),
+                "finishMessage" => message = r.field(&mut map)?.unwrap_or_default(),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -496,6 +513,15 @@ impl<'de> Visitor<'de> for CandidateSeed<'_, '_> {
         if !reason.is_null() {
             r.chunk.finished = true;
             r.chunk.finish_reason = label(&reason);
+            // Any finish but `STOP` (`MAX_TOKENS`, `SAFETY`, `RECITATION`, `BLOCKLIST`,
+            // `MALFORMED_FUNCTION_CALL`...) is not a normal end.
+            if reason.as_str() != Some("STOP") {
+                let reason = match &reason {
+                    Value::String(reason) => label_of(reason),
+                    other => label_of(&other.to_string()),
+                };
+                r.chunk.abnormal_stop = stop_text(&reason, message.as_str());
+            }
             if reason
                 .as_str()
                 .is_some_and(|reason| MALFORMED_REASONS.contains(&reason))

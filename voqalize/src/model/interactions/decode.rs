@@ -2,12 +2,12 @@
 //! `step.delta`s, `step.stop`). A `model_output` step's text is spoken as each delta comes; a
 //! `function_call` step's `arguments_delta` fragments and a `thought` step's summary and
 //! signature are assembled until the step stops; `interaction.completed` carries the usage and
-//! ends the response.
+//! the status and ends the response (a `function_call` step still open then was cut off).
 
 use serde_json::{Map, Value, json};
 
 use crate::logline::outside_n;
-use crate::model::history::{Chunk, Part, Usage, label};
+use crate::model::history::{Chunk, Part, Usage, label, label_of, stop_text};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::render::CallIds;
 use crate::model::render::{
@@ -71,7 +71,7 @@ impl InteractionsDecoder {
         if data == "[DONE]" {
             // The server's last event, after `interaction.completed`: the end without a usage.
             self.done = true;
-            return Ok(vec![Chunk::new(self.stop()).ending(false)]);
+            return Ok(vec![self.end_chunk()]);
         }
         let Some(event) = parse_within(PROVIDER, data, self.limits.max_kept_bytes)? else {
             return Ok(vec![Chunk::cut()]);
@@ -96,9 +96,15 @@ impl InteractionsDecoder {
             Some("interaction.completed") => {
                 self.done = true;
                 let interaction = &event["interaction"];
-                let mut chunk = Chunk::new(self.stop()).ending(false);
+                let mut chunk = self.end_chunk();
                 chunk.response_id = label(&interaction["id"]);
                 chunk.finish_reason = label(&interaction["status"]);
+                // `completed`, or `requires_action` (calls to answer), is a normal end; any
+                // other (`incomplete`, `cancelled`...) is not.
+                chunk.abnormal_stop = match interaction["status"].as_str() {
+                    Some("completed" | "requires_action") | None => None,
+                    Some(status) => stop_text(&label_of(status), None),
+                };
                 if let Some(u) = interaction.get("usage").filter(|u| u.is_object()) {
                     chunk = chunk.with_usage(usage(u));
                 }
@@ -223,6 +229,30 @@ impl InteractionsDecoder {
             _ => {}
         }
         Ok(Vec::new())
+    }
+
+    /// The chunk that ends the interaction: the open step closed, but a `function_call` step
+    /// still open was cut off (every recorded stream stops each step before its end), so its
+    /// call never runs.
+    fn end_chunk(&mut self) -> Chunk {
+        let cut_call = match self.step.take() {
+            Some((
+                _,
+                Step::Call {
+                    id,
+                    name,
+                    arguments,
+                    ..
+                },
+            )) => Some(assembled_call(&mut self.ids, id, name, arguments)),
+            other => {
+                self.step = other;
+                None
+            }
+        };
+        let mut chunk = Chunk::new(self.stop()).ending(false);
+        chunk.cut_call = cut_call;
+        chunk
     }
 
     /// Closes the open step: a call or a thought is complete now.

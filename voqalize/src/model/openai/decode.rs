@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::model::history::{Call, Chunk, Part, Usage, label};
+use crate::model::history::{Call, Chunk, Part, Usage, label, label_of, stop_text};
 use crate::model::layer::{Decoder, StreamError};
 use crate::model::render::{
     bare_error, count, error_message, malformed_shape, provider_error, visible_output,
@@ -59,6 +59,19 @@ impl OpenAiDecoder {
             Some("response.output_item.done") => {
                 let item = obj.get("item").unwrap_or(&Value::Null);
                 let part = match item.get("type").and_then(Value::as_str) {
+                    // An item the output stopped in is `incomplete` (a server that sends no
+                    // status sends whole calls): its call never runs.
+                    Some("function_call")
+                        if item
+                            .get("status")
+                            .and_then(Value::as_str)
+                            .is_some_and(|status| status != "completed") =>
+                    {
+                        return Ok(vec![Chunk {
+                            cut_call: Some(call_part(item)?),
+                            ..Chunk::default()
+                        }]);
+                    }
                     Some("function_call") => call_part(item)?,
                     Some("reasoning") => Part::Thought {
                         raw: as_input_item(item),
@@ -84,15 +97,26 @@ impl OpenAiDecoder {
                     .map(usage);
                 let response = event.get("response").unwrap_or(&Value::Null);
                 // `incomplete`'s reason (`max_output_tokens`...) says more than its status.
-                let finish_reason = response
+                let reason = response
                     .pointer("/incomplete_details/reason")
-                    .and_then(label)
-                    .or_else(|| label(&response["status"]));
+                    .and_then(Value::as_str);
+                let finish_reason = reason.map(label_of).or_else(|| label(&response["status"]));
+                let status = match response["status"].as_str() {
+                    Some(status) => status,
+                    None if kind == Some("response.incomplete") => "incomplete",
+                    None => "completed",
+                };
+                let abnormal_stop = if status == "completed" {
+                    None
+                } else {
+                    stop_text(&label_of(status), reason)
+                };
                 Ok(vec![Chunk {
                     finished: true,
                     usage,
                     response_id: label(&response["id"]),
                     finish_reason,
+                    abnormal_stop,
                     ..Chunk::default()
                 }])
             }

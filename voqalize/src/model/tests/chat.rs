@@ -318,6 +318,8 @@ fn case65_captured_stream() {
             too_big: false,
             response_id: Some("chatcmpl-1".into()),
             finish_reason: Some("tool_calls".into()),
+            abnormal_stop: None,
+            cut_call: None,
         }]
     );
     assert!(d.end().unwrap().is_empty());

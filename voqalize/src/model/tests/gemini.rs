@@ -241,6 +241,8 @@ fn decode_captured_stream() {
                 too_big: false,
                 response_id: Some("r1".into()),
                 finish_reason: Some("STOP".into()),
+                abnormal_stop: None,
+                cut_call: None,
             },
         ]
     );
@@ -304,13 +306,15 @@ fn malformed_function_call_finish() {
                 too_big: false,
                 response_id: None,
                 finish_reason: Some(reason.into()),
+                abnormal_stop: Some(reason.into()),
+                cut_call: None,
             }]
         );
     }
 }
 
 #[test]
-fn case56_safety_and_unknown_finishes_are_normal() {
+fn case56_safety_and_unknown_finishes_end_the_response_and_are_named() {
     for reason in ["SAFETY", "MAX_TOKENS", "SOMETHING_NEW"] {
         let chunks = decode(&[&format!(
             r#"{{"candidates":[{{"finishReason":"{reason}","index":0}}]}}"#
@@ -320,14 +324,27 @@ fn case56_safety_and_unknown_finishes_are_normal() {
             vec![Chunk {
                 finished: true,
                 finish_reason: Some(reason.into()),
+                abnormal_stop: Some(reason.into()),
                 ..Chunk::default()
             }]
         );
     }
+    // With the finish's message, when it gives one; `STOP` is a normal end, whatever it says.
+    let chunks = decode(&[
+        r#"{"candidates":[{"finishReason":"RECITATION","finishMessage":"Cited.","index":0}]}"#,
+    ]);
+    assert_eq!(
+        chunks[0].abnormal_stop.as_deref(),
+        Some("RECITATION (Cited.)")
+    );
+    let chunks = decode(&[
+        r#"{"candidates":[{"finishReason":"STOP","finishMessage":"Model generated function call(s).","index":0}]}"#,
+    ]);
+    assert_eq!(chunks[0].abnormal_stop, None);
 }
 
 #[test]
-fn case56_blocked_prompt_is_a_silent_finish() {
+fn case56_blocked_prompt_is_a_silent_finish_named_as_blocked() {
     let chunks = decode(&[
         r#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":9,"totalTokenCount":9}}"#,
     ]);
@@ -336,6 +353,7 @@ fn case56_blocked_prompt_is_a_silent_finish() {
         vec![Chunk {
             finished: true,
             usage: usage_of(9, 0, None, 0),
+            abnormal_stop: Some("prompt blocked: SAFETY".into()),
             ..Chunk::default()
         }]
     );

@@ -488,7 +488,7 @@ fn refusals_are_spoken() {
 }
 
 #[test]
-fn case57_incomplete_is_a_normal_finish_with_usage() {
+fn case57_incomplete_is_a_finish_with_usage_named_as_incomplete() {
     let chunks = decode(&[(
         "response.incomplete",
         r#"{"type":"response.incomplete","sequence_number":9,"response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":50,"output_tokens":10,"output_tokens_details":{"reasoning_tokens":0}}}}"#,
@@ -506,6 +506,7 @@ fn case57_incomplete_is_a_normal_finish_with_usage() {
             // The reason it is incomplete says more than its status.
             response_id: Some("resp_1".into()),
             finish_reason: Some("max_output_tokens".into()),
+            abnormal_stop: Some("incomplete (max_output_tokens)".into()),
             ..Chunk::default()
         }]
     );

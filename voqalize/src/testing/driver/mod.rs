@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 
 mod link;
 mod observed;
+mod outcome;
 mod play;
 mod pump;
 mod seen;
@@ -21,6 +22,7 @@ use crate::wire::{self, Capabilities, Capability, WIRE_VERSION};
 use link::Link;
 use observed::Observed;
 pub use observed::{TurnRecord, UnitRecord};
+pub(crate) use outcome::Outcome;
 
 /// Why the driver could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -147,7 +147,7 @@ impl Voqalize {
     }
 
     /// Sends a `UserIdle{level, idle_ms}` on the next turn id and returns that id.
-    async fn send_idle(&mut self, level: u32, idle_ms: u32) -> Result<u64, DriverError> {
+    pub(super) async fn send_idle(&mut self, level: u32, idle_ms: u32) -> Result<u64, DriverError> {
         let turn_id = self.next_turn_id();
         self.send(Frame::UserIdle(UserIdle {
             turn_id,
@@ -253,6 +253,18 @@ impl Voqalize {
         hearing: impl FnOnce(&str) -> String,
     ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
+        self.barge_on(turn_id, at, unit, hearing).await
+    }
+
+    /// The barge-in of [`barge_in_hearing`](Self::barge_in_hearing) on `turn_id`, a turn already
+    /// started: the user's, or the greeting (turn 1).
+    pub(crate) async fn barge_on(
+        &mut self,
+        turn_id: u64,
+        at: BargeAt,
+        unit: Option<usize>,
+        hearing: impl FnOnce(&str) -> String,
+    ) -> Result<TurnRecord, DriverError> {
         match at {
             BargeAt::FirstText => {
                 let with_text = unit.unwrap_or(0) + 1;
@@ -485,7 +497,7 @@ impl Voqalize {
         .await
     }
 
-    async fn finalize_turn(&mut self, turn_id: u64) -> Result<(), DriverError> {
+    pub(super) async fn finalize_turn(&mut self, turn_id: u64) -> Result<(), DriverError> {
         let due: Vec<(u64, String)> = self
             .seen
             .units_of(turn_id)

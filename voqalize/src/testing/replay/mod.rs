@@ -9,16 +9,21 @@
 //! ending the other); a request that matches none is refused with a `400`, unless the replay is
 //! told to forward it ([`Replay::forward_unmatched`]): a replay never calls a provider on its
 //! own. The brain's `configure` requests are accepted, as the testing driver accepts them,
-//! whatever the recorded call answered; a turn that says nothing waits
-//! [`turn_timeout`](Replay::turn_timeout) before the replay goes on. A run keeps every model
-//! request the brain makes, body included, for its report (each body at most 64 MiB): a replay
-//! is a test of a call, not a server.
+//! whatever the recorded call answered. A turn, the greeting included, is played until the brain
+//! has done what the recorded brain did in it (as many speech units opened and ended, TurnSteps
+//! and UI commands), then the quiet window, so a turn that said nothing is over at once; a brain
+//! that does less waits [`turn_timeout`](Replay::turn_timeout) before the replay goes on, and
+//! the whole call is bounded by [`deadline`](Replay::deadline). A run keeps every model request
+//! the brain makes, body included, for its report (each body at most 64 MiB): a replay is a test
+//! of a call, not a server.
 
 mod report;
 mod script;
 mod server;
 
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::brain::MakeBrain;
 use crate::host::{HostOptions, Upgrade};
@@ -35,6 +40,15 @@ use server::Server;
 /// The bound on the replay's own recording of the brain under test: 1 GiB.
 const REPLAY_RECORDING_BYTES: usize = 1 << 30;
 
+/// The default bound on one turn: 5 s.
+pub const DEFAULT_REPLAY_TURN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default bound on a whole replay: 10 minutes.
+pub const DEFAULT_REPLAY_DEADLINE: Duration = Duration::from_secs(600);
+
+/// How long the replay waits for the brain's session to end once it hung up: 15 s.
+const TEARDOWN: Duration = Duration::from_secs(15);
+
 /// Why a replay could not run to its end.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -49,6 +63,13 @@ pub enum ReplayError {
     /// The replay's own recording did not read back.
     #[error("the replay's recording did not read back")]
     Record(#[from] RecordError),
+    /// The brain's session did not end within `after` of the replay hanging up (a callback
+    /// that does not return on teardown): there is no recording of the replay to compare.
+    #[error("the brain's session did not end within {after:?} of the replay hanging up")]
+    Unfinished {
+        /// How long the replay waited.
+        after: Duration,
+    },
 }
 
 /// A recorded call, ready to be replayed: the recording and the stand-in model provider that
@@ -81,6 +102,7 @@ pub struct Replay {
     recording: Recording,
     server: Server,
     turn_timeout: Duration,
+    deadline: Duration,
 }
 
 impl std::fmt::Debug for Replay {
@@ -103,7 +125,8 @@ impl Replay {
         Ok(Replay {
             recording,
             server,
-            turn_timeout: Duration::from_secs(5),
+            turn_timeout: DEFAULT_REPLAY_TURN_TIMEOUT,
+            deadline: DEFAULT_REPLAY_DEADLINE,
         })
     }
 
@@ -123,11 +146,24 @@ impl Replay {
         self
     }
 
-    /// How long each turn may take before the replay goes on (default 5 s): a brain that does
-    /// not answer a turn is a difference in the report, not an error.
+    /// How long a turn may take to do what the recorded turn did before the replay goes on
+    /// (default [`DEFAULT_REPLAY_TURN_TIMEOUT`], 5 s): a brain that does less, or nothing, is a
+    /// difference in the report, not an error. A turn that does what it did is over as soon as
+    /// it has (and the quiet window after it), whatever this bound.
     #[must_use]
     pub fn turn_timeout(mut self, timeout: Duration) -> Self {
         self.turn_timeout = timeout;
+        self
+    }
+
+    /// How long the whole replay may play (default [`DEFAULT_REPLAY_DEADLINE`], 10 minutes),
+    /// from the `SessionStart` to the recorded call's end: a recording of many turns against a
+    /// brain that answers none of them takes this, not a turn timeout per turn. Past it the
+    /// replay hangs up, and the report says it stopped there
+    /// ([`ReplayReport::stopped_at_deadline`]); the turns it did not play are missing from it.
+    #[must_use]
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
         self
     }
 
@@ -140,14 +176,24 @@ impl Replay {
     /// what it did with what the recorded brain did. Can be called again (with another brain):
     /// each run starts with every recorded response unused.
     ///
+    /// Each turn is played until the brain has done as much as the recorded one did (as many
+    /// speech units opened and ended, TurnSteps and UI commands), then the quiet window
+    /// (0.25 s), or for at most [`turn_timeout`](Self::turn_timeout); the whole call for at most
+    /// [`deadline`](Self::deadline). Past the deadline the replay hangs up and reports what it
+    /// played ([`ReplayReport::stopped_at_deadline`]); it then waits at most 15 s for the
+    /// brain's session to end (its teardown is bounded: `on_session_end` by the request
+    /// timeout, 10 s).
+    ///
     /// # Errors
     /// [`ReplayError::NoCall`] for a recording without a `SessionStart`;
     /// [`ReplayError::Driver`] when the brain closed the connection or sent bytes that do not
-    /// decode.
+    /// decode; [`ReplayError::Unfinished`] when the brain's session did not end within 15 s of
+    /// the hang-up.
     pub async fn run<M: MakeBrain>(&mut self, factory: M) -> Result<ReplayReport, ReplayError> {
         let Some(start) = self.start_of() else {
             return Err(ReplayError::NoCall);
         };
+        let deadline = Instant::now() + self.deadline;
         self.server.reset();
         // The replay's own recording, far above any recorder's default: a cut one would read as
         // missing turns (the report says when it was cut).
@@ -159,38 +205,17 @@ impl Replay {
         };
         let mut voqalize = Voqalize::in_process_with(factory, options, upgrade);
         voqalize.timeout = self.turn_timeout;
-        voqalize.start_with(start).await?;
-        for step in script::steps(&self.recording) {
-            let played = match step {
-                Step::Say { text, barged: None } => voqalize
-                    .user_says_within(&text, self.turn_timeout)
-                    .await
-                    .map(drop),
-                Step::Say {
-                    text,
-                    barged: Some(Barge { unit, heard }),
-                } => {
-                    // Before the first unit: at once. Else once the cut unit has text.
-                    let at = match unit {
-                        None => BargeAt::After(Duration::ZERO),
-                        Some(_) => BargeAt::FirstText,
-                    };
-                    voqalize
-                        .barge_in_hearing(&text, at, unit, |all| all.chars().take(heard).collect())
-                        .await
-                        .map(drop)
-                }
-                Step::Idle { level, idle_ms } => voqalize
-                    .user_idle_within(level, idle_ms, self.turn_timeout)
-                    .await
-                    .map(drop),
-                Step::Send(frame) => voqalize.send(frame).await,
-                Step::End => voqalize.end().await.map(drop),
-                Step::Cancel(reason) => voqalize
-                    .cancel(reason.as_deref().unwrap_or(""))
-                    .await
-                    .map(drop),
-            };
+        let mut stopped = None;
+        let started = tokio::time::timeout_at(deadline, voqalize.start_with(start)).await;
+        let mut played = match started {
+            Ok(sent) => sent.map(drop),
+            Err(_) => {
+                stopped = Some(self.deadline);
+                Ok(())
+            }
+        };
+        let mut steps = script::steps(&self.recording).into_iter();
+        while stopped.is_none() {
             match played {
                 // The brain ending the call early is a difference the report shows.
                 Err(DriverError::Closed { .. } | DriverError::Timeout { .. }) => break,
@@ -198,34 +223,98 @@ impl Replay {
                 Ok(()) if voqalize.brain_ended() => break,
                 Ok(()) => {}
             }
+            let Some(step) = steps.next() else { break };
+            let step = self.play(&mut voqalize, step);
+            played = match tokio::time::timeout_at(deadline, step).await {
+                Ok(played) => played,
+                Err(_) => {
+                    stopped = Some(self.deadline);
+                    Ok(())
+                }
+            };
         }
         voqalize.hang_up().await;
         // The session's recording is handed over as its run ends.
-        let _ = voqalize.brain_result().await;
+        voqalize.timeout = TEARDOWN;
+        if let Err(DriverError::Timeout { after, .. }) = voqalize.brain_result().await {
+            return Err(ReplayError::Unfinished { after });
+        }
         let replayed = recorder.take()?.pop().ok_or(ReplayError::NoCall)?;
         Ok(ReplayReport::new(
             &self.recording,
             &replayed,
             self.server.requests(),
+            stopped,
         ))
     }
 
-    /// The recorded `SessionStart`, as the driver sends it.
+    /// Plays one step of the script.
+    async fn play(&self, voqalize: &mut Voqalize, step: Step) -> Result<(), DriverError> {
+        let within = self.turn_timeout;
+        // Before the first unit: at once. Else once the cut unit has text.
+        let at = |unit: Option<usize>| match unit {
+            None => BargeAt::After(Duration::ZERO),
+            Some(_) => BargeAt::FirstText,
+        };
+        let hearing = |heard: usize| move |all: &str| all.chars().take(heard).collect::<String>();
+        match step {
+            Step::Greet {
+                barged: None,
+                outcome,
+            } => voqalize.greeting_until(outcome, within).await.map(drop),
+            Step::Greet {
+                barged: Some(Barge { unit, heard }),
+                ..
+            } => voqalize
+                .barge_on(1, at(unit), unit, hearing(heard))
+                .await
+                .map(drop),
+            Step::Say {
+                text,
+                barged: None,
+                outcome,
+            } => voqalize
+                .user_says_until(&text, outcome, within)
+                .await
+                .map(drop),
+            Step::Say {
+                text,
+                barged: Some(Barge { unit, heard }),
+                ..
+            } => voqalize
+                .barge_in_hearing(&text, at(unit), unit, hearing(heard))
+                .await
+                .map(drop),
+            Step::Idle {
+                level,
+                idle_ms,
+                outcome,
+            } => voqalize
+                .user_idle_until(level, idle_ms, outcome, within)
+                .await
+                .map(drop),
+            Step::Send(frame) => voqalize.send(frame).await,
+            Step::End => voqalize.end().await.map(drop),
+            Step::Cancel(reason) => voqalize
+                .cancel(reason.as_deref().unwrap_or(""))
+                .await
+                .map(drop),
+        }
+    }
+
+    /// The recorded `SessionStart`, as the driver sends it (the greeting is the script's first
+    /// step).
     fn start_of(&self) -> Option<Start> {
-        let (turn_id, start) = self.recording.frames.iter().find_map(|f| match &f.frame {
-            Frame::SessionStart(s) if f.direction == Direction::In => Some((s.turn_id, s)),
+        let start = self.recording.frames.iter().find_map(|f| match &f.frame {
+            Frame::SessionStart(s) if f.direction == Direction::In => Some(s),
             _ => None,
         })?;
-        let greeted = self.recording.frames.iter().any(|f| {
-            f.direction == Direction::Out
-                && matches!(f.frame, Frame::SpeechStart { turn_id: t, .. } if t == turn_id)
-        });
         Some(Start {
             session_id: Some(start.session_id.clone()),
             wire_version: start.wire_version,
             capabilities: start.capabilities.clone(),
             init: start.init.clone(),
-            expect_greeting: greeted,
+            expect_greeting: false,
         })
     }
 }

@@ -135,6 +135,10 @@ pub struct ReplayReport {
     /// The replay's own recording was cut at its bound (1 GiB): the brain under test said far
     /// more than the recorded one, and its last turns are missing.
     pub replay_truncated: bool,
+    /// The replay reached its [`deadline`](super::Replay::deadline) (this long) before the
+    /// recorded call's end and hung up there: the turn it was playing is as far as it got, and
+    /// the turns after it are missing.
+    pub stopped_at_deadline: Option<std::time::Duration>,
 }
 
 impl ReplayReport {
@@ -142,6 +146,7 @@ impl ReplayReport {
         recorded: &Recording,
         replayed: &Recording,
         requests: Vec<RequestMatch>,
+        stopped_at_deadline: Option<std::time::Duration>,
     ) -> Self {
         let before = turns(recorded);
         let mut after = turns(replayed).into_iter();
@@ -175,17 +180,20 @@ impl ReplayReport {
             unused: (0..used.len()).filter(|i| !used[*i]).collect(),
             truncated: recorded.truncated,
             replay_truncated: replayed.truncated,
+            stopped_at_deadline,
         }
     }
 
-    /// Whether the replay did what the recording did in every turn, every model request it
-    /// made was answered from the recording, and every recorded request was asked.
+    /// Whether the replay played the whole call within its deadline and did what the recording
+    /// did in every turn, every model request it made was answered from the recording, and every
+    /// recorded request was asked.
     pub fn is_same(&self) -> bool {
         self.turns.iter().all(TurnDiff::is_same)
             && self.extra_turns.is_empty()
             && self.unmatched() == 0
             && self.unused.is_empty()
             && !self.replay_truncated
+            && self.stopped_at_deadline.is_none()
     }
 
     /// The recorded request most like `request`: the same path, and the longest stretch of
@@ -354,6 +362,36 @@ fn shown(v: &Value) -> String {
     outside(&v.to_string()).to_string()
 }
 
+impl ReplayReport {
+    /// The lines saying the call was not played whole: the deadline, a cut recording.
+    fn notes(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(deadline) = self.stopped_at_deadline {
+            let played = self.turns.iter().filter(|t| t.replayed.is_some()).count();
+            writeln!(
+                f,
+                "  (the replay reached its deadline, {:.1} s, at turn {} of the recording's 0 \
+                 to {}: the turns after it were not played; Replay::deadline sets it)",
+                deadline.as_secs_f64(),
+                played.saturating_sub(1),
+                self.turns.len().saturating_sub(1)
+            )?;
+        }
+        if self.truncated {
+            writeln!(
+                f,
+                "  (the recording was cut at its byte bound: its last turns are not replayed)"
+            )?;
+        }
+        if self.replay_truncated {
+            writeln!(
+                f,
+                "  (the replay's own recording was cut at 1 GiB: its last turns are missing)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let differing = self.differing().count();
@@ -369,18 +407,7 @@ impl fmt::Display for ReplayReport {
             differing,
             self.unmatched()
         )?;
-        if self.truncated {
-            writeln!(
-                f,
-                "  (the recording was cut at its byte bound: its last turns are not replayed)"
-            )?;
-        }
-        if self.replay_truncated {
-            writeln!(
-                f,
-                "  (the replay's own recording was cut at 1 GiB: its last turns are missing)"
-            )?;
-        }
+        self.notes(f)?;
         if !self.unused.is_empty() {
             let hint = if self.requests.is_empty() {
                 " (no request reached the replay: is the brain's layer pointed at Replay::base_url?)"
