@@ -956,6 +956,11 @@ async fn model_requests_and_tool_runs_are_gen_ai_spans() {
         field(&tools[0], "gen_ai.operation.name").as_deref(),
         Some("execute_tool")
     );
+    assert_eq!(
+        field(&tools[0], "voqalize.tool.end").as_deref(),
+        Some("in_turn"),
+        "when the call was answered"
+    );
     // Never the arguments or the result (the TurnStep rule).
     let all = format!("{closed:?}");
     assert!(

@@ -57,8 +57,8 @@ pub fn shared_toolbox<B: crate::tools::Toolbox>(
     brain: SharedBrain,
 ) -> Option<std::sync::Arc<dyn crate::tools::Toolbox>> {
     let brain = brain.downcast::<B>().ok()?;
-    std::ptr::eq(std::sync::Arc::as_ptr(&brain), this)
-        .then(|| brain as std::sync::Arc<dyn crate::tools::Toolbox>)
+    let same = std::ptr::eq(std::sync::Arc::as_ptr(&brain), this);
+    same.then_some(brain as std::sync::Arc<dyn crate::tools::Toolbox>)
 }
 
 /// The session serving the running brain code; `self.session()` in a `#[brain]` type.

@@ -29,7 +29,9 @@ pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
 #[cfg(feature = "model")]
 pub(crate) use tool_call::PROGRESS_QUEUE;
-pub(crate) use tool_call::{Answered, ToolWatch};
+#[cfg(any(feature = "model", feature = "testing"))]
+pub(crate) use tool_call::Answered;
+pub(crate) use tool_call::ToolWatch;
 pub use tool_call::{CurrentCall, MAX_PROGRESS_BYTES};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;

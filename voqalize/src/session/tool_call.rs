@@ -22,6 +22,7 @@ pub(crate) const PROGRESS_QUEUE: usize = 4;
 /// One answered tool call, as a watcher of the session sees it (the testing kit's driver lists
 /// them in each turn's record).
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) struct Answered {
     pub(crate) turn_id: u64,
     pub(crate) name: String,
@@ -58,6 +59,7 @@ pub struct CurrentCall {
 impl CurrentCall {
     /// The call of the `ordinal`-th tool (from 0) that turn `turn_id` of session `session_id`
     /// ran, over all its requests: `"{session_id}/{turn_id}/{ordinal}"`.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
     pub(crate) fn new(
         session_id: &str,
         turn_id: u64,

@@ -68,7 +68,9 @@ pub(crate) fn record_response(
     }
 }
 
-/// The span of one tool run: its name; `error.type` when it failed.
+/// The span of one tool run: its name; `error.type` when it failed (`cancelled`, `timed_out`
+/// among the kinds); `voqalize.tool.end` when it was answered (`in_turn`, `after_barge_in`,
+/// `background`).
 pub(crate) fn execute_tool(name: &str) -> Span {
     tracing::info_span!(
         target: TARGET,
@@ -79,6 +81,7 @@ pub(crate) fn execute_tool(name: &str) -> Span {
         gen_ai.tool.name = name,
         gen_ai.tool.type = "function",
         "error.type" = Empty,
+        voqalize.tool.end = Empty,
     )
 }
 

@@ -14,6 +14,7 @@
 //! model reads, and logs one warning for the turn.
 
 mod calls;
+mod failure;
 
 use std::iter::Peekable;
 use std::time::Duration;
@@ -32,63 +33,20 @@ use super::response::{Closed, Ending, Response};
 use super::spans;
 use super::taping::Taping;
 use crate::brain::BrainResult;
-use crate::logline::{Repeated, chain, outside_n};
+use crate::logline::Repeated;
 use crate::model::history::{Call, Chunk, Part, RequestSpec, Usage, arguments_bytes, label_of};
 use crate::model::http::{self, EventStream};
-use crate::model::layer::StreamError;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::{ModelError, ToolChoice};
 use crate::session::{Session, Turn};
 use crate::tools::{ToolSet, Toolbox};
 use calls::Answering;
+use failure::{RequestError, layer_code};
 
 /// How many stream items and parts a turn handles before it yields its worker: a provider that
 /// sends a megabyte of tiny events (or one event of a hundred thousand parts) at once must not
 /// hold up the other calls the worker serves.
 const WORK_PER_YIELD: usize = 64;
-
-/// How many characters of a failed request's error its log line keeps (the error holds the
-/// provider's own words).
-const ERROR_CHARS: usize = 500;
-
-/// Why a request failed: the transport, the provider's stream, or the turn's deadline.
-#[derive(Debug, thiserror::Error)]
-enum RequestError {
-    #[error(transparent)]
-    Http(#[from] ModelError),
-    #[error(transparent)]
-    Stream(#[from] StreamError),
-    #[error("the turn passed its {0:?} deadline")]
-    Deadline(Duration),
-}
-
-impl RequestError {
-    /// The request's outcome in the `voqalize_model_requests_total` metric.
-    fn outcome(&self) -> &'static str {
-        match self {
-            RequestError::Http(ModelError::Status { status: 429, .. }) => "rate_limited",
-            RequestError::Http(ModelError::Status { status, .. }) if *status < 500 => "status_4xx",
-            RequestError::Http(ModelError::Status { .. }) => "status_5xx",
-            RequestError::Http(ModelError::FirstByteTimeout(_)) | RequestError::Deadline(_) => {
-                "timeout"
-            }
-            RequestError::Http(_) => "http",
-            RequestError::Stream(_) => "stream",
-        }
-    }
-
-    /// The `error.type` of the request's span: the HTTP status, or a kind of failure.
-    fn kind(&self) -> String {
-        match self {
-            RequestError::Http(ModelError::Status { status, .. }) => status.to_string(),
-            RequestError::Http(ModelError::FirstByteTimeout(_)) | RequestError::Deadline(_) => {
-                "timeout".into()
-            }
-            RequestError::Http(_) => "http".into(),
-            RequestError::Stream(_) => "stream".into(),
-        }
-    }
-}
 
 /// How one request ended, for the turn loop.
 #[derive(Debug, Default)]
@@ -676,67 +634,10 @@ impl TurnState<'_> {
             self.tally.cut_calls += 1;
         }
     }
-    /// A request failed: log it with the provider and status, close what was speaking (it stays in
-    /// the history with its partial text and is finalized like any unit), and speak the fallback line
-    /// when the turn had said nothing yet, so the caller is not left in silence.
-    fn failed(&mut self, e: &RequestError) {
-        if let Some(hop) = &mut self.hop {
-            hop.span.record("error.type", e.kind());
-            hop.outcome = e.outcome();
-        }
-        if let RequestError::Http(ModelError::Status {
-            request_id: Some(id),
-            ..
-        }) = e
-        {
-            self.request_id = Some(id.clone());
-        }
-        if let RequestError::Deadline(after) = e {
-            self.trip(Tripped::Deadline(*after));
-        } else if allowed(self.model, |log| &mut log.failed_requests) {
-            let layer = &self.model.inner.layer;
-            tracing::error!(
-                "turn: model={} provider={} request failed: {}",
-                layer.model(),
-                layer.provider(),
-                outside_n(&chain(e), ERROR_CHARS)
-            );
-        }
-        self.end_request();
-        if let Some(r) = self.response.as_mut() {
-            r.fall_silent();
-        }
-        if self.clock.speak.is_none()
-            && let Some(line) = &self.model.inner.settings.fallback
-        {
-            self.model.say_aside(self.turn, line);
-            self.clock.mark_speak();
-        }
-        self.finish();
-    }
 }
 
 /// Whether a line of the kind `kind` picks from the session's [`TurnLog`] is written now; when it
 /// is not, it is counted, and summed up later.
-/// Runs a layer's own code (a layer of the user's, a bearer token source): a panic in it fails
-/// the request, logged and covered by the fallback line like any failed request, instead of
-/// ending the turn with nothing said.
-fn layer_code<T>(
-    provider: &str,
-    doing: &str,
-    f: impl FnOnce() -> Result<T, StreamError>,
-) -> Result<T, StreamError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        Err(StreamError::unbuildable(
-            provider,
-            format!(
-                "the layer {} {doing}",
-                crate::recover::panic_text(panic.as_ref())
-            ),
-        ))
-    })
-}
-
 fn allowed(model: &Model, kind: impl FnOnce(&mut TurnLog) -> &mut Repeated) -> bool {
     super::runs::allowed(&model.inner, kind)
 }

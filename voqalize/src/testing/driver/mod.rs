@@ -187,18 +187,16 @@ pub struct Voqalize {
     pub auto_answer: bool,
     seen: Observed,
     /// The tool calls answered, by turn (of a brain the driver runs itself).
-    tools: Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>,
+    tools: Answered,
     brain: Option<JoinHandle<Result<(), HostError>>>,
 }
 
+/// The tool calls a driver saw answered, each with its turn id.
+type Answered = Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>;
+
 /// A driver's list of answered tool calls, and the host options that fill it.
-fn watched(
-    options: HostOptions,
-) -> (
-    HostOptions,
-    Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>,
-) {
-    let tools: Arc<std::sync::Mutex<Vec<_>>> = Arc::default();
+fn watched(options: HostOptions) -> (HostOptions, Answered) {
+    let tools: Answered = Arc::default();
     let list = tools.clone();
     let watch = crate::session::ToolWatch(Arc::new(move |a: crate::session::Answered| {
         crate::recover::lock(&list).push((

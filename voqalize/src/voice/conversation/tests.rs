@@ -1,0 +1,377 @@
+//! The conversation's rules, on its own: filing, heard truth, the bounds.
+use serde_json::json;
+
+use super::*;
+use crate::model::history::{Call, PART_BYTES};
+use crate::tools::Arguments;
+
+fn call(name: &str) -> Part {
+    Part::Call {
+        call: Call {
+            id: Some(format!("call_{name}")),
+            name: name.into(),
+            arguments: Arguments::Raw("{}".into()),
+        },
+        raw: Value::Null,
+    }
+}
+
+fn result(name: &str) -> ToolResult {
+    ToolResult {
+        call_id: Some(format!("call_{name}")),
+        name: name.into(),
+        response: json!({"result": "ok"}),
+    }
+}
+
+fn texts(c: &Conversation) -> Vec<String> {
+    c.entries()
+        .iter()
+        .map(|e| {
+            let parts: Vec<String> = e
+                .parts
+                .iter()
+                .map(|p| match p {
+                    // Text heard as nothing is a place-holder, not history text.
+                    Part::Text { text, .. } if text.is_empty() => String::new(),
+                    Part::Text { text, .. } => format!("T({text})"),
+                    Part::Call { call, .. } => format!("C({})", call.name),
+                    Part::Thought { .. } => "R".into(),
+                    Part::Other { .. } => "O".into(),
+                    Part::Result(r) => format!("=({})", r.name),
+                })
+                .collect();
+            format!("{:?} {}", e.role, parts.join(""))
+        })
+        .collect()
+}
+
+#[test]
+fn results_land_right_after_their_call_even_after_a_note() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("book Paris");
+    let m = c.push(Role::Model, vec![Part::text("Opening"), call("open")]);
+    c.push_user("(they tapped X)");
+    let due = std::time::Instant::now();
+    for ordinal in [c.call_filed(m, due), c.call_filed(m, due)] {
+        c.answer(m, ordinal, result("open"));
+    }
+    assert_eq!(
+        texts(&c),
+        [
+            "User T(book Paris)",
+            "Model T(Opening)C(open)",
+            "Results =(open)=(open)",
+            "User T((they tapped X))"
+        ]
+    );
+}
+
+#[test]
+fn a_call_answered_after_the_next_words_still_lands_after_it_once() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("book nine");
+    let m = c.push(
+        Role::Model,
+        vec![
+            Part::Thought {
+                raw: json!({"id": "rs_1"}),
+            },
+            call("first"),
+            call("second"),
+        ],
+    );
+    let due = std::time::Instant::now();
+    assert_eq!((c.call_filed(m, due), c.call_filed(m, due)), (0, 1));
+    // The user barged in: the second call's cancellation is ready first, the first call's run
+    // finishes after the user's next words.
+    assert!(c.answer(m, 1, result("second")));
+    c.push_user("for two");
+    assert!(c.waiting());
+    assert_eq!(
+        texts(&c),
+        [
+            "User T(book nine)",
+            "Model RC(first)C(second)",
+            "User T(for two)"
+        ]
+    );
+    assert!(c.answer(m, 0, result("first")));
+    assert!(!c.answer(m, 0, result("first")), "answered once");
+    assert!(!c.waiting());
+    assert_eq!(
+        texts(&c),
+        [
+            "User T(book nine)",
+            "Model RC(first)C(second)",
+            "Results =(first)=(second)",
+            "User T(for two)"
+        ]
+    );
+}
+
+#[test]
+fn a_call_past_its_due_time_is_answered_for_its_lost_run() {
+    let mut c = Conversation::new(100, 1 << 20);
+    let m = c.push(Role::Model, vec![call("first")]);
+    let now = std::time::Instant::now();
+    let later = now + std::time::Duration::from_secs(5);
+    c.call_filed(m, later);
+    assert_eq!(c.last_due(), Some(later));
+    assert_eq!(c.answer_overdue(now, &json!({"error": "lost"})), 0);
+    assert_eq!(c.answer_overdue(later, &json!({"error": "lost"})), 1);
+    assert!(!c.waiting());
+    let Part::Result(r) = &c.entries()[1].parts[0] else {
+        panic!("{:?}", texts(&c));
+    };
+    assert_eq!(
+        (r.call_id.as_deref(), r.response.clone()),
+        (Some("call_first"), json!({"error": "lost"}))
+    );
+}
+
+#[test]
+fn heard_truth_keeps_the_heard_prefix_calls_and_signatures() {
+    let mut c = Conversation::new(100, 1 << 20);
+    let m = c.push(
+        Role::Model,
+        vec![
+            Part::text("A. "),
+            call("show"),
+            Part::Text {
+                text: "B.".into(),
+                raw: json!({"text": "B.", "thoughtSignature": "c2ln"}),
+                trimmed: false,
+            },
+        ],
+    );
+    c.speaking(7, Some(m));
+    c.heard(7, "A. B", true);
+    assert_eq!(texts(&c), ["Model T(A. B)C(show)O"]);
+    let Part::Other { raw } = &c.entries()[0].parts[2] else {
+        panic!("the signature stays")
+    };
+    assert_eq!(raw, &json!({"thoughtSignature": "c2ln", "text": ""}));
+}
+
+#[test]
+fn nothing_heard_removes_a_text_only_turn_and_keeps_calls() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("Hi");
+    let m = c.push(Role::Model, vec![Part::text("Would you like Friday?")]);
+    c.speaking(1, Some(m));
+    c.heard(1, "", true);
+    assert_eq!(texts(&c), ["User T(Hi)"]);
+    let m = c.push(
+        Role::Model,
+        vec![
+            Part::Thought { raw: json!({}) },
+            Part::text("A. "),
+            call("x"),
+        ],
+    );
+    c.speaking(2, Some(m));
+    c.heard(2, "", true);
+    assert_eq!(texts(&c), ["User T(Hi)", "Model RC(x)"]);
+}
+
+#[test]
+fn a_unit_the_conversation_did_not_open_is_recorded_when_heard() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.heard(1, "Hello! What can I do?", false);
+    c.heard(2, "", true);
+    c.speaking(3, None);
+    c.heard(3, "One moment.", false);
+    assert_eq!(texts(&c), ["Model T(Hello! What can I do?)"]);
+}
+
+#[test]
+fn strip_keeps_what_was_said_and_the_real_calls() {
+    let mut c = Conversation::new(100, 1 << 20);
+    let m = c.push(
+        Role::Model,
+        vec![
+            Part::text("Opening it now. "),
+            Part::text("{\"name\":"),
+            call("x"),
+        ],
+    );
+    c.strip(m, "Opening it now. ");
+    assert_eq!(texts(&c), ["Model T(Opening it now. )C(x)"]);
+    let m = c.push(Role::Model, vec![Part::text("```tool_code")]);
+    c.strip(m, "");
+    assert_eq!(texts(&c), ["Model T(Opening it now. )C(x)"]);
+}
+
+#[test]
+fn the_bound_cuts_whole_exchanges() {
+    let mut c = Conversation::new(8, 1 << 20);
+    for i in 0..10 {
+        c.push_user(&format!("q{i}"));
+        let m = c.push(Role::Model, vec![call("x")]);
+        let mut r = None;
+        c.file(m, &mut r, result("x"));
+    }
+    assert!(c.entries().len() <= 8);
+    assert_eq!(c.entries()[0].role, Role::User);
+}
+
+/// The total the bound reads is the entries' bytes, counted again from their parts.
+fn assert_counted(c: &Conversation) {
+    let counted: usize = c
+        .entries()
+        .iter()
+        .map(|e| {
+            let parts: usize = e.parts.iter().map(Part::bytes).sum();
+            assert_eq!(e.bytes, parts, "entry {} counts its parts", e.id);
+            parts
+        })
+        .sum();
+    assert_eq!(c.bytes(), counted);
+}
+
+#[test]
+fn consecutive_plain_text_is_one_part_and_a_signed_part_stays_its_own() {
+    let mut c = Conversation::new(100, 1 << 20);
+    let m = c.push(Role::Model, Vec::new());
+    for piece in ["O", "p", "e", "n", "."] {
+        c.extend(m, Part::text(piece));
+    }
+    let signed = Part::Text {
+        text: "Signed".into(),
+        raw: json!({"text": "Signed", "thoughtSignature": "c2ln"}),
+        trimmed: false,
+    };
+    c.extend(m, signed.clone());
+    c.extend(m, Part::text(" after"));
+    c.extend(m, call("x"));
+    c.extend(m, Part::text("B"));
+    c.extend(m, Part::text("ye."));
+    assert_eq!(texts(&c), ["Model T(Open.)T(Signed)T( after)C(x)T(Bye.)"]);
+    assert_eq!(
+        c.entries()[0].parts[1],
+        signed,
+        "the signature stays on its part"
+    );
+    assert_counted(&c);
+    // Heard truth still works on the joined text.
+    c.speaking(1, Some(m));
+    c.heard(1, "Op", true);
+    assert_eq!(texts(&c), ["Model T(Op)OC(x)"]);
+    assert_counted(&c);
+}
+
+#[test]
+fn a_million_one_byte_deltas_are_one_part_of_a_million_bytes() {
+    let mut c = Conversation::new(100, usize::MAX);
+    let m = c.push(Role::Model, Vec::new());
+    for _ in 0..1_000_000 {
+        c.extend(m, Part::text("a"));
+    }
+    assert_eq!(c.entries()[0].parts.len(), 1);
+    // The text, and one part: not a part a delta.
+    assert_eq!(c.bytes(), 1_000_000 + PART_BYTES);
+}
+
+#[test]
+fn the_byte_bound_cuts_whole_exchanges_and_keeps_the_one_in_progress() {
+    // An exchange of a kilobyte of text holds about 2 KiB: three fit in 8 KiB.
+    let mut c = Conversation::new(400, 8192);
+    let kilobyte = "k".repeat(1000);
+    for i in 0..10 {
+        c.push_user(&format!("q{i}"));
+        let m = c.push(Role::Model, vec![Part::text(kilobyte.clone()), call("x")]);
+        let mut r = None;
+        c.file(m, &mut r, result("x"));
+        assert_counted(&c);
+        assert!(c.bytes() <= 8192, "{} bytes after exchange {i}", c.bytes());
+        assert_eq!(c.entries()[0].role, Role::User);
+    }
+    assert_eq!(texts(&c)[0], "User T(q7)");
+    // One exchange over the bound on its own stays whole, its user turn first.
+    c.push_user("big");
+    let m = c.push(Role::Model, vec![Part::text("b".repeat(20_000)), call("x")]);
+    let mut r = None;
+    c.file(m, &mut r, result("x"));
+    assert_eq!(
+        texts(&c)
+            .iter()
+            .map(|t| t.split(' ').next().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["User", "Model", "Results"]
+    );
+    assert_eq!(texts(&c)[0], "User T(big)");
+    assert_counted(&c);
+}
+
+/// A part costs what it takes held, not its few bytes on the wire: ten thousand `{"a":0}`
+/// parts (80 KB sent) count some 5 MB, so a 1 MiB bound keeps a few thousand of them at most.
+#[test]
+fn tiny_json_parts_count_what_they_cost_held() {
+    let mut c = Conversation::new(400, 1 << 20);
+    c.push_user("go");
+    let m = c.push(Role::Model, Vec::new());
+    for _ in 0..10_000 {
+        c.extend(
+            m,
+            Part::Other {
+                raw: json!({"a": 0}),
+            },
+        );
+    }
+    assert_counted(&c);
+    assert!(c.bytes() > 10_000 * 500, "{} bytes", c.bytes());
+    c.push_user("next");
+    assert_eq!(
+        texts(&c),
+        ["User T(next)"],
+        "the old exchange no longer fits"
+    );
+}
+
+#[test]
+fn lines_without_a_user_turn_are_bounded_in_bytes_too() {
+    let mut c = Conversation::new(400, 4096);
+    let heard = "h".repeat(3000);
+    for id in 0..5 {
+        c.heard(id, &heard, false);
+    }
+    assert_eq!(c.entries().len(), 1, "only the newest line fits");
+    assert_counted(&c);
+}
+
+#[test]
+fn answers_strips_and_removals_keep_the_count() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("go");
+    let m = c.push(
+        Role::Model,
+        vec![
+            Part::text("A. "),
+            Part::Thought {
+                raw: json!({"id": "rs_1"}),
+            },
+            call("first"),
+            call("second"),
+        ],
+    );
+    let due = std::time::Instant::now();
+    c.call_filed(m, due);
+    c.call_filed(m, due);
+    c.answer(m, 1, result("second"));
+    assert_counted(&c);
+    c.answer(m, 0, result("first"));
+    assert_counted(&c);
+    c.strip(m, "");
+    assert_counted(&c);
+    c.heard(1, "", true);
+    assert_counted(&c);
+    assert_eq!(
+        texts(&c),
+        [
+            "User T(go)",
+            "Model C(first)C(second)",
+            "Results =(first)=(second)"
+        ]
+    );
+}
