@@ -102,6 +102,14 @@ impl Desk {
         id
     }
 
+    /// Searches the archive, which never answers; a lookup, so a barge-in cancels it.
+    #[tool(on_barge_in = cancel)]
+    async fn search(&self) -> &'static str {
+        self.log.push("search started");
+        std::future::pending::<()>().await;
+        "never"
+    }
+
     /// Returns a long list.
     #[tool]
     async fn everything(&self) -> String {
@@ -114,6 +122,22 @@ struct Rig {
     log: Arc<Log>,
     gate: Arc<Gate>,
     progress_outside: Arc<AtomicUsize>,
+}
+
+/// A factory of desks on the stand-in at `base`, writing to `log`.
+fn desk(base: String, log: Arc<Log>) -> impl Fn() -> Desk + Send + Sync + 'static {
+    let timeouts = voqalize::model::Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let layer = layer(Provider::Gemini, &base, "gemini-test", timeouts);
+    move || Desk {
+        model: Model::new(layer.clone()),
+        log: log.clone(),
+        gate: Arc::new(Gate::default()),
+        progress_outside: Arc::new(AtomicUsize::new(0)),
+    }
 }
 
 async fn rig(settings: impl Fn(Model) -> Model + Send + Sync + 'static) -> (Rig, Voqalize) {
@@ -444,4 +468,74 @@ async fn a_result_past_max_result_bytes_is_cut_and_a_flood_of_background_calls_i
                 .is_some_and(|c| c.starts_with("the result was 100000 bytes; only the first")),
         "{first}"
     );
+}
+
+#[tokio::test]
+async fn a_recorded_call_replays_its_tools_outcomes_and_ids_the_same() {
+    use voqalize::testing::{BargeAt, BargeIn, Replay};
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.reply(
+        Reply::new()
+            .call("whoami", json!({}))
+            .text("Hello.")
+            .finish(),
+    );
+    server.reply(
+        Reply::new()
+            .text("Searching now. ")
+            .call("search", json!({}))
+            .finish(),
+    );
+    server.reply(
+        Reply::new()
+            .call("stuck", json!({}))
+            .text("It is slow.")
+            .finish(),
+    );
+    server.reply(Reply::new().text("You are welcome.").finish());
+    let recorded_log = Arc::new(Log::default());
+    let recording = crate::replay::recorded(
+        desk(server.base_url(), recorded_log.clone()),
+        async |v: &mut Voqalize| {
+            v.user_says("who is it").await.unwrap();
+            let barge = BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: Some("Searching".into()),
+            };
+            v.barge_in("search the archive", barge).await.unwrap();
+            v.user_says("check the system").await.unwrap();
+            v.user_says("thanks").await.unwrap();
+        },
+    )
+    .await;
+    let runs: Vec<(&str, &str, &str)> = recording
+        .tool_runs
+        .iter()
+        .map(|r| (r.name.as_str(), r.outcome.as_str(), r.end.as_str()))
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            ("whoami", "ok", "in_turn"),
+            ("search", "cancelled", "after_barge_in"),
+            ("stuck", "timed_out", "in_turn")
+        ]
+    );
+    let mut replay = Replay::start(recording).await.unwrap();
+    let replayed_log = Arc::new(Log::default());
+    let report = replay
+        .run(desk(replay.base_url(), replayed_log.clone()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+    let ids = |log: &Log| -> Vec<String> {
+        log.events()
+            .into_iter()
+            .filter(|e| e.starts_with("call "))
+            .collect()
+    };
+    assert_eq!(ids(&replayed_log), ids(&recorded_log), "the call's id replays the same");
+    assert_eq!(ids(&recorded_log).len(), 1);
 }
