@@ -80,11 +80,16 @@ fn outside_brain(attr: &str, item: TokenStream) -> TokenStream {
 ///
 /// An inert marker that `#[brain]` reads and removes: used anywhere else it is an error.
 ///
-/// **A barge-in cuts a running tool.** The tool runs in its turn's task; when the user barges in,
-/// its future is dropped at its next `.await`. What it did before stands, nothing after runs, and
-/// the model is never told the call happened (the unanswered call leaves the conversation). A
-/// tool that finished keeps its result and never runs twice. Make a side effect one step, or safe
-/// to repeat; spawn a task for work that must finish whatever the user does.
+/// **Options**, any of, comma-separated: `name = "..."`; what a barge-in does to a running
+/// call, `on_barge_in = finish` (the default: it runs on to its end and its result is filed) or
+/// `on_barge_in = cancel` (it is stopped; the model reads that the user's interruption cancelled
+/// it); `background` (it never holds its turn: the model reads at once that it started, and its
+/// result later as a note); `timeout = "5s"` (`ms`, `s` or `m`; default the model's
+/// `tool_timeout`, 10 s: past it the run is stopped and the model reads that it timed out);
+/// `filler = "One moment..."` (spoken when the run keeps the caller waiting in silence). Every
+/// call is answered exactly once, whatever happens. `background` with `#[needs_result_now]` or
+/// with `on_barge_in = cancel`, a zero or malformed timeout and an unknown option are compile
+/// errors.
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let _ = attr;

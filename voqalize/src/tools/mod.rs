@@ -35,8 +35,9 @@
 //! # `#[brain]`
 //!
 //! *Grammar*: `#[brain]` or `#[brain(visible = method)]` on an inherent `impl` block (generics
-//! allowed). Inside it, `#[tool]` / `#[tool(name = "...")]` and `#[needs_result_now]` mark methods;
-//! other items pass through untouched.
+//! allowed). Inside it, `#[tool]` / `#[tool(option, ...)]` (`name = "..."`, `on_barge_in =
+//! finish|cancel`, `background`, `timeout = "..."`, `filler = "..."`) and `#[needs_result_now]`
+//! mark methods; other items pass through untouched.
 //!
 //! *Typing*: each tool is `async fn name(&self) -> R` or `async fn name(&self, args: A) -> R` with
 //! `A: Deserialize + JsonSchema` (one struct, owned) and `R: Serialize` or `R = Result<T, E>` with
@@ -64,14 +65,14 @@
 //! argument, a scalar or collection argument, a session parameter, a receiver other than `&self`, a
 //! generic or non-`async` tool are compile errors.
 //!
-//! **When a barge-in cuts a tool.** A tool runs inside its turn's task. When the user barges in
-//! while it runs, the turn is cancelled and the tool's future is dropped at its next `.await`:
-//! whatever it did before that point stands (a row written, a message sent), nothing after it
-//! runs, and the model is never told the call happened (an unanswered call is removed from the
-//! conversation, so the next request does not mention it). A tool that finished before the cut
-//! keeps its result in the conversation and is never run twice. So a tool with a side effect
-//! should make it in one step (one request, one write) or be safe to repeat, and anything that
-//! must complete whatever the user does belongs in a task the tool spawns.
+//! **When a barge-in cuts a tool.** The user cutting in stops the turn's speech at once; what
+//! happens to a tool that is running is the tool's [`ToolPolicy`], declared on it: by default it
+//! runs on to its end (within its timeout) and its call and result are filed, so the next request
+//! shows the call answered once and the model never makes it again; `#[tool(on_barge_in =
+//! cancel)]` stops it, and the model reads that the user's interruption cancelled it;
+//! `#[tool(background)]` never holds its turn at all. A run is bounded by its timeout
+//! (`#[tool(timeout = "...")]`, else the model's `tool_timeout`). No call is ever removed from
+//! the conversation (docs/model-brains.md, "Tools and barge-in").
 //!
 //! # `#[needs_result_now]`
 //!
@@ -96,7 +97,8 @@
 //! it counts as absent), the method runs, and the result becomes JSON. An unknown or hidden tool,
 //! arguments that do not fit (the message names the field's path), an `Err` from the tool and a
 //! panic in it all come back as an error the model reads; none ends the turn. Each call is timed
-//! ([`ToolOutcome::elapsed`]) and nothing is cancelled. How loud a failure or a call over
+//! ([`ToolOutcome::elapsed`]); `call_tool` itself bounds nothing (the voice core bounds each run
+//! by its timeout). How loud a failure or a call over
 //! [`TOOL_BUDGET_MS`] is, is the caller's to decide (the dispatcher notes both at debug level): the
 //! voice core warns once per session, naming `Type::method` and the time, then counts, as a model
 //! can call a slow tool sixteen times a reply, every turn.
@@ -135,8 +137,8 @@ pub mod json {
 pub use schema::{Dialect, SchemaLoss};
 
 /// How long a tool call may take before the voice core warns about it, in ms (once per session,
-/// then a count per 10 s). Nothing is cancelled: the user waited for the tool, and the warning
-/// says so.
+/// then a count per 10 s). Nothing is stopped at this budget (a run is stopped only at its
+/// timeout): the user waited for the tool, and the warning says so.
 pub const TOOL_BUDGET_MS: u64 = 20;
 
 /// Everything a brain file needs from this module (re-exported by `voqalize::prelude`).

@@ -298,8 +298,8 @@ impl Model {
     /// and the stream is read on (and spoken) while it runs; once `n` run, the next call waits for
     /// one to end. Results are filed in call order, right after their calls, whichever finishes
     /// first. A `#[needs_result_now]` follow-up is asked once, after the response has ended and
-    /// every call has its result. A barge-in cancels every running tool; each call without its
-    /// result leaves the history with the reasoning before it. A stream that fails or stalls, or
+    /// every call has its result. A barge-in treats each running tool by its policy, as with one
+    /// at a time (see [`ToolPolicy`](crate::tools::ToolPolicy)). A stream that fails or stalls, or
     /// the turn deadline, stops the reading only: the running tools finish and their results are
     /// filed, as with one tool at a time. Turn it up when a model asks for
     /// several slow lookups at once (a weather and a calendar); keep 1 when tools must run one
