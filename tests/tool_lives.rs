@@ -536,6 +536,10 @@ async fn a_recorded_call_replays_its_tools_outcomes_and_ids_the_same() {
             .filter(|e| e.starts_with("call "))
             .collect()
     };
-    assert_eq!(ids(&replayed_log), ids(&recorded_log), "the call's id replays the same");
+    assert_eq!(
+        ids(&replayed_log),
+        ids(&recorded_log),
+        "the call's id replays the same"
+    );
     assert_eq!(ids(&recorded_log).len(), 1);
 }

@@ -4,7 +4,7 @@
 //! Model parts carry the provider's own JSON (`raw`) so signatures and encrypted reasoning are
 //! replayed byte for byte; the fields the SDK reads (text, call name and arguments) sit beside it.
 //! Entries have stable ids: the core finds a model turn again by id (to file a result right after
-//! it, to drop an unanswered call, to apply what the user heard), never by comparing values.
+//! it, to file a call's result, to apply what the user heard), never by comparing values.
 
 use serde_json::Value;
 

@@ -27,10 +27,10 @@ pub use error::SessionError;
 pub use heard::HeardLines;
 pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
-#[cfg(feature = "model")]
-pub(crate) use tool_call::PROGRESS_QUEUE;
 #[cfg(any(feature = "model", feature = "testing"))]
 pub(crate) use tool_call::Answered;
+#[cfg(feature = "model")]
+pub(crate) use tool_call::PROGRESS_QUEUE;
 pub(crate) use tool_call::ToolWatch;
 pub use tool_call::{CurrentCall, MAX_PROGRESS_BYTES};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};

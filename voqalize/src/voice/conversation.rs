@@ -1,5 +1,5 @@
-//! The conversation a model-backed brain keeps: entries found by id, results filed right after
-//! their call, unanswered calls dropped, heard truth applied, and the whole bounded in entries and
+//! The conversation a model-backed brain keeps: entries found by id, every call answered once with
+//! its result right after it (`filing.rs`), heard truth applied, and the whole bounded in entries and
 //! in bytes (docs/protocol.md §6).
 //!
 //! Every operation here is synchronous and runs under the conversation's lock, so a turn cut by a

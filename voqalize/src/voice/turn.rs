@@ -5,9 +5,10 @@
 //! `max_tool_hops`, the last one forced to speak) and at most one retry after a call written as
 //! text. Each response has one owner, a [`Response`]: the turn reads the stream, hands the
 //! response its parts, and runs each tool the moment its call arrives, after the speech before it
-//! is on the wire. A barge-in drops the turn's future at its next `.await`: [`TurnState`]'s `Drop`
-//! then abandons the open response (an unanswered call leaves the history, unheard text is cut),
-//! reports the request it paid for and logs the `turn:` line.
+//! is on the wire (`turn/calls.rs`). A barge-in drops the turn's future at its next `.await`:
+//! [`TurnState`]'s `Drop` then stops the runs that end with the turn (their calls answered as
+//! cancelled), abandons the open response (unheard text is cut; every call stays, answered now or
+//! when its run ends), reports the request it paid for and logs the `turn:` line.
 //!
 //! Every response is read within the session's [`Bounds`] (docs/protocol.md §6.14): a bound that
 //! trips cuts the response where it tripped, answers the call that tripped it with an error the
