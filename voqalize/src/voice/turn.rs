@@ -95,8 +95,9 @@ pub(crate) struct TurnState<'t> {
     text_calls_loud: Option<bool>,
     /// The call's brain as a shared toolbox (a run can then outlive the turn), once decided.
     shared: Option<Option<std::sync::Arc<dyn Toolbox>>>,
-    /// The progress lines of the turn's tools, waiting to be spoken.
-    progress: (mpsc::Sender<String>, mpsc::Receiver<String>),
+    /// The progress lines of the turn's tools, waiting to be spoken: made at the turn's first
+    /// tool run (a turn without one allocates nothing for it).
+    progress: Option<(mpsc::Sender<String>, mpsc::Receiver<String>)>,
     /// The runs the turn waits for, for their filler.
     waiting: Vec<calls::InFlight>,
     /// The last key given to a run the turn waits for.
@@ -124,7 +125,7 @@ impl<'t> TurnState<'t> {
             work: 0,
             text_calls_loud: None,
             shared: None,
-            progress: mpsc::channel(crate::session::PROGRESS_QUEUE),
+            progress: None,
             waiting: Vec::new(),
             next_key: 0,
             done: false,

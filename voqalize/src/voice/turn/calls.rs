@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::{RequestEnd, TurnState};
@@ -226,7 +227,12 @@ impl<'t> TurnState<'t> {
         }
         self.runs += 1;
         let ordinal = self.next_call_ordinal();
-        let progress = (policy != ToolPolicy::Background).then(|| self.progress.0.clone());
+        let progress = (policy != ToolPolicy::Background).then(|| {
+            let (lines, _) = self
+                .progress
+                .get_or_insert_with(|| mpsc::channel(crate::session::PROGRESS_QUEUE));
+            lines.clone()
+        });
         let call = CurrentCall::new(
             self.session.id(),
             self.turn.id(),
@@ -373,7 +379,7 @@ impl<'t> TurnState<'t> {
                     }
                     return;
                 }
-                Some(line) = self.progress.1.recv() => {
+                Some(line) = next_line(&mut self.progress) => {
                     let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
                     self.side_line(line, false);
                 }
@@ -406,6 +412,16 @@ impl<'t> TurnState<'t> {
             }
             runs::settle(&slot, runs::cancelled);
         }
+    }
+}
+
+/// The next progress line of the turn's tools; never, before the turn's first tool run.
+async fn next_line(
+    progress: &mut Option<(mpsc::Sender<String>, mpsc::Receiver<String>)>,
+) -> Option<String> {
+    match progress {
+        Some((_, lines)) => lines.recv().await,
+        None => std::future::pending().await,
     }
 }
 
