@@ -43,10 +43,7 @@ pub fn unknown_index<'a>(index: usize) -> ToolRun<'a> {
     ))))
 }
 
-/// The call's brain as the runtime holds it (what [`Toolbox::__shared`] is given).
-///
-/// [`Toolbox::__shared`]: crate::tools::Toolbox
-pub type SharedBrain = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+pub use crate::tools::SharedBrain;
 
 /// `brain` as a shared [`Toolbox`], when it is `this` (the brain a turn's tools run on): a tool
 /// run that outlives its turn holds the brain through it.

@@ -250,9 +250,7 @@ impl Recording {
                     name: t.name,
                     arguments: t.arguments,
                     outcome: t.outcome,
-                    end: t
-                        .end
-                        .unwrap_or_else(|| crate::tools::RunEnd::InTurn.name().to_owned()),
+                    end: t.end.unwrap_or_else(|| super::tape::IN_TURN.to_owned()),
                 }),
                 Line::Truncated(_) => recording.truncated = true,
             }

@@ -13,6 +13,9 @@ use super::{Recorder, Sink};
 use crate::recover::lock;
 use crate::wire::Frame;
 
+/// What a tool call's `end` is when it was answered in its turn: its line then has none.
+pub(crate) const IN_TURN: &str = "in_turn";
+
 /// One call's recording. Shared by the session's reader and writer and by the voice core; every
 /// write takes its lock for the time of one `serde_json` write into a buffer.
 #[derive(Debug)]
@@ -128,7 +131,7 @@ impl Tape {
         name: &str,
         arguments: Value,
         outcome: &str,
-        end: crate::tools::RunEnd,
+        end: &str,
     ) {
         let line = Line::Tool(ToolLine {
             at_ms: self.at_ms(),
@@ -136,7 +139,7 @@ impl Tape {
             name: name.to_owned(),
             arguments: shallow(arguments),
             outcome: outcome.to_owned(),
-            end: (end != crate::tools::RunEnd::InTurn).then(|| end.name().to_owned()),
+            end: (end != IN_TURN).then(|| end.to_owned()),
         });
         self.push(&line);
     }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::{Session, SessionError, context};
-use crate::tools::ToolPolicy;
 
 /// The most bytes of one progress line: longer ones are cut at a character boundary (a tool's
 /// own text, but it may quote a backend's or a model's words).
@@ -28,7 +27,8 @@ pub(crate) struct Answered {
     pub(crate) name: String,
     pub(crate) arguments: serde_json::Value,
     pub(crate) outcome: String,
-    pub(crate) end: crate::tools::RunEnd,
+    /// `in_turn`, `after_barge_in` or `background` (`tools::RunEnd::name`).
+    pub(crate) end: &'static str,
 }
 
 /// Told every answered tool call of a session.
@@ -51,7 +51,6 @@ pub struct CurrentCall {
     id: Arc<str>,
     name: Arc<str>,
     turn_id: u64,
-    policy: ToolPolicy,
     /// Where progress lines go: the turn that runs the call, while it runs.
     progress: Option<mpsc::Sender<String>>,
 }
@@ -65,14 +64,12 @@ impl CurrentCall {
         turn_id: u64,
         ordinal: usize,
         name: &str,
-        policy: ToolPolicy,
         progress: Option<mpsc::Sender<String>>,
     ) -> Self {
         CurrentCall {
             id: format!("{session_id}/{turn_id}/{ordinal}").into(),
             name: name.into(),
             turn_id,
-            policy,
             progress,
         }
     }
@@ -91,11 +88,6 @@ impl CurrentCall {
     /// The turn the call was made in.
     pub fn turn_id(&self) -> u64 {
         self.turn_id
-    }
-
-    /// The tool's policy (`#[tool(on_barge_in = ...)]`, `#[tool(background)]`).
-    pub fn policy(&self) -> ToolPolicy {
-        self.policy
     }
 }
 

@@ -660,11 +660,15 @@ pub trait Toolbox: Send + Sync + 'static {
     /// tool) holds the brain through it. `#[brain]` generates it; `None` runs every tool inside
     /// its turn.
     #[doc(hidden)]
-    fn __shared(&self, brain: crate::private::SharedBrain) -> Option<std::sync::Arc<dyn Toolbox>> {
+    fn __shared(&self, brain: SharedBrain) -> Option<std::sync::Arc<dyn Toolbox>> {
         let _ = brain;
         None
     }
 }
+
+/// The call's brain as the runtime holds it (what `Toolbox::__shared` is given).
+#[doc(hidden)]
+pub type SharedBrain = std::sync::Arc<dyn std::any::Any + Send + Sync>;
 
 /// The future `Toolbox::__run_tool` returns (what `#[brain]`'s dispatcher builds).
 #[doc(hidden)]

@@ -154,7 +154,7 @@ impl Settle {
             name: called.clone(),
             arguments: watched.unwrap_or(Value::Null),
             outcome: outcome_name.to_owned(),
-            end,
+            end: end.name(),
         });
         let filed = if end == RunEnd::Background {
             let note = format!(

@@ -147,7 +147,7 @@ impl ToolTaping {
     /// The call was answered with `outcome` (`ok`, or the error's kind), at `end`.
     pub(super) fn answered(mut self, outcome: &str, end: crate::tools::RunEnd) {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
-            tape.tool(turn_id, &name, arguments, outcome, end);
+            tape.tool(turn_id, &name, arguments, outcome, end.name());
         }
     }
 }
@@ -170,7 +170,7 @@ impl Drop for ToolTaping {
                 &name,
                 arguments,
                 "cancelled",
-                crate::tools::RunEnd::InTurn,
+                crate::tools::RunEnd::InTurn.name(),
             );
         }
     }

@@ -205,7 +205,7 @@ fn watched(options: HostOptions) -> (HostOptions, Answered) {
                 name: a.name,
                 arguments: a.arguments,
                 outcome: a.outcome,
-                end: a.end.name().to_owned(),
+                end: a.end.to_owned(),
             },
         ));
     }));

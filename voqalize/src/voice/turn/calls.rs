@@ -238,7 +238,6 @@ impl<'t> TurnState<'t> {
             self.turn.id(),
             ordinal,
             &filed.name,
-            policy,
             progress,
         );
         let span = settle.span.clone();
