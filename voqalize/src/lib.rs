@@ -35,26 +35,34 @@
 //! [`#[brain]`](macro@brain) impl of its [`#[tool]`](macro@tool)s, whose `on_user_message` calls
 //! [`Model::respond`](voice::Model::respond); see [`voice`]. The README and `docs/model-brains.md` in the repository walk through both.
 //!
-//! The modules, bottom layer first (each uses only those above it in this table):
+//! The modules, bottom layer first: each uses only those above it in this table
+//! (`scripts/module-deps` checks it, and that no two modules depend on each other, in the test
+//! command). Private modules are in italics.
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | [`wire`] | frames of wire v3, the codec, `Config`, the Language/Voice catalogs |
-//! | [`channel`] | the transport traits every WebSocket adapter implements |
+//! | *`buffer`* | byte buffers bounded in bytes |
+//! | *`logline`* | bounded log output: strings from outside clipped and escaped, repeated warnings summed up |
+//! | *`recover`* | surviving a panic: locks still usable after one, a panic's text |
+//! | [`metrics`] | the metrics recorded through the `metrics` facade: names, kinds, labels, units |
+//! | *`queue`* | the bounded queue behind every bulk lane |
 //! | [`actions`] | typed UI commands ([`Action`](actions::Action)) and app events |
-//! | [`session`] | [`Session`], [`Turn`] and [`SpeechUnit`]: the brain's handles on a call, and their state |
-//! | [`brain`](mod@brain) | the [`Brain`] trait and [`MakeBrain`], how a brain is made per call |
 //! | [`record`] | recording calls (frames, model requests, tool calls) to JSON lines, and reading them back |
-//! | `runtime` (private) | one session's reader, feeder and writer, the inbound lanes, the turns |
-//! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters |
-//! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
+//! | [`session`] | [`Session`], [`Turn`] and [`SpeechUnit`]: the brain's handles on a call, and their state |
+//! | [`channel`] | the transport traits every WebSocket adapter implements |
+//! | [`brain`](mod@brain) | the [`Brain`] trait and [`MakeBrain`], how a brain is made per call |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
-//! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic and chat-completions layers; our SSE parser, the pooled HTTP client |
-//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns |
-//! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, a tool harness |
+//! | [`typescript`] | `voqalize types`: the TypeScript of a crate's actions and app events |
+//! | *`private`* | what the macros' generated code names (`__private`) |
+//! | *`runtime`* | one session's reader, feeder and writer, the inbound lanes, the turns |
+//! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters, probes, drain |
+//! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
+//! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic, Interactions and chat-completions layers; our SSE parser, the pooled HTTP client |
+//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns and runs its tools |
 //! | `console` | (feature `console`) a local web page to talk to a brain in a browser: plays Voqalize against it on the direct leg |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
-//! | [`metrics`] | the metrics recorded through the `metrics` facade: names, kinds, labels, units |
+//! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, replay, a tool harness |
 //! | [`prelude`] | every name a brain file needs |
 //!
 //! `docs/protocol.md` in the repository describes the wire and session rules this crate

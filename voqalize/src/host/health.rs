@@ -39,8 +39,9 @@ use super::{Load, Shutdown};
 #[derive(Clone)]
 pub struct Health {
     shutdown: Shutdown,
-    #[cfg(feature = "relay")]
-    relay: Option<crate::relay::Relay>,
+    /// Whether the relay readiness follows is connected (set by `Health::relay`, in the relay
+    /// module: the host layer knows no relay).
+    relay: Option<Connected>,
     load: Option<Load>,
     metrics: Option<Metrics>,
     port: PortLimits,
@@ -49,13 +50,15 @@ pub struct Health {
 /// What `/metrics` answers with, when it is served.
 type Metrics = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// Whether a connection readiness follows is up.
+type Connected = Arc<dyn Fn() -> bool + Send + Sync>;
+
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Health");
-        d.field("shutdown", &self.shutdown);
-        #[cfg(feature = "relay")]
-        d.field("relay", &self.relay);
-        d.field("load", &self.load)
+        d.field("shutdown", &self.shutdown)
+            .field("relay", &self.relay.is_some())
+            .field("load", &self.load)
             .field("metrics", &self.metrics.is_some())
             .field("port", &self.port)
             .finish()
@@ -68,7 +71,6 @@ impl Health {
     pub fn new(shutdown: &Shutdown) -> Self {
         Health {
             shutdown: shutdown.clone(),
-            #[cfg(feature = "relay")]
             relay: None,
             load: None,
             metrics: None,
@@ -113,12 +115,14 @@ impl Health {
         self
     }
 
-    /// Readiness also follows `relay`'s connection: not ready while it is down (the process
-    /// could take no call then). The body gains `"relay_connected"`.
-    #[cfg(feature = "relay")]
-    #[must_use]
-    pub fn relay(mut self, relay: &crate::relay::Relay) -> Self {
-        self.relay = Some(relay.clone());
+    /// Readiness also follows a relay connection, up while `connected` says so
+    /// ([`Health::relay`](Self::relay) gives it the relay's).
+    #[cfg_attr(not(feature = "relay"), allow(dead_code))]
+    pub(crate) fn follow_relay(
+        mut self,
+        connected: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.relay = Some(Arc::new(connected));
         self
     }
 
@@ -146,11 +150,7 @@ impl Health {
 
     /// Whether the relay readiness follows is connected, when it follows one.
     fn relay_connected(&self) -> Option<bool> {
-        #[cfg(feature = "relay")]
-        if let Some(relay) = &self.relay {
-            return Some(relay.connected());
-        }
-        None
+        self.relay.as_ref().map(|connected| connected())
     }
 
     /// Serves `/healthz` and `/readyz` (and `/metrics`, with [`metrics`](Self::metrics)) on

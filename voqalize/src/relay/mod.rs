@@ -413,3 +413,14 @@ impl RelayBuilder {
         })
     }
 }
+
+/// Probes that follow a relay (here, not in `host`: the host layer is below the relay).
+impl crate::host::Health {
+    /// Readiness also follows `relay`'s connection: not ready while it is down (the process
+    /// could take no call then). The body gains `"relay_connected"`.
+    #[must_use]
+    pub fn relay(self, relay: &Relay) -> Self {
+        let relay = relay.clone();
+        self.follow_relay(move || relay.connected())
+    }
+}
