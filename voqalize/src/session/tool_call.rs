@@ -78,7 +78,8 @@ impl CurrentCall {
     }
 
     /// The call's id: `"{session_id}/{turn_id}/{n}"`, `n` counting the tools the turn ran, from
-    /// 0. Unique within a session, and the same in a replay of its recording.
+    /// 0, over every `respond` of the turn. Unique within a session (two turns running at once
+    /// number their calls each on its own), and the same in a replay of its recording.
     pub fn id(&self) -> &str {
         &self.id
     }

@@ -180,8 +180,6 @@ struct Inner {
     log: Mutex<TurnLog>,
     /// A call was answered: a request waiting for every call's answer looks again.
     settled: tokio::sync::Notify,
-    /// The turn whose tool calls were counted last, and how many it made: each call's id.
-    call_count: Mutex<(u64, usize)>,
     /// A `background` tool ran inside its turn (its toolbox was not the call's brain): said once.
     warned_background: AtomicBool,
 }
@@ -199,7 +197,6 @@ impl Inner {
             attached: AtomicBool::new(false),
             log: Mutex::new(TurnLog::default()),
             settled: tokio::sync::Notify::new(),
-            call_count: Mutex::new((0, 0)),
             warned_background: AtomicBool::new(false),
         }
     }

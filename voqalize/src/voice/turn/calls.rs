@@ -19,7 +19,6 @@ use tracing::Instrument;
 use super::{RequestEnd, TurnState};
 use crate::logline::outside;
 use crate::model::history::{Call, ToolResult};
-use crate::recover::lock;
 use crate::session::context;
 use crate::session::{CurrentCall, MAX_PROGRESS_BYTES};
 use crate::tools::{
@@ -66,17 +65,6 @@ impl<'t> TurnState<'t> {
         self.shared
             .get_or_insert_with(|| session.brain().and_then(|b| brain.__shared(b)))
             .clone()
-    }
-
-    /// The id of the turn's next tool call (counted over all its requests, and over every
-    /// `respond` of the turn).
-    fn next_call_ordinal(&self) -> usize {
-        let mut count = lock(&self.model.inner.call_count);
-        if count.0 != self.turn.id() {
-            *count = (self.turn.id(), 0);
-        }
-        count.1 += 1;
-        count.1 - 1
     }
 
     /// Starts one call of the open response, once the speech before it is on the wire: its tool
@@ -225,7 +213,7 @@ impl<'t> TurnState<'t> {
             return Ok(());
         }
         self.runs += 1;
-        let ordinal = self.next_call_ordinal();
+        let ordinal = self.turn.next_tool_call();
         let progress = (policy != ToolPolicy::Background).then(|| self.progress.0.clone());
         let call = CurrentCall::new(
             self.session.id(),

@@ -1,0 +1,225 @@
+//! Tools under attack: what a hostile model, a careless caller and a careless brain author can do
+//! to a tool's life in a call, each over a real session socket against the stand-in model server.
+//! Two turns sharing one model while a tool runs, results built to defeat the byte bound, settings
+//! at their extremes, a tool that speaks its progress right before it returns or in a loop, and a
+//! caller who hangs up while a tool runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::Semaphore;
+use voqalize::prelude::*;
+use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+
+use crate::support::{Log, driver, layer};
+
+/// Lets a tool go on, once per permit.
+struct Gate(Semaphore);
+
+impl Gate {
+    async fn pass(&self) {
+        if let Ok(permit) = self.0.acquire().await {
+            permit.forget();
+        }
+    }
+
+    fn open(&self) {
+        self.0.add_permits(1);
+    }
+}
+
+/// How many progress lines `chatty` tries to say.
+const CHATTY_LINES: usize = 2_000;
+
+struct Target {
+    model: Model,
+    log: Arc<Log>,
+    gate: Arc<Gate>,
+}
+
+impl Brain for Target {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+
+    async fn on_session_end(&self, _session: &Session, _reason: EndReason) {
+        self.log.push("session ended");
+    }
+}
+
+#[brain]
+impl Target {
+    /// Names the call it serves.
+    #[tool]
+    async fn whoami(&self) -> String {
+        let id = self
+            .session()
+            .tool_call()
+            .map_or_else(|| "none".to_owned(), |c| c.id().to_owned());
+        self.log.push(format!("call {id}"));
+        id
+    }
+
+    /// A page of quotation marks: every byte of it is two in JSON.
+    #[tool]
+    async fn quotes(&self) -> String {
+        "\"".repeat(100_000)
+    }
+
+    /// A page of control characters: every byte of it is six in JSON.
+    #[tool]
+    async fn controls(&self) -> String {
+        "\u{1}".repeat(100_000)
+    }
+
+    /// A long list of quoted words (a result that is not a string).
+    #[tool]
+    async fn listing(&self) -> Vec<String> {
+        vec!["\"q\"".to_owned(); 20_000]
+    }
+
+    /// Says where it got, and returns at once.
+    #[tool]
+    async fn quick(&self) -> Result<&'static str, SessionError> {
+        let spoken = self.session().say_progress("Found it.")?;
+        self.log.push(format!("progress spoken={spoken}"));
+        Ok("done")
+    }
+
+    /// Says its progress for every item of a long list.
+    #[tool]
+    #[needs_result_now]
+    async fn chatty(&self) -> Result<&'static str, SessionError> {
+        for i in 0..CHATTY_LINES {
+            self.session().say_progress(&format!(
+                "Checked item {i} of the list; still going through the rest of them."
+            ))?;
+            tokio::task::yield_now().await;
+        }
+        self.log.push("chatty finished");
+        Ok("all checked")
+    }
+
+    /// Books a table, once the back office answers; runs on if the caller cuts in.
+    #[tool(filler = "One moment.")]
+    async fn book(&self) -> &'static str {
+        self.log.push("book started");
+        self.gate.pass().await;
+        self.log.push("book finished");
+        "booked"
+    }
+}
+
+struct Rig {
+    server: ModelServer,
+    log: Arc<Log>,
+    gate: Arc<Gate>,
+}
+
+async fn rig(settings: impl Fn(Model) -> Model + Send + Sync + 'static) -> (Rig, Voqalize) {
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    let (log, gate) = (Arc::new(Log::default()), Arc::new(Gate(Semaphore::new(0))));
+    let base = server.base_url();
+    let (l, g) = (log.clone(), gate.clone());
+    let timeouts = voqalize::model::Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let v = driver(move || Target {
+        model: settings(Model::new(layer(
+            Provider::Gemini,
+            &base,
+            "gemini-attack",
+            timeouts,
+        ))),
+        log: l.clone(),
+        gate: g.clone(),
+    })
+    .await;
+    (Rig { server, log, gate }, v)
+}
+
+fn ids(log: &Log) -> Vec<String> {
+    log.events()
+        .into_iter()
+        .filter_map(|e| e.strip_prefix("call ").map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn call_ids_stay_unique_when_two_turns_share_the_model() {
+    let (rig, mut v) = rig(|m| m).await;
+    // Turn 1 calls, pauses, and calls again; turn 2 calls in between (the host runs up to four
+    // turns of a call at once).
+    let (first, pause) = Reply::new().call("whoami", json!({})).pause();
+    rig.server
+        .reply(first.call("whoami", json!({})).text("Both.").finish());
+    rig.server
+        .reply(Reply::new().call("whoami", json!({})).text("Me.").finish());
+    v.start_silent().await.unwrap();
+    let one = v.send_user_message("who first").await.unwrap();
+    assert!(rig.log.wait(&mut v, |l| ids(l).len() == 1).await);
+    v.run_until(Duration::from_secs(5), pause.reached())
+        .await
+        .unwrap();
+    let two = v.send_user_message("who second").await.unwrap();
+    assert!(rig.log.wait(&mut v, |l| ids(l).len() == 2).await);
+    pause.release();
+    assert!(rig.log.wait(&mut v, |l| ids(l).len() == 3).await);
+    let session = v.session_id().to_owned();
+    assert_eq!(
+        ids(&rig.log),
+        [
+            format!("{session}/{one}/0"),
+            format!("{session}/{two}/0"),
+            format!("{session}/{one}/1"),
+        ],
+        "each call's id names it and no other"
+    );
+}
+
+#[tokio::test]
+async fn a_caller_who_hangs_up_while_a_tool_runs_ends_the_call_and_the_tool_still_answers() {
+    let answered = Arc::new(Log::default());
+    let seen = answered.clone();
+    let (rig, mut v) = rig(move |m| {
+        let seen = seen.clone();
+        m.on_tool_run(move |run| {
+            seen.push(format!("{} {} {}", run.name, run.outcome, run.end.name()));
+        })
+    })
+    .await;
+    rig.server.reply(
+        Reply::new()
+            .text("Booking.")
+            .call("book", json!({}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.send_user_message("book it").await.unwrap();
+    assert!(
+        rig.log
+            .wait(&mut v, |l| l.events().iter().any(|e| e == "book started"))
+            .await
+    );
+    v.hang_up().await;
+    assert!(
+        rig.log
+            .until(|l| l.events().iter().any(|e| e == "session ended"))
+            .await,
+        "the call ends while its tool runs"
+    );
+    rig.gate.open();
+    assert!(
+        rig.log
+            .until(|l| l.events().iter().any(|e| e == "book finished"))
+            .await
+    );
+    // The run answers its call once, after the cut the hang-up made.
+    assert!(answered.until(|l| !l.events().is_empty()).await);
+    assert_eq!(answered.events(), ["book ok after_barge_in"]);
+}
