@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
+use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{Log, driver, layer};
 
@@ -143,6 +143,20 @@ async fn rig(settings: impl Fn(Model) -> Model + Send + Sync + 'static) -> (Rig,
     (Rig { server, log, gate }, v)
 }
 
+/// The results of request `i`, as JSON.
+fn results(server: &ModelServer, i: usize) -> Vec<Value> {
+    server
+        .read_back(i)
+        .expect("the request")
+        .said
+        .iter()
+        .filter_map(|s| match s {
+            Said::Result { output, .. } => serde_json::from_str(output).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
 fn ids(log: &Log) -> Vec<String> {
     log.events()
         .into_iter()
@@ -180,6 +194,35 @@ async fn call_ids_stay_unique_when_two_turns_share_the_model() {
         ],
         "each call's id names it and no other"
     );
+}
+
+#[tokio::test]
+async fn a_result_of_characters_json_escapes_is_cut_within_max_result_bytes() {
+    let (rig, mut v) = rig(|m| m.max_result_bytes(1_000)).await;
+    rig.server.reply(
+        Reply::new()
+            .call("quotes", json!({}))
+            .call("controls", json!({}))
+            .call("listing", json!({}))
+            .text("Here.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    v.user_says("everything").await.unwrap();
+    rig.server.reply(Reply::new().text("OK.").finish());
+    v.user_says("and?").await.unwrap();
+    let results = results(&rig.server, 1);
+    assert_eq!(results.len(), 3, "{results:?}");
+    for result in &results {
+        let bytes = serde_json::to_vec(result).expect("JSON").len();
+        assert!(bytes <= 1_000, "{bytes} bytes: {result}");
+        assert!(
+            result["cut"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("the result was")),
+            "{result}"
+        );
+    }
 }
 
 #[tokio::test]
