@@ -225,6 +225,50 @@ async fn a_result_of_characters_json_escapes_is_cut_within_max_result_bytes() {
     }
 }
 
+/// One setting at its extreme, on a turn that calls two tools (the second with a filler).
+async fn extreme(name: &str, setting: fn(Model) -> Model) {
+    let (rig, mut v) = rig(setting).await;
+    rig.server.reply(
+        Reply::new()
+            .call("whoami", json!({}))
+            .call("book", json!({}))
+            .text("Booked.")
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("book it").await.unwrap();
+    assert!(
+        rig.log
+            .wait(&mut v, |l| l.events().iter().any(|e| e == "book started"))
+            .await,
+        "{name}: the tools ran"
+    );
+    rig.gate.open();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(turn).completed())
+            .await
+            .unwrap(),
+        "{name}: the turn ended"
+    );
+    assert_eq!(v.turn(turn).text(), "Booked.", "{name}");
+    assert_eq!(
+        v.turn(turn)
+            .tools
+            .iter()
+            .map(|t| t.outcome.as_str())
+            .collect::<Vec<_>>(),
+        ["ok", "ok"],
+        "{name}"
+    );
+}
+
+#[tokio::test]
+async fn settings_at_their_extremes_neither_panic_nor_leave_a_call_unanswered() {
+    extreme("tool_timeout", |m| m.tool_timeout(Duration::MAX)).await;
+    extreme("filler_after", |m| m.filler_after(Duration::MAX)).await;
+    extreme("turn_deadline", |m| m.turn_deadline(Duration::MAX)).await;
+}
+
 #[tokio::test]
 async fn a_caller_who_hangs_up_while_a_tool_runs_ends_the_call_and_the_tool_still_answers() {
     let answered = Arc::new(Log::default());

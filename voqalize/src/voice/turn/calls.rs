@@ -323,7 +323,7 @@ impl<'t> TurnState<'t> {
         self.waiting
             .iter()
             .filter(|w| w.spoken_at == response.spoken())
-            .filter_map(|w| Some((w.started + after, w.filler.clone()?)))
+            .filter_map(|w| Some((w.started.checked_add(after)?, w.filler.clone()?)))
             .min_by_key(|(at, _)| *at)
     }
 
