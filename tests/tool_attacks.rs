@@ -270,6 +270,21 @@ async fn settings_at_their_extremes_neither_panic_nor_leave_a_call_unanswered() 
 }
 
 #[tokio::test]
+async fn a_progress_line_said_right_before_the_tool_returns_is_spoken() {
+    let (rig, mut v) = rig(|m| m).await;
+    rig.server
+        .reply(Reply::new().call("quick", json!({})).text("Done.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("find it").await.unwrap();
+    assert_eq!(rig.log.events(), ["progress spoken=true"]);
+    assert_eq!(
+        turn.text(),
+        "Found it. Done.",
+        "a line queued to be spoken is spoken"
+    );
+}
+
+#[tokio::test]
 async fn a_caller_who_hangs_up_while_a_tool_runs_ends_the_call_and_the_tool_still_answers() {
     let answered = Arc::new(Log::default());
     let seen = answered.clone();

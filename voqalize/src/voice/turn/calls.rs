@@ -336,6 +336,12 @@ impl<'t> TurnState<'t> {
         }
     }
 
+    /// Speaks a tool's progress `line` (cut to [`MAX_PROGRESS_BYTES`]).
+    fn progress_line(&mut self, line: &str) {
+        let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
+        self.side_line(line, false);
+    }
+
     /// Waits for the next run the turn waits for to end (its call is answered by then); the
     /// caller hears the tools' progress meanwhile, and a filler when one keeps it waiting.
     pub(super) async fn answer_next(
@@ -359,12 +365,14 @@ impl<'t> TurnState<'t> {
                         self.waiting.retain(|w| w.key != key);
                         self.awaited(awaited, end);
                     }
+                    // A line the run queued just before it returned is spoken now, before the
+                    // model's next words, not during some later tool (or never).
+                    while let Ok(line) = self.progress.1.try_recv() {
+                        self.progress_line(&line);
+                    }
                     return;
                 }
-                Some(line) = self.progress.1.recv() => {
-                    let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
-                    self.side_line(line, false);
-                }
+                Some(line) = self.progress.1.recv() => self.progress_line(&line),
                 () = filler_sleep => {
                     if let Some((_, line)) = filler {
                         self.side_line(&line, true);
