@@ -157,6 +157,20 @@ fn results(server: &ModelServer, i: usize) -> Vec<Value> {
         .collect()
 }
 
+/// What the model said in request `i`, joined.
+fn model_words(server: &ModelServer, i: usize) -> String {
+    server
+        .read_back(i)
+        .expect("the request")
+        .said
+        .iter()
+        .filter_map(|s| match s {
+            Said::Model(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn ids(log: &Log) -> Vec<String> {
     log.events()
         .into_iter()
@@ -281,6 +295,44 @@ async fn a_progress_line_said_right_before_the_tool_returns_is_spoken() {
         turn.text(),
         "Found it. Done.",
         "a line queued to be spoken is spoken"
+    );
+}
+
+#[tokio::test]
+async fn progress_lines_in_a_loop_are_held_to_the_responses_byte_bound() {
+    let bound = 16 * 1024;
+    let (rig, mut v) = rig(move |m| m.max_response_bytes(bound)).await;
+    rig.server
+        .reply(Reply::new().call("chatty", json!({})).finish());
+    rig.server.reply(Reply::new().text("All checked.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.send_user_message("check them all").await.unwrap();
+    assert!(
+        rig.log
+            .wait(&mut v, |l| l
+                .events()
+                .iter()
+                .any(|e| e == "chatty finished"))
+            .await
+    );
+    assert!(rig.server.wait_requests(2).await);
+    // The follow-up reads the response as the history keeps it: its words within the bound.
+    let kept = model_words(&rig.server, 1);
+    assert!(kept.len() <= bound, "{} bytes kept", kept.len());
+    assert!(
+        kept.starts_with("Checked item 0 of the list"),
+        "{kept:.200}"
+    );
+    assert!(
+        v.wait_for(Duration::from_secs(10), |v| v.turn(turn).completed())
+            .await
+            .unwrap()
+    );
+    let spoken = v.turn(turn).text();
+    assert!(
+        spoken.len() <= bound + "All checked.".len() + 1,
+        "{} bytes spoken",
+        spoken.len()
     );
 }
 

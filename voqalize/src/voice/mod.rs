@@ -351,7 +351,8 @@ impl Model {
     /// it, so a response of tiny JSON values cannot hold sixty times what it sent. Past either the
     /// response is cut: nothing more of it is read nor kept (a value past it is read through,
     /// never built), what was spoken stays, and the turn's one warning is logged
-    /// (docs/protocol.md §6.14).
+    /// (docs/protocol.md §6.14). Fillers and tools' progress lines are kept as the response's
+    /// words too: one past it is not spoken.
     #[must_use]
     pub fn max_response_bytes(self, bytes: usize) -> Model {
         self.with(|s| s.bounds.response_bytes = bytes)

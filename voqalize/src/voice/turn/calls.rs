@@ -332,7 +332,12 @@ impl<'t> TurnState<'t> {
         let model = self.model;
         let mut conversation = model.conversation();
         if let Some(r) = self.response.as_mut() {
-            r.side_line(&mut conversation, line, filler, &mut self.clock);
+            r.side_line(
+                &mut conversation,
+                line,
+                filler,
+                (&mut self.clock, &self.bounds),
+            );
         }
     }
 
