@@ -101,6 +101,22 @@ impl Target {
         Ok("all checked")
     }
 
+    /// Emails the confirmation, once the mail server answers, in the background.
+    #[tool(background)]
+    async fn mail(&self) -> &'static str {
+        self.gate.pass().await;
+        self.log.push("mail finished");
+        "mailed"
+    }
+
+    /// Looks the booking up; the model reads the long record at once.
+    #[tool]
+    #[needs_result_now]
+    async fn lookup(&self) -> String {
+        self.log.push("lookup ran");
+        "x".repeat(10_000)
+    }
+
     /// Books a table, once the back office answers; runs on if the caller cuts in.
     #[tool(filler = "One moment.")]
     async fn book(&self) -> &'static str {
@@ -333,6 +349,58 @@ async fn progress_lines_in_a_loop_are_held_to_the_responses_byte_bound() {
         spoken.len() <= bound + "All checked.".len() + 1,
         "{} bytes spoken",
         spoken.len()
+    );
+}
+
+#[tokio::test]
+async fn a_background_note_never_drops_the_exchange_in_progress_from_the_history() {
+    let (rig, mut v) = rig(|m| m.max_history_bytes(8 * 1024)).await;
+    rig.server.reply(
+        Reply::new()
+            .call("mail", json!({}))
+            .text("Sending.")
+            .finish(),
+    );
+    let (lookup, pause) = Reply::new().call("lookup", json!({})).pause();
+    rig.server.reply(lookup.finish());
+    rig.server.reply(Reply::new().text("Found it.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("mail me").await.unwrap();
+    // The exchange in progress alone is past the history's bound: it is kept whole.
+    let turn = v.send_user_message("look it up").await.unwrap();
+    assert!(
+        rig.log
+            .wait(&mut v, |l| l.events().iter().any(|e| e == "lookup ran"))
+            .await
+    );
+    v.run_until(Duration::from_secs(5), pause.reached())
+        .await
+        .unwrap();
+    // The mail ends meanwhile: its note joins the history while the turn still reads its reply.
+    rig.gate.open();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v
+            .tool_calls()
+            .iter()
+            .any(|(_, t)| t.end == "background"))
+            .await
+            .unwrap()
+    );
+    pause.release();
+    assert!(
+        v.wait_for(Duration::from_secs(5), |v| v.turn(turn).completed())
+            .await
+            .unwrap()
+    );
+    // The follow-up reads the user's words and the call it follows up, and the note after them.
+    let said = rig.server.read_back(2).expect("the follow-up").said;
+    let at = |want: &dyn Fn(&Said) -> bool| said.iter().position(|s| want(s));
+    let asked = at(&|s| matches!(s, Said::User(t) if t == "look it up"));
+    let called = at(&|s| matches!(s, Said::Call { name, .. } if name == "lookup"));
+    let noted = at(&|s| matches!(s, Said::User(t) if t.contains("background tool mail finished")));
+    assert!(
+        asked.is_some() && asked < called && called < noted,
+        "{said:#?}"
     );
 }
 

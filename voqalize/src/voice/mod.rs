@@ -511,7 +511,7 @@ impl Model {
     /// during a turn: a note never lands between a call and its result, and heard truth never
     /// rewrites it. The request in flight does not see it; the next one does.
     pub fn append_note(&self, text: &str) {
-        self.conversation().push_user(text);
+        self.conversation().push_note(text);
     }
 
     /// Asks the model and speaks its answer, with tools on auto: the conversation holds the

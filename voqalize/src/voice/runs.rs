@@ -164,7 +164,7 @@ impl Settle {
                     .map(|id| format!(" (call {id})"))
                     .unwrap_or_default()
             );
-            lock(&inner.conversation).push_user(&note);
+            lock(&inner.conversation).push_note(&note);
             true
         } else {
             let result = ToolResult {
