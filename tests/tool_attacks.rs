@@ -43,6 +43,12 @@ impl Brain for Target {
         self.model.respond(self, turn).await
     }
 
+    /// Asks the model twice in one turn: its calls are numbered over both.
+    async fn on_user_idle(&self, turn: &mut Turn, _: UserIdle) -> BrainResult {
+        self.model.respond(self, turn).await?;
+        self.model.respond(self, turn).await
+    }
+
     async fn on_session_end(&self, _session: &Session, _reason: EndReason) {
         self.log.push("session ended");
     }
@@ -115,6 +121,14 @@ impl Target {
     async fn lookup(&self) -> String {
         self.log.push("lookup ran");
         "x".repeat(10_000)
+    }
+
+    /// Looks tables up in an archive that never answers; stopped if the caller cuts in.
+    #[tool(on_barge_in = cancel)]
+    async fn look(&self) -> &'static str {
+        self.log.push("look started");
+        std::future::pending::<()>().await;
+        "never"
     }
 
     /// Books a table, once the back office answers; runs on if the caller cuts in.
@@ -223,6 +237,23 @@ async fn call_ids_stay_unique_when_two_turns_share_the_model() {
             format!("{session}/{one}/1"),
         ],
         "each call's id names it and no other"
+    );
+}
+
+#[tokio::test]
+async fn call_ids_stay_unique_over_two_responds_of_one_turn() {
+    let (rig, mut v) = rig(|m| m).await;
+    for words in ["Still there?", "Take your time."] {
+        rig.server
+            .reply(Reply::new().call("whoami", json!({})).text(words).finish());
+    }
+    v.start_silent().await.unwrap();
+    let turn = v.user_idle(1, 5_000).await.unwrap();
+    let session = v.session_id().to_owned();
+    let id = turn.turn_id;
+    assert_eq!(
+        ids(&rig.log),
+        [format!("{session}/{id}/0"), format!("{session}/{id}/1")]
     );
 }
 
@@ -402,6 +433,98 @@ async fn a_background_note_never_drops_the_exchange_in_progress_from_the_history
         asked.is_some() && asked < called && called < noted,
         "{said:#?}"
     );
+}
+
+#[tokio::test]
+async fn a_caller_who_cuts_in_on_every_turn_leaves_every_call_answered_once() {
+    const TURNS: usize = 10;
+    let (rig, mut v) = rig(|m| m.parallel_tools(2)).await;
+    v.start_silent().await.unwrap();
+    let count = |l: &Log, what: &str| l.events().iter().filter(|e| *e == what).count();
+    for i in 0..TURNS {
+        rig.server.reply(
+            Reply::new()
+                .text("Working on it. ")
+                .call("look", json!({}))
+                .call("book", json!({}))
+                .text("Done.")
+                .finish(),
+        );
+        let turn = v.send_user_message(&format!("book {i}")).await.unwrap();
+        assert!(
+            rig.log
+                .wait(&mut v, |l| count(l, "book started") == i + 1
+                    && count(l, "look started") == i + 1)
+                .await,
+            "turn {i}: the tools started"
+        );
+        assert!(
+            v.wait_for(Duration::from_secs(5), |v| v
+                .units()
+                .any(|u| u.turn_id == turn && !u.chunks.is_empty()))
+                .await
+                .unwrap(),
+            "turn {i}: it spoke"
+        );
+        let unit = v
+            .units()
+            .find(|u| u.turn_id == turn)
+            .map(|u| u.speech_id)
+            .expect("a unit");
+        v.send(voqalize::wire::Frame::Interruption { through_turn: turn })
+            .await
+            .unwrap();
+        v.finalize(unit, "Working on").await.unwrap();
+        // Every other turn the booking ends before the caller's next words; else the next
+        // turn's request waits for it.
+        if i % 2 == 0 {
+            rig.gate.open();
+            assert!(
+                rig.log
+                    .wait(&mut v, |l| count(l, "book finished") == i + 1)
+                    .await
+            );
+        } else {
+            rig.gate.open();
+        }
+    }
+    rig.server
+        .reply(Reply::new().text("Anything else?").finish());
+    let last = v.user_says("that's all").await.unwrap();
+    assert_eq!(last.text(), "Anything else?");
+    assert_eq!(
+        count(&rig.log, "book finished"),
+        TURNS,
+        "one booking a call"
+    );
+    let said = rig
+        .server
+        .read_back(rig.server.requests().len() - 1)
+        .expect("the last request")
+        .said;
+    let mut open: Vec<String> = Vec::new();
+    let (mut booked, mut cancelled) = (0, 0);
+    for item in &said {
+        match item {
+            Said::Call { name, .. } => open.push(name.clone()),
+            Said::Result { output, .. } => {
+                assert!(!open.is_empty(), "a result for no call: {said:#?}");
+                let call = open.remove(0);
+                match call.as_str() {
+                    "book" if output.contains("booked") => booked += 1,
+                    "look" if output.contains("cancelled before it finished") => cancelled += 1,
+                    _ => panic!("{call} answered {output}"),
+                }
+            }
+            Said::User(text) => assert!(open.is_empty(), "unanswered before {text:?}: {said:#?}"),
+            Said::Model(text) => assert!(
+                text.trim().is_empty() || text.trim() == "Working on",
+                "the model reads words never heard: {text:?}"
+            ),
+        }
+    }
+    assert!(open.is_empty(), "{said:#?}");
+    assert_eq!((booked, cancelled), (TURNS, TURNS), "{said:#?}");
 }
 
 #[tokio::test]
