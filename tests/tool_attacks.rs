@@ -425,7 +425,7 @@ async fn a_background_note_never_drops_the_exchange_in_progress_from_the_history
     );
     // The follow-up reads the user's words and the call it follows up, and the note after them.
     let said = rig.server.read_back(2).expect("the follow-up").said;
-    let at = |want: &dyn Fn(&Said) -> bool| said.iter().position(|s| want(s));
+    let at = |want: &dyn Fn(&Said) -> bool| said.iter().position(want);
     let asked = at(&|s| matches!(s, Said::User(t) if t == "look it up"));
     let called = at(&|s| matches!(s, Said::Call { name, .. } if name == "lookup"));
     let noted = at(&|s| matches!(s, Said::User(t) if t.contains("background tool mail finished")));
