@@ -123,6 +123,12 @@ impl Target {
         "x".repeat(10_000)
     }
 
+    /// Pings the back office, in the background; it answers at once.
+    #[tool(background)]
+    async fn ping(&self) -> &'static str {
+        "pong"
+    }
+
     /// Looks tables up in an archive that never answers; stopped if the caller cuts in.
     #[tool(on_barge_in = cancel)]
     async fn look(&self) -> &'static str {
@@ -171,6 +177,21 @@ async fn rig(settings: impl Fn(Model) -> Model + Send + Sync + 'static) -> (Rig,
     })
     .await;
     (Rig { server, log, gate }, v)
+}
+
+/// A factory of targets on the stand-in at `base`, writing to `log`.
+fn target(base: String, log: Arc<Log>) -> impl Fn() -> Target + Send + Sync + 'static {
+    let timeouts = voqalize::model::Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let layer = layer(Provider::Gemini, &base, "gemini-attack", timeouts);
+    move || Target {
+        model: Model::new(layer.clone()),
+        log: log.clone(),
+        gate: Arc::new(Gate(Semaphore::new(0))),
+    }
 }
 
 /// The results of request `i`, as JSON.
@@ -567,4 +588,55 @@ async fn a_caller_who_hangs_up_while_a_tool_runs_ends_the_call_and_the_tool_stil
     // The run answers its call once, after the cut the hang-up made.
     assert!(answered.until(|l| !l.events().is_empty()).await);
     assert_eq!(answered.events(), ["book ok after_barge_in"]);
+}
+
+#[tokio::test]
+async fn a_recorded_call_with_a_background_tool_replays_the_same() {
+    use voqalize::testing::Replay;
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.reply(
+        Reply::new()
+            .call("ping", json!({}))
+            .call("whoami", json!({}))
+            .text("Pinging.")
+            .finish(),
+    );
+    server.reply(Reply::new().text("It answered.").finish());
+    let recorded_log = Arc::new(Log::default());
+    let recording = crate::replay::recorded(
+        target(server.base_url(), recorded_log.clone()),
+        async |v: &mut Voqalize| {
+            v.user_says("ping it").await.unwrap();
+            assert!(
+                v.wait_for(Duration::from_secs(5), |v| v
+                    .tool_calls()
+                    .iter()
+                    .any(|(_, t)| t.end == "background"))
+                    .await
+                    .unwrap()
+            );
+            v.user_says("did it answer").await.unwrap();
+        },
+    )
+    .await;
+    let mut runs: Vec<(&str, &str, &str)> = recording
+        .tool_runs
+        .iter()
+        .map(|r| (r.name.as_str(), r.outcome.as_str(), r.end.as_str()))
+        .collect();
+    runs.sort_unstable();
+    assert_eq!(
+        runs,
+        [("ping", "ok", "background"), ("whoami", "ok", "in_turn")]
+    );
+    let mut replay = Replay::start(recording).await.unwrap();
+    let replayed_log = Arc::new(Log::default());
+    let report = replay
+        .run(target(replay.base_url(), replayed_log.clone()))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
+    assert_eq!(ids(&replayed_log), ids(&recorded_log));
 }
