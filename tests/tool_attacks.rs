@@ -1,8 +1,10 @@
 //! Tools under attack: what a hostile model, a careless caller and a careless brain author can do
 //! to a tool's life in a call, each over a real session socket against the stand-in model server.
-//! Two turns sharing one model while a tool runs, results built to defeat the byte bound, settings
-//! at their extremes, a tool that speaks its progress right before it returns or in a loop, and a
-//! caller who hangs up while a tool runs.
+//! Two turns sharing one model while a tool runs, two responds in one turn, results built to
+//! defeat the byte bound, settings at their extremes, a tool that speaks its progress right
+//! before it returns or in a loop, a background result landing mid-turn on a full history, a
+//! caller who cuts in on turn after turn or hangs up while a tool runs, and the replay of a call
+//! with a background tool.
 
 use std::sync::Arc;
 use std::time::Duration;
