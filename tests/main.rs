@@ -26,6 +26,7 @@ mod replay_turns;
 mod request_schemas;
 mod session;
 mod support;
+mod tool_attacks;
 mod tool_lives;
 mod tool_torture;
 mod typescript;

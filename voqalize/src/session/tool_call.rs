@@ -75,7 +75,8 @@ impl CurrentCall {
     }
 
     /// The call's id: `"{session_id}/{turn_id}/{n}"`, `n` counting the tools the turn ran, from
-    /// 0. Unique within a session, and the same in a replay of its recording.
+    /// 0, over every `respond` of the turn. Unique within a session (two turns running at once
+    /// number their calls each on its own), and the same in a replay of its recording.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -120,7 +121,8 @@ impl Session {
     /// Speaks `line` to the caller while the running tool works ("Found three flights; checking
     /// the prices..."), as the model's own words in the turn's speech: the model reads it in its
     /// history, cut to what the user heard like any of its words. A line over
-    /// [`MAX_PROGRESS_BYTES`] is cut.
+    /// [`MAX_PROGRESS_BYTES`] is cut; a line that would take the response's words past the
+    /// model's `max_response_bytes` is not spoken (a tool that reports in a loop).
     ///
     /// Returns `Ok(true)` when the line was queued to be spoken, and `Ok(false)` when it will not
     /// be: the user barged in and the turn ended (the tool runs on), the tool runs in the

@@ -2,7 +2,7 @@
 //! dropped). Text can only be written through a unit, so a chunk outside a unit cannot be written
 //! (docs/protocol.md §4.5).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::{Stream, StreamExt};
@@ -31,6 +31,9 @@ pub struct Turn {
     user_text: Option<String>,
     /// When the user's message this turn answers was read.
     read: Option<std::time::Instant>,
+    /// The tool calls the voice core started in this turn, over every `respond`: the next
+    /// call's number in its id.
+    tool_calls: AtomicUsize,
 }
 
 impl std::fmt::Debug for Turn {
@@ -52,6 +55,7 @@ impl Turn {
             spoke: AtomicBool::new(false),
             user_text: None,
             read: None,
+            tool_calls: AtomicUsize::new(0),
         }
     }
 
@@ -91,6 +95,14 @@ impl Turn {
     #[cfg_attr(not(feature = "model"), allow(dead_code))]
     pub(crate) fn cancelled_flag(&self) -> Arc<AtomicBool> {
         self.cancelled.clone()
+    }
+
+    /// The number of the turn's next tool call, from 0: its id is
+    /// `{session}/{turn}/{number}` (see `CurrentCall::id`). Counted on the turn itself, so two
+    /// turns of one call running at once, sharing one `Model`, never number a call alike.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn next_tool_call(&self) -> usize {
+        self.tool_calls.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Opens a speech unit: mints the next session-wide speech id (1, 2, 3, ...) and sends

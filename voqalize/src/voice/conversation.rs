@@ -36,6 +36,8 @@ pub(crate) struct Conversation {
     bytes: usize,
     /// The calls waiting for their answers, and the order their results are filed in.
     filings: Filings,
+    /// The user's last words: where the exchange in progress starts.
+    exchange: Option<EntryId>,
 }
 
 impl Conversation {
@@ -71,8 +73,16 @@ impl Conversation {
         id
     }
 
-    /// Appends the user's words (or a note) as a user turn.
+    /// Appends the user's words as a user turn: an exchange starts.
     pub(crate) fn push_user(&mut self, text: &str) -> EntryId {
+        // The id `push` gives it: the bound it applies keeps the new exchange whole.
+        self.exchange = Some(self.next_id + 1);
+        self.push(Role::User, vec![Part::text(text)])
+    }
+
+    /// Appends a note (an app event, a background tool's result) as a user turn: part of the
+    /// exchange in progress, not the start of one.
+    pub(crate) fn push_note(&mut self, text: &str) -> EntryId {
         self.push(Role::User, vec![Part::text(text)])
     }
 
@@ -346,7 +356,8 @@ impl Conversation {
     /// a user turn so no call is ever separated from its result. When the exchange in progress
     /// alone outgrows a bound (a long tool chain, a huge response), everything before it goes and
     /// it stays whole, its user turn first: its size is bounded by the turn's own bounds
-    /// (`max_tool_hops`, `max_response_bytes`).
+    /// (`max_tool_hops`, `max_response_bytes`). It starts at the user's last words: a note
+    /// after them is a place to cut only past twice the bounds.
     fn bound(&mut self) {
         let fits =
             |entries: usize, bytes: usize| entries <= self.max_entries && bytes <= self.max_bytes;
@@ -355,17 +366,30 @@ impl Conversation {
         }
         let user = |e: &Entry| e.role == Role::User;
         let len = self.entries.len();
+        // A note after the user's last words (a background tool's result, an app event) is no
+        // place to cut while the history is within twice its bounds: the exchange in progress
+        // stays whole, its question and calls with it. Past that a note is one (notes an app
+        // sends without end must not grow the history without end).
+        let within_twice = len <= self.max_entries.saturating_mul(2)
+            && self.bytes <= self.max_bytes.saturating_mul(2);
+        let start = self
+            .exchange
+            .filter(|_| within_twice)
+            .and_then(|id| self.position(id));
         // The first cut in front of a user turn after which the rest fits.
         let mut rest = self.bytes;
         let mut first_fit = None;
         for (i, entry) in self.entries.iter().enumerate() {
+            if start.is_some_and(|start| i > start) {
+                break;
+            }
             if i > 0 && user(entry) && fits(len - i, rest) {
                 first_fit = Some(i);
                 break;
             }
             rest = rest.saturating_sub(entry.bytes);
         }
-        let cut = match first_fit {
+        let cut = match first_fit.or(start) {
             Some(i) => i,
             // Nothing fits: never cut into an exchange (that would leave a result without its
             // call, or a request that starts with the model's words).

@@ -126,6 +126,10 @@ pub const MAX_PARALLEL_TOOLS: usize = 16;
 /// model ([`Model::tool_timeout`]) says: 10 s.
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The longest a tool's run may take: an hour, as for `#[tool(timeout = "...")]` (a run is the
+/// caller's wait, or a task the call holds after a barge-in or in the background).
+const MAX_TOOL_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// How long a tool keeps the caller waiting in silence before its filler line is spoken, unless
 /// [`Model::filler_after`] says otherwise: 2 s.
 pub const FILLER_AFTER: Duration = Duration::from_secs(2);
@@ -180,8 +184,6 @@ struct Inner {
     log: Mutex<TurnLog>,
     /// A call was answered: a request waiting for every call's answer looks again.
     settled: tokio::sync::Notify,
-    /// The turn whose tool calls were counted last, and how many it made: each call's id.
-    call_count: Mutex<(u64, usize)>,
     /// A `background` tool ran inside its turn (its toolbox was not the call's brain): said once.
     warned_background: AtomicBool,
 }
@@ -199,7 +201,6 @@ impl Inner {
             attached: AtomicBool::new(false),
             log: Mutex::new(TurnLog::default()),
             settled: tokio::sync::Notify::new(),
-            call_count: Mutex::new((0, 0)),
             warned_background: AtomicBool::new(false),
         }
     }
@@ -350,7 +351,8 @@ impl Model {
     /// it, so a response of tiny JSON values cannot hold sixty times what it sent. Past either the
     /// response is cut: nothing more of it is read nor kept (a value past it is read through,
     /// never built), what was spoken stays, and the turn's one warning is logged
-    /// (docs/protocol.md §6.14).
+    /// (docs/protocol.md §6.14). Fillers and tools' progress lines are kept as the response's
+    /// words too: one past it is not spoken.
     #[must_use]
     pub fn max_response_bytes(self, bytes: usize) -> Model {
         self.with(|s| s.bounds.response_bytes = bytes)
@@ -446,10 +448,10 @@ impl Model {
     /// (`#[tool(timeout = "...")]`): default [`TOOL_TIMEOUT`], 10 s. Past it the run is dropped at
     /// its next `.await` and the model reads that it timed out (what it did before stands). It
     /// bounds too how long the next request waits for a run that goes on after a barge-in. A zero
-    /// timeout is taken as 1 ms.
+    /// timeout is taken as 1 ms, and one over an hour as an hour (the longest a tool may declare).
     #[must_use]
     pub fn tool_timeout(self, timeout: Duration) -> Model {
-        self.with(|s| s.tool_timeout = timeout.max(Duration::from_millis(1)))
+        self.with(|s| s.tool_timeout = timeout.clamp(Duration::from_millis(1), MAX_TOOL_TIMEOUT))
     }
 
     /// The most bytes of JSON one tool result takes in the conversation (default
@@ -473,7 +475,7 @@ impl Model {
     }
 
     /// How long a tool may keep the caller waiting with nothing said since its call before its
-    /// filler is spoken (default [`FILLER_AFTER`], 2 s).
+    /// filler is spoken (default [`FILLER_AFTER`], 2 s; `Duration::MAX`: never).
     #[must_use]
     pub fn filler_after(self, after: Duration) -> Model {
         self.with(|s| s.filler_after = after)
@@ -483,6 +485,7 @@ impl Model {
     /// requests and reading their streams, never a tool that is running. Past it the stream is
     /// dropped and the turn ends; what was spoken stays, and the fallback line is spoken when the
     /// turn had said nothing. A stream of keep-alives can hold a turn no longer than this.
+    /// `Duration::MAX` is a century.
     #[must_use]
     pub fn turn_deadline(self, deadline: Duration) -> Model {
         self.with(|s| s.bounds.turn_deadline = deadline)
@@ -508,7 +511,7 @@ impl Model {
     /// during a turn: a note never lands between a call and its result, and heard truth never
     /// rewrites it. The request in flight does not see it; the next one does.
     pub fn append_note(&self, text: &str) {
-        self.conversation().push_user(text);
+        self.conversation().push_note(text);
     }
 
     /// Asks the model and speaks its answer, with tools on auto: the conversation holds the

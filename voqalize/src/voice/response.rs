@@ -184,13 +184,14 @@ impl<'t> Response<'t> {
     /// Speaks `line` while a tool runs (a filler, or the tool's progress), as the response's own
     /// words: in its unit (opened for it when none is), and in its model turn before its calls,
     /// where heard truth puts the words the unit carried. Nothing if the response's unit was
-    /// closed early (a call written as text ended its speech).
+    /// closed early (a call written as text ended its speech), or if the line would take what the
+    /// response keeps past its byte bound (a tool that says its progress in a loop).
     pub(super) fn side_line(
         &mut self,
         conversation: &mut Conversation,
         line: &str,
         filler: bool,
-        clock: &mut Clock,
+        (clock, bounds): (&mut Clock, &Bounds),
     ) -> bool {
         if self.speech.is_none() && self.spoke.is_some() {
             return false;
@@ -201,6 +202,16 @@ impl<'t> Response<'t> {
         } else {
             std::borrow::Cow::Borrowed(line)
         };
+        let mut kept = self.kept;
+        kept.bytes += line.len();
+        if bounds.over_kept(kept).is_some() {
+            if filler {
+                // Not tried again until more is said.
+                self.filler_at = Some(self.spoken);
+            }
+            return false;
+        }
+        self.kept = kept;
         conversation.say_before_calls(self.entry, &line);
         self.speak(conversation, vec![line], clock);
         self.after_line = true;

@@ -164,7 +164,7 @@ impl Settle {
                     .map(|id| format!(" (call {id})"))
                     .unwrap_or_default()
             );
-            lock(&inner.conversation).push_user(&note);
+            lock(&inner.conversation).push_note(&note);
             true
         } else {
             let result = ToolResult {
@@ -295,13 +295,32 @@ fn bounded(response: Value, max: usize) -> Value {
         Value::String(text) => text,
         other => other.to_string(),
     };
-    // What the cut answer itself takes besides the text: its keys and the note.
+    // What the cut answer itself takes besides the text: its keys and the note. The text is
+    // cut where its JSON, escapes and all, fills the rest (a quote takes two bytes, a control
+    // character six).
     let room = max.saturating_sub(160);
-    let cut = &text[..text.floor_char_boundary(room)];
+    let cut = &text[..json_prefix(&text, room)];
     json!({
         key: cut,
         "cut": format!("the {key} was {} bytes; only the first {} are here", text.len(), cut.len()),
     })
+}
+
+/// How many bytes of `text` fit in `room` bytes once written as a JSON string (without its
+/// quotes): a cut at a character boundary.
+fn json_prefix(text: &str, room: usize) -> usize {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if u32::from(c) < 0x20 => 6,
+            c => c.len_utf8(),
+        };
+        if used > room {
+            return at;
+        }
+    }
+    text.len()
 }
 
 /// Waits until no call waits for its answer, so a request shows every call answered: a run that

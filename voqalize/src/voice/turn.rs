@@ -118,7 +118,7 @@ impl<'t> TurnState<'t> {
             hop: None,
             request_id: None,
             bounds,
-            deadline: tokio::time::Instant::now() + bounds.turn_deadline,
+            deadline: deadline_after(bounds.turn_deadline),
             runs: 0,
             request_calls: 0,
             tripped: None,
@@ -322,6 +322,14 @@ pub(crate) async fn run(
     }
     st.finish();
     Ok(())
+}
+
+/// When a turn that may wait on the model for `limit` must end: a limit no clock can add (a
+/// brain's `Duration::MAX` for "no deadline") is a century.
+fn deadline_after(limit: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(limit)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// Waits for `future` until the turn's `deadline`.

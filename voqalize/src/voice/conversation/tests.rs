@@ -375,3 +375,38 @@ fn answers_strips_and_removals_keep_the_count() {
         ]
     );
 }
+
+#[test]
+fn a_note_keeps_the_exchange_in_progress_whole_within_twice_the_bound() {
+    let mut c = Conversation::new(400, 8192);
+    c.push_user("old");
+    c.push(Role::Model, vec![Part::text("o".repeat(1000))]);
+    c.push_user("look it up");
+    let m = c.push(Role::Model, vec![call("lookup")]);
+    let due = std::time::Instant::now();
+    let ordinal = c.call_filed(m, due);
+    let mut big = result("lookup");
+    big.response = json!({"result": "x".repeat(9000)});
+    c.answer(m, ordinal, big);
+    // The exchange alone is past the bound: what came before it went.
+    assert_eq!(texts(&c)[0], "User T(look it up)");
+    c.push_note("(mail sent)");
+    assert_eq!(
+        texts(&c),
+        [
+            "User T(look it up)",
+            "Model C(lookup)",
+            "Results =(lookup)",
+            "User T((mail sent))"
+        ],
+        "a note is no place to cut the exchange it joins"
+    );
+    assert_counted(&c);
+    // Notes without end: past twice the bound a note is a place to cut after all.
+    for i in 0..100 {
+        c.push_note(&format!("({i}: {})", "n".repeat(500)));
+        assert!(c.bytes() <= 2 * 8192, "{} bytes after note {i}", c.bytes());
+    }
+    assert_counted(&c);
+    assert!(!texts(&c).contains(&"User T(look it up)".to_owned()));
+}

@@ -20,7 +20,6 @@ use tracing::Instrument;
 use super::{RequestEnd, TurnState};
 use crate::logline::outside;
 use crate::model::history::{Call, ToolResult};
-use crate::recover::lock;
 use crate::session::context;
 use crate::session::{CurrentCall, MAX_PROGRESS_BYTES};
 use crate::tools::{
@@ -67,17 +66,6 @@ impl<'t> TurnState<'t> {
         self.shared
             .get_or_insert_with(|| session.brain().and_then(|b| brain.__shared(b)))
             .clone()
-    }
-
-    /// The id of the turn's next tool call (counted over all its requests, and over every
-    /// `respond` of the turn).
-    fn next_call_ordinal(&self) -> usize {
-        let mut count = lock(&self.model.inner.call_count);
-        if count.0 != self.turn.id() {
-            *count = (self.turn.id(), 0);
-        }
-        count.1 += 1;
-        count.1 - 1
     }
 
     /// Starts one call of the open response, once the speech before it is on the wire: its tool
@@ -226,7 +214,7 @@ impl<'t> TurnState<'t> {
             return Ok(());
         }
         self.runs += 1;
-        let ordinal = self.next_call_ordinal();
+        let ordinal = self.turn.next_tool_call();
         let progress = (policy != ToolPolicy::Background).then(|| {
             let (lines, _) = self
                 .progress
@@ -340,7 +328,7 @@ impl<'t> TurnState<'t> {
         self.waiting
             .iter()
             .filter(|w| w.spoken_at == response.spoken())
-            .filter_map(|w| Some((w.started + after, w.filler.clone()?)))
+            .filter_map(|w| Some((w.started.checked_add(after)?, w.filler.clone()?)))
             .min_by_key(|(at, _)| *at)
     }
 
@@ -349,8 +337,19 @@ impl<'t> TurnState<'t> {
         let model = self.model;
         let mut conversation = model.conversation();
         if let Some(r) = self.response.as_mut() {
-            r.side_line(&mut conversation, line, filler, &mut self.clock);
+            r.side_line(
+                &mut conversation,
+                line,
+                filler,
+                (&mut self.clock, &self.bounds),
+            );
         }
+    }
+
+    /// Speaks a tool's progress `line` (cut to [`MAX_PROGRESS_BYTES`]).
+    fn progress_line(&mut self, line: &str) {
+        let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
+        self.side_line(line, false);
     }
 
     /// Waits for the next run the turn waits for to end (its call is answered by then); the
@@ -376,12 +375,18 @@ impl<'t> TurnState<'t> {
                         self.waiting.retain(|w| w.key != key);
                         self.awaited(awaited, end);
                     }
+                    // A line the run queued just before it returned is spoken now, before the
+                    // model's next words, not during some later tool (or never).
+                    while let Some(line) = self
+                        .progress
+                        .as_mut()
+                        .and_then(|(_, lines)| lines.try_recv().ok())
+                    {
+                        self.progress_line(&line);
+                    }
                     return;
                 }
-                Some(line) = next_line(&mut self.progress) => {
-                    let line = &line[..line.floor_char_boundary(MAX_PROGRESS_BYTES)];
-                    self.side_line(line, false);
-                }
+                Some(line) = next_line(&mut self.progress) => self.progress_line(&line),
                 () = filler_sleep => {
                     if let Some((_, line)) = filler {
                         self.side_line(&line, true);
