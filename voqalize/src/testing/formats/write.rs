@@ -1,275 +1,14 @@
-//! The built-in providers' wire formats for the stand-in ([`Provider`] as a [`WireFormat`]): how
-//! a scripted reply is written as each built-in provider's events, and how a
-//! recorded request is read back in neutral terms.
+//! Writing a scripted reply as each built-in provider's stream events, one [`StreamWriter`] per
+//! provider.
 
 use serde_json::{Value, json};
 
-use super::model_server::{ReadBack, Recorded, Said, StreamWriter, WireFormat};
-
-/// Which built-in provider's wire format the server speaks. New providers are added as variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Provider {
-    /// Gemini `streamGenerateContent?alt=sse`: `data:` chunks of candidates, ended by a
-    /// `finishReason`.
-    Gemini,
-    /// OpenAI Responses: named events, ended by `response.completed`.
-    OpenAi,
-    /// Chat completions: `data:` chunks of choices, ended by `finish_reason` and `[DONE]`.
-    Chat,
-    /// Anthropic Messages: named events of content blocks, ended by `message_stop`.
-    Anthropic,
-    /// Gemini Interactions: named events of bracketed steps, ended by `interaction.completed`
-    /// and `[DONE]`.
-    Interactions,
-}
-
-impl WireFormat for Provider {
-    fn base_path(&self) -> &str {
-        match self {
-            Provider::Gemini | Provider::Anthropic | Provider::Interactions => "",
-            Provider::OpenAi | Provider::Chat => "/v1",
-        }
-    }
-
-    fn writer(&self) -> Box<dyn StreamWriter> {
-        match self {
-            Provider::Gemini => Box::new(GeminiWriter),
-            Provider::OpenAi => Box::new(OpenAiWriter::default()),
-            Provider::Chat => Box::new(ChatWriter::default()),
-            Provider::Anthropic => Box::new(AnthropicWriter::default()),
-            Provider::Interactions => Box::new(InteractionsWriter::default()),
-        }
-    }
-
-    fn error_body(&self, message: &str) -> Value {
-        match self {
-            Provider::Gemini => {
-                json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
-            }
-            Provider::OpenAi | Provider::Chat => {
-                json!({"error": {"message": message, "type": "invalid_request_error", "code": null}})
-            }
-            Provider::Anthropic => {
-                json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
-            }
-            Provider::Interactions => {
-                json!({"error": {"code": "invalid_request", "message": message}})
-            }
-        }
-    }
-
-    fn read(&self, request: &Recorded) -> ReadBack {
-        let body = &request.body;
-        match self {
-            Provider::Gemini => read_gemini(body),
-            Provider::OpenAi => read_openai(body),
-            Provider::Chat => read_chat(body),
-            Provider::Anthropic => read_anthropic(body),
-            Provider::Interactions => read_interactions(body),
-        }
-    }
-}
-
-fn text_of(v: &Value) -> Option<String> {
-    v.as_str().map(str::to_owned)
-}
-
-/// A JSON text field read back as JSON (arguments and outputs sent as strings).
-fn json_of(v: &Value) -> Value {
-    match v {
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
-        other => other.clone(),
-    }
-}
-
-/// A result as JSON text, whether the request sent it as a string or as an object.
-fn output_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn read_gemini(body: &Value) -> ReadBack {
-    let instruction = text_of(&body["systemInstruction"]["parts"][0]["text"]);
-    let tools = body["tools"][0]["functionDeclarations"]
-        .as_array()
-        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
-        .unwrap_or_default();
-    let mut said = Vec::new();
-    for content in body["contents"].as_array().into_iter().flatten() {
-        let model = content["role"] == "model";
-        for part in content["parts"].as_array().into_iter().flatten() {
-            if part["thought"] == true {
-                continue;
-            }
-            if let Some(f) = part.get("functionCall") {
-                said.push(Said::Call {
-                    id: text_of(&f["id"]),
-                    name: text_of(&f["name"]).unwrap_or_default(),
-                    arguments: f["args"].clone(),
-                });
-            } else if let Some(f) = part.get("functionResponse") {
-                said.push(Said::Result {
-                    id: text_of(&f["id"]),
-                    output: output_of(&f["response"]),
-                });
-            } else if let Some(t) = part["text"].as_str().filter(|t| !t.is_empty()) {
-                said.push(if model {
-                    Said::Model(t.to_owned())
-                } else {
-                    Said::User(t.to_owned())
-                });
-            }
-        }
-    }
-    ReadBack {
-        instruction,
-        tools,
-        said,
-    }
-}
-
-/// The words of a Responses or chat `content`: a string, or a list of parts with `text`.
-fn content_text(content: &Value) -> Option<String> {
-    match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => {
-            let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-            (!text.is_empty()).then_some(text)
-        }
-        _ => None,
-    }
-}
-
-fn read_openai(body: &Value) -> ReadBack {
-    let instruction = text_of(&body["instructions"]);
-    let tools = body["tools"]
-        .as_array()
-        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
-        .unwrap_or_default();
-    let mut said = Vec::new();
-    for item in body["input"].as_array().into_iter().flatten() {
-        match item["type"].as_str() {
-            Some("function_call") => said.push(Said::Call {
-                id: text_of(&item["call_id"]),
-                name: text_of(&item["name"]).unwrap_or_default(),
-                arguments: json_of(&item["arguments"]),
-            }),
-            Some("function_call_output") => said.push(Said::Result {
-                id: text_of(&item["call_id"]),
-                output: output_of(&item["output"]),
-            }),
-            Some("reasoning") => {}
-            _ => {
-                if let Some(text) = content_text(&item["content"]) {
-                    said.push(if item["role"] == "assistant" {
-                        Said::Model(text)
-                    } else {
-                        Said::User(text)
-                    });
-                }
-            }
-        }
-    }
-    ReadBack {
-        instruction,
-        tools,
-        said,
-    }
-}
-
-fn read_chat(body: &Value) -> ReadBack {
-    let mut instruction = None;
-    let tools = body["tools"]
-        .as_array()
-        .map(|d| {
-            d.iter()
-                .filter_map(|t| text_of(&t["function"]["name"]))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut said = Vec::new();
-    for message in body["messages"].as_array().into_iter().flatten() {
-        let text = content_text(&message["content"]);
-        match message["role"].as_str() {
-            Some("system") => instruction = text,
-            Some("assistant") => {
-                said.extend(text.map(Said::Model));
-                for call in message["tool_calls"].as_array().into_iter().flatten() {
-                    said.push(Said::Call {
-                        id: text_of(&call["id"]),
-                        name: text_of(&call["function"]["name"]).unwrap_or_default(),
-                        arguments: json_of(&call["function"]["arguments"]),
-                    });
-                }
-            }
-            Some("tool") => said.push(Said::Result {
-                id: text_of(&message["tool_call_id"]),
-                output: output_of(&message["content"]),
-            }),
-            _ => said.extend(text.map(Said::User)),
-        }
-    }
-    ReadBack {
-        instruction,
-        tools,
-        said,
-    }
-}
-
-fn read_anthropic(body: &Value) -> ReadBack {
-    let instruction = match &body["system"] {
-        Value::Null => None,
-        system => content_text(system),
-    };
-    let tools = body["tools"]
-        .as_array()
-        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
-        .unwrap_or_default();
-    let mut said = Vec::new();
-    for message in body["messages"].as_array().into_iter().flatten() {
-        let model = message["role"] == "assistant";
-        let blocks = match &message["content"] {
-            Value::String(s) => vec![json!({"type": "text", "text": s})],
-            Value::Array(b) => b.clone(),
-            _ => Vec::new(),
-        };
-        for block in blocks {
-            match block["type"].as_str() {
-                Some("text") => {
-                    let text = text_of(&block["text"]).unwrap_or_default();
-                    said.push(if model {
-                        Said::Model(text)
-                    } else {
-                        Said::User(text)
-                    });
-                }
-                Some("tool_use") => said.push(Said::Call {
-                    id: text_of(&block["id"]),
-                    name: text_of(&block["name"]).unwrap_or_default(),
-                    arguments: block["input"].clone(),
-                }),
-                Some("tool_result") => said.push(Said::Result {
-                    id: text_of(&block["tool_use_id"]),
-                    output: content_text(&block["content"]).unwrap_or_default(),
-                }),
-                _ => {}
-            }
-        }
-    }
-    ReadBack {
-        instruction,
-        tools,
-        said,
-    }
-}
+use crate::testing::model_server::StreamWriter;
 
 /// Anthropic Messages: `message_start`, then one content block per text run, thinking or call
 /// (a call's input in two `input_json_delta` fragments), then `message_delta` and `message_stop`.
 #[derive(Default)]
-struct AnthropicWriter {
+pub(super) struct AnthropicWriter {
     started: bool,
     blocks: u64,
     text_open: bool,
@@ -385,41 +124,11 @@ impl StreamWriter for AnthropicWriter {
     }
 }
 
-fn read_interactions(body: &Value) -> ReadBack {
-    let tools = body["tools"]
-        .as_array()
-        .map(|d| d.iter().filter_map(|t| text_of(&t["name"])).collect())
-        .unwrap_or_default();
-    let mut said = Vec::new();
-    for step in body["input"].as_array().into_iter().flatten() {
-        let text = || content_text(&step["content"]).unwrap_or_default();
-        match step["type"].as_str() {
-            Some("user_input") => said.push(Said::User(text())),
-            Some("model_output") => said.push(Said::Model(text())),
-            Some("function_call") => said.push(Said::Call {
-                id: text_of(&step["id"]),
-                name: text_of(&step["name"]).unwrap_or_default(),
-                arguments: step["arguments"].clone(),
-            }),
-            Some("function_result") => said.push(Said::Result {
-                id: text_of(&step["call_id"]),
-                output: output_of(&step["result"]),
-            }),
-            _ => {}
-        }
-    }
-    ReadBack {
-        instruction: text_of(&body["system_instruction"]),
-        tools,
-        said,
-    }
-}
-
 /// Gemini Interactions: `interaction.created` and a status update, then one bracketed step per
 /// text run, thought or call (a call's arguments in two `arguments_delta` fragments), then
 /// `interaction.completed` and `[DONE]`.
 #[derive(Default)]
-struct InteractionsWriter {
+pub(super) struct InteractionsWriter {
     started: bool,
     steps: u64,
     output_open: bool,
@@ -545,7 +254,7 @@ impl StreamWriter for InteractionsWriter {
 }
 
 /// Gemini: every step is one `data:` chunk of one candidate.
-struct GeminiWriter;
+pub(super) struct GeminiWriter;
 
 fn gemini_chunk(parts: Value) -> String {
     let c = json!({"candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}]});
@@ -596,7 +305,7 @@ impl StreamWriter for GeminiWriter {
 /// OpenAI Responses: named events; text deltas belong to a message item, closed by its
 /// `response.output_item.done` before the next item, as OpenAI streams it.
 #[derive(Default)]
-struct OpenAiWriter {
+pub(super) struct OpenAiWriter {
     seq: u64,
     calls: usize,
     /// The message whose text deltas are being written (its number and text so far).
@@ -707,7 +416,7 @@ impl StreamWriter for OpenAiWriter {
 
 /// Chat completions: `data:` chunks of one choice; calls whole in one fragment each.
 #[derive(Default)]
-struct ChatWriter {
+pub(super) struct ChatWriter {
     calls: usize,
 }
 
