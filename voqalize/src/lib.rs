@@ -165,6 +165,12 @@ pub mod __private {
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
 
+/// The Rust snippets of the hosting and testing guides compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/deploying.md")]
+#[doc = include_str!("../../docs/testing.md")]
+struct GuideDoctests;
+
 /// The Rust snippets of the model-brains guide compile as doctests.
 #[cfg(all(doctest, feature = "model"))]
 #[doc = include_str!("../../docs/model-brains.md")]
