@@ -16,11 +16,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use voqalize::__kit::bench::RequestBench;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize, WireFormat};
 use voqalize::voice::ModelLayer;
-use voqalize::voice::bench::RequestBench;
 use voqalize::wire::{self, Frame, TurnStep};
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize, WireFormat};
 
 /// A booking.
 #[json_type]

@@ -15,8 +15,8 @@
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use voqalize::__kit::bench::RequestBench;
 use voqalize::host::HostOptions;
-use voqalize::voice::bench::RequestBench;
 use voqalize::wire::{self, Frame, UserMessage};
 
 /// Fuzz one decoder for a while.
@@ -178,7 +178,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|envelope| [[7u8; 16].as_slice(), &envelope].concat())
                 .collect(),
             Box::new(|input: &[u8]| {
-                if let Some(inbound) = voqalize::relay::RelayInbound::parse(input) {
+                if let Some(inbound) = voqalize::__kit::RelayInbound::parse(input) {
                     let _ = inbound.opens_session(64 * 1024);
                 }
             }),

@@ -20,7 +20,7 @@
 //! reports the time from the first SSE byte to the first chunk.
 //!
 //! Any API version prefix (`/v1`, `/v1beta`) is accepted; the key and the request body are not
-//! checked. Anything else gets a 404. (`voqalize::testing::ModelServer` is the in-process twin for
+//! checked. Anything else gets a 404. (`voqalize_testing::ModelServer` is the in-process twin for
 //! tests: it serves scripted replies one per request, on a free port.)
 
 use std::convert::Infallible;

@@ -20,7 +20,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use voqalize::console::Console;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply};
+use voqalize_testing::{ModelServer, Provider, Reply};
 
 /// Where a section of the screen is.
 #[json_type]

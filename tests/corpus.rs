@@ -19,8 +19,8 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{driver, heard_turn, logs};
 

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use voqalize::host::Shutdown;
 use voqalize::prelude::*;
 use voqalize::relay::Relay;
-use voqalize::testing::Voqalize;
+use voqalize_testing::Voqalize;
 
 use crate::relay::{echo, says, stand_in, start};
 use crate::support::{Log, logs};

@@ -11,8 +11,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use voqalize::model::{Chat, Gemini, HttpOptions, OpenAi, Timeouts};
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::driver;
 

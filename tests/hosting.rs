@@ -18,8 +18,8 @@ use voqalize::host::tungstenite::AcceptError;
 use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use voqalize::prelude::*;
 use voqalize::session::TransportLoss;
-use voqalize::testing::{DriverError, Start, TokenSigner, Voqalize};
 use voqalize::wire::{Frame, Response, RtviType, SessionStart, WIRE_VERSION};
+use voqalize_testing::{DriverError, Start, TokenSigner, Voqalize};
 
 use crate::support::logs;
 

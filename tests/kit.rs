@@ -6,8 +6,8 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
-use voqalize::testing::{BargeAt, BargeIn, DriverError, Voqalize};
 use voqalize::wire::{self, Frame, Rtvi, RtviType};
+use voqalize_testing::{BargeAt, BargeIn, DriverError, Voqalize};
 
 /// What the raw brain does after the SessionStart and the first UserMessage.
 #[derive(Clone, Copy)]
@@ -323,11 +323,68 @@ impl Booker {
     }
 }
 
+/// The UI command a tool puts on screen from inside a turn.
+#[voqalize::prelude::json_type]
+#[derive(voqalize::prelude::Action)]
+struct ShowSection {
+    name: String,
+}
+
+struct Screen;
+
+#[voqalize::prelude::brain]
+impl Screen {
+    /// Show the week on screen.
+    #[tool]
+    async fn show(&self) -> Result<String, voqalize::SessionError> {
+        let session = self.session();
+        session.dispatch(&ShowSection {
+            name: "week".into(),
+        })?;
+        Ok(session.id().to_owned())
+    }
+}
+
+impl voqalize::Brain for Screen {
+    async fn on_user_message(
+        &self,
+        turn: &mut voqalize::Turn,
+        _: voqalize::wire::UserMessage,
+    ) -> voqalize::BrainResult {
+        use voqalize::tools::Toolbox;
+        let tools = self.tools_for_turn();
+        let out = self
+            .call_tool(
+                &tools,
+                "show",
+                voqalize::tools::Arguments::Raw(String::new()),
+            )
+            .await;
+        turn.say(&out.response().to_string());
+        Ok(())
+    }
+}
+
+// Inside a turn, a tool the brain calls itself reaches the session serving it (what
+// `self.session()` reads): its id, and a UI command that goes out before the turn's speech.
+#[tokio::test]
+async fn inside_a_turn_a_tool_reaches_the_session_serving_it() {
+    let mut v = Voqalize::in_process(|| Screen);
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("show the week").await.unwrap();
+    assert_eq!(turn.text(), r#"{"result":"test-session"}"#);
+    // The command went out before the turn's speech, so the turn's record already holds it.
+    assert_eq!(
+        v.ui_commands(),
+        [serde_json::json!({"command": "show_section", "payload": {"name": "week"}})]
+    );
+}
+
 // One tool, unit-tested inside a real session: its result, what it dispatched, and the errors the
 // model would read for bad arguments or an unknown tool.
 #[tokio::test]
 async fn a_tool_is_called_by_name_inside_a_real_session() {
-    let mut v = voqalize::testing::Voqalize::in_process(|| voqalize::testing::ToolHarness(Booker));
+    let mut v = voqalize_testing::Voqalize::in_process(|| voqalize_testing::ToolHarness(Booker));
     v.start_silent().await.unwrap();
     let call = v
         .call_tool("book", serde_json::json!({"size": 4}))
@@ -360,7 +417,7 @@ async fn a_tool_is_called_by_name_inside_a_real_session() {
 #[tokio::test]
 async fn an_offline_model_answers_with_its_fallback_line_and_sends_nothing() {
     use voqalize::prelude::*;
-    use voqalize::testing::offline_model;
+    use voqalize_testing::offline_model;
 
     struct Coach {
         model: Model,

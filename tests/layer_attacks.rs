@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use voqalize::model::{HttpOptions, Timeouts};
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{driver, logs};
 

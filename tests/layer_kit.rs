@@ -1,4 +1,4 @@
-//! The layer conformance kit (`voqalize::testing::LayerKit`) against the three built-in layers,
+//! The layer conformance kit (`voqalize_testing::LayerKit`) against the three built-in layers,
 //! and against a layer written here, outside the crate, with the public API only: what a team
 //! plugging in its own provider writes.
 
@@ -9,8 +9,8 @@ use voqalize::model::layer::{
     Call, Chunk, DecodeLimits, Decoder, HttpRequest, Layer, Part, RequestSpec, Role, SseItem,
     StreamError, Timeouts, ToolChoice, Usage, error_message, parse_event,
 };
-use voqalize::testing::{LayerKit, Provider, ReadBack, Recorded, Said, StreamWriter, WireFormat};
 use voqalize::tools::{Arguments, Dialect};
+use voqalize_testing::{LayerKit, Provider, ReadBack, Recorded, Said, StreamWriter, WireFormat};
 
 fn timeouts() -> Timeouts {
     Timeouts {

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use voqalize::console::Console;
 use voqalize::host::{Health, Shutdown};
 use voqalize::prelude::*;
-use voqalize::testing::Voqalize;
+use voqalize_testing::Voqalize;
 
 use crate::support::logs;
 

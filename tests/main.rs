@@ -1,7 +1,7 @@
 //! The integration tests of voqalize, in one test binary (one link, one process per run).
 //!
 //! Every test uses real parts: frames through the real codec, sessions over WebSockets on
-//! 127.0.0.1 or the in-memory channel of `voqalize::testing`, real RS256 tokens.
+//! 127.0.0.1 or the in-memory channel of `voqalize_testing`, real RS256 tokens.
 
 mod auth;
 mod codec;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures_util::stream::{self, BoxStream, StreamExt};
 use voqalize::prelude::*;
-use voqalize::testing::{BargeAt, BargeIn};
+use voqalize_testing::{BargeAt, BargeIn};
 
 use crate::support::{Log, driver};
 

@@ -10,11 +10,11 @@ use serde_json::json;
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
 use voqalize::record::{Direction, Recorder, Recording};
-use voqalize::testing::{
-    Answered, BargeAt, BargeIn, ModelServer, Provider, Replay, ReplayReport, Reply, TurnOutput,
-};
 use voqalize::voice::ModelLayer;
 use voqalize::wire::Frame;
+use voqalize_testing::{
+    Answered, BargeAt, BargeIn, ModelServer, Provider, Replay, ReplayReport, Reply, TurnOutput,
+};
 
 use crate::support::driver_with;
 
@@ -560,7 +560,7 @@ async fn replays_the_same(recording: Recording, provider: Provider) {
 pub(crate) async fn recorded<M, F>(factory: M, play: F) -> Recording
 where
     M: voqalize::MakeBrain,
-    F: AsyncFnOnce(&mut voqalize::testing::Voqalize),
+    F: AsyncFnOnce(&mut voqalize_testing::Voqalize),
 {
     let recorder = Recorder::in_memory();
     let options = HostOptions::allow_unverified().record(recorder.clone());
@@ -722,7 +722,7 @@ async fn a_long_call_replays_whole_past_the_default_recording_bound() {
 #[tokio::test]
 async fn a_refused_session_start_does_not_name_the_file_and_names_never_collide() {
     use voqalize::host::Upgrade;
-    use voqalize::testing::{Start, Voqalize};
+    use voqalize_testing::{Start, Voqalize};
     let dir = fresh_dir("names");
     let recorder = Recorder::to_dir(&dir);
     let upgrade = Upgrade {

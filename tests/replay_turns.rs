@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Replay, Reply};
 use voqalize::wire::Frame;
+use voqalize_testing::{ModelServer, Provider, Replay, Reply};
 
 use crate::replay::recorded;
 
@@ -45,7 +45,7 @@ impl Brain for Paced {
 }
 
 /// The user says `text` to `Paced`, and the turn is heard in full once both units ended.
-async fn paced_in_full(v: &mut voqalize::testing::Voqalize, text: &str) {
+async fn paced_in_full(v: &mut voqalize_testing::Voqalize, text: &str) {
     let turn = v.send_user_message(text).await.unwrap();
     let done = v
         .wait_for(Duration::from_secs(30), |v| {

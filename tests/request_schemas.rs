@@ -12,8 +12,8 @@ use std::sync::Arc;
 use prost_reflect::{DeserializeOptions, DynamicMessage};
 use serde_json::{Value, json};
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{Log, driver, heard_turn};
 

@@ -1,5 +1,5 @@
 //! The session runtime against docs/protocol.md §4 and §7, driven in-process
-//! by `voqalize::testing::Voqalize` through the real codec and session loop.
+//! by `voqalize_testing::Voqalize` through the real codec and session loop.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use voqalize::prelude::*;
-use voqalize::testing::{BargeAt, BargeIn, Start, Voqalize};
 use voqalize::wire::{Capabilities, ErrorFrame, Frame, Response, SessionStart};
+use voqalize_testing::{BargeAt, BargeIn, Start, Voqalize};
 
 use crate::support::{Log, driver, driver_with};
 

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use voqalize::MakeBrain;
 use voqalize::host::HostOptions;
-use voqalize::testing::Voqalize;
+use voqalize_testing::Voqalize;
 
 /// A driver dialing the brain over a real WebSocket on 127.0.0.1 (no token checked), with a short
 /// quiet window (loopback has little jitter).
@@ -215,13 +215,13 @@ pub async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), S
 /// The built-in layer for `provider`, named `model`, against the stand-in at `base_url` with test
 /// keys and `timeouts`: what the end-to-end tests run on.
 pub fn layer(
-    provider: voqalize::testing::Provider,
+    provider: voqalize_testing::Provider,
     base_url: &str,
     model: &str,
     timeouts: voqalize::model::Timeouts,
 ) -> voqalize::voice::ModelLayer {
     use voqalize::model::{Anthropic, Chat, Gemini, Interactions, OpenAi};
-    use voqalize::testing::Provider;
+    use voqalize_testing::Provider;
     match provider {
         Provider::Gemini => Gemini::builder("test-key")
             .model(model)

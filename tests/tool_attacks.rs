@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize};
+use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{Log, driver, layer};
 
@@ -594,7 +594,7 @@ async fn a_caller_who_hangs_up_while_a_tool_runs_ends_the_call_and_the_tool_stil
 
 #[tokio::test]
 async fn a_recorded_call_with_a_background_tool_replays_the_same() {
-    use voqalize::testing::Replay;
+    use voqalize_testing::Replay;
     let server = ModelServer::start(Provider::Gemini)
         .await
         .expect("a loopback port");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize};
+use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{Log, driver, layer};
 
@@ -472,7 +472,7 @@ async fn a_result_past_max_result_bytes_is_cut_and_a_flood_of_background_calls_i
 
 #[tokio::test]
 async fn a_recorded_call_replays_its_tools_outcomes_and_ids_the_same() {
-    use voqalize::testing::{BargeAt, BargeIn, Replay};
+    use voqalize_testing::{BargeAt, BargeIn, Replay};
     let server = ModelServer::start(Provider::Gemini)
         .await
         .expect("a loopback port");

@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use voqalize::prelude::*;
-use voqalize::testing::{Gate as Pause, ModelServer, Provider, Reply, Said, Voqalize};
 use voqalize::wire::Frame;
+use voqalize_testing::{Gate as Pause, ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{Log, driver, layer};
 

@@ -1,5 +1,5 @@
 //! Model-backed brains end to end: a model-backed `Brain` on a real session socket, talking to the
-//! stand-in provider of `voqalize::testing` over real HTTP and SSE (docs/protocol.md §6).
+//! stand-in provider of `voqalize_testing` over real HTTP and SSE (docs/protocol.md §6).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::ModelLayer;
 use voqalize::wire::Frame;
+use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{Log, MetricLog, driver, logs};
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize, WireFormat};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize, WireFormat};
 
 use crate::support::{driver, logs};
 

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Voqalize};
 use voqalize::voice::{ModelLayer, ToolChoice};
 use voqalize::wire::{Frame, Rtvi};
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{Log, driver, logs};
 

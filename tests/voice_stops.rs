@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use voqalize::model::Timeouts;
 use voqalize::prelude::*;
-use voqalize::testing::{ModelServer, Provider, Reply, Said, Voqalize};
+use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{MetricLog, driver, heard_turn, logs};
 

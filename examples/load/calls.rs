@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
-use voqalize::testing::TokenSigner;
+use voqalize_testing::TokenSigner;
 
 use crate::Args;
 use crate::client::{Leg, OnFirstChunk, Session, TurnTimes, dial};

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
-use voqalize::testing::TokenSigner;
 use voqalize::wire::Frame;
+use voqalize_testing::TokenSigner;
 
 use crate::Args;
 use crate::client::{Ws, dial, send_bounded, session_start};

@@ -14,7 +14,7 @@
 //! `End`. A turn is timed from its `UserMessage` to its first `SpeechChunk` ("first chunk") and to
 //! its last `SpeechEnd` ("last end"); every unit is finalized at its `SpeechEnd` with all of its
 //! text, a `SpeechCancel` at once with the text so far, and a `configure` is accepted. The wire has
-//! no turn-complete frame: as in `voqalize::testing`, a turn is over once it opened a unit and every
+//! no turn-complete frame: as in `voqalize_testing`, a turn is over once it opened a unit and every
 //! unit it opened has ended (`--quiet-ms` waits that long more for another unit). Without
 //! `--think-ms` and `--ramp-s` the run is saturating: `--concurrency` calls at once (default 50)
 //! until `--calls` are done. With either it is paced: `--ramp-s` spreads the session starts evenly
@@ -57,7 +57,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use voqalize::testing::TokenSigner;
+use voqalize_testing::TokenSigner;
 
 /// Load a brain with concurrent calls, hold idle sessions, or soak it; measure it all.
 #[derive(Parser, Debug)]

@@ -6,7 +6,7 @@
 //! what the user actually heard of each unit.
 //!
 //! A brain implements [`Brain`]: it speaks itself, or hands its turns to a model; [`host`] serves
-//! it; `testing` (feature `testing`) drives it in tests.
+//! it; the `voqalize-testing` crate drives it in tests.
 //!
 //! # Quick start
 //!
@@ -62,8 +62,8 @@
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns and runs its tools |
 //! | `console` | (feature `console`) a local web page to talk to a brain in a browser: plays Voqalize against it on the direct leg |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
-//! | `testing` | (feature `testing`) a driver that plays Voqalize against a brain, a stand-in model provider, replay, a tool harness |
 //! | [`prelude`] | every name a brain file needs |
+//! | *`__kit`* | (hidden, not an API) the seams the `voqalize-testing` crate, the benchmarks and the fuzz target reach into |
 //!
 //! `docs/protocol.md` in the repository describes the wire and session rules this crate
 //! implements; comments cite it as `docs/protocol.md §N`.
@@ -76,10 +76,8 @@
     allow(rustdoc::broken_intra_doc_links)
 )]
 
-// The macros' output names `::voqalize::...`; the testing kit's own brain uses them in here.
-#[cfg(feature = "testing")]
-extern crate self as voqalize;
-
+#[doc(hidden)]
+pub mod __kit;
 pub mod actions;
 pub mod brain;
 mod buffer;
@@ -104,9 +102,6 @@ mod recover;
 pub mod relay;
 mod runtime;
 pub mod session;
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
 pub mod tools;
 pub mod typescript;
 #[cfg(feature = "model")]

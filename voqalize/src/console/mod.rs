@@ -218,7 +218,7 @@ impl Console {
     }
 
     /// Sends `token` as `Authorization: Bearer <token>` on every call (a token your brain's
-    /// `HostOptions` accepts, such as one from `voqalize::testing::TokenSigner`).
+    /// `HostOptions` accepts, such as one from `voqalize_testing::TokenSigner`).
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.settings.token = Some(token.into());
         self

@@ -14,7 +14,6 @@ mod admission;
 pub mod auth;
 pub mod axum;
 mod coalesce;
-#[cfg(any(feature = "testing", feature = "console"))]
 pub(crate) mod dial;
 mod drain;
 mod health;
@@ -227,8 +226,8 @@ impl HostOptions {
         self
     }
 
-    /// Tells `watch` of every answered tool call (the testing kit's driver lists them per turn).
-    #[cfg(feature = "testing")]
+    /// Tells `watch` of every answered tool call (the testing kit's driver lists them per turn;
+    /// reached as `__kit::watch_tools`).
     pub(crate) fn watch_tools(mut self, watch: crate::session::ToolWatch) -> Self {
         self.tool_watch = Some(watch);
         self

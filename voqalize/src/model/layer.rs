@@ -18,7 +18,7 @@
 //! in order). Render the parts in the order they are.
 //!
 //! What a layer must get right, and how to prove it: the layer conformance kit,
-//! `voqalize::testing::LayerKit` (feature `testing`), runs the scripted cases the built-in
+//! `voqalize_testing::LayerKit` (the `voqalize-testing` crate), runs the scripted cases the built-in
 //! layers pass against any layer in one call.
 //!
 //! # Examples
@@ -174,7 +174,6 @@ impl DecodeLimits {
     }
 
     /// No bound a test or a benchmark would reach.
-    #[cfg(any(test, feature = "testing"))]
     pub(crate) const UNBOUNDED: DecodeLimits = DecodeLimits {
         max_calls: usize::MAX - 1,
         max_argument_bytes: usize::MAX - 1,

@@ -1,6 +1,6 @@
 //! Recording calls: every frame in and out, every model request and its response, every tool
 //! call, one JSON line each, so a call can be read back or replayed against another build of the
-//! brain (`voqalize::testing::Replay`, feature `testing`).
+//! brain (`voqalize_testing::Replay`, in the `voqalize-testing` crate).
 //!
 //! Turn it on with [`HostOptions::record`](crate::HostOptions::record) and a [`Recorder`]; it
 //! works on both legs. A recording holds everything the call said — the user's words, the model's
@@ -74,7 +74,6 @@ pub use read::{
 #[cfg(feature = "model")]
 pub(crate) use tape::Exchanged;
 pub(crate) use tape::Tape;
-#[cfg(any(feature = "model", feature = "testing"))]
 pub(crate) use tape::json_or_text;
 
 use crate::recover::lock;

@@ -250,7 +250,6 @@ const MAX_DEPTH: usize = 100;
 /// A body or arguments as a recording keeps them: JSON when it parses and nests at most
 /// [`MAX_DEPTH`] deep, else its text. The replay's stand-in reads requests the same way, so a
 /// request matches its recording either way.
-#[cfg_attr(not(any(feature = "model", feature = "testing")), allow(dead_code))]
 pub(crate) fn json_or_text(bytes: &[u8]) -> Value {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(v) if depth(&v) <= MAX_DEPTH => v,

@@ -54,7 +54,7 @@
 
 mod connect;
 mod inbox;
-mod mux;
+pub(crate) mod mux;
 mod outbound;
 
 use std::future::Future;
@@ -65,10 +65,6 @@ use crate::brain::MakeBrain;
 use crate::host::{Admission, DrainReport, HostOptions};
 
 pub use connect::RelayError;
-/// The relay's inbound frame parser, for the fuzz target: only with the `testing` feature.
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub use mux::RelayInbound;
 
 /// A session's id on the relay: 16 raw bytes, echoed byte for byte.
 type Prefix = [u8; 16];

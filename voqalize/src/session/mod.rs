@@ -27,7 +27,6 @@ pub use error::SessionError;
 pub use heard::HeardLines;
 pub use history::{AnswerPart, HeardHistory};
 pub use step::Step;
-#[cfg(any(feature = "model", feature = "testing"))]
 pub(crate) use tool_call::Answered;
 #[cfg(feature = "model")]
 pub(crate) use tool_call::PROGRESS_QUEUE;

@@ -19,9 +19,8 @@ pub const MAX_PROGRESS_BYTES: usize = 500;
 pub(crate) const PROGRESS_QUEUE: usize = 4;
 
 /// One answered tool call, as a watcher of the session sees it (the testing kit's driver lists
-/// them in each turn's record).
+/// them in each turn's record, through `__kit::watch_tools`).
 #[derive(Debug, Clone)]
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) struct Answered {
     pub(crate) turn_id: u64,
     pub(crate) name: String,

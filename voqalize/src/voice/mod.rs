@@ -49,10 +49,8 @@
 //! [`Model`]'s settings, docs/protocol.md §6.14).
 
 /// Request building measured in isolation: a hook for `benches/voice.rs` and the fuzz target,
-/// only with the `testing` feature (not an API to build on).
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod bench;
+/// reached as `__kit::bench` (not an API to build on).
+pub(crate) mod bench;
 mod bounds;
 mod conversation;
 mod filing;

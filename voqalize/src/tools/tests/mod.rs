@@ -1,7 +1,7 @@
 //! Tests of the tools module, by topic: schema rewrites per provider ([`providers`]), the
 //! field-faults F01–F06 one by one ([`field_faults`]), enums with data, flattened enums and maps
-//! ([`enums`]), `$ref` resolution ([`refs`]), the dispatcher ([`calls`]) and the session a tool
-//! reaches ([`session`]). The example argument structs they share are below.
+//! ([`enums`]), `$ref` resolution ([`refs`]), the dispatcher ([`calls`]) and a tool
+//! outside a session ([`session`]). The example argument structs they share are below.
 
 mod calls;
 mod enums;

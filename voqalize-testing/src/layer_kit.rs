@@ -1,5 +1,5 @@
 //! The layer conformance kit: the scripted cases every built-in model layer passes, run against
-//! any [`Layer`](crate::model::layer::Layer) in one call.
+//! any [`Layer`](voqalize::model::layer::Layer) in one call.
 //!
 //! Each case starts the stand-in provider ([`ModelServer`]) speaking your [`WireFormat`], a
 //! model-backed brain with three tools on your layer, and a session played by [`Voqalize`]; it
@@ -25,7 +25,7 @@
 //! ```no_run
 //! # async fn run() {
 //! use voqalize::model::Gemini;
-//! use voqalize::testing::{LayerKit, Provider};
+//! use voqalize_testing::{LayerKit, Provider};
 //!
 //! LayerKit::new(Provider::Gemini, |base_url| {
 //!     Gemini::builder("test-key").base_url(base_url).build().expect("a valid layer")
@@ -40,12 +40,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::driver::{BargeAt, BargeIn, Voqalize};
-use super::model_server::{ModelServer, ReadBack, Reply, Said, WireFormat};
-use crate::prelude::*;
-use crate::recover::lock;
-use crate::voice::ModelLayer;
-use crate::wire::Frame;
+use crate::driver::{BargeAt, BargeIn, Voqalize};
+use crate::lock;
+use crate::model_server::{ModelServer, Reply};
+use crate::wire_format::{ReadBack, Said, WireFormat};
+use voqalize::prelude::*;
+use voqalize::voice::ModelLayer;
+use voqalize::wire::Frame;
 
 /// The instruction every case's model is given.
 const INSTRUCTION: &str = "You are the kit's test assistant.";
@@ -154,7 +155,7 @@ const CASES: [(&str, Case); 11] = [
 ];
 
 /// A city.
-#[crate::json_type]
+#[voqalize::json_type]
 struct KitCity {
     /// The city.
     city: String,
@@ -172,7 +173,7 @@ impl Brain for KitBrain {
     }
 }
 
-#[crate::brain]
+#[voqalize::brain]
 impl KitBrain {
     /// Put the booking form for a city on screen.
     #[tool]

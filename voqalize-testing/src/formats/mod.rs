@@ -7,7 +7,7 @@ mod write;
 
 use serde_json::{Value, json};
 
-use super::model_server::{ReadBack, Recorded, StreamWriter, WireFormat};
+use crate::wire_format::{ReadBack, Recorded, StreamWriter, WireFormat};
 use read::{read_anthropic, read_chat, read_gemini, read_interactions, read_openai};
 use write::{AnthropicWriter, ChatWriter, GeminiWriter, InteractionsWriter, OpenAiWriter};
 

@@ -7,7 +7,14 @@
 //! end to end without the network; [`LayerKit`] runs the scripted cases every model layer passes
 //! against a layer of your own. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
 //! inside a real session, and [`offline_model`] builds a model-backed brain for that with no
-//! provider at all.
+//! provider at all. [`Replay`] plays a recorded call against a new build of the brain.
+//!
+//! The kit reaches the runtime only through voqalize's public API (and a few seams voqalize keeps
+//! hidden for it). Feature `model` (on by default) brings [`LayerKit`], [`offline_model`] and
+//! [`Replay::forward_unmatched`] (forwarding to a real provider), and turns voqalize's `model`
+//! feature on; without it, the driver, the token signer, the stand-in provider and replay work for
+//! a brain built without models.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod driver;
 mod formats;
@@ -20,21 +27,34 @@ mod offline;
 mod replay;
 mod token;
 mod tool_harness;
+mod wire_format;
 
 pub use driver::{
-    BargeAt, BargeIn, CancelHeard, DriverError, Start, TurnRecord, UnitRecord, Voqalize,
+    BargeAt, BargeIn, CancelHeard, DriverError, Start, ToolCalled, TurnRecord, UnitRecord, Voqalize,
 };
 pub use formats::Provider;
 #[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub use layer_kit::{KitReport, LayerKit};
-pub use model_server::{
-    Gate, ModelServer, ReadBack, Recorded, Reply, Said, StreamWriter, WireFormat,
-};
+pub use model_server::{Gate, ModelServer, Reply};
 #[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub use offline::offline_model;
 pub use replay::{
     Answered, DEFAULT_REPLAY_DEADLINE, DEFAULT_REPLAY_TURN_TIMEOUT, Replay, ReplayError,
-    ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput,
+    ReplayReport, RequestMatch, TurnDiff, TurnOutput,
 };
 pub use token::TokenSigner;
 pub use tool_harness::{ToolCall, ToolHarness};
+pub use wire_format::{ReadBack, Recorded, Said, StreamWriter, WireFormat};
+
+/// `m`'s guard, even after a panic poisoned it: the kit's lists stay readable when a test's
+/// brain panicked.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The README's example compiles and runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

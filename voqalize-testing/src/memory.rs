@@ -3,7 +3,7 @@
 
 use tokio::sync::mpsc;
 
-use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+use voqalize::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 
 /// One message on the pipe.
 #[derive(Debug, Clone, PartialEq, Eq)]

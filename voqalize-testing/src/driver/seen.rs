@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::observed::{TurnRecord, UnitRecord};
-use crate::wire::{Config, ErrorFrame, Frame, Rtvi, TurnStep};
+use super::observed::{ToolCalled, TurnRecord, UnitRecord};
+use voqalize::wire::{Config, ErrorFrame, Frame, Rtvi, TurnStep};
 
 use super::Voqalize;
 
@@ -21,7 +21,7 @@ impl Voqalize {
             units: self.seen.units_of(turn_id).cloned().collect(),
             interrupted: false,
             heard: None,
-            tools: crate::recover::lock(&self.tools)
+            tools: crate::lock(&self.tools)
                 .iter()
                 .filter(|(turn, _)| *turn == turn_id)
                 .map(|(_, call)| call.clone())
@@ -31,8 +31,8 @@ impl Voqalize {
 
     /// Every tool call answered so far, of every turn, in the order answered, with its turn id
     /// (of a brain the driver runs itself).
-    pub fn tool_calls(&self) -> Vec<(u64, crate::testing::ToolCalled)> {
-        crate::recover::lock(&self.tools).clone()
+    pub fn tool_calls(&self) -> Vec<(u64, ToolCalled)> {
+        crate::lock(&self.tools).clone()
     }
 
     /// Every unit seen, by speech id.

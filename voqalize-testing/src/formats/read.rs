@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{json_of, output_of, text_of};
-use crate::testing::model_server::{ReadBack, Said};
+use crate::wire_format::{ReadBack, Said};
 
 pub(super) fn read_gemini(body: &Value) -> ReadBack {
     let instruction = text_of(&body["systemInstruction"]["parts"][0]["text"]);

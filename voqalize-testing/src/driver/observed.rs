@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::wire::{Config, ErrorFrame, Frame, Rtvi, RtviType, TurnStep};
+use voqalize::wire::{Config, ErrorFrame, Frame, Rtvi, RtviType, TurnStep};
 
 /// What the runtime owes the brain for a frame it sent.
 pub(super) enum Owed {
@@ -57,7 +57,7 @@ pub struct TurnRecord {
     /// `timed_out`...) and when (`in_turn`, `after_barge_in`, `background`). Seen of a brain the
     /// driver runs itself ([`in_process`](super::Voqalize::in_process),
     /// [`over_socket`](super::Voqalize::over_socket)); empty for one it dials.
-    pub tools: Vec<crate::testing::ToolCalled>,
+    pub tools: Vec<ToolCalled>,
 }
 
 impl TurnRecord {
@@ -211,6 +211,20 @@ impl Observed {
         let mut units = self.units_of(turn_id).peekable();
         units.peek().is_some() && units.all(|u| u.ended)
     }
+}
+
+/// One tool call of a turn.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolCalled {
+    /// The name the model called.
+    pub name: String,
+    /// The arguments it wrote.
+    pub arguments: Value,
+    /// `ok`, or the error's kind.
+    pub outcome: String,
+    /// When it was answered against its turn: `in_turn`, `after_barge_in` or `background`.
+    pub end: String,
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::record::{Direction, Recording};
-use crate::testing::driver::Outcome;
-use crate::wire::{Frame, RtviType};
+use crate::driver::Outcome;
+use voqalize::record::{Direction, Recording};
+use voqalize::wire::{Frame, RtviType};
 
 /// One thing Voqalize's side does in the replay, as the recording did it. Each turn (the
 /// greeting, a user's turn, an idle prompt) carries what the recorded brain did in it: the

@@ -1,11 +1,11 @@
 //! Playing a turn until the brain has done what a recording says it did: how
-//! [`Replay`](crate::testing::Replay) knows a turn is over without waiting out its timeout.
+//! [`Replay`](crate::Replay) knows a turn is over without waiting out its timeout.
 
 use std::time::Duration;
 
 use super::observed::{Observed, TurnRecord};
 use super::{DriverError, Voqalize};
-use crate::wire::RtviType;
+use voqalize::wire::RtviType;
 
 /// What one turn of a recorded call did, counted. A replayed turn is over once the brain has done
 /// at least as much (and left no more units open than the recorded turn did).

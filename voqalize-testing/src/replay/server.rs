@@ -10,9 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use serde_json::Value;
 
+use super::path::same_path;
 use super::report::{Answered, RequestMatch};
-use crate::record::Exchange;
-use crate::recover::lock;
+use crate::lock;
+use voqalize::record::Exchange;
 
 /// The longest model request body the stand-in reads: 64 MiB.
 const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -94,12 +95,6 @@ impl Server {
     }
 }
 
-/// Whether a request to `path` can be the recorded one to `recorded`: the same path, or one the
-/// end of the other (the layer's base URL in the replay has no path of its own, or another one).
-pub(super) fn same_path(path: &str, recorded: &str) -> bool {
-    path == recorded || recorded.ends_with(path) || path.ends_with(recorded)
-}
-
 /// Picks the recorded exchange for a request: the first unused one with the same path and body,
 /// else the first used one (a retry, or the same question asked again).
 fn pick(shared: &Shared, run: &mut Run, path: &str, body: &Value) -> Option<(usize, bool)> {
@@ -131,7 +126,7 @@ async fn answer(
     }
     let path = uri.path().to_owned();
     // Read as the recording kept it, so a request matches its recorded body.
-    let request: Value = crate::record::json_or_text(&body);
+    let request: Value = voqalize::__kit::json_or_text(&body);
     let picked = {
         let mut run = lock(&shared.run);
         let picked = pick(&shared, &mut run, &path, &request);
@@ -196,9 +191,9 @@ async fn forward(base: &str, uri: &Uri, headers: &HeaderMap, body: Bytes) -> Res
         base.trim_end_matches('/'),
         uri.path_and_query().map_or("/", |p| p.as_str())
     );
-    let client = match crate::model::http::client(std::time::Duration::from_secs(10), None) {
+    let client = match voqalize::__kit::http_client(std::time::Duration::from_secs(10)) {
         Ok(client) => client,
-        Err(e) => return bad_gateway(&e),
+        Err(e) => return bad_gateway(&*e),
     };
     let mut request = client.post(&target).body(body.to_vec());
     for (name, value) in headers {
@@ -242,7 +237,7 @@ async fn forward(base: &str, uri: &Uri, headers: &HeaderMap, body: Bytes) -> Res
 #[cfg(feature = "model")]
 fn bad_gateway(e: &(dyn std::error::Error + 'static)) -> Response {
     let body = serde_json::json!({
-        "error": {"message": format!("voqalize replay: forwarding failed: {}", crate::logline::chain(e))}
+        "error": {"message": format!("voqalize replay: forwarding failed: {}", voqalize::__kit::chain(e))}
     });
     (
         StatusCode::BAD_GATEWAY,
@@ -250,19 +245,4 @@ fn bad_gateway(e: &(dyn std::error::Error + 'static)) -> Response {
         body.to_string(),
     )
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_path;
-
-    #[test]
-    fn a_path_matches_its_recorded_one_under_another_base() {
-        assert!(same_path(
-            "/v1beta/models/m:streamGenerateContent",
-            "/v1beta/models/m:streamGenerateContent"
-        ));
-        assert!(same_path("/responses", "/v1/responses"));
-        assert!(!same_path("/v1/chat/completions", "/v1/responses"));
-    }
 }

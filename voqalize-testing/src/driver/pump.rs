@@ -7,7 +7,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::link::Event;
 use super::observed::{Observed, Owed, UnitRecord};
-use crate::wire::{self, ErrorCode, ErrorFrame, Frame, Response};
+use voqalize::wire::{self, ErrorCode, ErrorFrame, Frame, Response};
 
 use super::{CancelHeard, DriverError, Voqalize};
 
@@ -68,13 +68,8 @@ impl Voqalize {
                 self.answer_cancel(speech_id).await
             }
             Owed::ConfigureAnswer(request_id) if self.auto_answer => {
-                self.send(Frame::Response(Response {
-                    request_id,
-                    accepted: true,
-                    detail: String::new(),
-                    code: None,
-                }))
-                .await
+                self.send(Frame::Response(Response::new(request_id, true, "", None)))
+                    .await
             }
             Owed::CancelAnswer(_) | Owed::ConfigureAnswer(_) => Ok(()),
         }

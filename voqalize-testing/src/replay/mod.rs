@@ -17,6 +17,7 @@
 //! the brain makes, body included, for its report (each body at most 64 MiB): a replay is a test
 //! of a call, not a server.
 
+mod path;
 mod report;
 mod script;
 mod server;
@@ -25,13 +26,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::brain::MakeBrain;
-use crate::host::{HostOptions, Upgrade};
-use crate::record::{Direction, RecordError, Recorder, Recording};
-use crate::wire::Frame;
+use voqalize::brain::MakeBrain;
+use voqalize::host::{HostOptions, Upgrade};
+use voqalize::record::{Direction, RecordError, Recorder, Recording};
+use voqalize::wire::Frame;
 
-use super::driver::{BargeAt, DriverError, Start, Voqalize};
-pub use report::{Answered, ReplayReport, RequestMatch, ToolCalled, TurnDiff, TurnOutput};
+use crate::driver::{BargeAt, DriverError, Start, Voqalize};
+pub use report::{Answered, ReplayReport, RequestMatch, TurnDiff, TurnOutput};
 use script::{Barge, Step};
 #[cfg(feature = "model")]
 use server::Fallback;
@@ -77,7 +78,7 @@ pub enum ReplayError {
 ///
 /// ```no_run
 /// use voqalize::record::Recording;
-/// use voqalize::testing::Replay;
+/// use voqalize_testing::Replay;
 /// use voqalize::prelude::*;
 /// # struct Coach { model: Model }
 /// # impl Brain for Coach {
@@ -140,9 +141,10 @@ impl Replay {
     /// such as `https://api.openai.com/v1`, or a `ModelServer`'s), with the request's own
     /// headers, and streams its answer back. Default: refused with a `400`.
     #[cfg(feature = "model")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
     #[must_use]
     pub fn forward_unmatched(self, base_url: impl Into<String>) -> Self {
-        *crate::recover::lock(&self.server.shared.fallback) = Fallback::Forward(base_url.into());
+        *crate::lock(&self.server.shared.fallback) = Fallback::Forward(base_url.into());
         self
     }
 

@@ -4,9 +4,10 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::logline::outside;
-use crate::record::{Direction, Recording};
-use crate::wire::{Frame, RtviType, UserIdle, UserMessage};
+use crate::driver::ToolCalled;
+use voqalize::__kit::outside;
+use voqalize::record::{Direction, Recording};
+use voqalize::wire::{Frame, RtviType, UserIdle, UserMessage};
 
 /// What one turn did: what the brain said, which tools the model called, which UI commands the
 /// brain sent and which steps it reported. Timings are left out: they differ on every run.
@@ -41,20 +42,6 @@ impl TurnOutput {
             ("steps", Value::from(self.steps.clone())),
         ]
     }
-}
-
-/// One tool call of a turn.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ToolCalled {
-    /// The name the model called.
-    pub name: String,
-    /// The arguments it wrote.
-    pub arguments: Value,
-    /// `ok`, or the error's kind.
-    pub outcome: String,
-    /// When it was answered against its turn: `in_turn`, `after_barge_in` or `background`.
-    pub end: String,
 }
 
 /// One turn of the call in both runs: the greeting (index 0), then one per thing the user said
@@ -203,7 +190,7 @@ impl ReplayReport {
         self.recorded_requests
             .iter()
             .enumerate()
-            .filter(|(_, (path, _))| super::server::same_path(&request.path, path))
+            .filter(|(_, (path, _))| super::path::same_path(&request.path, path))
             .max_by_key(|(_, (_, body))| {
                 let body = body.to_string();
                 body.bytes()

@@ -2,8 +2,8 @@
 //! can be built in a test of one of its tools ([`ToolHarness`](super::ToolHarness)) without a
 //! stand-in provider or a key.
 
-use crate::model::layer::{DecodeLimits, Decoder, HttpRequest, Layer, RequestSpec, StreamError};
-use crate::voice::Model;
+use voqalize::model::layer::{DecodeLimits, Decoder, HttpRequest, Layer, RequestSpec, StreamError};
+use voqalize::voice::Model;
 
 /// The layer behind [`offline_model`]: every request is refused before it is sent.
 struct Offline;
@@ -39,12 +39,12 @@ struct Never;
 impl Decoder for Never {
     fn item(
         &mut self,
-        _item: crate::model::layer::SseItem,
-    ) -> Result<Vec<crate::model::layer::Chunk>, StreamError> {
+        _item: voqalize::model::layer::SseItem,
+    ) -> Result<Vec<voqalize::model::layer::Chunk>, StreamError> {
         Err(StreamError::unbuildable("offline", WHY))
     }
 
-    fn end(&mut self) -> Result<Vec<crate::model::layer::Chunk>, StreamError> {
+    fn end(&mut self) -> Result<Vec<voqalize::model::layer::Chunk>, StreamError> {
         Ok(Vec::new())
     }
 
@@ -60,7 +60,7 @@ impl Decoder for Never {
 /// # Examples
 /// ```
 /// use voqalize::prelude::*;
-/// use voqalize::testing::{ToolHarness, Voqalize, offline_model};
+/// use voqalize_testing::{ToolHarness, Voqalize, offline_model};
 ///
 /// struct Coach {
 ///     model: Model,
@@ -76,7 +76,7 @@ impl Decoder for Never {
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), voqalize::testing::DriverError> {
+/// # async fn main() -> Result<(), voqalize_testing::DriverError> {
 /// let mut v = Voqalize::in_process(|| ToolHarness(Coach { model: offline_model() }));
 /// v.start_silent().await?;
 /// let call = v.call_tool("weekly_average", voqalize::json!({})).await?;

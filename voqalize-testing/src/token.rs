@@ -3,7 +3,7 @@
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Map, Value, json};
 
-use crate::host::HostError;
+use voqalize::host::HostError;
 
 /// Signs tokens with a test private key, with the claims Voqalize mints: `iss=pygato`,
 /// `aud=brain`, `sub=<session id>`, `kind=pygato`, `agent_id`, `tenant_id`, `iat`, `exp = iat + 60 s`.

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use tokio::time::{Instant, timeout_at};
 
 use super::observed::{TurnRecord, UnitRecord};
-use crate::host::HostError;
-use crate::wire::{self, Frame, Rtvi, RtviType, SessionStart, UserIdle, UserMessage};
+use voqalize::host::HostError;
+use voqalize::wire::{self, Frame, Rtvi, RtviType, SessionStart, UserIdle, UserMessage};
 
 use super::{BargeAt, BargeIn, DriverError, Start, Voqalize};
 
@@ -45,13 +45,12 @@ impl Voqalize {
     pub async fn start_with(&mut self, start: Start) -> Result<TurnRecord, DriverError> {
         self.seen.opened_turns.push(1);
         let session_id = start.session_id.unwrap_or_else(|| self.session_id.clone());
-        self.send(Frame::SessionStart(SessionStart {
-            session_id,
-            turn_id: 1,
-            init: start.init,
-            wire_version: start.wire_version,
-            capabilities: start.capabilities,
-        }))
+        self.send(Frame::SessionStart(
+            SessionStart::new(session_id, 1)
+                .with_init(start.init)
+                .with_wire_version(start.wire_version)
+                .with_capabilities(start.capabilities),
+        ))
         .await?;
         if !start.expect_greeting {
             return Ok(self.turn(1));
@@ -84,11 +83,8 @@ impl Voqalize {
     /// The link failed.
     pub async fn send_user_message(&mut self, text: &str) -> Result<u64, DriverError> {
         let turn_id = self.next_turn_id();
-        self.send(Frame::UserMessage(UserMessage {
-            turn_id,
-            text: text.to_owned(),
-        }))
-        .await?;
+        self.send(Frame::UserMessage(UserMessage::new(turn_id, text)))
+            .await?;
         Ok(turn_id)
     }
 
@@ -149,12 +145,8 @@ impl Voqalize {
     /// Sends a `UserIdle{level, idle_ms}` on the next turn id and returns that id.
     pub(super) async fn send_idle(&mut self, level: u32, idle_ms: u32) -> Result<u64, DriverError> {
         let turn_id = self.next_turn_id();
-        self.send(Frame::UserIdle(UserIdle {
-            turn_id,
-            level,
-            idle_ms,
-        }))
-        .await?;
+        self.send(Frame::UserIdle(UserIdle::new(turn_id, level, idle_ms)))
+            .await?;
         Ok(turn_id)
     }
 
@@ -207,7 +199,7 @@ impl Voqalize {
                 let named: Vec<String> = kinds
                     .iter()
                     .take(4)
-                    .map(|k| crate::logline::outside_n(k, 32).to_string())
+                    .map(|k| voqalize::__kit::outside_n(k, 32).to_string())
                     .collect();
                 let more = if n > 4 { ", ..." } else { "" };
                 format!(

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use voqalize::prelude::*;
-//! use voqalize::testing::{ToolHarness, Voqalize};
+//! use voqalize_testing::{ToolHarness, Voqalize};
 //!
 //! /// Which section to show.
 //! #[json_type]
@@ -27,7 +27,7 @@
 //!     }
 //! }
 //!
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), voqalize::testing::DriverError> {
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), voqalize_testing::DriverError> {
 //! let mut voqalize = Voqalize::in_process(|| ToolHarness(Coach));
 //! voqalize.start_silent().await?;
 //! let call = voqalize.call_tool("show", serde_json::json!({"name": "week"})).await?;
@@ -38,11 +38,11 @@
 
 use serde_json::Value;
 
-use super::driver::{DriverError, Voqalize};
-use crate::brain::{Brain, BrainResult};
-use crate::session::Turn;
-use crate::tools::{Arguments, Toolbox};
-use crate::wire::{TurnStep, UserMessage};
+use crate::driver::{DriverError, Voqalize};
+use voqalize::brain::{Brain, BrainResult};
+use voqalize::session::Turn;
+use voqalize::tools::{Arguments, Toolbox};
+use voqalize::wire::{TurnStep, UserMessage};
 
 /// Marks a user message the harness reads as a tool call: `<MARK><name>\n<JSON arguments>`.
 const MARK: &str = "\u{1}voqalize-tool-call\u{1}";

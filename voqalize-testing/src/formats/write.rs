@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::testing::model_server::StreamWriter;
+use crate::wire_format::StreamWriter;
 
 /// Anthropic Messages: `message_start`, then one content block per text run, thinking or call
 /// (a call's input in two `input_json_delta` fragments), then `message_delta` and `message_stop`.

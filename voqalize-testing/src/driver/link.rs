@@ -6,8 +6,8 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::super::memory::Msg;
 use super::DriverError;
+use crate::memory::Msg;
 
 pub(super) enum Link {
     Memory {

@@ -15,14 +15,14 @@ mod play;
 mod pump;
 mod seen;
 
-use super::memory::pipe;
-use crate::brain::MakeBrain;
-use crate::host::{HostError, HostOptions, Upgrade, run_session};
-use crate::wire::{self, Capabilities, Capability, WIRE_VERSION};
+use crate::memory::pipe;
 use link::Link;
 use observed::Observed;
-pub use observed::{TurnRecord, UnitRecord};
+pub use observed::{ToolCalled, TurnRecord, UnitRecord};
 pub(crate) use outcome::Outcome;
+use voqalize::brain::MakeBrain;
+use voqalize::host::{HostError, HostOptions, Upgrade, run_session};
+use voqalize::wire::{self, Capabilities, Capability, WIRE_VERSION};
 
 /// Why the driver could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -152,7 +152,7 @@ impl Default for Start {
 ///
 /// ```
 /// use voqalize::prelude::*;
-/// use voqalize::testing::Voqalize;
+/// use voqalize_testing::Voqalize;
 ///
 /// struct Echo;
 /// impl Brain for Echo {
@@ -162,7 +162,7 @@ impl Default for Start {
 ///     }
 /// }
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), voqalize::testing::DriverError> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), voqalize_testing::DriverError> {
 /// let mut voqalize = Voqalize::in_process(|| Echo);
 /// voqalize.start().await?;
 /// let turn = voqalize.user_says("hello").await?;
@@ -192,24 +192,24 @@ pub struct Voqalize {
 }
 
 /// The tool calls a driver saw answered, each with its turn id.
-type Answered = Arc<std::sync::Mutex<Vec<(u64, crate::testing::ToolCalled)>>>;
+type Answered = Arc<std::sync::Mutex<Vec<(u64, ToolCalled)>>>;
 
 /// A driver's list of answered tool calls, and the host options that fill it.
 fn watched(options: HostOptions) -> (HostOptions, Answered) {
     let tools: Answered = Arc::default();
     let list = tools.clone();
-    let watch = crate::session::ToolWatch(Arc::new(move |a: crate::session::Answered| {
-        crate::recover::lock(&list).push((
+    let options = voqalize::__kit::watch_tools(options, move |a| {
+        crate::lock(&list).push((
             a.turn_id,
-            crate::testing::ToolCalled {
+            ToolCalled {
                 name: a.name,
                 arguments: a.arguments,
                 outcome: a.outcome,
                 end: a.end.to_owned(),
             },
         ));
-    }));
-    (options.watch_tools(watch), tools)
+    });
+    (options, tools)
 }
 
 impl Voqalize {
@@ -247,7 +247,7 @@ impl Voqalize {
     }
 
     /// Serves a brain from `factory` on a fresh 127.0.0.1 port (the tokio-tungstenite adapter,
-    /// [`crate::host::tungstenite::accept`]) for exactly one call, and dials it with `token` as
+    /// [`voqalize::host::tungstenite::accept`]) for exactly one call, and dials it with `token` as
     /// Voqalize would: the whole path of a real call, socket and handshake included.
     /// [`brain_result`](Self::brain_result) then gives what hosting returned.
     ///
@@ -272,11 +272,11 @@ impl Voqalize {
                 .accept()
                 .await
                 .map_err(|e| HostError::Handshake(Box::new(e)))?;
-            let admission = crate::host::Admission::new(&options);
-            crate::host::tungstenite::accept(stream, Arc::new(factory), &options, &admission)
+            let admission = voqalize::host::Admission::new(&options);
+            voqalize::host::tungstenite::accept(stream, Arc::new(factory), &options, &admission)
                 .await
                 .map_err(|e| match e {
-                    crate::host::tungstenite::AcceptError::Host(e) => e,
+                    voqalize::host::tungstenite::AcceptError::Host(e) => e,
                     other => HostError::Handshake(Box::new(other)),
                 })
         });
@@ -296,7 +296,7 @@ impl Voqalize {
         session_id: &str,
         token: Option<&str>,
     ) -> Result<Self, DriverError> {
-        let ws = crate::host::dial::dial(url, session_id, token, None)
+        let ws = voqalize::__kit::dial(url, session_id, token, None)
             .await
             .map_err(|source| DriverError::Connect {
                 target: url.to_owned(),
