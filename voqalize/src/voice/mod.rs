@@ -48,8 +48,8 @@
 //! written. What a provider sends is bounded in bytes, counts and time (the bounds among
 //! [`Model`]'s settings, docs/protocol.md §6.14).
 
-/// Request building measured in isolation: a hook for `benches/voice.rs` and the fuzz target,
-/// only with the `testing` feature (not an API to build on).
+/// Request building measured in isolation: a hook for `tools/benches/voice.rs` and the fuzz
+/// target, only with the `testing` feature (not an API to build on).
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod bench;
