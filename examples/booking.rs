@@ -24,6 +24,8 @@ use voqalize::prelude::*;
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/model.rs"]
+mod model;
 
 const INSTRUCTION: &str = "You book restaurant tables on a voice call. Answer in one or two short \
 spoken sentences. Once you know the restaurant, the party size and the time, call \
@@ -119,7 +121,7 @@ impl Desk {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (layer, host) = cli::model_and_host();
+    let (layer, host) = model::model_and_host();
     let tools = host.console_tools();
     host.serve(move || Desk {
         model: tools.apply(Model::new(layer.clone()).instruction(INSTRUCTION)),

@@ -17,6 +17,8 @@ use voqalize::prelude::*;
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/model.rs"]
+mod model;
 
 const INSTRUCTION: &str = "You are a friendly diabetes coach on a voice call. Answer in one or two \
 short spoken sentences, with no lists or markdown. When the user mentions eating, log the meal. \
@@ -82,7 +84,7 @@ impl Coach {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (layer, host) = cli::model_and_host();
+    let (layer, host) = model::model_and_host();
     // With --console, the console's timeline shows each tool call and its result.
     let tools = host.console_tools();
     host.serve(move || Coach {

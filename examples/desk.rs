@@ -15,6 +15,8 @@ use voqalize::prelude::*;
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/model.rs"]
+mod model;
 
 const INSTRUCTION: &str = "You are the help desk of a web shop, on a voice call. Answer in one or \
 two short spoken sentences.";
@@ -55,7 +57,7 @@ impl HelpDesk {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (layer, host) = cli::model_and_host();
+    let (layer, host) = model::model_and_host();
     let tools = host.console_tools();
     host.serve(move || HelpDesk {
         model: tools.apply(

@@ -32,8 +32,8 @@ use crate::session::{BoundExceeded, EndReason, TransportLoss};
 use crate::wire::{self, Frame};
 
 /// One binary message from the relay as the mux reads it before routing: the session's 16-byte
-/// prefix and the envelope behind it. Every byte comes from the relay; `examples/fuzz.rs` (target
-/// `relay`) feeds it random and mutated messages.
+/// prefix and the envelope behind it. Every byte comes from the relay; the fuzz loop
+/// (`tools/src/bin/fuzz.rs`, target `relay`) feeds it random and mutated messages.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelayInbound<'a> {

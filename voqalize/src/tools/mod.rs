@@ -697,8 +697,8 @@ pub struct ToolInfo {
 }
 
 /// Rewrites any JSON value as a parameter schema for `dialect`, as tool declarations do. For the
-/// crate's fuzz loop (`examples/fuzz --target schema`): a rewrite must never panic, whatever the
-/// schema. Not a public API.
+/// workspace's fuzz loop (`tools/src/bin/fuzz.rs`, target `schema`): a rewrite must never panic,
+/// whatever the schema. Not a public API.
 #[doc(hidden)]
 pub fn __rewrite_schema(schema: &Value, dialect: Dialect) -> Value {
     schema::rewrite(schema, dialect).schema

@@ -1,5 +1,5 @@
-//! Entry points for the crate's benchmarks (`cargo bench --bench voice`): the hot paths of a
-//! model-backed turn that are internal to the crate. Not a public API.
+//! Entry points for the workspace's benchmarks (`cargo bench -p voqalize-tools --bench voice`): the
+//! hot paths of a model-backed turn that are internal to the crate. Not a public API.
 
 use crate::model::history::RequestSpec;
 use crate::model::layer::DecodeLimits;

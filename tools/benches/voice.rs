@@ -1,7 +1,7 @@
 //! Benchmarks of a model-backed turn's hot paths and of the codec.
 //!
 //! ```text
-//! cargo bench -p voqalize --bench voice
+//! cargo bench -p voqalize-tools --bench voice
 //! ```
 //!
 //! * `request_build/<provider>/30_turns`: one request body from 30 exchanges of history;

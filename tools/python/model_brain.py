@@ -1,12 +1,12 @@
 """The model-backed comparison workload on the Python SDK (voqalize-agent-sdk 0.11.0, with its
 gemini extra): a GeminiBrain with a short instruction and no tools, so every user message is one
-model request whose streamed answer is spoken. Same behaviour as examples/model_workload.rs.
+model request whose streamed answer is spoken. Same behaviour as tools/src/bin/model_workload.rs.
 
-Against the stand-in provider (examples/provider.rs) each answer is the workload's 41 words in 8
-pieces; scripts/compare-model runs this brain and the Rust one against one provider.
+Against the stand-in provider (tools/src/bin/provider.rs) each answer is the workload's 41 words in 8
+pieces; tools/scripts/compare-model runs this brain and the Rust one against one provider.
 
-    cargo run --release --example provider -- --listen 127.0.0.1:8790 &
-    GEMINI_API_KEY=x .venv/bin/python examples/python/model_brain.py --port 8794 \
+    cargo run --release -p voqalize-tools --bin provider -- --listen 127.0.0.1:8790 &
+    GEMINI_API_KEY=x .venv/bin/python tools/python/model_brain.py --port 8794 \
         --base-url http://127.0.0.1:8790 --model workload
 """
 

@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release --example coach -- --listen 127.0.0.1:8787 --allow-unverified \
 //!     --provider chat --base-url http://127.0.0.1:8790/v1 --model hostile 2> coach.log &
-//! cargo run --release --example load -- --attack provider-calls --url ws://127.0.0.1:8787 \
+//! cargo run --release -p voqalize-tools --bin load -- --attack provider-calls --url ws://127.0.0.1:8787 \
 //!     --provider-listen 127.0.0.1:8790 --brain-pid $(pgrep -f examples/coach) --brain-log coach.log
 //! ```
 //!

@@ -2,8 +2,8 @@
 //! into the decoders a peer or a model controls, until the time is up or one of them panics.
 //!
 //! ```text
-//! cargo run --release --example fuzz -- --target envelope --seconds 600
-//! cargo run --release --example fuzz -- --target gemini --seconds 600   # also openai, chat, token
+//! cargo run --release -p voqalize-tools --bin fuzz -- --target envelope --seconds 600
+//! cargo run --release -p voqalize-tools --bin fuzz -- --target gemini --seconds 600   # also openai, chat, token
 //! ```
 //!
 //! Targets: `envelope` (the wire decoder, seeded with every frame kind), `relay` (a relay message:

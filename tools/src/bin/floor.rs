@@ -3,7 +3,7 @@
 //! tool does. Each call is one task that reads a frame and, for a `UserMessage`, writes the
 //! answer (`SpeechStart`, the 8 chunks, `SpeechEnd`) and flushes once: one write. No lanes, no
 //! turns, no heard truth, no bounds, no tokens checked: what any brain must at least do to answer.
-//! `scripts/compare` runs it beside the SDK's `workload` brain under the same load.
+//! `tools/scripts/compare` runs it beside the SDK's `workload` brain under the same load.
 //!
 //! With `--model-url`, it is the floor of the model-backed pair too: each `UserMessage` makes one
 //! plain streamed HTTP request to the stand-in provider (the same pooled HTTP/1.1 client the SDK
@@ -12,12 +12,12 @@
 //! chunk for each piece of the body as it comes, each flushed at once, the rest of the 8 chunks
 //! and `SpeechEnd` at the body's end. What the SDK adds above it is its own work (the event
 //! parser, the decoder, the voice core, the turn's frames); the HTTP stack's cost, and a write
-//! for each piece of a streamed answer, are in both. `scripts/compare-model` runs it beside the
+//! for each piece of a streamed answer, are in both. `tools/scripts/compare-model` runs it beside the
 //! SDK's `model_workload` brain.
 //!
 //! ```text
-//! cargo run --release --example floor -- --listen 127.0.0.1:8787
-//! cargo run --release --example floor -- --listen 127.0.0.1:8787 --model-url http://127.0.0.1:8790
+//! cargo run --release -p voqalize-tools --bin floor -- --listen 127.0.0.1:8787
+//! cargo run --release -p voqalize-tools --bin floor -- --listen 127.0.0.1:8787 --model-url http://127.0.0.1:8790
 //! ```
 
 use std::sync::Arc;
@@ -30,8 +30,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use voqalize::wire::{self, Frame};
 
-#[path = "support/answer.rs"]
-mod answer;
+use voqalize_tools::answer;
 
 /// Serve the raw-socket floor brain.
 #[derive(Parser, Debug)]
@@ -39,7 +38,7 @@ struct Args {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
     listen: String,
-    /// A stand-in provider (`examples/provider.rs`) to ask once a turn, as a model-backed brain
+    /// A stand-in provider (`tools/src/bin/provider.rs`) to ask once a turn, as a model-backed brain
     /// does.
     #[arg(long)]
     model_url: Option<String>,

@@ -1,17 +1,17 @@
 //! A stand-in provider, as a process, for the model-backed half of the Rust-vs-Python
 //! comparison: every `POST .../models/{model}:streamGenerateContent?alt=sse` gets the same answer,
-//! the workload's 8 chunks (the text of `examples/workload.rs`, 41 words) as 8 SSE events in
+//! the workload's 8 chunks (the text of `tools/src/bin/workload.rs`, 41 words) as 8 SSE events in
 //! Gemini's format, the last with `finishReason: STOP` and `usageMetadata`, written without delay.
 //! Every `POST /v1/messages` gets the same words as Anthropic streams them (`message_start`, one
 //! text block of 8 deltas, `message_delta` with the usage, `message_stop`: 13 events), so the two
 //! layers can be compared under the same load.
 //!
-//! `examples/model_workload.rs` (Rust) and `examples/python/model_brain.py` (the Python SDK) are
-//! the two brains it answers; `scripts/compare-model` runs them against it, one after the other.
+//! `tools/src/bin/model_workload.rs` (Rust) and `tools/python/model_brain.py` (the Python SDK) are
+//! the two brains it answers; `tools/scripts/compare-model` runs them against it, one after the other.
 //!
 //! ```text
-//! cargo run --release --example provider -- --listen 127.0.0.1:8790
-//! GEMINI_API_KEY=x cargo run --release --example model_workload -- --allow-unverified \
+//! cargo run --release -p voqalize-tools --bin provider -- --listen 127.0.0.1:8790
+//! GEMINI_API_KEY=x cargo run --release -p voqalize-tools --bin model_workload -- --allow-unverified \
 //!     --provider gemini --base-url http://127.0.0.1:8790 --model workload
 //! ```
 //!
@@ -34,9 +34,7 @@ use axum::serve::ListenerExt;
 use clap::Parser;
 use serde_json::json;
 
-#[path = "support/answer.rs"]
-mod answer;
-use answer::CHUNKS;
+use voqalize_tools::answer::CHUNKS;
 
 /// Serve a stand-in Gemini provider that streams the workload's answer to every request.
 #[derive(Parser, Debug)]

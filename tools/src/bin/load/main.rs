@@ -3,11 +3,11 @@
 //! encoded and decoded with `voqalize::wire`, nothing recorded but the timings).
 //!
 //! ```text
-//! cargo run --release --example workload -- --listen 127.0.0.1:8787 --allow-unverified &
+//! cargo run --release -p voqalize-tools --bin workload -- --listen 127.0.0.1:8787 --allow-unverified &
 //! # saturating: 100 calls at once until 1,000 are done, no think time
-//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --calls 1000 --concurrency 100
+//! cargo run --release -p voqalize-tools --bin load -- --url ws://127.0.0.1:8787 --calls 1000 --concurrency 100
 //! # paced: 1,000 sessions started over 5 s, 10 turns each, 1 s between a turn's end and the next
-//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --sessions 1000 --turns 10 --think-ms 1000 --ramp-s 5
+//! cargo run --release -p voqalize-tools --bin load -- --url ws://127.0.0.1:8787 --sessions 1000 --turns 10 --think-ms 1000 --ramp-s 5
 //! ```
 //!
 //! Each call: connect, `SessionStart` (turn 1), `--turns` user messages (turns 2, 3, ...), then
@@ -25,7 +25,7 @@
 //! with the first message of each), turns and turns a second, first-chunk and last-end
 //! percentiles, and with `--brain-pid PID` the brain's CPU per turn and per call (`--turns 0`: a
 //! call by itself) and its RSS before, at its peak (sampled every 100 ms) and after. Against the
-//! stand-in provider run with `--stamp` (`examples/provider.rs`), whose answers begin with the
+//! stand-in provider run with `--stamp` (`tools/src/bin/provider.rs`), whose answers begin with the
 //! moment their first event was written, it also reports the time from that first SSE byte to the
 //! first `SpeechChunk` it receives (one clock: both read the system time). `--json` prints all of it as one JSON object (times in
 //! ms) and nothing else on stdout. Bounded: every frame wait times out after `--timeout-s` (10 s),
@@ -41,7 +41,7 @@
 //! 15 s). It raises its own open-file limit, so `--idle 10000` works from one process:
 //!
 //! ```text
-//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --idle 1000 --brain-pid $(pgrep -f examples/workload)
+//! cargo run --release -p voqalize-tools --bin load -- --url ws://127.0.0.1:8787 --idle 1000 --brain-pid $(pgrep -f release/workload)
 //! ```
 //!
 //! With `--soak SECONDS --brain-pid PID` it runs calls that barge in, reset their TCP connection,

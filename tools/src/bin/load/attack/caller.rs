@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --example echo -- --listen 127.0.0.1:8787 --allow-unverified 2> brain.log &
-//! cargo run --release --example load -- --url ws://127.0.0.1:8787 --attack caller-strays \
+//! cargo run --release -p voqalize-tools --bin load -- --url ws://127.0.0.1:8787 --attack caller-strays \
 //!     --brain-pid $(pgrep -f examples/echo) --brain-log brain.log
 //! ```
 //!

@@ -1,7 +1,7 @@
 """The comparison workload on the Python SDK (voqalize-agent-sdk 0.11.0): every user message gets
-one unit of 8 chunks, 41 words. Same behaviour as examples/workload.rs.
+one unit of 8 chunks, 41 words. Same behaviour as tools/src/bin/workload.rs.
 
-    .venv/bin/python examples/python/workload_brain.py --port 8788
+    .venv/bin/python tools/python/workload_brain.py --port 8788
 """
 
 import argparse

@@ -1,6 +1,6 @@
-//! The comparison workload's answer, shared by `examples/workload.rs` (which speaks it) and
-//! `examples/provider.rs` (which streams it as a model's answer); the Python twins
-//! (`examples/python/`) carry the same text.
+//! The comparison workload's answer: the `workload` brain and the `floor` speak it, the stand-in
+//! `provider` streams it as a model's answer; the Python twins (`tools/python/`) carry the same
+//! text.
 
 /// 8 chunks, 41 words in all.
 pub const CHUNKS: [&str; 8] = [
