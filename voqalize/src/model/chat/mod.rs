@@ -301,25 +301,7 @@ impl ChatBuilder {
             }
             (None, false, false) => {}
         }
-        let url = match (self.azure, &self.api_version) {
-            (false, None) => format!("{base_url}/chat/completions"),
-            (false, Some(version)) => {
-                return Err(LayerError::BadSetting {
-                    setting: "api_version",
-                    value: version.clone(),
-                    why: "only Azure OpenAI takes an api-version (Chat::azure)",
-                });
-            }
-            (true, None) => format!("{base_url}/openai/v1/chat/completions"),
-            (true, Some(version)) => {
-                check_word("API version", version)?;
-                check_word("Azure deployment", &self.model)?;
-                format!(
-                    "{base_url}/openai/deployments/{}/chat/completions?api-version={version}",
-                    self.model
-                )
-            }
-        };
+        let url = chat_url(&base_url, self.azure, self.api_version.as_deref(), &self.model)?;
         if let Some(effort) = &self.reasoning_effort {
             check_word("reasoning effort", effort)?;
         }
@@ -343,6 +325,32 @@ impl ChatBuilder {
             }),
         })
     }
+}
+
+/// The chat completions URL under `base_url`: OpenAI's, or Azure OpenAI's (`azure`), by
+/// deployment (`model`) when an `api_version` is given.
+fn chat_url(
+    base_url: &str,
+    azure: bool,
+    api_version: Option<&str>,
+    model: &str,
+) -> Result<String, LayerError> {
+    Ok(match (azure, api_version) {
+        (false, None) => format!("{base_url}/chat/completions"),
+        (false, Some(version)) => {
+            return Err(LayerError::BadSetting {
+                setting: "api_version",
+                value: version.to_owned(),
+                why: "only Azure OpenAI takes an api-version (Chat::azure)",
+            });
+        }
+        (true, None) => format!("{base_url}/openai/v1/chat/completions"),
+        (true, Some(version)) => {
+            check_word("API version", version)?;
+            check_word("Azure deployment", model)?;
+            format!("{base_url}/openai/deployments/{model}/chat/completions?api-version={version}")
+        }
+    })
 }
 
 /// The company behind a route such as `anthropic/claude-x`: the prefix before the first `/`,
