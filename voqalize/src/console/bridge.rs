@@ -7,9 +7,9 @@ use std::time::Duration;
 use axum::extract::ws::{Message as PageMessage, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message as BrainMessage;
 use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message as BrainMessage;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::call::{Call, Out, notice};
@@ -99,8 +99,9 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
 /// Sends `frames` to the brain, each within [`PATIENCE`]; the error is the reason the page is
 /// shown.
 async fn send_brain(
-    brain: &mut (impl futures_util::Sink<BrainMessage, Error = tokio_tungstenite::tungstenite::Error>
-              + Unpin),
+    brain: &mut (
+             impl futures_util::Sink<BrainMessage, Error = tokio_tungstenite::tungstenite::Error> + Unpin
+         ),
     frames: impl Iterator<Item = wire::Frame>,
 ) -> Result<(), String> {
     for frame in frames {

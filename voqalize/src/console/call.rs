@@ -207,7 +207,9 @@ impl Call {
     /// would send back).
     pub(super) fn brain_sent(&mut self, frame: Frame) -> Out {
         let event = match frame {
-            Frame::SpeechStart { speech_id, turn_id } => return self.speech_start(speech_id, turn_id),
+            Frame::SpeechStart { speech_id, turn_id } => {
+                return self.speech_start(speech_id, turn_id);
+            }
             Frame::SpeechChunk { speech_id, text } => return self.speech_chunk(speech_id, text),
             Frame::SpeechEnd { speech_id } => {
                 json!({"type": "speech_end", "speech_id": speech_id})

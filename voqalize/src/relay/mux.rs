@@ -18,9 +18,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
-use super::connect::{Backoff, RelayError, Socket, connect};
+use super::connect::{Backoff, RelayError, connect};
 use super::inbox::{self, Inbox, Offered};
-use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
+use super::outbound::{Backlog, Bounds, Sink, Socket, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};

@@ -244,7 +244,9 @@ fn outcome<S>(
         Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
         Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
         Err(_) => {
-            tracing::warn!("session: the peer did not take the last frames within 1s; dropping them");
+            tracing::warn!(
+                "session: the peer did not take the last frames within 1s; dropping them"
+            );
             debug_assert!(
                 !matches!(stop, Stop::SendFailed),
                 "a failed writer has returned"

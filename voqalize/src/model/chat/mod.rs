@@ -301,7 +301,12 @@ impl ChatBuilder {
             }
             (None, false, false) => {}
         }
-        let url = chat_url(&base_url, self.azure, self.api_version.as_deref(), &self.model)?;
+        let url = chat_url(
+            &base_url,
+            self.azure,
+            self.api_version.as_deref(),
+            &self.model,
+        )?;
         if let Some(effort) = &self.reasoning_effort {
             check_word("reasoning effort", effort)?;
         }

@@ -366,7 +366,10 @@ impl GeminiBuilder {
 
 /// The model's name (`models/` taken off), checked to fit in the URL's path.
 fn model_name(written: String) -> Result<String, LayerError> {
-    let model = written.strip_prefix("models/").unwrap_or(&written).to_owned();
+    let model = written
+        .strip_prefix("models/")
+        .unwrap_or(&written)
+        .to_owned();
     if model.is_empty()
         || model
             .chars()
