@@ -12,6 +12,7 @@ What makes an edge A -> B (A uses something B defines):
 - not a parent's `mod child;` (declaring a file is not using it);
 - not a `pub use` / `pub(crate) use` / `pub(super) use` (a re-export passes a name through: who
   uses the name depends on the file that defines it, not on the file that passes it on);
+- not `#[cfg(doc)]` items (an import for a doc link);
 - not test code: `#[cfg(test)]` items, files named `tests.rs` or under a `tests/` folder, and files
   a parent declares under `#[cfg(test)]` (a test may reach anywhere);
 - not comments, doc links or strings (they are tokenized as such).
@@ -69,7 +70,7 @@ class Crate:
         """The file's tokens outside test code, each with its inline module path."""
         toks, pairs, spans = self.info[rel]
         skip = set()
-        for _, _, a, b, _ in spans:
+        for _, _, a, b, _ in spans + rustsrc.test_spans(toks, pairs, "doc"):
             skip.update(range(a, b + 1))
         inline = []  # (closing token, name)
         base = self.modules[rel]

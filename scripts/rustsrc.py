@@ -101,10 +101,10 @@ def _attr_end(toks, k, pairs):
     return None
 
 
-def _is_cfg_test(toks, k, end):
-    """Whether the attribute toks[k:end] is `#[cfg(test)]` (or `cfg(all(test, ..))`)."""
+def _is_cfg(toks, k, end, word):
+    """Whether the attribute toks[k:end] is `#[cfg(word)]` (or `cfg(all(word, ..))`)."""
     words = [t[1] for t in toks[k:end]]
-    return len(words) > 4 and words[2] == "cfg" and "test" in words and "not" not in words
+    return len(words) > 4 and words[2] == "cfg" and word in words and "not" not in words
 
 
 def item_end(toks, k, pairs):
@@ -123,16 +123,16 @@ def item_end(toks, k, pairs):
     return len(toks) - 1
 
 
-def test_spans(toks, pairs):
+def test_spans(toks, pairs, word="test"):
     """(first line, last line, first token, last token, is an inline `mod`) of every item under
-    `#[cfg(test)]`."""
+    `#[cfg(test)]` (or `#[cfg(word)]`: `doc`, for items only the documentation sees)."""
     spans, k = [], 0
     while k < len(toks):
         end = _attr_end(toks, k, pairs)
         if end is None:
             k += 1
             continue
-        if not _is_cfg_test(toks, k, end) or toks[k + 1][1] == "!":
+        if not _is_cfg(toks, k, end, word) or toks[k + 1][1] == "!":
             k = end
             continue
         # Further attributes, then the item itself.

@@ -138,10 +138,15 @@ impl Default for PortLimits {
     fn default() -> Self {
         PortLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            header_timeout: super::tungstenite::HANDSHAKE_TIMEOUT,
+            header_timeout: HANDSHAKE_TIMEOUT,
         }
     }
 }
+
+/// How long a connection may take to complete the WebSocket handshake (the websockets library's
+/// open timeout, which Voqalize's client uses too); also how long an HTTP port's connection has
+/// for a request head, by default.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The answer to a connection past the cap, written if the socket takes it at once.
 const AT_CAP: &[u8] =

@@ -108,9 +108,7 @@ pub async fn serve<M: MakeBrain>(
     }
 }
 
-/// How long a connection may take to complete the WebSocket handshake (the websockets library's
-/// open timeout, which Voqalize's client uses too).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use super::listen::HANDSHAKE_TIMEOUT;
 
 /// Why [`accept`] failed.
 #[derive(Debug, thiserror::Error)]
