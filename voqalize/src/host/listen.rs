@@ -148,6 +148,18 @@ impl Default for PortLimits {
 /// for a request head, by default.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// TCP keepalive on an accepted socket: the kernel probes a peer that went silent after 30 s, every
+/// 10 s, so a connection to a host that vanished (no FIN, no RST) fails even below the WebSocket
+/// Pings. For an axum server, set it in `axum::serve(listener.tap_io(...))` the same way.
+pub fn set_keepalive(stream: &TcpStream) {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(30))
+        .with_interval(Duration::from_secs(10));
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!("brain: could not set TCP keepalive: {e}");
+    }
+}
+
 /// The answer to a connection past the cap, written if the socket takes it at once.
 const AT_CAP: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
@@ -194,7 +206,7 @@ pub(crate) async fn serve_http(
             let _ = stream.try_write(AT_CAP);
             continue;
         };
-        super::tungstenite::set_keepalive(&stream);
+        set_keepalive(&stream);
         let connection = http
             .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()))
             .with_upgrades();
