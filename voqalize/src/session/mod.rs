@@ -8,7 +8,7 @@ mod current_call;
 mod ending;
 mod error;
 mod heard;
-mod history;
+mod heard_history;
 pub(crate) mod outbound;
 mod step;
 mod tool_call;
@@ -27,7 +27,7 @@ pub use current_call::CurrentCall;
 pub use ending::{BoundExceeded, EndReason, TransportLoss};
 pub use error::SessionError;
 pub use heard::HeardLines;
-pub use history::{AnswerPart, HeardHistory};
+pub use heard_history::{AnswerPart, HeardHistory};
 pub use step::Step;
 #[cfg(any(feature = "model", feature = "testing"))]
 pub(crate) use tool_call::Answered;
