@@ -445,7 +445,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         // A session's own limit, applied after the demux: one message too big ends its session,
         // never the connection (the direct leg closes that call with 1009).
         let too_big = envelope.len() > self.max_message;
-        if self.to_running(prefix, &envelope, too_big) {
+        if self.offer_running(prefix, &envelope, too_big) {
             return;
         }
         if too_big {
@@ -518,7 +518,7 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
     /// Offers a frame to the session running under `prefix`; a frame `too_big` ends that
     /// session, as does one it cannot take. False when no session runs there (or its task
     /// ended and is not reaped yet: the prefix is free then): the frame may open one.
-    fn to_running(&mut self, prefix: Prefix, envelope: &Bytes, too_big: bool) -> bool {
+    fn offer_running(&mut self, prefix: Prefix, envelope: &Bytes, too_big: bool) -> bool {
         let Some(running) = self.sessions.get_mut(&prefix) else {
             return false;
         };
