@@ -133,35 +133,10 @@ fn read_option(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>, written: &mut Written) -
             }
         }
         "on_barge_in" => {
-            let value: Ident = meta.value()?.parse().map_err(|e| {
-                syn::Error::new(
-                    e.span(),
-                    "`on_barge_in` takes `finish` (the default: the tool runs on and its result \
-                     is filed) or `cancel` (the tool is stopped), written bare: \
-                     `on_barge_in = cancel`",
-                )
-            })?;
-            let policy = match value.to_string().as_str() {
-                "finish" => Policy::Finish,
-                "cancel" => Policy::Cancel,
-                other => {
-                    ctxt.error_spanned_by(
-                        &value,
-                        format!(
-                            "`on_barge_in = {other}` is not a policy: write `on_barge_in = \
-                             finish` (the default) or `on_barge_in = cancel`{}",
-                            if other == "background" {
-                                "; for a tool that never holds its turn, write `background` \
-                                 on its own"
-                            } else {
-                                ""
-                            }
-                        ),
-                    );
-                    return Ok(());
-                }
+            let Some(read) = read_policy(ctxt, meta)? else {
+                return Ok(());
             };
-            if written.on_barge_in.replace((value, policy)).is_some() {
+            if written.on_barge_in.replace(read).is_some() {
                 return Err(twice());
             }
         }
@@ -186,23 +161,7 @@ fn read_option(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>, written: &mut Written) -
         }
         "filler" => {
             let lit: LitStr = meta.value()?.parse()?;
-            let text = lit.value();
-            if text.trim().is_empty() {
-                ctxt.error_spanned_by(
-                    &lit,
-                    "a filler is a line the caller hears while the tool runs: write one, such \
-                     as `filler = \"One moment...\"`, or remove `filler`",
-                );
-            } else if text.len() > MAX_FILLER_BYTES {
-                ctxt.error_spanned_by(
-                    &lit,
-                    format!(
-                        "a filler is a short line the caller hears while the tool runs: this one \
-                         has {} bytes, over {MAX_FILLER_BYTES}",
-                        text.len()
-                    ),
-                );
-            }
+            check_filler(ctxt, &lit);
             if written.filler.replace(lit).is_some() {
                 return Err(twice());
             }
@@ -210,6 +169,60 @@ fn read_option(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>, written: &mut Written) -
         other => return Err(meta.error(unknown_option(other))),
     }
     Ok(())
+}
+
+/// `on_barge_in = finish | cancel`; `None` when the policy is not one (reported on `ctxt`).
+fn read_policy(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<(Ident, Policy)>> {
+    let value: Ident = meta.value()?.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "`on_barge_in` takes `finish` (the default: the tool runs on and its result \
+             is filed) or `cancel` (the tool is stopped), written bare: \
+             `on_barge_in = cancel`",
+        )
+    })?;
+    let policy = match value.to_string().as_str() {
+        "finish" => Policy::Finish,
+        "cancel" => Policy::Cancel,
+        other => {
+            ctxt.error_spanned_by(
+                &value,
+                format!(
+                    "`on_barge_in = {other}` is not a policy: write `on_barge_in = \
+                     finish` (the default) or `on_barge_in = cancel`{}",
+                    if other == "background" {
+                        "; for a tool that never holds its turn, write `background` \
+                         on its own"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+            return Ok(None);
+        }
+    };
+    Ok(Some((value, policy)))
+}
+
+/// A filler is a short line, not empty (reported on `ctxt`).
+fn check_filler(ctxt: &Ctxt, lit: &LitStr) {
+    let text = lit.value();
+    if text.trim().is_empty() {
+        ctxt.error_spanned_by(
+            lit,
+            "a filler is a line the caller hears while the tool runs: write one, such \
+             as `filler = \"One moment...\"`, or remove `filler`",
+        );
+    } else if text.len() > MAX_FILLER_BYTES {
+        ctxt.error_spanned_by(
+            lit,
+            format!(
+                "a filler is a short line the caller hears while the tool runs: this one \
+                 has {} bytes, over {MAX_FILLER_BYTES}",
+                text.len()
+            ),
+        );
+    }
 }
 
 /// The error for an option `#[tool]` does not know, with the nearest known one suggested.

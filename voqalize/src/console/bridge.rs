@@ -7,6 +7,8 @@ use std::time::Duration;
 use axum::extract::ws::{Message as PageMessage, WebSocket};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message as BrainMessage;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
@@ -24,28 +26,9 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
     // The tool runs of this call, from a brain in this process (`Console::tool_observer`).
     let (tap, mut tools) = tokio::sync::mpsc::channel(TOOL_EVENTS);
     let _tapped = Tapped::new(&taps, &session_id, tap);
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(settings.max_brain_message))
-        .max_frame_size(Some(settings.max_brain_message));
-    let dialled = tokio::time::timeout(
-        PATIENCE,
-        crate::host::dial::dial(
-            &settings.brain_url,
-            &session_id,
-            settings.token.as_deref(),
-            Some(config),
-        ),
-    )
-    .await
-    .unwrap_or_else(|_| Err(format!("no answer to the upgrade within {PATIENCE:?}").into()));
-    let brain = match dialled {
+    let brain = match dial(&settings, &session_id).await {
         Ok(ws) => ws,
-        Err(e) => {
-            let reason = format!(
-                "could not reach the brain at {}: {}",
-                settings.brain_url,
-                chain(&*e)
-            );
+        Err(reason) => {
             tracing::warn!("console: {}", outside(&reason));
             let _ = send_page(&mut page, &closed(None, &reason), &settings).await;
             return;
@@ -59,17 +42,9 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
     let mut call = Call::new(settings.limits);
     let mut out = call.start(&session_id, settings.init.clone());
     loop {
-        for frame in out.to_brain.drain(..) {
-            let message = BrainMessage::Binary(wire::encode(&frame).into());
-            let sent = match tokio::time::timeout(PATIENCE, brain_tx.send(message)).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(format!("sending to the brain failed: {e}")),
-                Err(_) => Err(format!("the brain took nothing for {PATIENCE:?}")),
-            };
-            if let Err(why) = sent {
-                let _ = send_page(&mut page, &closed(None, &why), &settings).await;
-                return;
-            }
+        if let Err(why) = send_brain(&mut brain_tx, out.to_brain.drain(..)).await {
+            let _ = send_page(&mut page, &closed(None, &why), &settings).await;
+            return;
         }
         for event in out.to_page.drain(..) {
             if let Err(gone) = send_page(&mut page, &event, &settings).await {
@@ -110,38 +85,89 @@ pub(super) async fn run(mut page: WebSocket, settings: Arc<Settings>, taps: Arc<
                 to_page: vec![event],
                 ..Out::default()
             },
-            message = brain_rx.next() => match message {
-                Some(Ok(BrainMessage::Binary(bytes))) => match wire::decode(&bytes) {
-                    Ok(Some(frame)) => call.brain_sent(frame),
-                    Ok(None) => notice("the brain sent a frame of a kind wire v3 does not know".into()),
-                    Err(e) => notice(format!("the brain sent an unreadable frame: {e}")),
-                },
-                Some(Ok(BrainMessage::Text(_))) => {
-                    let mut out = Out::default();
-                    call.once(&mut out, "a text frame (the wire is binary protobuf)");
-                    out
-                }
-                Some(Ok(BrainMessage::Close(frame))) => {
-                    let (code, reason) = frame.map_or((None, String::new()), |f| {
-                        (Some(u16::from(f.code)), f.reason.to_string())
-                    });
-                    let _ = send_page(&mut page, &closed(code, &reason), &settings).await;
-                    return;
-                }
-                Some(Ok(_)) => Out::default(),
-                Some(Err(e)) => {
-                    let why = format!("the brain's socket failed: {e}");
-                    let _ = send_page(&mut page, &closed(None, &why), &settings).await;
-                    return;
-                }
-                None => {
-                    let ended = closed(None, "the brain's socket ended");
+            message = brain_rx.next() => match from_brain(&mut call, message) {
+                Ok(out) => out,
+                Err(ended) => {
                     let _ = send_page(&mut page, &ended, &settings).await;
                     return;
                 }
             },
         };
     }
+}
+
+/// Sends `frames` to the brain, each within [`PATIENCE`]; the error is the reason the page is
+/// shown.
+async fn send_brain(
+    brain: &mut (
+             impl futures_util::Sink<BrainMessage, Error = tokio_tungstenite::tungstenite::Error> + Unpin
+         ),
+    frames: impl Iterator<Item = wire::Frame>,
+) -> Result<(), String> {
+    for frame in frames {
+        let message = BrainMessage::Binary(wire::encode(&frame).into());
+        match tokio::time::timeout(PATIENCE, brain.send(message)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("sending to the brain failed: {e}")),
+            Err(_) => return Err(format!("the brain took nothing for {PATIENCE:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Dials the brain for call `session_id` as Voqalize would, waiting [`PATIENCE`] for its answer;
+/// the error is the reason the page is shown.
+async fn dial(settings: &Settings, session_id: &str) -> Result<WebSocketStream<TcpStream>, String> {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(settings.max_brain_message))
+        .max_frame_size(Some(settings.max_brain_message));
+    let dialled = tokio::time::timeout(
+        PATIENCE,
+        crate::host::dial::dial(
+            &settings.brain_url,
+            session_id,
+            settings.token.as_deref(),
+            Some(config),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| Err(format!("no answer to the upgrade within {PATIENCE:?}").into()));
+    dialled.map_err(|e| {
+        format!(
+            "could not reach the brain at {}: {}",
+            settings.brain_url,
+            chain(&*e)
+        )
+    })
+}
+
+/// What the brain's socket gave (`message`), for the call; `Err` with the page's `closed` event
+/// when the socket closed, failed or ended.
+fn from_brain(
+    call: &mut Call,
+    message: Option<Result<BrainMessage, tokio_tungstenite::tungstenite::Error>>,
+) -> Result<Out, Value> {
+    Ok(match message {
+        Some(Ok(BrainMessage::Binary(bytes))) => match wire::decode(&bytes) {
+            Ok(Some(frame)) => call.brain_sent(frame),
+            Ok(None) => notice("the brain sent a frame of a kind wire v3 does not know".into()),
+            Err(e) => notice(format!("the brain sent an unreadable frame: {e}")),
+        },
+        Some(Ok(BrainMessage::Text(_))) => {
+            let mut out = Out::default();
+            call.once(&mut out, "a text frame (the wire is binary protobuf)");
+            out
+        }
+        Some(Ok(BrainMessage::Close(frame))) => {
+            let (code, reason) = frame.map_or((None, String::new()), |f| {
+                (Some(u16::from(f.code)), f.reason.to_string())
+            });
+            return Err(closed(code, &reason));
+        }
+        Some(Ok(_)) => Out::default(),
+        Some(Err(e)) => return Err(closed(None, &format!("the brain's socket failed: {e}"))),
+        None => return Err(closed(None, "the brain's socket ended")),
+    })
 }
 
 /// Tool runs waiting for the page, per call; past it they are not shown.

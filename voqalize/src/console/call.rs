@@ -159,48 +159,58 @@ impl Call {
         }
     }
 
+    /// A unit opens: kept (the oldest dropped past `open_units`), and shown.
+    fn speech_start(&mut self, speech_id: u64, turn_id: u64) -> Out {
+        let mut out = Out::default();
+        if self.units.contains_key(&speech_id) {
+            self.once(&mut out, "a SpeechStart for a speech id already open");
+            return out;
+        }
+        if self.units.len() >= self.limits.open_units
+            && let Some((_, old)) = self.units.pop_first()
+        {
+            self.kept -= old.text.len();
+        }
+        self.units.insert(
+            speech_id,
+            Unit {
+                text: String::new(),
+            },
+        );
+        out.to_page
+            .push(json!({"type": "speech_start", "speech_id": speech_id, "turn_id": turn_id}));
+        out
+    }
+
+    /// A unit's text: kept within the unit's and the call's bounds, and shown whole.
+    fn speech_chunk(&mut self, speech_id: u64, text: String) -> Out {
+        let Some(unit) = self.units.get_mut(&speech_id) else {
+            let mut out = Out::default();
+            self.once(&mut out, "a SpeechChunk for a unit that is not open");
+            return out;
+        };
+        let room = self
+            .limits
+            .unit_text_bytes
+            .saturating_sub(unit.text.len())
+            .min(self.limits.call_text_bytes.saturating_sub(self.kept));
+        let kept = &text[..text.floor_char_boundary(room)];
+        unit.text.push_str(kept);
+        self.kept += kept.len();
+        Out {
+            to_page: vec![json!({"type": "chunk", "speech_id": speech_id, "text": text})],
+            ..Out::default()
+        }
+    }
+
     /// A frame from the brain, as the page's event (and, for `configure`, the acceptance Voqalize
     /// would send back).
     pub(super) fn brain_sent(&mut self, frame: Frame) -> Out {
         let event = match frame {
             Frame::SpeechStart { speech_id, turn_id } => {
-                let mut out = Out::default();
-                if self.units.contains_key(&speech_id) {
-                    self.once(&mut out, "a SpeechStart for a speech id already open");
-                    return out;
-                }
-                if self.units.len() >= self.limits.open_units
-                    && let Some((_, old)) = self.units.pop_first()
-                {
-                    self.kept -= old.text.len();
-                }
-                self.units.insert(
-                    speech_id,
-                    Unit {
-                        text: String::new(),
-                    },
-                );
-                out.to_page.push(
-                    json!({"type": "speech_start", "speech_id": speech_id, "turn_id": turn_id}),
-                );
-                return out;
+                return self.speech_start(speech_id, turn_id);
             }
-            Frame::SpeechChunk { speech_id, text } => {
-                let Some(unit) = self.units.get_mut(&speech_id) else {
-                    let mut out = Out::default();
-                    self.once(&mut out, "a SpeechChunk for a unit that is not open");
-                    return out;
-                };
-                let room = self
-                    .limits
-                    .unit_text_bytes
-                    .saturating_sub(unit.text.len())
-                    .min(self.limits.call_text_bytes.saturating_sub(self.kept));
-                let kept = &text[..text.floor_char_boundary(room)];
-                unit.text.push_str(kept);
-                self.kept += kept.len();
-                json!({"type": "chunk", "speech_id": speech_id, "text": text})
-            }
+            Frame::SpeechChunk { speech_id, text } => return self.speech_chunk(speech_id, text),
             Frame::SpeechEnd { speech_id } => {
                 json!({"type": "speech_end", "speech_id": speech_id})
             }

@@ -103,15 +103,7 @@ pub fn health_routes<S>(health: super::Health) -> axum::Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    axum::Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route(
-            "/readyz",
-            get(move || {
-                let health = health.clone();
-                async move { health.readiness() }
-            }),
-        )
+    health.routes()
 }
 
 fn upgrade<M: MakeBrain>(

@@ -126,6 +126,23 @@ impl Health {
         self
     }
 
+    /// `GET /healthz` and `GET /readyz` as routes (what
+    /// [`axum::health_routes`](super::axum::health_routes) gives).
+    pub(crate) fn routes<S>(self) -> axum::Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        axum::Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+            .route(
+                "/readyz",
+                axum::routing::get(move || {
+                    let health = self.clone();
+                    async move { health.readiness() }
+                }),
+            )
+    }
+
     /// The shutdown readiness follows (the one [`Health::serve`] stops with).
     pub fn shutdown(&self) -> &Shutdown {
         &self.shutdown
@@ -165,7 +182,7 @@ impl Health {
         let shutdown = self.shutdown.clone();
         let limits = self.port;
         let metrics = self.metrics.clone();
-        let mut app = super::axum::health_routes(self);
+        let mut app = self.routes();
         if let Some(render) = metrics {
             app = app.route(
                 "/metrics",

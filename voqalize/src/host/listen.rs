@@ -138,8 +138,25 @@ impl Default for PortLimits {
     fn default() -> Self {
         PortLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
-            header_timeout: super::tungstenite::HANDSHAKE_TIMEOUT,
+            header_timeout: HANDSHAKE_TIMEOUT,
         }
+    }
+}
+
+/// How long a connection may take to complete the WebSocket handshake (the websockets library's
+/// open timeout, which Voqalize's client uses too); also how long an HTTP port's connection has
+/// for a request head, by default.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP keepalive on an accepted socket: the kernel probes a peer that went silent after 30 s, every
+/// 10 s, so a connection to a host that vanished (no FIN, no RST) fails even below the WebSocket
+/// Pings. For an axum server, set it in `axum::serve(listener.tap_io(...))` the same way.
+pub fn set_keepalive(stream: &TcpStream) {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(30))
+        .with_interval(Duration::from_secs(10));
+    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!("brain: could not set TCP keepalive: {e}");
     }
 }
 
@@ -189,7 +206,7 @@ pub(crate) async fn serve_http(
             let _ = stream.try_write(AT_CAP);
             continue;
         };
-        super::tungstenite::set_keepalive(&stream);
+        set_keepalive(&stream);
         let connection = http
             .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()))
             .with_upgrades();

@@ -4,7 +4,6 @@
 use super::coalesce::Coalesced;
 use std::borrow::Borrow;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -108,9 +107,7 @@ pub async fn serve<M: MakeBrain>(
     }
 }
 
-/// How long a connection may take to complete the WebSocket handshake (the websockets library's
-/// open timeout, which Voqalize's client uses too).
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub use super::listen::{HANDSHAKE_TIMEOUT, set_keepalive};
 
 /// Why [`accept`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -392,18 +389,6 @@ pub(crate) fn channel_error(e: tokio_tungstenite::tungstenite::Error) -> Channel
     match e {
         tokio_tungstenite::tungstenite::Error::Capacity(_) => ChannelError::too_big(e),
         e => ChannelError::new(e),
-    }
-}
-
-/// TCP keepalive on an accepted socket: the kernel probes a peer that went silent after 30 s, every
-/// 10 s, so a connection to a host that vanished (no FIN, no RST) fails even below the WebSocket
-/// Pings. For an axum server, set it in `axum::serve(listener.tap_io(...))` the same way.
-pub fn set_keepalive(stream: &TcpStream) {
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(30))
-        .with_interval(Duration::from_secs(10));
-    if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive) {
-        tracing::debug!("brain: could not set TCP keepalive: {e}");
     }
 }
 

@@ -28,7 +28,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::{Instant, Sleep, sleep, sleep_until, timeout, timeout_at};
 
-use super::endpoint::HttpOptions;
+use super::http_options::HttpOptions;
 use super::sse::{DEFAULT_MAX_EVENT_BYTES, SseError, SseItem, SseParser};
 use crate::logline::outside;
 use crate::recover::lock;

@@ -85,11 +85,12 @@
 //! # let _ = model;
 //! ```
 
-pub use super::endpoint::HttpOptions;
+pub use super::error::StreamError;
 pub use super::history::{
     Call, Chunk, Entry, EntryId, Kept, Part, RequestSpec, Role, ToolChoice, ToolResult, Usage,
 };
 pub use super::http::{HttpRequest, Timeouts};
+pub use super::http_options::HttpOptions;
 pub use super::sse::{SseEvent, SseItem};
 /// A call's arguments (for [`Call::new`]) and the schema dialects of tool declarations (for
 /// `ToolDecl::parameters`), here for a layer's convenience.
@@ -206,79 +207,6 @@ pub trait Decoder: Send {
     fn done(&self) -> bool;
 }
 
-/// What went wrong inside a provider's stream (HTTP-level failures are `ModelError`s of the
-/// transport).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StreamError {
-    /// The provider reported an error inside the stream (an `error` event, `response.failed`, a
-    /// Gemini `{"error": ..}` chunk or bare body).
-    #[error("{provider} reported an error: {message}")]
-    Provider {
-        /// `google`, `openai`, or the chat route's company.
-        provider: String,
-        /// The provider's message (status and code included when given), at most 1 KiB of it.
-        message: String,
-    },
-    /// An event that is not the JSON the provider documents.
-    #[error("malformed {provider} event")]
-    Malformed {
-        /// The provider.
-        provider: String,
-        /// Why it did not parse.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// The stream ended before the provider's terminal event.
-    #[error("the {provider} stream ended before its {expected}")]
-    Truncated {
-        /// The provider.
-        provider: String,
-        /// The event that never came, such as `finishReason` or `[DONE]`.
-        expected: &'static str,
-    },
-    /// The request could not be built (the history or the tool choice is one the provider
-    /// cannot express).
-    #[error("could not build the {provider} request: {why}")]
-    Unbuildable {
-        /// The provider.
-        provider: String,
-        /// Why.
-        why: String,
-    },
-}
-
-impl StreamError {
-    /// [`StreamError::Provider`]: `provider` reported `message` (cut to 1 KiB).
-    pub fn provider(provider: &str, message: impl Into<String>) -> StreamError {
-        super::render::provider_error(provider, message.into())
-    }
-
-    /// [`StreamError::Malformed`], from why the event did not parse.
-    pub fn malformed(
-        provider: &str,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> StreamError {
-        StreamError::Malformed {
-            provider: provider.to_owned(),
-            source: source.into(),
-        }
-    }
-
-    /// [`StreamError::Truncated`]: the stream ended before `expected`, its terminal event.
-    pub fn truncated(provider: &str, expected: &'static str) -> StreamError {
-        StreamError::Truncated {
-            provider: provider.to_owned(),
-            expected,
-        }
-    }
-
-    /// [`StreamError::Unbuildable`]: the request cannot be built, because `why`.
-    pub fn unbuildable(provider: &str, why: impl Into<String>) -> StreamError {
-        super::render::build_error(provider, why)
-    }
-}
-
 /// One event's JSON, read within `budget` bytes of memory (as the history counts them): `None`
 /// when it would take more; it is then read through, never held. A decoder reads each event
 /// with `limits.max_kept_bytes` as its budget and answers a `None` with [`Chunk::cut`], so a
@@ -297,5 +225,5 @@ pub fn parse_event(
 /// A provider's error object (`{"message", "type"|"status", "code"}`) as one line,
 /// `message (type, code)`, for [`StreamError::provider`].
 pub fn error_message(error: &serde_json::Value) -> String {
-    super::render::error_message(error)
+    super::error::error_message(error)
 }

@@ -11,9 +11,11 @@
 //! * `render`: the JSON helpers and construction checks the layers share;
 //! * `body`: a request body as a tree borrowing from the history, serialised straight to bytes;
 //! * `sse`: our Server-Sent Events parser (sans IO), tolerant of what model APIs really send;
+//! * `error`: what goes wrong inside a provider's stream, and its constructors (the bottom file);
 //! * `within`: reading a provider's JSON within a budget of memory;
 //! * `endpoint`: where a layer's requests go: the URL, the headers, a bearer token asked for per
-//!   request, and [`HttpOptions`] (a proxy, extra root certificates, extra headers);
+//!   request;
+//! * `http_options`: [`HttpOptions`] (a proxy, extra root certificates, extra headers);
 //! * `http`: the one pooled HTTP/1.1 client per process, the connect / first-byte / gap timers,
 //!   the byte bound per response, and the single retry before the first byte.
 //!
@@ -24,9 +26,11 @@ pub(crate) mod anthropic;
 pub(crate) mod body;
 pub(crate) mod chat;
 pub(crate) mod endpoint;
+pub(crate) mod error;
 pub(crate) mod gemini;
 pub(crate) mod history;
 pub(crate) mod http;
+pub(crate) mod http_options;
 pub(crate) mod interactions;
 pub mod layer;
 pub(crate) mod openai;
@@ -37,11 +41,11 @@ pub(crate) mod within;
 
 pub use anthropic::{Anthropic, AnthropicBuilder};
 pub use chat::{Chat, ChatBuilder};
-pub use endpoint::HttpOptions;
 pub use gemini::{Gemini, GeminiBuilder};
 pub use history::ToolChoice;
 pub(crate) use http::ModelError;
 pub use http::Timeouts;
+pub use http_options::HttpOptions;
 pub use interactions::{Interactions, InteractionsBuilder};
 pub use openai::{OpenAi, OpenAiBuilder};
 pub use render::LayerError;

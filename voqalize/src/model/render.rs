@@ -6,7 +6,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use super::layer::StreamError;
+use super::error::StreamError;
+pub(crate) use super::error::{
+    build_error, error_message, malformed, malformed_shape, provider_error,
+};
 use crate::tools::{Arguments, ToolSet};
 
 /// Why a layer could not be built. Every check runs once, when the builder's `build` is called,
@@ -277,70 +280,6 @@ pub(crate) fn check_only(provider: &str, tools: &ToolSet, name: &str) -> Result<
             provider,
             format!("the tool choice names {name:?}, which is not among this request's tools"),
         ))
-    }
-}
-
-/// A [`StreamError::Unbuildable`].
-pub(crate) fn build_error(provider: &str, why: impl Into<String>) -> StreamError {
-    StreamError::Unbuildable {
-        provider: provider.to_owned(),
-        why: why.into(),
-    }
-}
-
-/// A [`StreamError::Malformed`] from a parse error.
-pub(crate) fn malformed(provider: &str, source: serde_json::Error) -> StreamError {
-    StreamError::malformed(provider, source)
-}
-
-/// A [`StreamError::Malformed`] for JSON that parsed but is not the documented shape.
-pub(crate) fn malformed_shape(provider: &str, why: &str) -> StreamError {
-    malformed(
-        provider,
-        <serde_json::Error as serde::de::Error>::custom(why),
-    )
-}
-
-/// A provider error object (`{"code", "message", "status"|"type"}`) as one line:
-/// `message (status, code)`, leaving out what is absent.
-pub(crate) fn error_message(error: &Value) -> String {
-    let Some(obj) = error.as_object() else {
-        return match error {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-    };
-    let field = |k: &str| match obj.get(k) {
-        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    let message = field("message").unwrap_or_else(|| error.to_string());
-    let tags: Vec<String> = ["status", "type", "code"]
-        .into_iter()
-        .filter_map(field)
-        .collect();
-    if tags.is_empty() {
-        message
-    } else {
-        format!("{message} ({})", tags.join(", "))
-    }
-}
-
-/// How much of a provider's error message a [`StreamError::Provider`] keeps, in bytes (1 KiB):
-/// enough for any real message, bounded whatever a provider sends.
-pub(crate) const ERROR_MESSAGE_BYTES: usize = 1024;
-
-/// A [`StreamError::Provider`], its message cut to [`ERROR_MESSAGE_BYTES`].
-pub(crate) fn provider_error(provider: &str, message: String) -> StreamError {
-    let message = if message.len() > ERROR_MESSAGE_BYTES {
-        crate::tools::shortened_to(&message, ERROR_MESSAGE_BYTES)
-    } else {
-        message
-    };
-    StreamError::Provider {
-        provider: provider.to_owned(),
-        message,
     }
 }
 

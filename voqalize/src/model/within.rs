@@ -12,9 +12,8 @@ use std::fmt;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::error::{StreamError, malformed};
 use super::history::{ENTRY_BYTES, LIST_BYTES, OBJECT_BYTES, json_bytes};
-use super::layer::StreamError;
-use super::render::malformed;
 
 /// A JSON value read within the bytes `left` holds, which it spends: `Some(value)` when it fits,
 /// `None` (and `left` at 0) when it does not.

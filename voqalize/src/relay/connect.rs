@@ -5,19 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::http::header::InvalidHeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::outbound::BATCH_BYTES;
+use super::outbound::{BATCH_BYTES, Socket};
 use super::{Authorization, PREFIX, Relay, Settings};
 use crate::logline::outside;
-
-/// The relay connection.
-pub(super) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Why [`Relay::serve`](super::Relay::serve) or [`build`](super::RelayBuilder::build) stopped.
 #[derive(Debug, thiserror::Error)]

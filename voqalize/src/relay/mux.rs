@@ -18,9 +18,9 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::Instrument;
 
-use super::connect::{Backoff, RelayError, Socket, connect};
+use super::connect::{Backoff, RelayError, connect};
 use super::inbox::{self, Inbox, Offered};
-use super::outbound::{Backlog, Bounds, Sink, WriteFailed, write_loop};
+use super::outbound::{Backlog, Bounds, Sink, Socket, WriteFailed, write_loop};
 use super::{PREFIX, Prefix, Relay};
 use crate::brain::MakeBrain;
 use crate::channel::{ChannelError, ChannelReceiver, ChannelSender, Incoming};
@@ -393,23 +393,8 @@ async fn run_connection<M: MakeBrain>(
             }
             message = stream.next() => {
                 quiet.as_mut().reset(Instant::now() + silence);
-                match message {
-                    None => break Ended::Lost("the relay closed the connection".into()),
-                    Some(Err(e)) => break Ended::Lost(e.to_string()),
-                    Some(Ok(Message::Close(frame))) => {
-                        if frame.as_ref().is_some_and(|f| u16::from(f.code) == 4000) {
-                            break Ended::NoAgent;
-                        }
-                        break Ended::Lost(format!("closed with {:?}", frame.map(|f| u16::from(f.code))));
-                    }
-                    Some(Ok(Message::Binary(bytes))) => c.route(bytes, draining || shutdown.is_draining()),
-                    Some(Ok(Message::Text(_))) => {
-                        if c.junk.allow() {
-                            tracing::warn!("relay: a text frame; skipping");
-                        }
-                    }
-                    // A Ping or a Pong: the relay is alive (tungstenite answers Pings itself).
-                    Some(Ok(_)) => {}
+                if let Some(ended) = c.received(message, draining || shutdown.is_draining()) {
+                    break ended;
                 }
             }
         }
@@ -460,52 +445,8 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         // A session's own limit, applied after the demux: one message too big ends its session,
         // never the connection (the direct leg closes that call with 1009).
         let too_big = envelope.len() > self.max_message;
-        if let Some(running) = self.sessions.get_mut(&prefix) {
-            let Some(inbox) = &running.inbox else {
-                if self.strays.allow() {
-                    tracing::warn!(
-                        "relay: dropping a frame for session {}, which is ending",
-                        uuid(&prefix)
-                    );
-                }
-                return;
-            };
-            if too_big {
-                if self.oversized.allow() {
-                    tracing::warn!(
-                        "relay: a frame of {} bytes for session {}, over its limit of {} bytes; ending that session",
-                        envelope.len(),
-                        uuid(&prefix),
-                        self.max_message
-                    );
-                }
-                // Its reader sees the end of its inbox after the frames before; the session ends,
-                // told the bound it passed, and sends its End.
-                if let Some(inbox) = running.inbox.take() {
-                    inbox.end(EndReason::BoundExceeded(BoundExceeded::InboundMessage));
-                }
-                return;
-            }
-            match inbox.offer(envelope.clone()) {
-                Offered::Taken => return,
-                // Dropping the frame could lose an `End` or a `Finalize` the session must see;
-                // a session whose reader is this far behind ends instead, and sends its End.
-                Offered::Deaf => {
-                    if self.deaf.allow() {
-                        tracing::warn!(
-                            "relay: session {} is not reading its frames; ending that session",
-                            uuid(&prefix)
-                        );
-                    }
-                    running.inbox = None;
-                    return;
-                }
-                // The session ended and its task has not been reaped yet: the prefix is free,
-                // and a SessionStart on it opens a new session below.
-                Offered::Gone => {
-                    self.sessions.remove(&prefix);
-                }
-            }
+        if self.offer_running(prefix, &envelope, too_big) {
+            return;
         }
         if too_big {
             if self.oversized.allow() {
@@ -538,6 +479,95 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
             );
         }
         self.open(prefix, envelope);
+    }
+
+    /// One message from the relay (`None`: its stream ended); the connection's end when it
+    /// closed, failed or ended.
+    fn received(
+        &mut self,
+        message: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+        draining: bool,
+    ) -> Option<Ended> {
+        match message {
+            None => Some(Ended::Lost("the relay closed the connection".into())),
+            Some(Err(e)) => Some(Ended::Lost(e.to_string())),
+            Some(Ok(Message::Close(frame))) => {
+                if frame.as_ref().is_some_and(|f| u16::from(f.code) == 4000) {
+                    return Some(Ended::NoAgent);
+                }
+                Some(Ended::Lost(format!(
+                    "closed with {:?}",
+                    frame.map(|f| u16::from(f.code))
+                )))
+            }
+            Some(Ok(Message::Binary(bytes))) => {
+                self.route(bytes, draining);
+                None
+            }
+            Some(Ok(Message::Text(_))) => {
+                if self.junk.allow() {
+                    tracing::warn!("relay: a text frame; skipping");
+                }
+                None
+            }
+            // A Ping or a Pong: the relay is alive (tungstenite answers Pings itself).
+            Some(Ok(_)) => None,
+        }
+    }
+
+    /// Offers a frame to the session running under `prefix`; a frame `too_big` ends that
+    /// session, as does one it cannot take. False when no session runs there (or its task
+    /// ended and is not reaped yet: the prefix is free then): the frame may open one.
+    fn offer_running(&mut self, prefix: Prefix, envelope: &Bytes, too_big: bool) -> bool {
+        let Some(running) = self.sessions.get_mut(&prefix) else {
+            return false;
+        };
+        let Some(inbox) = &running.inbox else {
+            if self.strays.allow() {
+                tracing::warn!(
+                    "relay: dropping a frame for session {}, which is ending",
+                    uuid(&prefix)
+                );
+            }
+            return true;
+        };
+        if too_big {
+            if self.oversized.allow() {
+                tracing::warn!(
+                    "relay: a frame of {} bytes for session {}, over its limit of {} bytes; ending that session",
+                    envelope.len(),
+                    uuid(&prefix),
+                    self.max_message
+                );
+            }
+            // Its reader sees the end of its inbox after the frames before; the session ends,
+            // told the bound it passed, and sends its End.
+            if let Some(inbox) = running.inbox.take() {
+                inbox.end(EndReason::BoundExceeded(BoundExceeded::InboundMessage));
+            }
+            return true;
+        }
+        match inbox.offer(envelope.clone()) {
+            Offered::Taken => true,
+            // Dropping the frame could lose an `End` or a `Finalize` the session must see;
+            // a session whose reader is this far behind ends instead, and sends its End.
+            Offered::Deaf => {
+                if self.deaf.allow() {
+                    tracing::warn!(
+                        "relay: session {} is not reading its frames; ending that session",
+                        uuid(&prefix)
+                    );
+                }
+                running.inbox = None;
+                true
+            }
+            // The session ended and its task has not been reaped yet: the prefix is free,
+            // and a SessionStart on it opens a new session below.
+            Offered::Gone => {
+                self.sessions.remove(&prefix);
+                false
+            }
+        }
     }
 
     /// Answers a `SessionStart` this connection will not serve with the session's `End`, so the

@@ -9,12 +9,16 @@ use std::time::Duration;
 
 use futures_util::SinkExt;
 use futures_util::stream::SplitSink;
+use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::Prefix;
-use super::connect::Socket;
 use crate::recover::lock;
+
+/// The relay connection (dialled by `connect`), whose sending half this module writes.
+pub(super) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How many frames one session may have waiting for the socket, whatever their size.
 pub(super) const SESSION_FRAMES: usize = 64;

@@ -326,26 +326,53 @@ impl<M: MakeBrain> Feeder<M> {
         }
     }
 
+    /// Refuses a `SessionStart` for another session than the connection was opened for (the
+    /// direct leg's token names one); true when it did.
+    fn other_session(&mut self, sid: &str) -> bool {
+        let Some(connection) = self.connection.as_deref() else {
+            return false;
+        };
+        if sid == connection {
+            return false;
+        }
+        tracing::error!(
+            "brain: refusing a SessionStart for session {} on a connection opened for {}",
+            outside_n(sid, ID_CHARS),
+            outside_n(connection, ID_CHARS),
+        );
+        self.refuse(
+            ErrorCode::Protocol,
+            "SessionStart names another session than the one this connection was opened for"
+                .to_owned(),
+            "session_id_mismatch",
+        );
+        true
+    }
+
+    /// Refuses a session that speaks another wire version `v` than this SDK; true when it did.
+    fn other_wire(&mut self, v: u32, sid: &str) -> bool {
+        if v == WIRE_VERSION {
+            return false;
+        }
+        tracing::error!(
+            "brain: refusing session {} — Voqalize speaks wire {v}, this SDK speaks {WIRE_VERSION}",
+            outside_n(sid, ID_CHARS)
+        );
+        self.refuse(
+            ErrorCode::WireVersion,
+            format!("wire version mismatch: Voqalize speaks {v}, this SDK speaks {WIRE_VERSION}"),
+            "wire_version_mismatch",
+        );
+        true
+    }
+
     async fn start(&mut self, start: SessionStart) {
         if self.control.session.get().is_some() || self.dead() {
             self.second_start();
             return;
         }
         let sid = start.session_id.clone();
-        if let Some(connection) = self.connection.as_deref()
-            && *sid != *connection
-        {
-            tracing::error!(
-                "brain: refusing a SessionStart for session {} on a connection opened for {}",
-                outside_n(&sid, ID_CHARS),
-                outside_n(connection, ID_CHARS),
-            );
-            self.refuse(
-                ErrorCode::Protocol,
-                "SessionStart names another session than the one this connection was opened for"
-                    .to_owned(),
-                "session_id_mismatch",
-            );
+        if self.other_session(&sid) {
             return;
         }
         let session = Session::new(
@@ -366,19 +393,7 @@ impl<M: MakeBrain> Feeder<M> {
         let _ = self.brain.set(brain.clone());
         crate::metrics::call_started(crate::metrics::leg(self.connection.is_some()));
 
-        if start.wire_version != WIRE_VERSION {
-            let v = start.wire_version;
-            tracing::error!(
-                "brain: refusing session {} — Voqalize speaks wire {v}, this SDK speaks {WIRE_VERSION}",
-                outside_n(&sid, ID_CHARS)
-            );
-            self.refuse(
-                ErrorCode::WireVersion,
-                format!(
-                    "wire version mismatch: Voqalize speaks {v}, this SDK speaks {WIRE_VERSION}"
-                ),
-                "wire_version_mismatch",
-            );
+        if self.other_wire(start.wire_version, &sid) {
             return;
         }
         let fut = context::scope(session.clone(), None, brain.on_session_start(&session));
@@ -468,12 +483,9 @@ impl<M: MakeBrain> Feeder<M> {
     /// hundred messages at once must not run a hundred turns (each a model request) at once. The
     /// feeder waits for a place, so the frames behind the message wait too, on the inbound lane and
     /// its bounds; a barge-in frees places at once (docs/protocol.md §4.4).
-    async fn spawn_turn(&mut self, turn_id: u64, stimulus: Stimulus) {
-        let Some((session, brain)) = self.session() else {
-            return;
-        };
-        // When the user's message was read: its turn's first chunk is timed from here.
-        let read = std::time::Instant::now();
+    /// Waits until fewer than `max_turns` turns run; false when turn `turn_id` fell to the
+    /// watermark meanwhile (a barge-in dropped it: it does not start).
+    async fn room_for(&mut self, turn_id: u64) -> bool {
         let control = self.control.clone();
         loop {
             let ended = control.turn_ended.notified();
@@ -481,12 +493,12 @@ impl<M: MakeBrain> Feeder<M> {
                 let turns = lock(&control.turns);
                 if turn_id <= turns.watermark {
                     tracing::debug!("turn {turn_id} is at or below the watermark; not starting it");
-                    return;
+                    return false;
                 }
                 turns.running.len() < self.max_turns
             };
             if room {
-                break;
+                return true;
             }
             if self.waiting_turns.allow() {
                 tracing::warn!(
@@ -495,6 +507,18 @@ impl<M: MakeBrain> Feeder<M> {
                 );
             }
             ended.await;
+        }
+    }
+
+    async fn spawn_turn(&mut self, turn_id: u64, stimulus: Stimulus) {
+        let Some((session, brain)) = self.session() else {
+            return;
+        };
+        // When the user's message was read: its turn's first chunk is timed from here.
+        let read = std::time::Instant::now();
+        let control = self.control.clone();
+        if !self.room_for(turn_id).await {
+            return;
         }
         // The feeder is the only one that adds turns: the place found above is still free. A
         // barge-in may have come in between.

@@ -126,16 +126,7 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
         let limits = &limits;
         let tape = call.tape.clone();
         let alerts = Arc::new(Alerts::default());
-        let lanes = Arc::new(Lanes::new(
-            limits.max_lane_frames,
-            limits.max_lane_bytes,
-            alerts.clone(),
-        ));
-        let out = Arc::new(Outbound::new(
-            limits.max_lane_frames,
-            limits.max_lane_bytes,
-            alerts.clone(),
-        ));
+        let (lanes, out) = queues(limits, &alerts);
         let control = Arc::new(Control::default());
 
         let feeder = Feeder::new(
@@ -189,15 +180,7 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
                 }
             }
         };
-        let stop = stop.unwrap_or_else(|e| {
-            tracing::error!("session: feeder task failed: {e}");
-            Stop::Closed(crate::session::EndReason::TransportLost(
-                crate::session::TransportLoss::Closed,
-            ))
-        });
-        if stop == Stop::FrameTooBig {
-            close = CLOSE_INTERNAL;
-        }
+        let stop = stopped(stop, &mut close);
 
         if let Some(timer) = lock(&control.end_timer).take() {
             timer.abort();
@@ -212,23 +195,63 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
             Some(sent) => Ok(sent),
             None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
         };
-        let by_peer = matches!(stop, Stop::End | Stop::Cancel);
         if let Some(tape) = &tape {
             out_of_line(tape.finish()).await;
         }
-        match sent {
-            Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
-            Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
-            Err(_) => {
-                tracing::warn!(
-                    "session: the peer did not take the last frames within 1s; dropping them"
-                );
-                debug_assert!(
-                    !matches!(stop, Stop::SendFailed),
-                    "a failed writer has returned"
-                );
-                (Outcome::Ended { close, by_peer }, None)
-            }
+        outcome(sent, &stop, close)
+    }
+}
+
+/// The session's inbound lanes and its outbound lane, each bounded by `limits`.
+fn queues(limits: &Limits, alerts: &Arc<Alerts>) -> (Arc<Lanes>, Arc<Outbound>) {
+    let lanes = Arc::new(Lanes::new(
+        limits.max_lane_frames,
+        limits.max_lane_bytes,
+        alerts.clone(),
+    ));
+    let out = Arc::new(Outbound::new(
+        limits.max_lane_frames,
+        limits.max_lane_bytes,
+        alerts.clone(),
+    ));
+    (lanes, out)
+}
+
+/// How the feeder stopped the session (a feeder task that failed: as a lost transport); a
+/// frame too big sets the close code to `CLOSE_INTERNAL`.
+fn stopped(joined: Result<Stop, tokio::task::JoinError>, close: &mut u16) -> Stop {
+    let stop = joined.unwrap_or_else(|e| {
+        tracing::error!("session: feeder task failed: {e}");
+        Stop::Closed(crate::session::EndReason::TransportLost(
+            crate::session::TransportLoss::Closed,
+        ))
+    });
+    if stop == Stop::FrameTooBig {
+        *close = CLOSE_INTERNAL;
+    }
+    stop
+}
+
+/// The session's outcome from how the writer ended (`sent`: its result, or the drain's timeout),
+/// with the sender back when it drained in time.
+fn outcome<S>(
+    sent: Result<Result<S, ChannelError>, tokio::time::error::Elapsed>,
+    stop: &Stop,
+    close: u16,
+) -> (Outcome, Option<S>) {
+    let by_peer = matches!(stop, Stop::End | Stop::Cancel);
+    match sent {
+        Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
+        Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
+        Err(_) => {
+            tracing::warn!(
+                "session: the peer did not take the last frames within 1s; dropping them"
+            );
+            debug_assert!(
+                !matches!(stop, Stop::SendFailed),
+                "a failed writer has returned"
+            );
+            (Outcome::Ended { close, by_peer }, None)
         }
     }
 }

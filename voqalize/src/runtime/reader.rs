@@ -63,16 +63,8 @@ pub(super) fn read_loop(
             let next = tokio::select! {
                 next = receiver.recv() => next,
                 () = &mut watchdog, if deadline.is_some() => {
-                    if let (true, Some(silence)) = (started, silence) {
-                        why = EndReason::TransportLost(TransportLoss::KeepaliveDeadline);
-                        tracing::warn!(
-                            "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
-                        );
-                    } else {
-                        tracing::warn!(
-                            "session: no SessionStart within {:?} of the upgrade; closing",
-                            limits.start_timeout
-                        );
+                    if let Some(reason) = timed_out(started, silence, limits) {
+                        why = reason;
                     }
                     break;
                 }
@@ -97,37 +89,68 @@ pub(super) fn read_loop(
             if bytes.is_empty() {
                 continue;
             }
-            match wire::decode_limited(&bytes, limits.max_json) {
-                Ok(Some(frame)) => {
-                    if let Some(tape) = tape {
-                        tape.frame_in(&bytes, &frame);
-                    }
-                    route(frame, lanes, out, control, limits.request_timeout);
-                }
-                Ok(None) => {
-                    if junk.allow() {
-                        tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
-                    }
-                }
-                Err(wire::WireError::BadInit { session_id, why }) => {
-                    if junk.allow() {
-                        tracing::error!("session: {}", outside(&why));
-                    }
-                    let first = !control.started.swap(true, Ordering::AcqRel);
-                    start_lane(lanes, first, Inbound::BadStart(session_id));
-                }
-                Err(e) => {
-                    if junk.allow() {
-                        tracing::error!(
-                            "session: malformed payload; skipping: {}",
-                            outside(&e.to_string())
-                        );
-                    }
-                }
-            }
+            decoded(&bytes, &mut junk, lanes, out, control, limits, tape);
         }
         lanes.stop(Stop::Closed(why));
         close
+    }
+}
+
+/// The watchdog fired: logs why, and returns the end reason when it is a keepalive's (no
+/// `SessionStart` in time leaves the reason a closed transport).
+fn timed_out(started: bool, silence: Option<Duration>, limits: &Limits) -> Option<EndReason> {
+    if let (true, Some(silence)) = (started, silence) {
+        tracing::warn!(
+            "session: nothing from the peer for {silence:?}, not even a Pong; closing a half-open connection"
+        );
+        Some(EndReason::TransportLost(TransportLoss::KeepaliveDeadline))
+    } else {
+        tracing::warn!(
+            "session: no SessionStart within {:?} of the upgrade; closing",
+            limits.start_timeout
+        );
+        None
+    }
+}
+
+/// One binary message: decoded (within `limits.max_json`), recorded, and routed; what does not
+/// decode is skipped, logged through `junk`.
+fn decoded(
+    bytes: &[u8],
+    junk: &mut Repeated,
+    lanes: &Arc<Lanes>,
+    out: &Outbound,
+    control: &Control,
+    limits: &Limits,
+    tape: Option<&Tape>,
+) {
+    match wire::decode_limited(bytes, limits.max_json) {
+        Ok(Some(frame)) => {
+            if let Some(tape) = tape {
+                tape.frame_in(bytes, &frame);
+            }
+            route(frame, lanes, out, control, limits.request_timeout);
+        }
+        Ok(None) => {
+            if junk.allow() {
+                tracing::warn!("wire: envelope with no known body (newer peer?); skipping");
+            }
+        }
+        Err(wire::WireError::BadInit { session_id, why }) => {
+            if junk.allow() {
+                tracing::error!("session: {}", outside(&why));
+            }
+            let first = !control.started.swap(true, Ordering::AcqRel);
+            start_lane(lanes, first, Inbound::BadStart(session_id));
+        }
+        Err(e) => {
+            if junk.allow() {
+                tracing::error!(
+                    "session: malformed payload; skipping: {}",
+                    outside(&e.to_string())
+                );
+            }
+        }
     }
 }
 

@@ -4,10 +4,11 @@
 //! starts in this module; the runtime that drives a brain sits above it in `crate::runtime`.
 
 pub(crate) mod context;
+mod current_call;
 mod ending;
 mod error;
 mod heard;
-mod history;
+mod heard_history;
 pub(crate) mod outbound;
 mod step;
 mod tool_call;
@@ -22,16 +23,17 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
+pub use current_call::CurrentCall;
 pub use ending::{BoundExceeded, EndReason, TransportLoss};
 pub use error::SessionError;
 pub use heard::HeardLines;
-pub use history::{AnswerPart, HeardHistory};
+pub use heard_history::{AnswerPart, HeardHistory};
 pub use step::Step;
 pub(crate) use tool_call::Answered;
+pub use tool_call::MAX_PROGRESS_BYTES;
 #[cfg(feature = "model")]
 pub(crate) use tool_call::PROGRESS_QUEUE;
 pub(crate) use tool_call::ToolWatch;
-pub use tool_call::{CurrentCall, MAX_PROGRESS_BYTES};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
 pub(crate) use units::shared_prefix;

@@ -69,126 +69,150 @@ pub(super) struct Settle {
 impl Settle {
     /// Answers the call with `outcome`; `false` when the call was answered already (a second
     /// answer changes nothing in the history, but its trace is written).
-    pub(super) fn answer(self, mut outcome: ToolOutcome) -> bool {
-        let Settle {
-            inner,
-            session,
-            turn_id,
-            cancelled,
-            model_entry,
-            ordinal,
-            call_id,
-            called,
-            kept,
-            decl,
-            seen,
-            watched,
-            ran,
-            policy,
-            started,
-            taping,
-            span,
-            steps,
-        } = self;
-        let end = if policy == ToolPolicy::Background && ran {
+    pub(super) fn answer(mut self, mut outcome: ToolOutcome) -> bool {
+        let end = if self.policy == ToolPolicy::Background && self.ran {
             RunEnd::Background
-        } else if cancelled.load(std::sync::atomic::Ordering::Acquire) {
+        } else if self.cancelled.load(std::sync::atomic::Ordering::Acquire) {
             RunEnd::AfterBargeIn
         } else {
             RunEnd::InTurn
         };
-        if ran {
+        if self.ran {
             if let Err(e) = &outcome.result
-                && allowed(&inner, |log| &mut log.failed_calls)
+                && allowed(&self.inner, |log| &mut log.failed_calls)
             {
-                tracing::warn!("tool {} failed: {}", outside(&called), outside(&e.message));
+                tracing::warn!(
+                    "tool {} failed: {}",
+                    outside(&self.called),
+                    outside(&e.message)
+                );
             }
-            over_budget(&inner, decl, &outcome);
+            over_budget(&self.inner, self.decl, &outcome);
         }
-        let guards = &inner.settings.guards;
-        let arguments = seen.unwrap_or(Value::Null);
-        let checked = GuardedCall {
-            name: &kept,
-            arguments: &arguments,
-            turn_id,
-            session_id: session.id(),
-        };
-        let mut response = bounded(outcome.response(), inner.settings.max_result_bytes);
-        let after = if ran {
-            guards.after(&checked, &mut response)
-        } else {
-            Verdict::Allowed
-        };
-        if !matches!(after, Verdict::Allowed) {
-            guarded(&inner, &session, turn_id, &kept, &after, "after");
-            outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
-        }
+        let arguments = self.seen.take().unwrap_or(Value::Null);
+        let response = self.checked_after(&mut outcome, &arguments);
         let outcome_name = match &outcome.result {
             Ok(_) => "ok",
             Err(e) => e.kind.name(),
         };
-        if let Err(e) = &outcome.result {
-            span.record("error.type", e.kind.name());
+        self.trace(&outcome, outcome_name, end, &arguments, &response);
+        let filed = self.file(end, response);
+        self.inner.settled.notify_waiters();
+        self.report(end, outcome_name);
+        filed
+    }
+
+    /// The result the model reads (bounded), once the guard after the tool has read it: a
+    /// refusal there turns `outcome` into a refused call.
+    fn checked_after(&self, outcome: &mut ToolOutcome, arguments: &Value) -> Value {
+        let checked = GuardedCall {
+            name: &self.kept,
+            arguments,
+            turn_id: self.turn_id,
+            session_id: self.session.id(),
+        };
+        let mut response = bounded(outcome.response(), self.inner.settings.max_result_bytes);
+        let after = if self.ran {
+            self.inner.settings.guards.after(&checked, &mut response)
+        } else {
+            Verdict::Allowed
+        };
+        if !matches!(after, Verdict::Allowed) {
+            guarded(
+                &self.inner,
+                &self.session,
+                self.turn_id,
+                &self.kept,
+                &after,
+                "after",
+            );
+            outcome.result = Err(ToolError::new(ToolErrorKind::Refused, String::new()));
         }
-        span.record("voqalize.tool.end", end.name());
-        guards.observe(&ToolRun {
-            session_id: checked.session_id,
-            turn_id,
-            name: &kept,
-            arguments: &arguments,
-            response: &response,
+        response
+    }
+
+    /// What the answer leaves behind besides the history: the span's fields, the observers,
+    /// the metrics, the recording's line and the session's tool watcher.
+    fn trace(
+        &mut self,
+        outcome: &ToolOutcome,
+        outcome_name: &'static str,
+        end: RunEnd,
+        arguments: &Value,
+        response: &Value,
+    ) {
+        if let Err(e) = &outcome.result {
+            self.span.record("error.type", e.kind.name());
+        }
+        self.span.record("voqalize.tool.end", end.name());
+        let ran = self.ran;
+        self.inner.settings.guards.observe(&ToolRun {
+            session_id: self.session.id(),
+            turn_id: self.turn_id,
+            name: &self.kept,
+            arguments,
+            response,
             duration: if ran { outcome.elapsed } else { Duration::ZERO },
             ran,
             outcome: outcome_name,
             end,
         });
         crate::metrics::tool_run(
-            decl.map_or("unknown", ToolDecl::name),
+            self.decl.map_or("unknown", ToolDecl::name),
             outcome_name,
             end.name(),
             ran.then_some(outcome.elapsed),
         );
-        taping.answered(outcome_name, end);
-        session.tool_answered(|| crate::session::Answered {
-            turn_id,
-            name: called.clone(),
+        self.taping.answered(outcome_name, end);
+        let watched = self.watched.take();
+        self.session.tool_answered(|| crate::session::Answered {
+            turn_id: self.turn_id,
+            name: self.called.clone(),
             arguments: watched.unwrap_or(Value::Null),
             outcome: outcome_name.to_owned(),
             end: end.name(),
         });
-        let filed = if end == RunEnd::Background {
+    }
+
+    /// Files `response` right after its call (a `Background` run's as a note); `false` when the
+    /// call was answered already.
+    fn file(&mut self, end: RunEnd, response: Value) -> bool {
+        let kept = &self.kept;
+        if end == RunEnd::Background {
             let note = format!(
                 "(The background tool {kept} finished{}: {response})",
-                call_id
+                self.call_id
                     .as_deref()
                     .map(|id| format!(" (call {id})"))
                     .unwrap_or_default()
             );
-            lock(&inner.conversation).push_note(&note);
+            lock(&self.inner.conversation).push_note(&note);
             true
         } else {
             let result = ToolResult {
-                call_id,
+                call_id: self.call_id.take(),
                 name: kept.clone(),
                 response,
             };
-            lock(&inner.conversation).answer(model_entry, ordinal, result)
-        };
-        inner.settled.notify_waiters();
-        // A `tool` step for a tool that ran; a call refused because tools were off, or by a guard
-        // before it ran, did not. A run that ended after its turn is reported even so: it ran.
-        if steps && ran {
-            let ms = u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX);
-            let mut step = Step::new("tool", kept).duration_ms(ms);
-            if end != RunEnd::InTurn {
-                step = step.count(end.name(), 1);
-            }
-            if matches!(outcome_name, "cancelled" | "timed_out") {
-                step = step.count(outcome_name, 1);
-            }
-            report(&session, step, turn_id, end != RunEnd::InTurn);
+            lock(&self.inner.conversation).answer(self.model_entry, self.ordinal, result)
         }
-        filed
+    }
+
+    /// A `tool` step for a tool that ran; a call refused because tools were off, or by a guard
+    /// before it ran, did not. A run that ended after its turn is reported even so: it ran.
+    fn report(self, end: RunEnd, outcome_name: &str) {
+        if !(self.steps && self.ran) {
+            return;
+        }
+        let ms = u32::try_from(self.started.elapsed().as_millis()).unwrap_or(u32::MAX);
+        let mut step = Step::new("tool", self.kept).duration_ms(ms);
+        if end != RunEnd::InTurn {
+            step = step.count(end.name(), 1);
+        }
+        if matches!(outcome_name, "cancelled" | "timed_out") {
+            step = step.count(outcome_name, 1);
+        }
+        report(&self.session, step, self.turn_id, end != RunEnd::InTurn);
     }
 }
 

@@ -145,7 +145,7 @@ impl ToolTaping {
     }
 
     /// The call was answered with `outcome` (`ok`, or the error's kind), at `end`.
-    pub(super) fn answered(mut self, outcome: &str, end: crate::tools::RunEnd) {
+    pub(super) fn answered(&mut self, outcome: &str, end: crate::tools::RunEnd) {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
             tape.tool(turn_id, &name, arguments, outcome, end.name());
         }

@@ -37,7 +37,7 @@ use crate::brain::BrainResult;
 use crate::logline::Repeated;
 use crate::model::history::{Call, Chunk, Part, RequestSpec, Usage, arguments_bytes, label_of};
 use crate::model::http::{self, EventStream};
-use crate::model::layer::{Decoder, HttpRequest, Layer};
+use crate::model::layer::{Decoder, HttpRequest, Layer, SseItem};
 use crate::model::{ModelError, ToolChoice};
 use crate::session::{Session, Turn};
 use crate::tools::{ToolSet, Toolbox};
@@ -346,6 +346,33 @@ async fn before<T>(
         .map_err(|_| RequestError::Deadline(limit))
 }
 
+/// The chunks of one read of the stream (`next`), and whether it was the stream's last: its end,
+/// or a response past its byte bound (`end` is cut then).
+fn decode(
+    layer: &dyn Layer,
+    decoder: &mut dyn Decoder,
+    next: Option<Result<SseItem, ModelError>>,
+    end: &mut RequestEnd,
+) -> Result<(Vec<Chunk>, bool), RequestError> {
+    match next {
+        Some(Ok(item)) => {
+            let chunks = layer_code(layer.provider(), "decoding the stream", || {
+                decoder.item(item)
+            })?;
+            Ok((chunks, false))
+        }
+        Some(Err(ModelError::ResponseTooLarge { limit })) => {
+            end.cut = Some(Tripped::ResponseBytes(limit));
+            Ok((Vec::new(), true))
+        }
+        Some(Err(e)) => Err(e.into()),
+        None => {
+            let rest = layer_code(layer.provider(), "ending the stream", || decoder.end())?;
+            Ok((rest, true))
+        }
+    }
+}
+
 /// What [`TurnState::write_parts`] stopped at.
 enum Next {
     /// A call, kept in the response's tally and with the speech before it released: run it.
@@ -401,26 +428,7 @@ impl TurnState<'_> {
     ) -> Result<RequestEnd, RequestError> {
         let (bounds, deadline) = (self.bounds, self.deadline);
         let limit = bounds.turn_deadline;
-        let open = http::open(
-            request,
-            layer.timeouts(),
-            bounds.response_bytes,
-            layer.http(),
-        );
-        // On a recorded call, the request's line is written however it ends (a barge-in drops
-        // this future mid-stream).
-        let mut taping = Taping::sent(self.session.tape(), layer, request);
-        let opened: EventStream = match before(deadline, limit, open).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => {
-                taping.unanswered(&e);
-                return Err(e.into());
-            }
-            Err(e) => {
-                taping.unsent(&e);
-                return Err(e);
-            }
-        };
+        let (mut taping, opened) = self.open(layer, request).await?;
         let stream = taping.read(opened);
         self.request_id = stream.request_id().map(str::to_owned);
         let mut decoder: Box<dyn Decoder> = layer.decoder(bounds.decode());
@@ -446,37 +454,9 @@ impl TurnState<'_> {
                 () = self.answer_next(&mut answering, &mut end), if !answering.is_empty() => continue,
                 next = stream.next() => next,
             };
-            let chunks = match next {
-                Some(Ok(item)) => {
-                    match layer_code(layer.provider(), "decoding the stream", || {
-                        decoder.item(item)
-                    }) {
-                        Ok(chunks) => chunks,
-                        Err(e) => break Err(e.into()),
-                    }
-                }
-                Some(Err(ModelError::ResponseTooLarge { limit })) => {
-                    end.cut = Some(Tripped::ResponseBytes(limit));
-                    break Ok(());
-                }
-                Some(Err(e)) => break Err(e.into()),
-                None => {
-                    let rest =
-                        match layer_code(layer.provider(), "ending the stream", || decoder.end()) {
-                            Ok(rest) => rest,
-                            Err(e) => break Err(e.into()),
-                        };
-                    for chunk in rest {
-                        end.add(
-                            self.chunk(brain, tools, tools_off, chunk, &mut answering)
-                                .await,
-                        );
-                        if end.cut.is_some() {
-                            break;
-                        }
-                    }
-                    break Ok(());
-                }
+            let (chunks, last) = match decode(layer, &mut *decoder, next, &mut end) {
+                Ok(decoded) => decoded,
+                Err(e) => break Err(e),
             };
             for chunk in chunks {
                 end.add(
@@ -487,7 +467,7 @@ impl TurnState<'_> {
                     break;
                 }
             }
-            if end.cut.is_some() || decoder.done() {
+            if last || end.cut.is_some() || decoder.done() {
                 break Ok(());
             }
             self.pace().await;
@@ -506,6 +486,34 @@ impl TurnState<'_> {
         }
         self.end_request();
         Ok(end)
+    }
+
+    /// Sends `request` within the turn's deadline. On a recorded call, the request's line is
+    /// written however it ends (a barge-in drops the stream's future mid-stream).
+    async fn open(
+        &self,
+        layer: &dyn Layer,
+        request: &HttpRequest,
+    ) -> Result<(Taping, EventStream), RequestError> {
+        let (bounds, deadline) = (self.bounds, self.deadline);
+        let open = http::open(
+            request,
+            layer.timeouts(),
+            bounds.response_bytes,
+            layer.http(),
+        );
+        let taping = Taping::sent(self.session.tape(), layer, request);
+        match before(deadline, bounds.turn_deadline, open).await {
+            Ok(Ok(stream)) => Ok((taping, stream)),
+            Ok(Err(e)) => {
+                taping.unanswered(&e);
+                Err(e.into())
+            }
+            Err(e) => {
+                taping.unsent(&e);
+                Err(e)
+            }
+        }
     }
 
     /// One decoded chunk: parts in order (a call runs the moment it is read), then the finish. A part

@@ -168,16 +168,7 @@ fn to_body(frame: &Frame) -> Body {
             speech_id: *speech_id,
             heard_text: heard_text.clone(),
         }),
-        Frame::Response(r) => Body::Response(proto::Response {
-            request_id: r.request_id,
-            status: if r.accepted {
-                proto::Status::Accepted as i32
-            } else {
-                proto::Status::Rejected as i32
-            },
-            detail: r.detail.clone(),
-            code: r.code.map_or(0, ErrorCode::number),
-        }),
+        Frame::Response(r) => Body::Response(response_to_proto(r)),
         Frame::SpeechStart { speech_id, turn_id } => Body::SpeechStart(proto::SpeechStart {
             speech_id: *speech_id,
             turn_id: *turn_id,
@@ -214,16 +205,33 @@ fn to_body(frame: &Frame) -> Body {
             message: e.message.clone(),
             fatal: e.fatal,
         }),
-        Frame::TurnStep(t) => Body::TurnStep(proto::TurnStep {
-            turn_id: t.turn_id,
-            kind: t.kind.clone(),
-            name: t.name.clone(),
-            provider: t.provider.clone(),
-            start_ms: t.start_ms,
-            duration_ms: t.duration_ms,
-            first_output_ms: t.first_output_ms,
-            counts: t.counts.clone(),
-        }),
+        Frame::TurnStep(t) => Body::TurnStep(turn_step_to_proto(t)),
+    }
+}
+
+fn response_to_proto(r: &Response) -> proto::Response {
+    proto::Response {
+        request_id: r.request_id,
+        status: if r.accepted {
+            proto::Status::Accepted as i32
+        } else {
+            proto::Status::Rejected as i32
+        },
+        detail: r.detail.clone(),
+        code: r.code.map_or(0, ErrorCode::number),
+    }
+}
+
+fn turn_step_to_proto(t: &TurnStep) -> proto::TurnStep {
+    proto::TurnStep {
+        turn_id: t.turn_id,
+        kind: t.kind.clone(),
+        name: t.name.clone(),
+        provider: t.provider.clone(),
+        start_ms: t.start_ms,
+        duration_ms: t.duration_ms,
+        first_output_ms: t.first_output_ms,
+        counts: t.counts.clone(),
     }
 }
 

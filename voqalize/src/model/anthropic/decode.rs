@@ -110,46 +110,10 @@ impl AnthropicDecoder {
             }
             Some("content_block_stop") => Vec::new(),
             Some("message_delta") => {
-                self.read_usage(&event["usage"]);
-                let delta = &event["delta"];
-                if let Some(reason) = delta["stop_reason"].as_str() {
-                    self.stop_reason = Some(label_of(reason));
-                    self.abnormal_stop = (!NORMAL_STOPS.contains(&reason))
-                        .then(|| stop_text(reason, stop_details(&delta["stop_details"]).as_deref()))
-                        .flatten();
-                }
+                self.message_delta(&event);
                 Vec::new()
             }
-            Some("message_stop") => {
-                self.done = true;
-                // A `tool_use` block still open at the end was cut off (every recorded stream
-                // stops each block before its `message_delta`; one that ran into `max_tokens`
-                // never stops its call's block): its call never runs.
-                let cut_call = match self.block.take() {
-                    Some((
-                        _,
-                        Block::ToolUse {
-                            id,
-                            name,
-                            arguments,
-                            ..
-                        },
-                    )) => Some(assembled_call(&mut self.ids, id, name, arguments)),
-                    other => {
-                        self.block = other;
-                        None
-                    }
-                };
-                let mut chunk = Chunk::new(self.stop()).ending(false);
-                chunk.cut_call = cut_call;
-                chunk.abnormal_stop = self.abnormal_stop.take();
-                chunk.response_id = self.response_id.take();
-                chunk.finish_reason = self.stop_reason.take();
-                if self.usage_seen {
-                    chunk = chunk.with_usage(self.usage);
-                }
-                return Ok(vec![chunk]);
-            }
+            Some("message_stop") => return Ok(vec![self.message_stop()]),
             Some("error") => {
                 return Err(provider_error(PROVIDER, error_message(&event["error"])));
             }
@@ -161,6 +125,50 @@ impl AnthropicDecoder {
         } else {
             vec![Chunk::new(parts)]
         })
+    }
+
+    /// A `message_delta`: the usage so far, and why the message stopped.
+    fn message_delta(&mut self, event: &Value) {
+        self.read_usage(&event["usage"]);
+        let delta = &event["delta"];
+        if let Some(reason) = delta["stop_reason"].as_str() {
+            self.stop_reason = Some(label_of(reason));
+            self.abnormal_stop = (!NORMAL_STOPS.contains(&reason))
+                .then(|| stop_text(reason, stop_details(&delta["stop_details"]).as_deref()))
+                .flatten();
+        }
+    }
+
+    /// `message_stop`: the finishing chunk.
+    fn message_stop(&mut self) -> Chunk {
+        self.done = true;
+        // A `tool_use` block still open at the end was cut off (every recorded stream
+        // stops each block before its `message_delta`; one that ran into `max_tokens`
+        // never stops its call's block): its call never runs.
+        let cut_call = match self.block.take() {
+            Some((
+                _,
+                Block::ToolUse {
+                    id,
+                    name,
+                    arguments,
+                    ..
+                },
+            )) => Some(assembled_call(&mut self.ids, id, name, arguments)),
+            other => {
+                self.block = other;
+                None
+            }
+        };
+        let mut chunk = Chunk::new(self.stop()).ending(false);
+        chunk.cut_call = cut_call;
+        chunk.abnormal_stop = self.abnormal_stop.take();
+        chunk.response_id = self.response_id.take();
+        chunk.finish_reason = self.stop_reason.take();
+        if self.usage_seen {
+            chunk = chunk.with_usage(self.usage);
+        }
+        chunk
     }
 
     /// Usage fields present in `u` replace the ones read before (`message_delta` carries the

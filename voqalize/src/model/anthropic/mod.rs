@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, reach_setters};
+use crate::model::endpoint::{Endpoint, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
+use crate::model::http_options::HttpOptions;
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
     LayerError, check_base_url, check_header, check_model, check_options, check_word, env_var,

@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
+use crate::model::endpoint::{Endpoint, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
+use crate::model::http_options::HttpOptions;
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
     LayerError, check_base_url, check_header, check_model, check_options, check_word, env_var,
@@ -301,25 +302,12 @@ impl ChatBuilder {
             }
             (None, false, false) => {}
         }
-        let url = match (self.azure, &self.api_version) {
-            (false, None) => format!("{base_url}/chat/completions"),
-            (false, Some(version)) => {
-                return Err(LayerError::BadSetting {
-                    setting: "api_version",
-                    value: version.clone(),
-                    why: "only Azure OpenAI takes an api-version (Chat::azure)",
-                });
-            }
-            (true, None) => format!("{base_url}/openai/v1/chat/completions"),
-            (true, Some(version)) => {
-                check_word("API version", version)?;
-                check_word("Azure deployment", &self.model)?;
-                format!(
-                    "{base_url}/openai/deployments/{}/chat/completions?api-version={version}",
-                    self.model
-                )
-            }
-        };
+        let url = chat_url(
+            &base_url,
+            self.azure,
+            self.api_version.as_deref(),
+            &self.model,
+        )?;
         if let Some(effort) = &self.reasoning_effort {
             check_word("reasoning effort", effort)?;
         }
@@ -343,6 +331,32 @@ impl ChatBuilder {
             }),
         })
     }
+}
+
+/// The chat completions URL under `base_url`: OpenAI's, or Azure OpenAI's (`azure`), by
+/// deployment (`model`) when an `api_version` is given.
+fn chat_url(
+    base_url: &str,
+    azure: bool,
+    api_version: Option<&str>,
+    model: &str,
+) -> Result<String, LayerError> {
+    Ok(match (azure, api_version) {
+        (false, None) => format!("{base_url}/chat/completions"),
+        (false, Some(version)) => {
+            return Err(LayerError::BadSetting {
+                setting: "api_version",
+                value: version.to_owned(),
+                why: "only Azure OpenAI takes an api-version (Chat::azure)",
+            });
+        }
+        (true, None) => format!("{base_url}/openai/v1/chat/completions"),
+        (true, Some(version)) => {
+            check_word("API version", version)?;
+            check_word("Azure deployment", model)?;
+            format!("{base_url}/openai/deployments/{model}/chat/completions?api-version={version}")
+        }
+    })
 }
 
 /// The company behind a route such as `anthropic/claude-x`: the prefix before the first `/`,

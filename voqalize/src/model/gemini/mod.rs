@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::endpoint::{Endpoint, HttpOptions, TokenFn, reach_setters};
+use crate::model::endpoint::{Endpoint, TokenFn, reach_setters};
 use crate::model::history::RequestSpec;
 use crate::model::http::{HttpRequest, Timeouts};
+use crate::model::http_options::HttpOptions;
 use crate::model::layer::{DecodeLimits, Decoder, Layer, StreamError};
 use crate::model::render::{
     LayerError, check_base_url, check_header, check_options, check_word, env_var,
@@ -329,54 +330,14 @@ impl GeminiBuilder {
             check_header(PROVIDER, "API key", &api_key)?;
             headers.insert(0, ("x-goog-api-key".to_owned(), api_key));
         }
-        let model = self
-            .model
-            .strip_prefix("models/")
-            .unwrap_or(&self.model)
-            .to_owned();
-        if model.is_empty()
-            || model
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '#' | ':'))
-        {
-            return Err(LayerError::BadModel {
-                model: self.model,
-                why: "it must be a non-empty name without '/', '?', '#', ':' or whitespace",
-            });
-        }
+        let model = model_name(self.model)?;
         let base_url = check_base_url(&self.base_url)?;
         check_word("API version", &self.api_version)?;
         if let Some(level) = &self.thinking_level {
             check_word("thinking level", level)?;
         }
         let mut options = self.options;
-        check_options(PROVIDER, &options, RESERVED)?;
-        if options.contains_key("generation_config") {
-            return Err(LayerError::BadOption {
-                key: "generation_config".into(),
-                expected: "spelled generationConfig (its keys are merged with the SDK's)",
-            });
-        }
-        let generation_config = match options.shift_remove("generationConfig") {
-            None => Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(_) => {
-                return Err(LayerError::BadOption {
-                    key: "generationConfig".into(),
-                    expected: "a JSON object",
-                });
-            }
-        };
-        if self.thinking_level.is_some()
-            && let Some(key) = ["thinkingConfig", "thinking_config"]
-                .into_iter()
-                .find(|k| generation_config.contains_key(*k))
-        {
-            return Err(LayerError::OptionClash {
-                key: format!("generationConfig.{key}"),
-                setting: "thinking_level (pass thinking_level(None) to send your own)",
-            });
-        }
+        let generation_config = generation_config(&mut options, self.thinking_level.is_some())?;
         let url = match &self.vertex {
             None => format!(
                 "{base_url}/{}/models/{model}:streamGenerateContent?alt=sse",
@@ -402,6 +363,61 @@ impl GeminiBuilder {
             }),
         })
     }
+}
+
+/// The model's name (`models/` taken off), checked to fit in the URL's path.
+fn model_name(written: String) -> Result<String, LayerError> {
+    let model = written
+        .strip_prefix("models/")
+        .unwrap_or(&written)
+        .to_owned();
+    if model.is_empty()
+        || model
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '?' | '#' | ':'))
+    {
+        return Err(LayerError::BadModel {
+            model: written,
+            why: "it must be a non-empty name without '/', '?', '#', ':' or whitespace",
+        });
+    }
+    Ok(model)
+}
+
+/// The options checked, and the `generationConfig` option taken out of them (its keys are
+/// merged with the SDK's); with a thinking level set (`thinking`) it may not carry its own.
+fn generation_config(
+    options: &mut Map<String, Value>,
+    thinking: bool,
+) -> Result<Map<String, Value>, LayerError> {
+    check_options(PROVIDER, options, RESERVED)?;
+    if options.contains_key("generation_config") {
+        return Err(LayerError::BadOption {
+            key: "generation_config".into(),
+            expected: "spelled generationConfig (its keys are merged with the SDK's)",
+        });
+    }
+    let generation_config = match options.shift_remove("generationConfig") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(LayerError::BadOption {
+                key: "generationConfig".into(),
+                expected: "a JSON object",
+            });
+        }
+    };
+    if thinking
+        && let Some(key) = ["thinkingConfig", "thinking_config"]
+            .into_iter()
+            .find(|k| generation_config.contains_key(*k))
+    {
+        return Err(LayerError::OptionClash {
+            key: format!("generationConfig.{key}"),
+            setting: "thinking_level (pass thinking_level(None) to send your own)",
+        });
+    }
+    Ok(generation_config)
 }
 
 impl Layer for Gemini {

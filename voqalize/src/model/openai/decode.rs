@@ -56,69 +56,10 @@ impl OpenAiDecoder {
             Some("response.output_text.delta" | "response.refusal.delta") => {
                 Ok(text(obj.get("delta")))
             }
-            Some("response.output_item.done") => {
-                let item = obj.get("item").unwrap_or(&Value::Null);
-                let part = match item.get("type").and_then(Value::as_str) {
-                    // An item the output stopped in is `incomplete` (a server that sends no
-                    // status sends whole calls): its call never runs.
-                    Some("function_call")
-                        if item
-                            .get("status")
-                            .and_then(Value::as_str)
-                            .is_some_and(|status| status != "completed") =>
-                    {
-                        return Ok(vec![Chunk {
-                            cut_call: Some(call_part(item)?),
-                            ..Chunk::default()
-                        }]);
-                    }
-                    Some("function_call") => call_part(item)?,
-                    Some("reasoning") => Part::Thought {
-                        raw: as_input_item(item),
-                    },
-                    // The message whose text came as deltas: kept (never spoken again) so that a
-                    // reasoning item before it can be replayed with it (`model_items`). Its
-                    // `status` stays: an output message given back as input requires one.
-                    Some("message") => Part::Other {
-                        raw: without_nulls(item),
-                    },
-                    _ => return Ok(Vec::new()),
-                };
-                Ok(vec![Chunk {
-                    parts: vec![part],
-                    ..Chunk::default()
-                }])
-            }
+            Some("response.output_item.done") => item_done(obj.get("item").unwrap_or(&Value::Null)),
             Some("response.completed" | "response.incomplete") => {
                 self.done = true;
-                let usage = event
-                    .pointer("/response/usage")
-                    .filter(|u| u.is_object())
-                    .map(usage);
-                let response = event.get("response").unwrap_or(&Value::Null);
-                // `incomplete`'s reason (`max_output_tokens`...) says more than its status.
-                let reason = response
-                    .pointer("/incomplete_details/reason")
-                    .and_then(Value::as_str);
-                let finish_reason = reason.map(label_of).or_else(|| label(&response["status"]));
-                let status = match response["status"].as_str() {
-                    Some(status) => status,
-                    None if kind == Some("response.incomplete") => "incomplete",
-                    None => "completed",
-                };
-                let abnormal_stop = if status == "completed" {
-                    None
-                } else {
-                    stop_text(&label_of(status), reason)
-                };
-                Ok(vec![Chunk {
-                    finished: true,
-                    usage,
-                    response_id: label(&response["id"]),
-                    finish_reason,
-                    abnormal_stop,
-                    ..Chunk::default()
-                }])
+                Ok(vec![completed(&event, kind)])
             }
             Some("response.failed") => {
                 let error = event
@@ -144,6 +85,74 @@ impl OpenAiDecoder {
             }
             _ => Ok(Vec::new()),
         }
+    }
+}
+
+/// A `response.output_item.done` event's item: a call (cut when the output stopped in it), a
+/// reasoning item, or the message whose text came as deltas.
+fn item_done(item: &Value) -> Result<Vec<Chunk>, StreamError> {
+    let part = match item.get("type").and_then(Value::as_str) {
+        // An item the output stopped in is `incomplete` (a server that sends no
+        // status sends whole calls): its call never runs.
+        Some("function_call")
+            if item
+                .get("status")
+                .and_then(Value::as_str)
+                .is_some_and(|status| status != "completed") =>
+        {
+            return Ok(vec![Chunk {
+                cut_call: Some(call_part(item)?),
+                ..Chunk::default()
+            }]);
+        }
+        Some("function_call") => call_part(item)?,
+        Some("reasoning") => Part::Thought {
+            raw: as_input_item(item),
+        },
+        // The message whose text came as deltas: kept (never spoken again) so that a
+        // reasoning item before it can be replayed with it (`model_items`). Its
+        // `status` stays: an output message given back as input requires one.
+        Some("message") => Part::Other {
+            raw: without_nulls(item),
+        },
+        _ => return Ok(Vec::new()),
+    };
+    Ok(vec![Chunk {
+        parts: vec![part],
+        ..Chunk::default()
+    }])
+}
+
+/// The finishing chunk of a `response.completed` or `response.incomplete` event (`kind`): usage,
+/// the response's id, why it stopped.
+fn completed(event: &Value, kind: Option<&str>) -> Chunk {
+    let usage = event
+        .pointer("/response/usage")
+        .filter(|u| u.is_object())
+        .map(usage);
+    let response = event.get("response").unwrap_or(&Value::Null);
+    // `incomplete`'s reason (`max_output_tokens`...) says more than its status.
+    let reason = response
+        .pointer("/incomplete_details/reason")
+        .and_then(Value::as_str);
+    let finish_reason = reason.map(label_of).or_else(|| label(&response["status"]));
+    let status = match response["status"].as_str() {
+        Some(status) => status,
+        None if kind == Some("response.incomplete") => "incomplete",
+        None => "completed",
+    };
+    let abnormal_stop = if status == "completed" {
+        None
+    } else {
+        stop_text(&label_of(status), reason)
+    };
+    Chunk {
+        finished: true,
+        usage,
+        response_id: label(&response["id"]),
+        finish_reason,
+        abnormal_stop,
+        ..Chunk::default()
     }
 }
 

@@ -27,6 +27,7 @@ use crate::tools::{
     restore_enum_strings,
 };
 use crate::voice::bounds::Tripped;
+use crate::voice::response::Filed;
 use crate::voice::runs::{self, Settle, Slot};
 use crate::voice::spans;
 use crate::voice::taping::ToolTaping;
@@ -47,6 +48,19 @@ pub(super) struct Answered {
 /// end of a run's task), polled while the stream is read on.
 pub(super) type Answering<'a> =
     FuturesUnordered<Pin<Box<dyn Future<Output = Answered> + Send + 'a>>>;
+
+/// A call whose tool is about to run: what starting it needs.
+struct Run<'a> {
+    tools: &'a ToolSet,
+    filed: Filed,
+    /// The arguments, for the tool.
+    arguments: Arguments,
+    decl: Option<&'static ToolDecl>,
+    timeout: Duration,
+    started: Instant,
+    /// A `#[needs_result_now]` tool.
+    awaited: bool,
+}
 
 /// A run the turn waits for, as the filler sees it.
 pub(super) struct InFlight {
@@ -108,31 +122,49 @@ impl<'t> TurnState<'t> {
                 started + timeout + runs::ANSWER_MARGIN,
             )
         };
-        let guards = &model.inner.settings.guards;
-        // The tool takes the arguments; the history keeps its own copy.
-        let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
-        let arguments = match decl {
-            Some(decl) if model.inner.layer.enums_as_strings() => {
-                restore_enum_strings(decl, arguments)
-            }
-            _ => arguments,
+        let awaited = !tools_off && decl.is_some_and(ToolDecl::needs_result_now);
+        let (settle, arguments, before, shared) =
+            self.prepare(brain, decl, tools_off, &mut filed, started);
+        self.tally.calls += 1;
+        if !settle.ran {
+            self.answer_unrun(settle, tools_off, before);
+            self.awaited(awaited, end);
+            return Ok(());
+        }
+        let run = Run {
+            tools,
+            filed,
+            arguments,
+            decl,
+            timeout,
+            started,
+            awaited,
         };
-        // A guard reads the arguments as JSON: JSON text is parsed once here (the tool gets the
-        // parsed value). Text that is not JSON is not checked: its call cannot run (the tool's
-        // arguments do not read).
-        let arguments = if guards.any() {
-            as_json(arguments)
-        } else {
-            arguments
-        };
-        let seen = match &arguments {
-            Arguments::Json(v) if guards.any() => Some(v.clone()),
-            _ => None,
-        };
+        self.start(brain, shared, settle, run, answering);
+        while answering.len() >= model.inner.settings.parallel_tools {
+            self.answer_next(answering, end).await;
+        }
+        Ok(())
+    }
+
+    /// What answering a filed call needs: the tool's arguments read (the history keeps its own
+    /// copy), the guard before the tool asked, the run's policy decided. Also returns the
+    /// arguments for the tool, the guard's verdict, and the call's brain when a run can outlive
+    /// the turn.
+    fn prepare(
+        &mut self,
+        brain: &dyn Toolbox,
+        decl: Option<&'static ToolDecl>,
+        tools_off: bool,
+        filed: &mut Filed,
+        started: Instant,
+    ) -> (Settle, Arguments, Verdict, Option<Arc<dyn Toolbox>>) {
+        let model = self.model;
+        let (arguments, seen) = self.tool_arguments(decl, filed);
         let taping =
             ToolTaping::dispatched(self.session.tape(), self.turn.id(), &filed.name, &arguments);
         let before = match &seen {
-            Some(seen) if !tools_off => guards.before(&GuardedCall {
+            Some(seen) if !tools_off => model.inner.settings.guards.before(&GuardedCall {
                 name: &filed.name,
                 arguments: seen,
                 turn_id: self.turn.id(),
@@ -141,26 +173,7 @@ impl<'t> TurnState<'t> {
             _ => Verdict::Allowed,
         };
         let ran = !tools_off && matches!(before, Verdict::Allowed);
-        let awaited = !tools_off && decl.is_some_and(ToolDecl::needs_result_now);
-        let mut policy = decl.map_or(ToolPolicy::Finish, ToolDecl::policy);
-        let shared = if ran { self.shared(brain) } else { None };
-        if policy == ToolPolicy::Background && shared.is_none() {
-            // Only the call's own brain can be held past the turn.
-            if ran
-                && !self
-                    .model
-                    .inner
-                    .warned_background
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                tracing::warn!(
-                    "tool {} is `background`, but the toolbox given to respond is not the call's \
-                     brain: it runs inside its turn (pass the brain itself, `self`)",
-                    outside(&filed.name)
-                );
-            }
-            policy = ToolPolicy::Finish;
-        }
+        let (policy, shared) = self.policy(brain, decl, ran, &filed.name);
         let settle = Settle {
             inner: model.inner.clone(),
             session: self.session.clone(),
@@ -188,32 +201,106 @@ impl<'t> TurnState<'t> {
             },
             steps: self.steps_on(),
         };
-        self.tally.calls += 1;
-        if !ran {
-            let outcome = if tools_off {
-                refused(&filed.kept)
-            } else {
-                runs::guarded(
-                    &model.inner,
-                    &self.session,
-                    self.turn.id(),
-                    &filed.kept,
-                    &before,
-                    "before",
+        (settle, arguments, before, shared)
+    }
+
+    /// The tool's arguments, taken from `filed` (the history keeps its own copy), and the JSON
+    /// the guards and observers read when any guard is set.
+    fn tool_arguments(
+        &self,
+        decl: Option<&'static ToolDecl>,
+        filed: &mut Filed,
+    ) -> (Arguments, Option<Value>) {
+        let guards = &self.model.inner.settings.guards;
+        let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
+        let arguments = match decl {
+            Some(decl) if self.model.inner.layer.enums_as_strings() => {
+                restore_enum_strings(decl, arguments)
+            }
+            _ => arguments,
+        };
+        // A guard reads the arguments as JSON: JSON text is parsed once here (the tool gets the
+        // parsed value). Text that is not JSON is not checked: its call cannot run (the tool's
+        // arguments do not read).
+        let arguments = if guards.any() {
+            as_json(arguments)
+        } else {
+            arguments
+        };
+        let seen = match &arguments {
+            Arguments::Json(v) if guards.any() => Some(v.clone()),
+            _ => None,
+        };
+        (arguments, seen)
+    }
+
+    /// The run's policy, and the call's brain when the run can outlive the turn: a `background`
+    /// tool given a toolbox that is not the call's brain runs as `finish` (warned once).
+    fn policy(
+        &mut self,
+        brain: &dyn Toolbox,
+        decl: Option<&'static ToolDecl>,
+        ran: bool,
+        name: &str,
+    ) -> (ToolPolicy, Option<Arc<dyn Toolbox>>) {
+        let mut policy = decl.map_or(ToolPolicy::Finish, ToolDecl::policy);
+        let shared = if ran { self.shared(brain) } else { None };
+        if policy == ToolPolicy::Background && shared.is_none() {
+            // Only the call's own brain can be held past the turn.
+            if ran
+                && !self
+                    .model
+                    .inner
+                    .warned_background
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "tool {} is `background`, but the toolbox given to respond is not the call's \
+                     brain: it runs inside its turn (pass the brain itself, `self`)",
+                    outside(name)
                 );
-                let (Verdict::Refused(message) | Verdict::Failed { message, .. }) = before else {
-                    unreachable!("a call that does not run was refused")
-                };
-                ToolOutcome {
-                    result: Err(ToolError::new(ToolErrorKind::Refused, message)),
-                    elapsed: Duration::ZERO,
-                }
-            };
-            settle.answer(outcome);
-            self.awaited(awaited, end);
-            return Ok(());
+            }
+            policy = ToolPolicy::Finish;
         }
+        (policy, shared)
+    }
+
+    /// Answers a call whose tool does not run: tools were off, or the guard before it refused.
+    fn answer_unrun(&self, settle: Settle, tools_off: bool, before: Verdict) {
+        let outcome = if tools_off {
+            refused(&settle.kept)
+        } else {
+            runs::guarded(
+                &self.model.inner,
+                &self.session,
+                self.turn.id(),
+                &settle.kept,
+                &before,
+                "before",
+            );
+            let (Verdict::Refused(message) | Verdict::Failed { message, .. }) = before else {
+                unreachable!("a call that does not run was refused")
+            };
+            ToolOutcome {
+                result: Err(ToolError::new(ToolErrorKind::Refused, message)),
+                elapsed: Duration::ZERO,
+            }
+        };
+        settle.answer(outcome);
+    }
+
+    /// Starts the call's tool: a task of its own when it holds the call's brain (`shared`),
+    /// else inside the turn. A run the turn waits for joins `answering`.
+    fn start<'a>(
+        &mut self,
+        brain: &'a dyn Toolbox,
+        shared: Option<Arc<dyn Toolbox>>,
+        settle: Settle,
+        run: Run<'a>,
+        answering: &mut Answering<'a>,
+    ) {
         self.runs += 1;
+        let policy = settle.policy;
         let ordinal = self.turn.next_tool_call();
         let progress = (policy != ToolPolicy::Background).then(|| {
             let (lines, _) = self
@@ -221,6 +308,15 @@ impl<'t> TurnState<'t> {
                 .get_or_insert_with(|| mpsc::channel(crate::session::PROGRESS_QUEUE));
             lines.clone()
         });
+        let Run {
+            tools,
+            filed,
+            arguments,
+            decl,
+            timeout,
+            started,
+            awaited,
+        } = run;
         let call = CurrentCall::new(
             self.session.id(),
             self.turn.id(),
@@ -231,39 +327,7 @@ impl<'t> TurnState<'t> {
         let span = settle.span.clone();
         let slot: Slot = Arc::new(Mutex::new(Some(settle)));
         let name = filed.name;
-        if let Some(brain) = shared {
-            let tools = tools.clone();
-            let run = runs::run(slot.clone(), timeout, async move {
-                brain
-                    .call_tool(&tools, &name, arguments)
-                    .instrument(span)
-                    .await
-            });
-            let task = tokio::spawn(context::scope_tool(self.session.clone(), call, false, run));
-            if policy == ToolPolicy::Background {
-                // The turn does not wait: the model reads at once that it started.
-                let result = ToolResult {
-                    call_id: filed.call_id,
-                    name: filed.kept.clone(),
-                    response: runs::started(&filed.kept),
-                };
-                model
-                    .conversation()
-                    .answer(filed.entry, filed.ordinal, result);
-                return Ok(());
-            }
-            if policy == ToolPolicy::Cancel {
-                self.response_mut()
-                    .stops_with_turn(slot, Some(task.abort_handle()));
-            }
-            let key = self.in_flight(decl, started);
-            answering.push(Box::pin(async move {
-                // The run answers its call itself; a task that panicked or was stopped left its
-                // call to whoever stopped it.
-                let _ = task.await;
-                Answered { key, awaited }
-            }));
-        } else {
+        let Some(brain) = shared else {
             let run = runs::run(
                 slot.clone(),
                 timeout,
@@ -277,11 +341,39 @@ impl<'t> TurnState<'t> {
                 run.await;
                 Answered { key, awaited }
             }));
+            return;
+        };
+        let tools = tools.clone();
+        let run = runs::run(slot.clone(), timeout, async move {
+            brain
+                .call_tool(&tools, &name, arguments)
+                .instrument(span)
+                .await
+        });
+        let task = tokio::spawn(context::scope_tool(self.session.clone(), call, false, run));
+        if policy == ToolPolicy::Background {
+            // The turn does not wait: the model reads at once that it started.
+            let result = ToolResult {
+                call_id: filed.call_id,
+                name: filed.kept.clone(),
+                response: runs::started(&filed.kept),
+            };
+            self.model
+                .conversation()
+                .answer(filed.entry, filed.ordinal, result);
+            return;
         }
-        while answering.len() >= model.inner.settings.parallel_tools {
-            self.answer_next(answering, end).await;
+        if policy == ToolPolicy::Cancel {
+            self.response_mut()
+                .stops_with_turn(slot, Some(task.abort_handle()));
         }
-        Ok(())
+        let key = self.in_flight(decl, started);
+        answering.push(Box::pin(async move {
+            // The run answers its call itself; a task that panicked or was stopped left its
+            // call to whoever stopped it.
+            let _ = task.await;
+            Answered { key, awaited }
+        }));
     }
 
     /// The open response (a call was just filed in it, so there is one).
