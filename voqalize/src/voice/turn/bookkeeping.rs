@@ -66,6 +66,7 @@ impl<'t> TurnState<'t> {
         }
     }
 
+    /// Whether the turn reports its steps (`model` and `tool` steps, when the model is told to).
     pub(super) fn steps_on(&self) -> bool {
         self.model.inner.settings.report_steps
     }
