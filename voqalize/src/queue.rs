@@ -117,6 +117,7 @@ impl<T> Lane<T> {
     /// A drained lane keeps its room while that is at most `items` items, and gives back more: a
     /// lane that takes one item at a time does not allocate for each, and a burst's room is not
     /// kept. By default a drained lane keeps none.
+    #[cfg_attr(not(feature = "relay"), allow(dead_code))] // the relay's lanes use it
     pub(crate) fn keeping(mut self, items: usize) -> Self {
         self.keep = u16::try_from(items).unwrap_or(u16::MAX);
         self
@@ -129,6 +130,7 @@ impl<T> Lane<T> {
     }
 
     /// Whether no item waits.
+    #[cfg_attr(not(feature = "relay"), allow(dead_code))] // the relay's lanes use it
     pub(crate) fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -194,6 +196,7 @@ impl<T> Lane<T> {
     }
 
     /// Drops every item and gives the room back.
+    #[cfg_attr(not(feature = "relay"), allow(dead_code))] // the relay's lanes use it
     pub(crate) fn clear(&mut self) {
         self.items = VecDeque::new();
         self.bytes = 0;
