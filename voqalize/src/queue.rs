@@ -27,13 +27,13 @@
 //!
 //! No lane is specialised beyond the owner's own state (what it keeps under the same lock: a stop
 //! reason, frame counters, the relay backlog's round-robin line), because none measured to matter.
-//! Counted in instructions (callgrind, so the shared machine's noise does not enter), the old
-//! queue code against this lane, copied into one program: a shedding lane filled in bursts of 7
-//! frames and drained took 116 instructions a frame before and 118 after, with the same
-//! allocations; a relay inbox taking one frame at a time 50 before and 77 after (the weight
-//! stored beside each frame, the congestion check on each pop): some 10 ns a frame, against the
-//! tens of microseconds a relay turn costs. Wall-clock timings of the same program moved by more
-//! than that between runs.
+//! Counted in instructions (callgrind, so the shared machine's noise does not enter), the old queue
+//! code against this lane, copied into one program: a shedding lane filled in bursts of 7 frames
+//! and drained took 116 instructions a frame before and 118 after, with the same allocations; a
+//! relay inbox taking one frame at a time 50 before and 77 after (the weight stored beside each
+//! frame, the congestion check on each pop): 27 instructions, some nanoseconds, a frame, against
+//! the 0.1 ms of CPU a relay turn costs (docs/performance.md). Wall-clock timings of the same
+//! program moved by more than that between runs.
 //!
 //! Beside the lanes: [`Alerts`], where a shedding lane leaves its congestion error for the brain,
 //! and [`Flag`], a one-way switch a task can wait on. Both live inline in the session's shared
