@@ -1,14 +1,15 @@
 //! A relay session's inbox: the frames the mux routed to it, waiting for its reader, bounded in
-//! frames and in bytes. A queue under a lock with one [`Notify`], not a channel: a tokio `mpsc`
-//! allocates its first block of slots (about 1.3 kB) when it is made, and a relay connection
-//! carries thousands of mostly quiet sessions.
+//! frames and in bytes: a refusing [`Lane`] (a frame that does not fit is refused and the mux ends
+//! the session). A lane under a lock with one [`Notify`], not a channel: a tokio `mpsc` allocates
+//! its first block of slots (about 1.3 kB) when it is made, and a relay connection carries
+//! thousands of mostly quiet sessions.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::queue::{Lane, wait_for};
 use crate::recover::lock;
 use crate::session::EndReason;
 
@@ -26,18 +27,21 @@ pub(super) enum Offered {
     Gone,
 }
 
-#[derive(Debug, Default)]
+/// The room a drained inbox keeps: a session that takes its frames one at a time does not
+/// allocate for each, and a burst's room is given back (a quiet session holds no more).
+const KEPT: usize = 8;
+
+#[derive(Debug)]
 struct Shared {
     state: Mutex<State>,
     /// Wakes the reader: a frame came, or the mux let go of the inbox.
     ready: Notify,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    frames: VecDeque<Bytes>,
-    /// The bytes of `frames`.
-    bytes: usize,
+    /// Each weighs its length.
+    frames: Lane<Bytes>,
     /// The mux let go of the inbox: once drained, the reader sees its end.
     closed: bool,
     /// Why the mux ended the session, when it did (a message over its limit).
@@ -50,8 +54,6 @@ struct State {
 #[derive(Debug)]
 pub(super) struct Inbox {
     shared: Arc<Shared>,
-    /// The bytes that may wait (one frame always may).
-    bound: usize,
 }
 
 /// The session's end: its frames in order, then `None` once the mux let go.
@@ -62,11 +64,18 @@ pub(super) struct Reader {
 
 /// A new inbox whose frames may hold `bound` bytes (one frame always fits, however big).
 pub(super) fn inbox(bound: usize) -> (Inbox, Reader) {
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            frames: Lane::new(SESSION_INBOX, bound).keeping(KEPT),
+            closed: false,
+            ended: None,
+            gone: false,
+        }),
+        ready: Notify::new(),
+    });
     (
         Inbox {
             shared: shared.clone(),
-            bound,
         },
         Reader { shared },
     )
@@ -78,13 +87,10 @@ impl Inbox {
         if state.gone {
             return Offered::Gone;
         }
-        let full = state.frames.len() >= SESSION_INBOX
-            || (!state.frames.is_empty() && state.bytes + frame.len() > self.bound);
-        if full {
+        let weight = frame.len();
+        if state.frames.offer(frame, weight).is_err() {
             return Offered::Deaf;
         }
-        state.bytes += frame.len();
-        state.frames.push_back(frame);
         drop(state);
         self.shared.ready.notify_one();
         Offered::Taken
@@ -111,25 +117,15 @@ impl Reader {
     /// The next frame; `None` once the inbox is drained and the mux let go of it. Cancel-safe:
     /// a frame is taken only by the call that returns it.
     pub(super) async fn recv(&mut self) -> Option<Bytes> {
-        loop {
-            {
-                let mut state = lock(&self.shared.state);
-                if let Some(frame) = state.frames.pop_front() {
-                    state.bytes -= frame.len();
-                    if state.frames.is_empty() && state.frames.capacity() > 8 {
-                        // A burst's room is given back: a quiet session holds none.
-                        state.frames = VecDeque::new();
-                    }
-                    return Some(frame);
-                }
-                if state.closed {
-                    return None;
-                }
+        wait_for(&self.shared.ready, || {
+            let mut state = lock(&self.shared.state);
+            match state.frames.pop() {
+                Some(frame) => Some(Some(frame)),
+                None if state.closed => Some(None),
+                None => None,
             }
-            // `notify_one` keeps a permit when no one waits: a frame offered between the check
-            // above and this wait is not missed.
-            self.shared.ready.notified().await;
-        }
+        })
+        .await
     }
 }
 
@@ -145,8 +141,7 @@ impl Drop for Reader {
     fn drop(&mut self) {
         let mut state = lock(&self.shared.state);
         state.gone = true;
-        state.frames = VecDeque::new();
-        state.bytes = 0;
+        state.frames.clear();
     }
 }
 

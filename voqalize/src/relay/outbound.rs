@@ -1,5 +1,6 @@
 //! What the sessions of one relay connection send: the [`Backlog`] every session queues its
-//! prefixed frames on, bounded per session and for the connection in bytes, and the socket
+//! prefixed frames on (a [`Lane`] a session, with back-pressure), bounded per session in frames
+//! and bytes and for the connection in bytes, and the socket
 //! [writer](write_loop) that takes them round-robin in batches, pings the relay, and gives up on a
 //! relay that takes no bytes (docs/protocol.md §2.2).
 
@@ -15,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::Prefix;
+use crate::queue::{Lane, wait_for};
 use crate::recover::lock;
 
 /// The relay connection (dialled by `connect`), whose sending half this module writes.
@@ -85,23 +87,55 @@ struct State {
     closed: bool,
 }
 
-#[derive(Default)]
 struct Queue {
-    frames: VecDeque<Vec<u8>>,
-    bytes: usize,
+    /// Bounded at [`SESSION_FRAMES`] and `Bounds::session_bytes`; each frame weighs its length.
+    frames: Lane<Vec<u8>>,
     /// It holds a refusal, counted in `State::refusals` until the queue is drained.
     refusal: bool,
 }
 
 impl State {
-    fn enqueue(&mut self, prefix: Prefix, frame: Vec<u8>) {
-        let queue = self.queues.entry(prefix).or_default();
+    /// Queues `frame` on `prefix`'s lane (made bounded at `session_bytes`), past its bounds: the
+    /// caller has checked them, or the frame is exempt.
+    fn enqueue(&mut self, prefix: Prefix, frame: Vec<u8>, session_bytes: usize) {
+        let queue = self.queues.entry(prefix).or_insert_with(|| Queue {
+            frames: Lane::new(SESSION_FRAMES, session_bytes),
+            refusal: false,
+        });
         if queue.frames.is_empty() {
             self.ready.push_back(prefix);
         }
-        queue.bytes += frame.len();
         self.total += frame.len();
-        queue.frames.push_back(frame);
+        let weight = frame.len();
+        queue.frames.push(frame, weight);
+    }
+
+    /// Takes the next batch (see [`Backlog::pop_batch`]); empty when nothing waits.
+    fn batch(&mut self) -> Vec<Vec<u8>> {
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
+            let Some(prefix) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(queue) = self.queues.get_mut(&prefix) else {
+                continue;
+            };
+            let Some(frame) = queue.frames.pop() else {
+                continue;
+            };
+            self.total -= frame.len();
+            if queue.frames.is_empty() {
+                if self.queues.remove(&prefix).is_some_and(|q| q.refusal) {
+                    self.refusals -= 1;
+                }
+            } else {
+                self.ready.push_back(prefix);
+            }
+            bytes += frame.len();
+            batch.push(frame);
+        }
+        batch
     }
 }
 
@@ -129,29 +163,26 @@ impl Backlog {
         if bytes > bound {
             return Err(Refused::TooBig { bytes, bound });
         }
-        loop {
-            let room = self.room.notified();
-            {
-                let mut s = lock(&self.state);
-                if s.closed {
-                    return Err(Refused::Gone);
-                }
-                let (frames, queued) = s
-                    .queues
-                    .get(&prefix)
-                    .map_or((0, 0), |q| (q.frames.len(), q.bytes));
-                if frames < SESSION_FRAMES
-                    && queued + bytes <= bound
-                    && s.total + bytes <= self.bounds.total_bytes
-                {
-                    s.enqueue(prefix, frame);
-                    drop(s);
-                    self.work.notify_one();
-                    return Ok(());
-                }
+        let mut frame = Some(frame);
+        wait_for(&self.room, || {
+            let mut s = lock(&self.state);
+            if s.closed {
+                return Some(Err(Refused::Gone));
             }
-            room.await;
-        }
+            // A session with no lane yet has room for any frame within its bound.
+            let fits = s
+                .queues
+                .get(&prefix)
+                .is_none_or(|q| q.frames.has_room(bytes));
+            if !fits || s.total + bytes > self.bounds.total_bytes {
+                return None;
+            }
+            s.enqueue(prefix, frame.take()?, bound);
+            drop(s);
+            self.work.notify_one();
+            Some(Ok(()))
+        })
+        .await
     }
 
     /// Queues session `prefix`'s `End` (a few bytes, once a session) past every bound, without
@@ -160,7 +191,7 @@ impl Backlog {
     pub(super) fn push_end(&self, prefix: Prefix, frame: Vec<u8>) {
         let mut s = lock(&self.state);
         if !s.closed {
-            s.enqueue(prefix, frame);
+            s.enqueue(prefix, frame, self.bounds.session_bytes);
             drop(s);
             self.work.notify_one();
         }
@@ -174,7 +205,7 @@ impl Backlog {
         if s.closed || s.refusals >= REFUSALS_WAITING || s.queues.contains_key(&prefix) {
             return false;
         }
-        s.enqueue(prefix, frame);
+        s.enqueue(prefix, frame, self.bounds.session_bytes);
         if let Some(queue) = s.queues.get_mut(&prefix) {
             queue.refusal = true;
         }
@@ -188,46 +219,17 @@ impl Backlog {
     /// back of the line), up to [`BATCH_FRAMES`] frames and about [`BATCH_BYTES`] bytes. Waits
     /// for the first; `None` once the backlog is closed and empty.
     pub(super) async fn pop_batch(&self) -> Option<Vec<Vec<u8>>> {
-        loop {
-            let work = self.work.notified();
-            {
-                let mut guard = lock(&self.state);
-                let s = &mut *guard;
-                let mut batch = Vec::new();
-                let mut bytes = 0;
-                while batch.len() < BATCH_FRAMES && bytes < BATCH_BYTES {
-                    let Some(prefix) = s.ready.pop_front() else {
-                        break;
-                    };
-                    let Some(queue) = s.queues.get_mut(&prefix) else {
-                        continue;
-                    };
-                    let Some(frame) = queue.frames.pop_front() else {
-                        continue;
-                    };
-                    queue.bytes -= frame.len();
-                    s.total -= frame.len();
-                    if queue.frames.is_empty() {
-                        if s.queues.remove(&prefix).is_some_and(|q| q.refusal) {
-                            s.refusals -= 1;
-                        }
-                    } else {
-                        s.ready.push_back(prefix);
-                    }
-                    bytes += frame.len();
-                    batch.push(frame);
-                }
-                if !batch.is_empty() {
-                    drop(guard);
-                    self.room.notify_waiters();
-                    return Some(batch);
-                }
-                if s.closed {
-                    return None;
-                }
+        wait_for(&self.work, || {
+            let mut s = lock(&self.state);
+            let batch = s.batch();
+            if !batch.is_empty() {
+                drop(s);
+                self.room.notify_waiters();
+                return Some(Some(batch));
             }
-            work.await;
-        }
+            s.closed.then_some(None)
+        })
+        .await
     }
 
     /// Takes no more frames; what is queued is still handed to the writer (shutdown: the last

@@ -1,18 +1,17 @@
 //! The inbound lanes of one session (docs/protocol.md §3).
 //!
 //! The reader task puts frames here and the feeder takes them one at a time. The call's first
-//! `SessionStart` rides the priority lane; everything else queues FIFO on the bulk lane, a [`Shedding`] queue where a
-//! droppable frame (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one
+//! `SessionStart` rides the priority lane; everything else queues FIFO on the bulk lane, a shedding
+//! [`Lane`] where a droppable frame (`RTVIFrame`, `SpeechChunk`) arriving at or past the bound is shed, with one
 //! `OVERLOAD` error per congestion episode. `Interruption` and `Response` never enter the lanes
 //! (the reader applies them at once), and `Cancel` is a flag: it stops the feeder with queued data
 //! undelivered, so no flood of priority frames can overflow anything.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::queue::{Admitted, Alerts, Flag, Shedding};
+use crate::queue::{Admitted, Alerts, Flag, Lane, wait_for};
 use crate::recover::lock;
 use crate::session::EndReason;
 use crate::wire::{FRAME_WEIGHT, Frame};
@@ -87,8 +86,9 @@ pub(crate) enum Next {
 }
 
 struct State {
-    priority: VecDeque<Inbound>,
-    bulk: Shedding<Inbound>,
+    /// The call's first `SessionStart`: bounded in count only (it is checked before it is queued).
+    priority: Lane<Inbound>,
+    bulk: Lane<Inbound>,
     stop: Option<Stop>,
     /// An inbound `End` is queued: the peer has ended the call. The session stops at it, whatever
     /// the transport does after it, and nothing behind it is queued.
@@ -108,8 +108,8 @@ impl Lanes {
     pub(crate) fn new(maxsize: usize, max_bytes: usize, alerts: Arc<Alerts>) -> Self {
         Lanes {
             state: Mutex::new(State {
-                priority: VecDeque::new(),
-                bulk: Shedding::new(maxsize, max_bytes),
+                priority: Lane::new(PRIORITY_BOUND, usize::MAX),
+                bulk: Lane::new(maxsize, max_bytes),
                 stop: None,
                 end_queued: false,
             }),
@@ -124,15 +124,12 @@ impl Lanes {
     }
 
     pub(crate) fn push_priority(&self, item: Inbound) {
-        let mut s = self.state();
-        if s.priority.len() >= PRIORITY_BOUND {
+        if self.state().priority.offer(item, 0).is_err() {
             tracing::debug!(
                 "inbound: {PRIORITY_BOUND} SessionStarts already waiting; dropping one"
             );
             return;
         }
-        s.priority.push_back(item);
-        drop(s);
         self.notify.notify_one();
     }
 
@@ -147,7 +144,7 @@ impl Lanes {
         let (name, droppable) = (item.name(), item.droppable());
         let weight = item.weight();
         let end = matches!(item, Inbound::Frame(Frame::End));
-        match s.bulk.push(item, droppable, weight) {
+        match s.bulk.admit(item, droppable, weight) {
             Admitted::Queued => s.end_queued = end,
             Admitted::Shed { first } => {
                 if first {
@@ -203,29 +200,21 @@ impl Lanes {
     /// The next item for the feeder: SessionStarts first, then bulk frames in order. `Cancel`, a
     /// closed channel or a failed send stop it at once; `End` stops it after the frames before it.
     pub(crate) async fn next(&self) -> Next {
-        loop {
-            let notified = self.notify.notified();
-            {
-                let mut s = self.state();
-                if let Some(item) = s.priority.pop_front() {
-                    if s.priority.is_empty() {
-                        // One SessionStart a call: keep no buffer for it afterwards.
-                        s.priority = VecDeque::new();
-                    }
-                    return Next::Item(item);
-                }
-                if let Some(stop) = &s.stop {
-                    return Next::Stop(stop.clone());
-                }
-                if let Some(item) = s.bulk.pop() {
-                    if let Inbound::Frame(Frame::End) = item {
-                        return Next::Stop(Stop::End);
-                    }
-                    return Next::Item(item);
-                }
+        wait_for(&self.notify, || {
+            let mut s = self.state();
+            // One SessionStart a call: the drained lane keeps no buffer for it afterwards.
+            if let Some(item) = s.priority.pop() {
+                return Some(Next::Item(item));
             }
-            notified.await;
-        }
+            if let Some(stop) = &s.stop {
+                return Some(Next::Stop(stop.clone()));
+            }
+            match s.bulk.pop()? {
+                Inbound::Frame(Frame::End) => Some(Next::Stop(Stop::End)),
+                item => Some(Next::Item(item)),
+            }
+        })
+        .await
     }
 }
 

@@ -1,6 +1,6 @@
 //! The outbound bulk lane of one session: every frame the brain emits, FIFO (docs/protocol.md §3).
 //!
-//! Pushing never blocks. Past the bound a droppable frame is shed ([`Shedding`]) and the brain
+//! Pushing never blocks. Past the bound a droppable frame is shed ([`Lane::admit`]) and the brain
 //! hears one `OVERLOAD` per congestion episode. `End` is the last frame: anything pushed after it
 //! is dropped.
 //!
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use crate::queue::{Admitted, Alerts, Flag, Shedding};
+use crate::queue::{Admitted, Alerts, Flag, Lane, wait_for};
 use crate::recover::lock;
 use crate::wire::Frame;
 
@@ -36,8 +36,8 @@ pub(crate) enum Pushed {
     TurnCancelled,
 }
 
-struct Lane {
-    queue: Shedding<Frame>,
+struct State {
+    queue: Lane<Frame>,
     /// The lane passed its hard bound: the peer does not read. Nothing more is queued.
     overflowed: bool,
     /// How many frames were ever queued.
@@ -47,7 +47,7 @@ struct Lane {
 }
 
 pub(crate) struct Outbound {
-    lane: Mutex<Lane>,
+    lane: Mutex<State>,
     notify: Notify,
     /// How many frames the writer has handed to the transport, counted before each is handed over:
     /// the peer can have seen frame `n` only once this is at least `n`.
@@ -65,8 +65,8 @@ impl Outbound {
     /// A lane that holds `maxsize` frames and `max_bytes` bytes before it sheds.
     pub(crate) fn new(maxsize: usize, max_bytes: usize, alerts: Arc<Alerts>) -> Self {
         Outbound {
-            lane: Mutex::new(Lane {
-                queue: Shedding::new(maxsize, max_bytes).starting_with(TURN_FRAMES),
+            lane: Mutex::new(State {
+                queue: Lane::new(maxsize, max_bytes).starting_with(TURN_FRAMES),
                 overflowed: false,
                 queued: 0,
                 ended: false,
@@ -97,7 +97,7 @@ impl Outbound {
         let is_end = matches!(frame, Frame::End);
         let droppable = frame.droppable();
         let weight = frame.weight();
-        match lane.queue.push(frame, droppable, weight) {
+        match lane.queue.admit(frame, droppable, weight) {
             Admitted::Shed { first } => {
                 if first {
                     self.alerts.raise(OUTBOUND_CONGESTED);
@@ -128,19 +128,15 @@ impl Outbound {
 
     /// Waits for the next frame; `None` once the lane is closed and empty.
     pub(crate) async fn pop(&self) -> Option<Frame> {
-        loop {
-            let notified = self.notify.notified();
-            {
-                let mut lane = lock(&self.lane);
-                if let Some(f) = lane.queue.pop() {
-                    return Some(f);
-                }
-                if lane.closed {
-                    return None;
-                }
+        wait_for(&self.notify, || {
+            let mut lane = lock(&self.lane);
+            match lane.queue.pop() {
+                Some(frame) => Some(Some(frame)),
+                None if lane.closed => Some(None),
+                None => None,
             }
-            notified.await;
-        }
+        })
+        .await
     }
 
     /// The next frame if one is queued, without waiting.
