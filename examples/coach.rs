@@ -3,17 +3,21 @@
 //! `#[needs_result_now]`: the model reads its result before it goes on speaking.
 //!
 //! ```text
+//! cargo run --example coach -- --provider offline --console
 //! GEMINI_API_KEY=... cargo run --example coach -- --allow-unverified
 //! OPENAI_API_KEY=... cargo run --example coach -- --allow-unverified --provider openai --model gpt-6-sol
 //! cargo run --example coach -- --allow-unverified --provider chat --base-url http://localhost:11434/v1 --model qwen3:8b
 //! ```
 //!
-//! It serves on `ws://127.0.0.1:8787` (`--listen` to change it); `--public-key PEM` or
+//! `--provider offline` answers with a stand-in model in this process that follows a few rules
+//! (`offline` below) and calls the tools; `--console` serves the voice console beside the brain
+//! and prints its URL. It serves on `ws://127.0.0.1:8787` (`--listen` to change it); `--public-key PEM` or
 //! `--production` instead of `--allow-unverified` to check Voqalize's tokens.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use voqalize::prelude::*;
+use voqalize_testing::{ReadBack, Reply, Said};
 
 #[path = "support/cli.rs"]
 mod cli;
@@ -84,7 +88,7 @@ impl Coach {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (layer, host) = model::model_and_host();
+    let (layer, host) = model::model_and_host_or_offline(offline).await;
     // With --console, the console's timeline shows each tool call and its result.
     let tools = host.console_tools();
     host.serve(move || Coach {
@@ -92,4 +96,55 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         meals: AtomicU32::new(0),
     })
     .await
+}
+
+/// How `--provider offline` plays the model, with no key and no network: a few rules over the
+/// caller's last words that call the coach's tools as a model would, so the console's timeline
+/// shows them. A request after a `#[needs_result_now]` call speaks its result.
+fn offline(request: &ReadBack) -> Reply {
+    if let Some(Said::Result { output, .. }) = request.said.last() {
+        let result = serde_json::from_str::<serde_json::Value>(output)
+            .ok()
+            .and_then(|v| v.get("result").map(ToString::to_string))
+            .unwrap_or_else(|| "not known".to_owned());
+        return Reply::new()
+            .text(&format!(
+                "Your average this week is {result} millimoles per litre."
+            ))
+            .finish();
+    }
+    let heard = request
+        .said
+        .iter()
+        .rev()
+        .find_map(|said| match said {
+            Said::User(text) => Some(text.to_lowercase()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let says = |words: &[&str]| words.iter().any(|w| heard.contains(w));
+    if says(&["ate", "eat", "meal", "breakfast", "lunch", "dinner"]) {
+        Reply::new()
+            .text("Got it, I'm logging that meal for you.")
+            .call("log_meal", voqalize::json!({}))
+            .finish()
+    } else if says(&["average", "glucose"]) {
+        Reply::new()
+            .call("weekly_average", voqalize::json!({}))
+            .finish()
+    } else if says(&["week", "today"]) {
+        let name = if says(&["week"]) { "week" } else { "today" };
+        Reply::new()
+            .text(&format!("Here is {name} on your screen."))
+            .call("show", voqalize::json!({ "name": name }))
+            .finish()
+    } else {
+        Reply::new()
+            .text(
+                "I'm the offline stand-in for a model, so I only follow a few rules. Tell me \
+                 what you ate and I'll log it, ask for your weekly average, or ask to see this \
+                 week or today on the screen. Talk over me to barge in.",
+            )
+            .finish()
+    }
 }

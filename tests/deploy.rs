@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -122,7 +122,7 @@ fn port_of(address: &str) -> u16 {
 }
 
 /// A plain HTTP/1.1 GET: the status and the body.
-fn get(address: &str, path: &str) -> (u16, String) {
+pub(crate) fn get(address: &str, path: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(address).expect("the probe port answers");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -147,7 +147,7 @@ fn get(address: &str, path: &str) -> (u16, String) {
 /// which `scripts/test-all` builds before the tests run. (`cargo test --all-targets` builds the
 /// examples as test harnesses only, and a build from inside a test would race the doc tests or
 /// wait on the outer cargo's lock.)
-fn coach() -> PathBuf {
+pub(crate) fn coach() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let coach = exe
         .parent()
@@ -240,34 +240,8 @@ fn the_manifest_runs_the_images_command_and_probes_what_it_serves() {
             }
         })
         .collect();
-    let mut child = Running(
-        Command::new(coach())
-            .args(&args)
-            .env("GEMINI_API_KEY", "test-key")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the example starts"),
-    );
-    let stdout = child.0.stdout.take().expect("its stdout");
-    let (lines, printed) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = |what: &str| -> String {
-        loop {
-            let line = printed
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("the example never printed {what}"));
-            if let Some(rest) = line.strip_prefix(what) {
-                return rest.to_owned();
-            }
-        }
-    };
+    let (mut child, printed) = run_coach(&args, &[("GEMINI_API_KEY", "test-key")]);
+    let next = |what: &str| printed_after(&printed, what);
     let probe_at = next("probes on http://");
     let probe_at = probe_at.split(':').take(2).collect::<Vec<_>>().join(":");
     let brain_at = next("serving a brain on ws://");
@@ -311,8 +285,47 @@ fn the_manifest_runs_the_images_command_and_probes_what_it_serves() {
     assert!(status.success(), "{status}");
 }
 
+/// Runs the built `coach` example with `args` and `env` set; its stdout lines arrive on the
+/// receiver.
+pub(crate) fn run_coach(
+    args: &[String],
+    env: &[(&str, &str)],
+) -> (Running, mpsc::Receiver<String>) {
+    let mut command = Command::new(coach());
+    command
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = Running(command.spawn().expect("the example starts"));
+    let stdout = child.0.stdout.take().expect("its stdout");
+    let (lines, printed) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, printed)
+}
+
+/// What follows `prefix` on the next line the example printed that starts with it (60 s at most).
+pub(crate) fn printed_after(printed: &mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        let line = printed
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the example never printed {prefix}"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.to_owned();
+        }
+    }
+}
+
 /// The example's process, killed if the test ends before it exits.
-struct Running(std::process::Child);
+pub(crate) struct Running(pub(crate) std::process::Child);
 
 impl Drop for Running {
     fn drop(&mut self) {

@@ -17,6 +17,7 @@ mod kit;
 mod layer_attacks;
 mod layer_kit;
 mod listeners;
+mod main_job;
 mod port;
 mod recording_files;
 mod relay;

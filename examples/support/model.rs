@@ -1,9 +1,12 @@
 //! The command line of the model-backed examples: the hosting flags of `cli.rs`, and which
 //! provider answers (`--provider`, `--model`, `--base-url`...), its key read from the environment.
 
+use std::sync::OnceLock;
+
 use clap::Parser;
 use voqalize::model::{Anthropic, Chat, Gemini, Interactions, LayerError, OpenAi};
 use voqalize::voice::ModelLayer;
+use voqalize_testing::{ModelServer, ReadBack, Reply};
 
 use crate::cli::Args;
 
@@ -29,6 +32,10 @@ pub enum Provider {
     Azure,
     /// Azure OpenAI, chat completions (as `azure`).
     AzureChat,
+    /// No provider: a stand-in model in this process plays the part by the example's own rules
+    /// (`coach` has some: it calls its tools when you mention a meal, your average or the
+    /// screen). No key, no network.
+    Offline,
 }
 
 /// Serve a model-backed Voqalize brain on a WebSocket.
@@ -177,6 +184,13 @@ impl ModelArgs {
                     b.build().map(ModelLayer::from)
                 }
             }
+            Provider::Offline => {
+                return Err(
+                    "--provider offline: this example has no rules for a stand-in \
+                            model (coach has): pass another --provider and its key"
+                        .to_owned(),
+                );
+            }
         };
         built.map_err(|e| match e {
             LayerError::MissingKey { vars, .. } => format!(
@@ -197,6 +211,7 @@ impl ModelArgs {
             Provider::Vertex => "vertex",
             Provider::Azure => "azure",
             Provider::AzureChat => "azure-chat",
+            Provider::Offline => "offline",
         }
     }
 }
@@ -204,8 +219,14 @@ impl ModelArgs {
 /// Parses the command line: the provider layer (built from the flags and the environment)
 /// and the hosting flags, to [`Args::serve`] a brain with. Exits with a message saying what to
 /// set when the layer cannot be built (no API key, no base URL for chat...).
+#[allow(dead_code)] // coach parses with `model_and_host_or_offline`
 pub fn model_and_host() -> (ModelLayer, Args) {
-    let args = ModelArgs::parse();
+    with_layer(ModelArgs::parse())
+}
+
+/// The layer the parsed flags describe, with the hosting flags; exits saying what to set when it
+/// cannot be built.
+fn with_layer(args: ModelArgs) -> (ModelLayer, Args) {
     match args.layer() {
         Ok(layer) => (layer, args.host),
         Err(message) => {
@@ -213,6 +234,43 @@ pub fn model_and_host() -> (ModelLayer, Args) {
             std::process::exit(2);
         }
     }
+}
+
+/// The stand-in model `--provider offline` talks to, kept for the life of the process.
+static STAND_IN: OnceLock<ModelServer> = OnceLock::new();
+
+/// As [`model_and_host`], and with `--provider offline`, the layer talks to a stand-in model in
+/// this process that answers each request with `rules`' reply to it (what the request says, read
+/// back in neutral terms: the conversation and the tools declared).
+#[allow(dead_code)] // only coach has rules for a stand-in model
+pub async fn model_and_host_or_offline(
+    rules: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static,
+) -> (ModelLayer, Args) {
+    let args = ModelArgs::parse();
+    if args.provider != Provider::Offline {
+        return with_layer(args);
+    }
+    match stand_in(rules).await {
+        Ok(layer) => (layer, args.host),
+        Err(e) => {
+            eprintln!("error: --provider offline: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Starts the stand-in model on a free port of 127.0.0.1 and gives a layer that talks to it.
+async fn stand_in(
+    rules: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static,
+) -> Result<ModelLayer, Box<dyn std::error::Error>> {
+    let server = ModelServer::start(voqalize_testing::Provider::Gemini).await?;
+    server.answer_with(rules);
+    let layer = Gemini::builder("offline")
+        .model("stand-in")
+        .base_url(server.base_url())
+        .build()?;
+    let _ = STAND_IN.set(server);
+    Ok(ModelLayer::from(layer))
 }
 
 /// Shows a model's tool runs in the console's timeline, when `--console` is on.

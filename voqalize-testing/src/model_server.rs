@@ -219,9 +219,14 @@ struct Shared {
     format: Arc<dyn WireFormat>,
     name: String,
     replies: Mutex<VecDeque<Reply>>,
+    /// What answers a request when no reply is queued ([`ModelServer::answer_with`]).
+    answerer: Mutex<Option<Arc<Answerer>>>,
     requests: Mutex<Vec<Recorded>>,
     seen: watch::Sender<usize>,
 }
+
+/// A function that answers a request read back in neutral terms.
+type Answerer = dyn Fn(&ReadBack) -> Reply + Send + Sync;
 
 /// The stand-in provider. Dropping it stops the server.
 pub struct ModelServer {
@@ -273,6 +278,7 @@ impl ModelServer {
             format,
             name,
             replies: Mutex::new(VecDeque::new()),
+            answerer: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             seen: watch::channel(0).0,
         });
@@ -304,6 +310,14 @@ impl ModelServer {
         lock(&self.shared.replies).push_back(reply);
     }
 
+    /// Answers every request that finds no reply queued with `answer`'s reply to it, read back
+    /// in neutral terms (the conversation, the tools declared): a stand-in that plays a model by
+    /// rules of your own, for a demo or a test whose number of requests is not known in advance.
+    /// Queued replies still come first. A request that finds neither gets a 500.
+    pub fn answer_with(&self, answer: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static) {
+        *lock(&self.shared.answerer) = Some(Arc::new(answer));
+    }
+
     /// Every request so far, in arrival order.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.requests).clone()
@@ -323,6 +337,17 @@ impl ModelServer {
             .await
             .is_ok()
     }
+}
+
+/// The reply to the request just recorded: the next one queued, else what the answerer (if any)
+/// makes of the request read back.
+fn next_reply(shared: &Shared) -> Option<Reply> {
+    if let Some(reply) = lock(&shared.replies).pop_front() {
+        return Some(reply);
+    }
+    let answerer = lock(&shared.answerer).clone()?;
+    let request = lock(&shared.requests).last().cloned()?;
+    Some(answerer(&shared.format.read(&request)))
 }
 
 async fn answer(
@@ -355,7 +380,7 @@ async fn answer(
         body,
     });
     shared.seen.send_modify(|n| *n += 1);
-    let Some(reply) = lock(&shared.replies).pop_front() else {
+    let Some(reply) = next_reply(&shared) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply").into_response();
     };
     if let Some((status, body)) = reply.status {
