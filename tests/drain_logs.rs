@@ -70,7 +70,7 @@ async fn a_drain_on_the_direct_leg_says_it_ended_the_call_and_counts_one_call() 
     let addr = listener.local_addr()?;
     let log = Arc::new(Log::default());
     let l = log.clone();
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         listener,
         move || Told(l.clone()),
         HostOptions::allow_unverified().shutdown(&shutdown),

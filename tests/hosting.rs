@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use voqalize::host::tungstenite::AcceptError;
+use voqalize::host::AcceptError;
 use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use voqalize::prelude::*;
 use voqalize::session::TransportLoss;
@@ -98,20 +98,18 @@ async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, addr))
 }
 
-/// `tungstenite::serve` on 127.0.0.1:0 in the background; returns its address.
+/// `host::serve` on 127.0.0.1:0 in the background; returns its address.
 async fn serve_tungstenite(
     factory: impl MakeBrain,
     options: HostOptions,
 ) -> std::io::Result<SocketAddr> {
     let (listener, addr) = bind().await?;
-    tokio::spawn(voqalize::host::tungstenite::serve(
-        listener, factory, options,
-    ));
+    tokio::spawn(voqalize::host::serve(listener, factory, options));
     Ok(addr)
 }
 
 /// `Echo` under `options` on both adapters, each on 127.0.0.1:0 in the background: the
-/// addresses of `tungstenite::serve` and of an axum app with `brain_route` at `/voice`.
+/// addresses of `host::serve` and of an axum app with `brain_route` at `/voice`.
 async fn serve_echo_on_both(options: HostOptions) -> std::io::Result<[SocketAddr; 2]> {
     let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
     let (listener, axum_addr) = bind().await?;
@@ -123,7 +121,7 @@ async fn serve_echo_on_both(options: HostOptions) -> std::io::Result<[SocketAddr
     Ok([tungstenite, axum_addr])
 }
 
-/// Accepts exactly one connection with `tungstenite::accept` and reports when (and how) it returned.
+/// Accepts exactly one connection with `host::accept` and reports when (and how) it returned.
 async fn serve_once(
     factory: impl MakeBrain,
     options: HostOptions,
@@ -132,7 +130,7 @@ async fn serve_once(
     let (done_tx, done_rx) = oneshot::channel();
     tokio::spawn(async move {
         if let Ok((stream, _)) = listener.accept().await {
-            let result = voqalize::host::tungstenite::accept(
+            let result = voqalize::host::accept(
                 stream,
                 Arc::new(factory),
                 &options,
@@ -1455,7 +1453,7 @@ async fn serve_drainable(
     );
     let (l, r) = (log.clone(), release.clone());
     let options = HostOptions::allow_unverified().shutdown(shutdown);
-    let served = tokio::spawn(voqalize::host::tungstenite::serve(
+    let served = tokio::spawn(voqalize::host::serve(
         listener,
         move || Gated {
             log: l.clone(),

@@ -233,10 +233,7 @@ impl Args {
         std::io::stdout().flush()?;
         // On a worker thread: `#[tokio::main]` polls its own future on the main thread, and an
         // accept loop there would hand every new call across threads.
-        let drained = tokio::spawn(voqalize::host::tungstenite::serve(
-            listener, factory, options,
-        ))
-        .await??;
+        let drained = tokio::spawn(voqalize::host::serve(listener, factory, options)).await??;
         report(drained);
         Ok(())
     }

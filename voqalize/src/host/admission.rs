@@ -5,12 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::HostOptions;
-#[cfg(doc)]
-use super::{axum, tungstenite};
-
 /// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
-/// state beside the settings. Each way of serving makes one ([`tungstenite::serve`],
-/// [`axum::brain_route`], a relay); a loop of your own over [`tungstenite::accept`] makes one
+/// state beside the settings. Each way of serving makes one ([`serve`](super::serve),
+/// `axum::brain_route`, a relay); a loop of your own over [`accept`](super::accept) makes one
 /// with [`Admission::new`] and passes it to every call. Cheap to clone: clones count together.
 #[derive(Debug, Clone, Default)]
 pub struct Admission(Arc<Places>);

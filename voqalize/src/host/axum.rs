@@ -40,7 +40,7 @@ use super::{
 ///
 /// The route bounds the calls; the server you mount it in bounds its connections (axum's `serve`
 /// sets no deadline on a request's head: serve a port strangers reach behind a proxy that does,
-/// or use [`tungstenite::serve`](super::tungstenite::serve)).
+/// or use [`serve`](super::serve)).
 pub fn brain_route<M, S>(factory: M, options: HostOptions) -> MethodRouter<S>
 where
     M: MakeBrain,

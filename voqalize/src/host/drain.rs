@@ -30,7 +30,7 @@ pub(crate) enum Phase {
 /// `drain_timeout` passes, every call still running is ended: its brain's turns stop, it sends
 /// `End`, `on_session_end` is told [`EndReason::Shutdown`], and the socket closes.
 /// [`drained`](Self::drained) resolves once no call is left, with a [`DrainReport`];
-/// [`tungstenite::serve`](super::tungstenite::serve) returns then.
+/// [`serve`](super::serve) returns then.
 ///
 /// Clones share the one shutdown.
 ///
@@ -47,7 +47,7 @@ pub(crate) enum Phase {
 /// let shutdown = Shutdown::new(Duration::from_secs(30)).on_signals();
 /// let options = HostOptions::production().shutdown(&shutdown);
 /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
-/// let report = voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
+/// let report = voqalize::host::serve(listener, || Echo, options).await?;
 /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
 /// # Ok(()) }
 /// ```

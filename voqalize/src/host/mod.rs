@@ -4,14 +4,21 @@
 //! * [`run_session`] runs one call over any [`Channel`] once the WebSocket is upgraded: it verifies
 //!   the token, drives the brain, and closes the channel (4000 for a bad token, 1008 without a
 //!   session id, 1000 after the call).
-//! * Ready adapters mount a brain in a server you already run: [`axum::brain_route`] (an axum
-//!   route) and [`tungstenite::serve`] (a tokio-tungstenite accept loop).
+//! * [`serve`] runs the direct leg's own WebSocket server (an accept loop); [`accept`] hosts one
+//!   accepted TCP stream. They need no feature and name no dependency's type.
+//! * Adapters for a server you already run, each behind the feature of the crate whose types it
+//!   names (and so follows that crate's major version): `host::axum` (feature `axum`:
+//!   `brain_route`, an axum route) and `host::tungstenite` (feature `tungstenite`: a
+//!   [`Channel`] over a tokio-tungstenite socket you accepted yourself).
 //! * In production: [`Shutdown`] drains the calls on SIGTERM (both legs), [`Health`] answers the
 //!   platform's probes, [`Load`] refuses calls while the process is busy, and
 //!   [`HostOptions::max_sessions`] caps them.
 
+mod accept;
 mod admission;
 pub mod auth;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
 mod coalesce;
 #[cfg(any(feature = "testing", feature = "console"))]
@@ -21,7 +28,10 @@ mod health;
 pub(crate) mod listen;
 mod load;
 mod refusal;
+#[cfg(feature = "tungstenite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tungstenite")))]
 pub mod tungstenite;
+pub(crate) mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +42,9 @@ use tracing::Instrument;
 
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+pub use accept::{AcceptError, HANDSHAKE_TIMEOUT, accept, serve, set_keepalive};
 pub use admission::Admission;
+#[cfg(any(feature = "axum", feature = "relay"))]
 pub(crate) use admission::Admitted;
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
 pub(crate) use drain::Hosted;
@@ -354,8 +366,8 @@ impl HostOptions {
         self
     }
 
-    /// At most `n` calls hosted at once by one server: one [`tungstenite::serve`], one
-    /// [`axum::brain_route`], one relay (default: no cap). A connection beyond it is refused at
+    /// At most `n` calls hosted at once by one server: one [`serve`], one `axum::brain_route`,
+    /// one relay (default: no cap). A connection beyond it is refused at
     /// the upgrade with HTTP 503, at once, instead of being accepted and left to time out. The
     /// count itself is the server's [`Admission`]: these options stay a plain value.
     #[must_use]
@@ -453,7 +465,8 @@ impl HostOptions {
     }
 
     /// The tokio-tungstenite configuration these options call for (buffers and size limits); public
-    /// as [`tungstenite::websocket_config`], so these options name no dependency's type.
+    /// as `tungstenite::websocket_config` (feature `tungstenite`), so these options name no
+    /// dependency's type.
     pub(crate) fn websocket_config(
         &self,
     ) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {

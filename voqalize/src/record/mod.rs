@@ -21,7 +21,7 @@
 //! // One call in 20 is written to calls/<unix ms>-<session id>.jsonl when it ends.
 //! let options = HostOptions::production().record(Recorder::to_dir("calls").every(20));
 //! let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
-//! voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
+//! voqalize::host::serve(listener, || Echo, options).await?;
 //! # Ok(()) }
 //! ```
 //!

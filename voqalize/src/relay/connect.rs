@@ -180,11 +180,11 @@ fn websocket_config(relay: &Relay) -> WebSocketConfig {
 const READ_BUFFER: usize = 16 * 1024;
 
 /// TCP keepalive on the dialled socket, below the WebSocket Pings (see
-/// [`crate::host::tungstenite::set_keepalive`]).
+/// [`crate::host::set_keepalive`]).
 fn set_keepalive(socket: &Socket) {
     match socket.get_ref() {
-        MaybeTlsStream::Plain(tcp) => crate::host::tungstenite::set_keepalive(tcp),
-        MaybeTlsStream::Rustls(tls) => crate::host::tungstenite::set_keepalive(tls.get_ref().0),
+        MaybeTlsStream::Plain(tcp) => crate::host::set_keepalive(tcp),
+        MaybeTlsStream::Rustls(tls) => crate::host::set_keepalive(tls.get_ref().0),
         _ => {}
     }
 }

@@ -247,7 +247,7 @@ impl Voqalize {
     }
 
     /// Serves a brain from `factory` on a fresh 127.0.0.1 port (the tokio-tungstenite adapter,
-    /// [`crate::host::tungstenite::accept`]) for exactly one call, and dials it with `token` as
+    /// [`crate::host::accept`]) for exactly one call, and dials it with `token` as
     /// Voqalize would: the whole path of a real call, socket and handshake included.
     /// [`brain_result`](Self::brain_result) then gives what hosting returned.
     ///
@@ -273,10 +273,10 @@ impl Voqalize {
                 .await
                 .map_err(|e| HostError::Handshake(Box::new(e)))?;
             let admission = crate::host::Admission::new(&options);
-            crate::host::tungstenite::accept(stream, Arc::new(factory), &options, &admission)
+            crate::host::accept(stream, Arc::new(factory), &options, &admission)
                 .await
                 .map_err(|e| match e {
-                    crate::host::tungstenite::AcceptError::Host(e) => e,
+                    crate::host::AcceptError::Host(e) => e,
                     other => HostError::Handshake(Box::new(other)),
                 })
         });
