@@ -134,7 +134,10 @@ async fn the_probe_port_caps_its_connections_and_request_heads() -> TestResult {
     tokio::spawn(voqalize::host::serve(
         voice,
         || Echo,
-        HostOptions::allow_unverified().shutdown(&shutdown),
+        HostOptions::builder()
+            .allow_unverified()
+            .shutdown(&shutdown)
+            .build()?,
     ));
     let (probes, capped) = bind().await?;
     tokio::spawn(

@@ -28,7 +28,7 @@ use super::{
 };
 
 /// Accepts connections on `listener`, hosting one call per connection in its own task, until the
-/// [`Shutdown`](super::Shutdown) the options follow ([`HostOptions::shutdown`]) has drained: it
+/// [`Shutdown`](super::Shutdown) the options follow ([`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown)) has drained: it
 /// returns once no call is left, with what the drain did ([`DrainReport`]: the calls that
 /// finished during it, the calls it ended). Without a shutdown it serves forever. A failed
 /// handshake or a rejected token affects that connection only; a plain HTTP request is answered
@@ -124,15 +124,15 @@ pub enum AcceptError {
     /// `GET /`): it was answered `426 Upgrade Required`, with a line saying what this port is.
     #[error("an HTTP request that is no WebSocket upgrade (answered 426)")]
     NotWebSocket,
-    /// The process hosts [`HostOptions::max_sessions`] calls already: the upgrade was answered
+    /// The process hosts [`HostBuilder::max_sessions`](crate::host::HostBuilder::max_sessions) calls already: the upgrade was answered
     /// with HTTP 503.
     #[error("refused: this process hosts its maximum number of calls")]
     AtCapacity,
-    /// The server is shutting down ([`HostOptions::shutdown`]): the upgrade was answered with
+    /// The server is shutting down ([`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown)): the upgrade was answered with
     /// HTTP 503 and `Retry-After`.
     #[error("refused: this process is shutting down")]
     ShuttingDown,
-    /// The process's load is above its threshold ([`HostOptions::load`]): the upgrade was
+    /// The process's load is above its threshold ([`HostBuilder::load`](crate::host::HostBuilder::load)): the upgrade was
     /// answered with HTTP 503 and `Retry-After`.
     #[error("refused: this process is above its load threshold")]
     Overloaded,

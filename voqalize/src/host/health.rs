@@ -66,7 +66,7 @@ impl std::fmt::Debug for Health {
 
 impl Health {
     /// Probes for the calls that follow `shutdown` (the one given to
-    /// [`HostOptions::shutdown`](super::HostOptions::shutdown)).
+    /// [`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown)).
     pub fn new(shutdown: &Shutdown) -> Self {
         Health {
             shutdown: shutdown.clone(),
@@ -106,7 +106,7 @@ impl Health {
     }
 
     /// Readiness also follows `load`: not ready while it is above its threshold (the one given
-    /// to [`HostOptions::load`](super::HostOptions::load), which refuses the calls themselves).
+    /// to [`HostBuilder::load`](crate::host::HostBuilder::load), which refuses the calls themselves).
     /// The body gains `"load"`.
     #[must_use]
     pub fn load(mut self, load: &Load) -> Self {

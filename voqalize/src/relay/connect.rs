@@ -19,7 +19,7 @@ use crate::logline::outside;
 /// The relay connection.
 pub(super) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// Why [`Relay::serve`](super::Relay::serve) or [`build`](super::RelayBuilder::build) stopped.
+/// Why [`Relay::serve`](super::Relay::serve) or [`build`](crate::host::HostBuilder::build) stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RelayError {
@@ -39,7 +39,7 @@ pub enum RelayError {
     /// The relay closed with 4000 ("no agent"): it does not accept this agent. Not retried.
     #[error("the relay closed with 4000 (no agent): it does not accept this agent")]
     NoAgent,
-    /// Every connect attempt for [`RelayBuilder::give_up_after`](super::RelayBuilder::give_up_after)
+    /// Every connect attempt for [`RelayBuilder::give_up_after`](crate::host::HostBuilder::give_up_after)
     /// failed in a way waiting does not heal: the host does not resolve, or TLS fails.
     #[error("the relay cannot be reached: {why} (every attempt for {lasted:?})")]
     Unreachable {

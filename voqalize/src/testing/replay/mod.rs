@@ -198,7 +198,10 @@ impl Replay {
         // The replay's own recording, far above any recorder's default: a cut one would read as
         // missing turns (the report says when it was cut).
         let recorder = Recorder::in_memory().max_bytes(REPLAY_RECORDING_BYTES);
-        let options = HostOptions::allow_unverified().record(recorder.clone());
+        let options = HostOptions {
+            recorder: Some(recorder.clone()),
+            ..HostOptions::allow_unverified()
+        };
         let upgrade = Upgrade {
             session_id: start.session_id.clone(),
             authorization: None,
