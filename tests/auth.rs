@@ -74,7 +74,10 @@ fn bearer(token: &str) -> String {
 
 /// Options trusting only the test signer.
 fn trusting_signer() -> HostOptions {
-    HostOptions::with_public_keys([SIGNER_PUB]).expect("signer public key")
+    HostOptions::builder()
+        .public_keys([SIGNER_PUB])
+        .build()
+        .expect("signer public key")
 }
 
 fn assert_accepted(options: &HostOptions, authorization: Option<&str>, sid: &str) -> Claims {
@@ -396,32 +399,48 @@ fn case_68_missing_iat_is_accepted() {
 fn case_69_keys_are_tried_in_order() {
     let token = sign(&claims());
     // [wrong, right]
-    let both = HostOptions::with_public_keys([OTHER_PUB, SIGNER_PUB]).expect("keys");
+    let both = HostOptions::builder()
+        .public_keys([OTHER_PUB, SIGNER_PUB])
+        .build()
+        .expect("keys");
     assert_accepted(&both, Some(&bearer(&token)), SID);
     // [right, wrong]
-    let both = HostOptions::with_public_keys(vec![SIGNER_PUB.to_owned(), OTHER_PUB.to_owned()])
+    let both = HostOptions::builder()
+        .public_keys(vec![SIGNER_PUB.to_owned(), OTHER_PUB.to_owned()])
+        .build()
         .expect("keys");
     assert_accepted(&both, Some(&bearer(&token)), SID);
     // Blank entries are skipped, not fatal.
-    let padded = HostOptions::with_public_keys(["", OTHER_PUB, "  \n", SIGNER_PUB]).expect("keys");
+    let padded = HostOptions::builder()
+        .public_keys(["", OTHER_PUB, "  \n", SIGNER_PUB])
+        .build()
+        .expect("keys");
     assert_accepted(&padded, Some(&bearer(&token)), SID);
     // trust_public_key appends to the bundle.
-    let added = HostOptions::with_public_keys([OTHER_PUB])
-        .expect("keys")
+    let added = HostOptions::builder()
+        .public_keys([OTHER_PUB])
         .trust_public_key(SIGNER_PUB)
-        .expect("signer key");
+        .build()
+        .expect("keys");
     assert_accepted(&added, Some(&bearer(&token)), SID);
     assert_accepted(&added, Some(&bearer(&sign_with(other(), &claims()))), SID);
     // Production plus the signer: the added key is trusted.
-    let prod_plus = HostOptions::production()
+    let prod_plus = HostOptions::builder()
         .trust_public_key(SIGNER_PUB)
-        .expect("signer key");
+        .build()
+        .expect("options");
     assert_accepted(&prod_plus, Some(&bearer(&token)), SID);
     // PKCS#1 public keys are read too.
-    let pkcs1 = HostOptions::with_public_keys([SIGNER_PUB_PKCS1]).expect("pkcs1 key");
+    let pkcs1 = HostOptions::builder()
+        .public_keys([SIGNER_PUB_PKCS1])
+        .build()
+        .expect("pkcs1 key");
     assert_accepted(&pkcs1, Some(&bearer(&token)), SID);
     // Neither key matches: rejected.
-    let only_other = HostOptions::with_public_keys([OTHER_PUB]).expect("keys");
+    let only_other = HostOptions::builder()
+        .public_keys([OTHER_PUB])
+        .build()
+        .expect("keys");
     assert_rejected(
         &only_other,
         Some(&bearer(&token)),
@@ -433,7 +452,10 @@ fn case_69_keys_are_tried_in_order() {
 #[test]
 fn case_69_subject_mismatch_is_rejected_with_a_warning_by_the_first_validating_key() {
     let token = sign(&with(claims(), "sub", json!("someone-else")));
-    let options = HostOptions::with_public_keys([SIGNER_PUB, SIGNER_PUB]).expect("keys");
+    let options = HostOptions::builder()
+        .public_keys([SIGNER_PUB, SIGNER_PUB])
+        .build()
+        .expect("keys");
     const SID_A: &str = "conf-case69-mismatch";
     let (result, logs) = logs_of(SID_A, || options.verify(Some(&bearer(&token)), SID_A));
     assert!(
@@ -464,24 +486,27 @@ fn case_69_subject_mismatch_is_rejected_with_a_warning_by_the_first_validating_k
 #[test]
 fn case_70_no_keys_is_refused_at_construction() {
     assert!(matches!(
-        HostOptions::with_public_keys(Vec::<String>::new()),
+        HostOptions::builder()
+            .public_keys(Vec::<String>::new())
+            .build(),
         Err(HostError::NoKeys)
     ));
     assert!(matches!(
-        HostOptions::with_public_keys([""]),
+        HostOptions::builder().public_keys([""]).build(),
         Err(HostError::NoKeys)
     ));
     assert!(matches!(
-        HostOptions::with_public_keys(["", " \n\t "]),
+        HostOptions::builder().public_keys(["", " \n\t "]).build(),
         Err(HostError::NoKeys)
     ));
     assert!(matches!(
-        HostOptions::with_public_keys(["not a pem"]),
+        HostOptions::builder().public_keys(["not a pem"]).build(),
         Err(HostError::BadKey(_))
     ));
     assert!(matches!(
-        HostOptions::production()
-            .trust_public_key("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"),
+        HostOptions::builder()
+            .trust_public_key("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+            .build(),
         Err(HostError::BadKey(_))
     ));
     let text = HostError::NoKeys.to_string();
@@ -505,12 +530,46 @@ fn case_70_allow_unverified_accepts_anything_with_empty_claims() {
         .verify(Some(&bearer(&forged)), "whatever")
         .expect("unverified accepts any token");
     assert_eq!(got, Claims::default());
-    // Trusting a key after allow_unverified switches verification back on.
-    let verified = HostOptions::allow_unverified()
-        .trust_public_key(SIGNER_PUB)
-        .expect("signer key");
-    assert_rejected(&verified, None, SID, "missing token once a key is trusted");
-    assert_accepted(&verified, Some(&bearer(&sign(&claims()))), SID);
+}
+
+/// A bad key is no error mid-chain: the builder takes it, and `build()` says what is wrong, after
+/// every other setting (reqwest's way).
+#[test]
+fn a_bad_key_is_an_error_from_build_not_mid_chain() {
+    let builder = HostOptions::builder()
+        .public_keys(["not a pem"])
+        .max_sessions(3)
+        .trust_public_key("neither");
+    assert!(matches!(builder.build(), Err(HostError::BadKey(_))));
+}
+
+/// A key with `allow_unverified` is an error from `build()` naming the setting, whichever came
+/// first (once, trusting a key after `allow_unverified` silently turned verification back on).
+#[test]
+fn keys_with_allow_unverified_are_an_error_from_build_naming_it() {
+    for builder in [
+        HostOptions::builder()
+            .allow_unverified()
+            .trust_public_key(SIGNER_PUB),
+        HostOptions::builder()
+            .public_keys([SIGNER_PUB])
+            .allow_unverified(),
+    ] {
+        let e = builder
+            .build()
+            .expect_err("keys and allow_unverified clash");
+        assert!(
+            matches!(
+                e,
+                HostError::Conflict {
+                    setting: "allow_unverified",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("allow_unverified: "), "{e}");
+    }
 }
 
 fn claims_map_for(sid: &str) -> Map<String, Value> {

@@ -96,7 +96,7 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
     // page's timeline too.
     let console = Console::new(brain_url);
     let shown = console.clone();
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         brain_listener,
         move || Coach {
             model: Model::new(crate::support::layer(

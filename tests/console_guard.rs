@@ -148,7 +148,7 @@ async fn fetch(addr: SocketAddr, path: &str) -> String {
 async fn a_page_that_frames_the_console_opens_no_call() {
     let brain = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let brain_url = format!("ws://{}", brain.local_addr().expect("an address"));
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         brain,
         || Echo,
         HostOptions::allow_unverified(),

@@ -70,10 +70,13 @@ async fn a_drain_on_the_direct_leg_says_it_ended_the_call_and_counts_one_call() 
     let addr = listener.local_addr()?;
     let log = Arc::new(Log::default());
     let l = log.clone();
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         listener,
         move || Told(l.clone()),
-        HostOptions::allow_unverified().shutdown(&shutdown),
+        HostOptions::builder()
+            .allow_unverified()
+            .shutdown(&shutdown)
+            .build()?,
     ));
     let mut v = Voqalize::connect(&format!("ws://{addr}/voice"), &tag, None).await?;
     v.start_silent().await?;
@@ -100,7 +103,7 @@ async fn a_drain_on_the_relay_says_it_ended_the_call_and_counts_one_call() {
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+        .shutdown(&shutdown)
         .build()
         .unwrap();
     let factory = echo(&log, &release);

@@ -95,7 +95,7 @@ async fn an_end_followed_at_once_by_a_close_ends_direct_calls_as_ended() -> Test
     let addr = listener.local_addr()?;
     let log = Arc::new(Log::default());
     let l = log.clone();
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         listener,
         move || Greeter(l.clone()),
         HostOptions::allow_unverified(),

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use voqalize::host::tungstenite::AcceptError;
+use voqalize::host::AcceptError;
 use voqalize::host::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
 use voqalize::prelude::*;
 use voqalize::session::TransportLoss;
@@ -47,7 +47,10 @@ fn signer() -> TokenSigner {
 }
 
 fn trusted() -> HostOptions {
-    HostOptions::with_public_keys([SIGNER_PUB]).expect("the fixture public key parses")
+    HostOptions::builder()
+        .public_keys([SIGNER_PUB])
+        .build()
+        .expect("the fixture public key parses")
 }
 
 fn now() -> u64 {
@@ -98,20 +101,18 @@ async fn bind() -> std::io::Result<(TcpListener, SocketAddr)> {
     Ok((listener, addr))
 }
 
-/// `tungstenite::serve` on 127.0.0.1:0 in the background; returns its address.
+/// `host::serve` on 127.0.0.1:0 in the background; returns its address.
 async fn serve_tungstenite(
     factory: impl MakeBrain,
     options: HostOptions,
 ) -> std::io::Result<SocketAddr> {
     let (listener, addr) = bind().await?;
-    tokio::spawn(voqalize::host::tungstenite::serve(
-        listener, factory, options,
-    ));
+    tokio::spawn(voqalize::host::serve(listener, factory, options));
     Ok(addr)
 }
 
 /// `Echo` under `options` on both adapters, each on 127.0.0.1:0 in the background: the
-/// addresses of `tungstenite::serve` and of an axum app with `brain_route` at `/voice`.
+/// addresses of `host::serve` and of an axum app with `brain_route` at `/voice`.
 async fn serve_echo_on_both(options: HostOptions) -> std::io::Result<[SocketAddr; 2]> {
     let tungstenite = serve_tungstenite(|| Echo, options.clone()).await?;
     let (listener, axum_addr) = bind().await?;
@@ -123,7 +124,7 @@ async fn serve_echo_on_both(options: HostOptions) -> std::io::Result<[SocketAddr
     Ok([tungstenite, axum_addr])
 }
 
-/// Accepts exactly one connection with `tungstenite::accept` and reports when (and how) it returned.
+/// Accepts exactly one connection with `host::accept` and reports when (and how) it returned.
 async fn serve_once(
     factory: impl MakeBrain,
     options: HostOptions,
@@ -132,7 +133,7 @@ async fn serve_once(
     let (done_tx, done_rx) = oneshot::channel();
     tokio::spawn(async move {
         if let Ok((stream, _)) = listener.accept().await {
-            let result = voqalize::host::tungstenite::accept(
+            let result = voqalize::host::accept(
                 stream,
                 Arc::new(factory),
                 &options,
@@ -200,7 +201,10 @@ async fn echo_call(url: &str, session_id: &str, token: Option<&str>) -> TestResu
 async fn axum_brain_route_echoes_and_refuses_bad_upgrades() -> TestResult {
     let app = axum::Router::new().route(
         "/voice",
-        voqalize::host::axum::brain_route(|| Echo, HostOptions::with_public_keys([SIGNER_PUB])?),
+        voqalize::host::axum::brain_route(
+            || Echo,
+            HostOptions::builder().public_keys([SIGNER_PUB]).build()?,
+        ),
     );
     let (listener, addr) = bind().await?;
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -826,7 +830,10 @@ async fn a_session_start_for_another_session_is_refused() -> Result<(), Box<dyn 
 async fn a_connection_without_session_start_is_closed_after_the_deadline() -> TestResult {
     let addr = serve_tungstenite(
         || Echo,
-        HostOptions::allow_unverified().session_start_timeout(Duration::from_millis(200)),
+        HostOptions::builder()
+            .allow_unverified()
+            .session_start_timeout(Duration::from_millis(200))
+            .build()?,
     )
     .await?;
     let mut idle = dial(&format!("ws://{addr}/voice"), "idle", None).await?;
@@ -840,7 +847,10 @@ async fn a_connection_without_session_start_is_closed_after_the_deadline() -> Te
 // A message over the size limit ends that call with 1009, on both adapters.
 #[tokio::test]
 async fn a_message_over_the_limit_closes_with_1009() -> TestResult {
-    let options = HostOptions::allow_unverified().max_message_bytes(4096);
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .max_message_bytes(4096)
+        .build()?;
     for addr in serve_echo_on_both(options).await? {
         let mut v = dial(&format!("ws://{addr}/voice"), "big", None).await?;
         v.start_silent().await?;
@@ -895,7 +905,10 @@ async fn a_peer_that_never_reads_is_ended_not_buffered() -> TestResult {
     let l = log.clone();
     let addr = serve_tungstenite(
         move || Counted(l.clone()),
-        HostOptions::allow_unverified().max_lane_frames(4),
+        HostOptions::builder()
+            .allow_unverified()
+            .max_lane_frames(4)
+            .build()?,
     )
     .await?;
     let mut ws = raw_client(addr, "flood").await.map_err(|e| e.to_string())?;
@@ -940,7 +953,10 @@ async fn a_ping_flood_that_never_reads_does_not_disturb_other_calls() -> TestRes
     let l = log.clone();
     let addr = serve_tungstenite(
         move || Counted(l.clone()),
-        HostOptions::allow_unverified().max_write_backlog_bytes(64 * 1024),
+        HostOptions::builder()
+            .allow_unverified()
+            .max_write_backlog_bytes(64 * 1024)
+            .build()?,
     )
     .await?;
     let mut ws = raw_client(addr, "pings").await.map_err(|e| e.to_string())?;
@@ -986,8 +1002,10 @@ async fn junk_frames_are_logged_once_not_once_each() -> TestResult {
 async fn a_peer_that_stops_answering_pings_is_ended() -> TestResult {
     let log = Arc::new(crate::support::Log::default());
     let l = log.clone();
-    let options = HostOptions::allow_unverified()
-        .keepalive(Duration::from_millis(100), Duration::from_millis(100));
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .keepalive(Duration::from_millis(100), Duration::from_millis(100))
+        .build()?;
     let addr = serve_tungstenite(move || Counted(l.clone()), options).await?;
     let gone = raw_client(addr, "gone").await.map_err(|e| e.to_string())?;
     assert!(
@@ -1014,7 +1032,14 @@ async fn a_peer_that_stops_answering_pings_is_ended() -> TestResult {
 // once, on both adapters; once a call ends its place is free again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_max_sessions_are_refused_at_the_upgrade() -> TestResult {
-    for addr in serve_echo_on_both(HostOptions::allow_unverified().max_sessions(1)).await? {
+    for addr in serve_echo_on_both(
+        HostOptions::builder()
+            .allow_unverified()
+            .max_sessions(1)
+            .build()?,
+    )
+    .await?
+    {
         let url = format!("ws://{addr}/voice");
         let mut first = dial(&url, "first", None).await?;
         first.start_silent().await?;
@@ -1318,7 +1343,10 @@ async fn brain_only_rtvi_sent_inbound_is_logged_once() -> TestResult {
 // warning, not one per unit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
-    let options = HostOptions::allow_unverified().max_lane_frames(4096);
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .max_lane_frames(4096)
+        .build()?;
     let (addr, _log, sid) = target("unfinalized", options).await?;
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;
@@ -1338,7 +1366,10 @@ async fn units_never_finalized_are_logged_once_not_once_each() -> TestResult {
 // many frames it sends after that; a bystander is still answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbound_flood_ends_the_call_with_one_line() -> TestResult {
-    let options = HostOptions::allow_unverified().max_lane_frames(4);
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .max_lane_frames(4)
+        .build()?;
     let (addr, log, sid) = target("stuck-flood", options).await?;
     let mut v = dial(&format!("ws://{addr}/voice"), &sid, None).await?;
     v.start_silent().await?;
@@ -1371,8 +1402,11 @@ async fn an_unverified_brain_takes_no_calls_from_web_pages() -> TestResult {
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
     let tungstenite_addr = serve_tungstenite(|| Echo, HostOptions::allow_unverified()).await?;
-    let verified_addr =
-        serve_tungstenite(|| Echo, HostOptions::with_public_keys([SIGNER_PUB])?).await?;
+    let verified_addr = serve_tungstenite(
+        || Echo,
+        HostOptions::builder().public_keys([SIGNER_PUB]).build()?,
+    )
+    .await?;
     let upgrade = |addr: SocketAddr, origin: Option<&'static str>| async move {
         let mut request = format!("ws://{addr}/voice?session_id=page").into_client_request()?;
         if let Some(origin) = origin {
@@ -1454,8 +1488,12 @@ async fn serve_drainable(
         Arc::new(tokio::sync::Notify::new()),
     );
     let (l, r) = (log.clone(), release.clone());
-    let options = HostOptions::allow_unverified().shutdown(shutdown);
-    let served = tokio::spawn(voqalize::host::tungstenite::serve(
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .shutdown(shutdown)
+        .build()
+        .expect("options");
+    let served = tokio::spawn(voqalize::host::serve(
         listener,
         move || Gated {
             log: l.clone(),
@@ -1663,7 +1701,13 @@ async fn above_the_load_threshold_calls_are_refused_and_readiness_is_false() -> 
         }
     })
     .threshold(0.9);
-    let both = serve_echo_on_both(HostOptions::allow_unverified().load(&load)).await?;
+    let both = serve_echo_on_both(
+        HostOptions::builder()
+            .allow_unverified()
+            .load(&load)
+            .build()?,
+    )
+    .await?;
     let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(30));
     let (probes, probe_addr) = bind().await?;
     tokio::spawn(

@@ -131,10 +131,13 @@ async fn closes_slow_heads(addr: SocketAddr, path: &str) -> TestResult {
 async fn the_probe_port_caps_its_connections_and_request_heads() -> TestResult {
     let shutdown = Shutdown::new(Duration::from_secs(30));
     let (voice, voice_addr) = bind().await?;
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         voice,
         || Echo,
-        HostOptions::allow_unverified().shutdown(&shutdown),
+        HostOptions::builder()
+            .allow_unverified()
+            .shutdown(&shutdown)
+            .build()?,
     ));
     let (probes, capped) = bind().await?;
     tokio::spawn(
@@ -214,7 +217,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 async fn a_plain_get_on_the_voice_port_is_answered_426() -> TestResult {
     let logs = logs();
     let (tungstenite, tungstenite_addr) = bind().await?;
-    tokio::spawn(voqalize::host::tungstenite::serve(
+    tokio::spawn(voqalize::host::serve(
         tungstenite,
         || Echo,
         HostOptions::allow_unverified(),

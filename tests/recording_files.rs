@@ -26,7 +26,11 @@ fn fresh_dir(name: &str) -> PathBuf {
 
 /// One short call recorded by `recorder`.
 async fn one_call(recorder: &Recorder) {
-    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(recorder.clone())
+        .build()
+        .expect("options");
     let mut v = driver_with(|| Echo, options).await;
     v.start_silent().await.unwrap();
     v.user_says("hello").await.unwrap();

@@ -571,6 +571,22 @@ async fn the_builder_wants_exactly_one_way_to_authorize() {
     ));
 }
 
+/// `drain_timeout` beside a `Shutdown` (whose own timeout rules) is an error from `build()` naming
+/// it (it was silently unused).
+#[test]
+fn a_drain_timeout_beside_a_shutdown_is_an_error_from_build_naming_it() {
+    let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(1));
+    let built = Relay::builder("ws://127.0.0.1:1/agent", "v9")
+        .api_key("k")
+        .drain_timeout(Duration::from_secs(5))
+        .shutdown(&shutdown)
+        .build();
+    match built {
+        Err(RelayError::Config(why)) => assert!(why.starts_with("drain_timeout: "), "{why}"),
+        other => panic!("expected a Config error naming drain_timeout: {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn shutdown_lets_running_calls_finish_then_closes() {
     let mut relay = stand_in().await;
@@ -625,7 +641,7 @@ async fn relay_sessions_count_against_max_sessions() {
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().max_sessions(1))
+        .max_sessions(1)
         .build()
         .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
@@ -655,14 +671,10 @@ async fn relay_sessions_count_against_max_sessions() {
 async fn a_silent_caller_on_the_relay_outlives_the_session_ping_deadline() {
     let mut relay = stand_in().await;
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
-    // A direct-leg call this quiet would end after 100 ms; on the relay the connection owns
-    // liveness and the call stays up.
+    // On the relay the connection owns liveness (the builder's one `keepalive` is the
+    // connection's; a call has no deadline of its own to set): a quiet call stays up.
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(
-            HostOptions::allow_unverified()
-                .keepalive(Duration::from_millis(50), Duration::from_millis(50)),
-        )
         .build()
         .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
@@ -812,11 +824,8 @@ async fn a_frame_bigger_than_a_sessions_backlog_ends_that_session_with_its_end()
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(
-            HostOptions::allow_unverified()
-                .max_write_backlog_bytes(64 * 1024)
-                .max_chunk_bytes(128 * 1024),
-        )
+        .max_write_backlog_bytes(64 * 1024)
+        .max_chunk_bytes(128 * 1024)
         .build()
         .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
@@ -900,7 +909,7 @@ async fn a_session_refused_at_max_sessions_is_answered_with_its_end() {
     let (log, release) = (Arc::new(Log::default()), Arc::new(Notify::new()));
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().max_sessions(1))
+        .max_sessions(1)
         .build()
         .unwrap();
     let (_stop, _task) = serve(agent, echo(&log, &release));
@@ -951,7 +960,7 @@ async fn a_session_start_during_the_drain_is_answered_with_its_end() {
     link.send(A, &Frame::End).await;
 }
 
-// A relay connection carries at most `RelayBuilder::max_sessions` calls: the next SessionStart is
+// A relay carries at most `max_sessions` calls: the next SessionStart is
 // answered with its End at once (a relay could otherwise open calls without end: they stay up,
 // since the relay owns their liveness), and the calls already up go on.
 #[tokio::test]
@@ -1055,7 +1064,7 @@ async fn a_relay_follows_the_hosts_shutdown_and_a_second_trigger_ends_its_calls(
     let shutdown = voqalize::host::Shutdown::new(Duration::from_secs(600));
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+        .shutdown(&shutdown)
         .build()
         .unwrap();
     let served = {
@@ -1123,7 +1132,7 @@ async fn relay_calls_are_recorded_each_to_its_own_recording() {
     let recorder = voqalize::record::Recorder::in_memory();
     let agent = Relay::builder(relay.url(), "v9")
         .api_key("k")
-        .host_options(HostOptions::allow_unverified().record(recorder.clone()))
+        .record(recorder.clone())
         .build()
         .unwrap();
     let (stop, task) = serve(agent, echo(&log, &release));

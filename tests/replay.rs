@@ -147,7 +147,11 @@ async fn record_last_week(dir: &Path) -> PathBuf {
         .await
         .expect("a loopback port");
     script(&server);
-    let options = HostOptions::allow_unverified().record(Recorder::to_dir(dir));
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(Recorder::to_dir(dir))
+        .build()
+        .expect("options");
     let mut v = driver_with(shop(&server.base_url(), LAST_WEEK), options).await;
     let greeting = v.start().await.unwrap();
     assert_eq!(greeting.text(), "Welcome to the shop.");
@@ -418,7 +422,11 @@ async fn a_recording_past_its_byte_bound_ends_truncated_and_still_replays() {
     let long = "word ".repeat(2000);
     server.reply(Reply::new().text(&long).finish());
     let recorder = Recorder::in_memory().max_bytes(8 << 10);
-    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(recorder.clone())
+        .build()
+        .expect("options");
     let mut v = driver_with(shop(&server.base_url(), LAST_WEEK), options).await;
     v.start().await.unwrap();
     v.user_says("talk").await.unwrap();
@@ -451,7 +459,11 @@ async fn a_recording_past_its_byte_bound_ends_truncated_and_still_replays() {
 async fn one_call_in_n_is_recorded() {
     let recorder = Recorder::in_memory().every(2);
     for _ in 0..3 {
-        let options = HostOptions::allow_unverified().record(recorder.clone());
+        let options = HostOptions::builder()
+            .allow_unverified()
+            .record(recorder.clone())
+            .build()
+            .expect("options");
         let mut v = driver_with(|| Echo, options).await;
         v.start_silent().await.unwrap();
         v.user_says("hello").await.unwrap();
@@ -563,7 +575,11 @@ where
     F: AsyncFnOnce(&mut voqalize_testing::Voqalize),
 {
     let recorder = Recorder::in_memory();
-    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(recorder.clone())
+        .build()
+        .expect("options");
     let mut v = driver_with(factory, options).await;
     v.start_silent().await.unwrap();
     play(&mut v).await;
@@ -697,7 +713,11 @@ impl Brain for Loud {
 #[tokio::test]
 async fn a_long_call_replays_whole_past_the_default_recording_bound() {
     let recorder = Recorder::in_memory().max_bytes(64 << 20);
-    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(recorder.clone())
+        .build()
+        .expect("options");
     let mut v = driver_with(|| Loud, options).await;
     v.start_silent().await.unwrap();
     // About 4.8 MB of speech: past the 4 MiB default.
@@ -729,7 +749,11 @@ async fn a_refused_session_start_does_not_name_the_file_and_names_never_collide(
         session_id: Some("victim-a".into()),
         authorization: None,
     };
-    let options = HostOptions::allow_unverified().record(recorder.clone());
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .record(recorder.clone())
+        .build()
+        .expect("options");
     let mut v = Voqalize::in_process_with(|| Echo, options, upgrade);
     let start = Start {
         session_id: Some("victim-b".into()),
@@ -742,7 +766,11 @@ async fn a_refused_session_start_does_not_name_the_file_and_names_never_collide(
     // Twenty calls of one session id ending at once: twenty files.
     let mut calls = Vec::new();
     for _ in 0..20 {
-        let options = HostOptions::allow_unverified().record(recorder.clone());
+        let options = HostOptions::builder()
+            .allow_unverified()
+            .record(recorder.clone())
+            .build()
+            .expect("options");
         let mut v = Voqalize::in_process_with(|| Echo, options, Upgrade::default());
         v.start_silent().await.unwrap();
         calls.push(v);

@@ -853,7 +853,11 @@ async fn an_unanswered_cancel_times_out_and_releases_the_withheld_end() {
     let l = log.clone();
     let mut v = driver_with(
         move || Withheld(l.clone()),
-        HostOptions::allow_unverified().request_timeout(Duration::from_millis(300)),
+        HostOptions::builder()
+            .allow_unverified()
+            .request_timeout(Duration::from_millis(300))
+            .build()
+            .expect("options"),
     )
     .await;
     v.start_silent().await.unwrap();
@@ -1292,7 +1296,11 @@ async fn inbound_congestion_sheds_rtvi_and_signals_once() {
             log: l.clone(),
             cfg: cfg.clone(),
         },
-        HostOptions::allow_unverified().max_lane_frames(4),
+        HostOptions::builder()
+            .allow_unverified()
+            .max_lane_frames(4)
+            .build()
+            .expect("options"),
     )
     .await;
     v.send(bare_start()).await.unwrap();
@@ -1702,7 +1710,11 @@ async fn a_chunk_shed_by_outbound_congestion_is_not_generated_text() {
         log: l.clone(),
         cfg: Cfg::default(),
     };
-    let options = HostOptions::allow_unverified().max_lane_frames(4);
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .max_lane_frames(4)
+        .build()
+        .expect("options");
     let mut call = gated_call(factory, options, &permits);
     call.send(bare_start());
     call.send(message(2, "chunks a,b,c,d,e,f,g,h"));
@@ -1953,7 +1965,11 @@ async fn a_callback_that_never_returns_does_not_keep_the_session_alive() {
         let mut v = driver_with(
             move || Hung { at, log: l.clone() },
             // An End behind a stuck callback ends the session after the request timeout.
-            HostOptions::allow_unverified().request_timeout(Duration::from_millis(200)),
+            HostOptions::builder()
+                .allow_unverified()
+                .request_timeout(Duration::from_millis(200))
+                .build()
+                .expect("options"),
         )
         .await;
         v.start_silent().await.unwrap();
@@ -2088,7 +2104,11 @@ async fn an_inbound_flood_past_the_hard_bound_ends_the_call() {
             log: l.clone(),
             cfg: cfg.clone(),
         },
-        HostOptions::allow_unverified().max_lane_frames(4),
+        HostOptions::builder()
+            .allow_unverified()
+            .max_lane_frames(4)
+            .build()
+            .expect("options"),
     )
     .await;
     v.send(bare_start()).await.unwrap();
@@ -2118,7 +2138,11 @@ async fn an_inbound_flood_past_the_hard_bound_ends_the_call() {
 async fn json_over_the_limit_is_refused_before_parsing() {
     let log = Arc::new(Log::default());
     let l = log.clone();
-    let options = HostOptions::allow_unverified().max_json_bytes(1024);
+    let options = HostOptions::builder()
+        .allow_unverified()
+        .max_json_bytes(1024)
+        .build()
+        .expect("options");
     let mut v = driver_with(
         move || Scripted {
             log: l.clone(),

@@ -101,30 +101,30 @@ impl Args {
             // SIGTERM or Ctrl-C: no new call, the running ones drain (--drain-timeout), then it
             // returns; a second one ends them at once. The same drain as the direct leg's.
             let shutdown = self.shutdown();
-            let mut options = HostOptions::allow_unverified().shutdown(&shutdown);
+            let mut relay =
+                voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
+                    .api_key(key.as_str())
+                    .shutdown(&shutdown);
             if let Some(n) = self.max_sessions {
-                options = options.max_sessions(n);
+                relay = relay.max_sessions(n);
             }
-            let relay = voqalize::relay::Relay::builder(url.as_str(), self.agent_version.as_str())
-                .api_key(key.as_str())
-                .host_options(options)
-                .build()?;
+            let relay = relay.build()?;
             self.probes(voqalize::host::Health::new(&shutdown).relay(&relay))
                 .await?;
             report(relay.serve(factory, shutdown.triggered()).await?);
             return Ok(());
         }
         let options = if self.allow_unverified || self.console.is_some() {
-            HostOptions::allow_unverified()
+            HostOptions::builder().allow_unverified()
         } else if self.production {
-            HostOptions::production()
+            HostOptions::builder()
         } else {
             let pems = self
                 .public_key
                 .iter()
                 .map(|p| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display())))
                 .collect::<Result<Vec<_>, _>>()?;
-            HostOptions::with_public_keys(pems)?
+            HostOptions::builder().public_keys(pems)
         };
         // SIGTERM or Ctrl-C drains the calls (--drain-timeout at most); a second one ends them
         // at once.
@@ -165,10 +165,8 @@ impl Args {
         std::io::stdout().flush()?;
         // On a worker thread: `#[tokio::main]` polls its own future on the main thread, and an
         // accept loop there would hand every new call across threads.
-        let drained = tokio::spawn(voqalize::host::tungstenite::serve(
-            listener, factory, options,
-        ))
-        .await??;
+        let options = options.build()?;
+        let drained = tokio::spawn(voqalize::host::serve(listener, factory, options)).await??;
         report(drained);
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! [`Channel`]: the small transport trait a session runs over. One binary message carries one
 //! `Envelope`; a text message is ignored. Implement it to host a brain on any WebSocket library, or
-//! use the ready adapters ([`crate::host::axum`], [`crate::host::tungstenite`]) or the in-memory pair in
+//! use the ready adapters (`host::axum`, `host::tungstenite`, behind their features) or the in-memory pair in
 //! the `voqalize-testing` crate.
 
 use std::future::Future;

@@ -26,7 +26,7 @@
 //! #[tokio::main]
 //! async fn main() -> std::io::Result<()> {
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
-//!     voqalize::host::tungstenite::serve(listener, || Echo, HostOptions::production()).await?;
+//!     voqalize::host::serve(listener, || Echo, HostOptions::production()).await?;
 //!     Ok(())
 //! }
 //! ```
@@ -56,7 +56,7 @@
 //! | [`typescript`] | `voqalize types`: the TypeScript of a crate's actions and app events |
 //! | *`private`* | what the macros' generated code names (`__private`) |
 //! | *`runtime`* | one session's reader, feeder and writer, the inbound lanes, the turns |
-//! | [`host`] | the direct leg: `run_session`, token verification, axum and tokio-tungstenite adapters, probes, drain |
+//! | [`host`] | the direct leg: `serve`, `run_session`, token verification, probes, drain; the axum and tokio-tungstenite adapters (features `axum`, `tungstenite`) |
 //! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
 //! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic, Interactions and chat-completions layers; our SSE parser, the pooled HTTP client |
 //! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns and runs its tools |

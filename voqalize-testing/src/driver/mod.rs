@@ -247,7 +247,7 @@ impl Voqalize {
     }
 
     /// Serves a brain from `factory` on a fresh 127.0.0.1 port (the tokio-tungstenite adapter,
-    /// [`voqalize::host::tungstenite::accept`]) for exactly one call, and dials it with `token` as
+    /// [`voqalize::host::accept`]) for exactly one call, and dials it with `token` as
     /// Voqalize would: the whole path of a real call, socket and handshake included.
     /// [`brain_result`](Self::brain_result) then gives what hosting returned.
     ///
@@ -273,10 +273,10 @@ impl Voqalize {
                 .await
                 .map_err(|e| HostError::Handshake(Box::new(e)))?;
             let admission = voqalize::host::Admission::new(&options);
-            voqalize::host::tungstenite::accept(stream, Arc::new(factory), &options, &admission)
+            voqalize::host::accept(stream, Arc::new(factory), &options, &admission)
                 .await
                 .map_err(|e| match e {
-                    voqalize::host::tungstenite::AcceptError::Host(e) => e,
+                    voqalize::host::AcceptError::Host(e) => e,
                     other => HostError::Handshake(Box::new(other)),
                 })
         });

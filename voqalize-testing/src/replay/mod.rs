@@ -54,6 +54,9 @@ const TEARDOWN: Duration = Duration::from_secs(15);
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplayError {
+    /// The replay's host options did not build (not expected: they take no key).
+    #[error("the replay's host options did not build")]
+    Options(#[from] voqalize::host::HostError),
     /// The recording has no `SessionStart`: there is no call to replay.
     #[error("the recording has no SessionStart: there is no call to replay")]
     NoCall,
@@ -200,7 +203,10 @@ impl Replay {
         // The replay's own recording, far above any recorder's default: a cut one would read as
         // missing turns (the report says when it was cut).
         let recorder = Recorder::in_memory().max_bytes(REPLAY_RECORDING_BYTES);
-        let options = HostOptions::allow_unverified().record(recorder.clone());
+        let options = HostOptions::builder()
+            .allow_unverified()
+            .record(recorder.clone())
+            .build()?;
         let upgrade = Upgrade {
             session_id: start.session_id.clone(),
             authorization: None,

@@ -300,6 +300,7 @@ impl Console {
                 calls: Arc::new(AtomicU64::new(0)),
                 open: Arc::new(AtomicUsize::new(0)),
             });
+        let app = hyper_util::service::TowerToHyperService::new(app);
         crate::host::listen::serve_http(listener, app, limits, Port::Console, shutdown)
             .await
             .map_err(ConsoleError::Serve)

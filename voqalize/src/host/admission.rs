@@ -5,12 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::HostOptions;
-#[cfg(doc)]
-use super::{axum, tungstenite};
-
-/// The calls one server hosts now, against its cap ([`HostOptions::max_sessions`]): the live
-/// state beside the settings. Each way of serving makes one ([`tungstenite::serve`],
-/// [`axum::brain_route`], a relay); a loop of your own over [`tungstenite::accept`] makes one
+/// The calls one server hosts now, against its cap ([`HostBuilder::max_sessions`](crate::host::HostBuilder::max_sessions)): the live
+/// state beside the settings. Each way of serving makes one ([`serve`](super::serve),
+/// `axum::brain_route`, a relay); a loop of your own over [`accept`](super::accept) makes one
 /// with [`Admission::new`] and passes it to every call. Cheap to clone: clones count together.
 #[derive(Debug, Clone, Default)]
 pub struct Admission(Arc<Places>);
@@ -54,7 +51,7 @@ impl Admission {
     }
 }
 
-/// A hosted call's place under [`HostOptions::max_sessions`]; freed when dropped.
+/// A hosted call's place under [`HostBuilder::max_sessions`](crate::host::HostBuilder::max_sessions); freed when dropped.
 #[derive(Debug)]
 pub(crate) struct Admitted(Arc<Places>);
 
@@ -70,7 +67,11 @@ mod tests {
 
     #[test]
     fn an_admission_counts_its_clones_together_and_options_share_nothing() {
-        let options = HostOptions::allow_unverified().max_sessions(1);
+        let options = HostOptions::builder()
+            .allow_unverified()
+            .max_sessions(1)
+            .build()
+            .expect("no key to check");
         let admission = Admission::new(&options);
         let first = admission.clone().admit();
         assert!(first.is_some());

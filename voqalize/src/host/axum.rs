@@ -40,7 +40,7 @@ use super::{
 ///
 /// The route bounds the calls; the server you mount it in bounds its connections (axum's `serve`
 /// sets no deadline on a request's head: serve a port strangers reach behind a proxy that does,
-/// or use [`tungstenite::serve`](super::tungstenite::serve)).
+/// or use [`serve`](super::serve)).
 pub fn brain_route<M, S>(factory: M, options: HostOptions) -> MethodRouter<S>
 where
     M: MakeBrain,
@@ -92,12 +92,12 @@ fn upgrade_required() -> Response {
 /// # impl Brain for Echo {
 /// #     async fn on_user_message(&self, t: &mut Turn, m: UserMessage) -> BrainResult { t.say(&m.text); Ok(()) }
 /// # }
-/// # fn app(shutdown: &voqalize::host::Shutdown) -> axum::Router {
-/// let options = HostOptions::production().shutdown(shutdown);
-/// axum::Router::new()
+/// # fn app(shutdown: &voqalize::host::Shutdown) -> Result<axum::Router, HostError> {
+/// let options = HostOptions::builder().shutdown(shutdown).build()?;
+/// let app = axum::Router::new()
 ///     .route("/voice", voqalize::host::axum::brain_route(|| Echo, options))
-///     .merge(voqalize::host::axum::health_routes(voqalize::host::Health::new(shutdown)))
-/// # }
+///     .merge(voqalize::host::axum::health_routes(voqalize::host::Health::new(shutdown)));
+/// # Ok(app) }
 /// ```
 pub fn health_routes<S>(health: super::Health) -> axum::Router<S>
 where

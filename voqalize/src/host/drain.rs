@@ -21,7 +21,7 @@ pub(crate) enum Phase {
     Ending,
 }
 
-/// A shutdown for the servers given it through [`HostOptions::shutdown`](super::HostOptions::shutdown):
+/// A shutdown for the servers given it through [`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown):
 /// the first [`trigger`](Self::trigger) starts a graceful drain, and a second one (or the end of
 /// the drain timeout) ends the running calls at once.
 ///
@@ -30,7 +30,7 @@ pub(crate) enum Phase {
 /// `drain_timeout` passes, every call still running is ended: its brain's turns stop, it sends
 /// `End`, `on_session_end` is told [`EndReason::Shutdown`], and the socket closes.
 /// [`drained`](Self::drained) resolves once no call is left, with a [`DrainReport`];
-/// [`tungstenite::serve`](super::tungstenite::serve) returns then.
+/// [`serve`](super::serve) returns then.
 ///
 /// Clones share the one shutdown.
 ///
@@ -42,12 +42,12 @@ pub(crate) enum Phase {
 /// # impl Brain for Echo {
 /// #     async fn on_user_message(&self, t: &mut Turn, m: UserMessage) -> BrainResult { t.say(&m.text); Ok(()) }
 /// # }
-/// # async fn run() -> std::io::Result<()> {
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// // SIGTERM or Ctrl-C drains for 30 s; a second one ends the calls at once.
 /// let shutdown = Shutdown::new(Duration::from_secs(30)).on_signals();
-/// let options = HostOptions::production().shutdown(&shutdown);
+/// let options = HostOptions::builder().shutdown(&shutdown).build()?;
 /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
-/// let report = voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
+/// let report = voqalize::host::serve(listener, || Echo, options).await?;
 /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
 /// # Ok(()) }
 /// ```

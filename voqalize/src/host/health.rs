@@ -1,13 +1,12 @@
 //! Liveness and readiness for a platform's probes: [`Health`] answers `/healthz` (the process is
-//! up) and `/readyz` (it takes calls: not draining), on the direct leg's own axum server
-//! ([`axum::health_routes`](super::axum::health_routes)) or on a small server of its own for a
-//! process that serves only over the relay ([`Health::serve`]).
+//! up) and `/readyz` (it takes calls: not draining), on a small server of its own
+//! ([`Health::serve`]) or, with the feature `axum`, as routes of your axum app
+//! (`host::axum::health_routes`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use hyper::{Method, StatusCode, header};
 
 use super::listen::{Port, PortLimits};
 use super::{Load, Shutdown};
@@ -67,7 +66,7 @@ impl std::fmt::Debug for Health {
 
 impl Health {
     /// Probes for the calls that follow `shutdown` (the one given to
-    /// [`HostOptions::shutdown`](super::HostOptions::shutdown)).
+    /// [`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown)).
     pub fn new(shutdown: &Shutdown) -> Self {
         Health {
             shutdown: shutdown.clone(),
@@ -107,7 +106,7 @@ impl Health {
     }
 
     /// Readiness also follows `load`: not ready while it is above its threshold (the one given
-    /// to [`HostOptions::load`](super::HostOptions::load), which refuses the calls themselves).
+    /// to [`HostBuilder::load`](crate::host::HostBuilder::load), which refuses the calls themselves).
     /// The body gains `"load"`.
     #[must_use]
     pub fn load(mut self, load: &Load) -> Self {
@@ -128,6 +127,7 @@ impl Health {
 
     /// `GET /healthz` and `GET /readyz` as routes (what
     /// [`axum::health_routes`](super::axum::health_routes) gives).
+    #[cfg(feature = "axum")]
     pub(crate) fn routes<S>(self) -> axum::Router<S>
     where
         S: Clone + Send + Sync + 'static,
@@ -181,21 +181,50 @@ impl Health {
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         let shutdown = self.shutdown.clone();
         let limits = self.port;
-        let metrics = self.metrics.clone();
-        let mut app = self.routes();
-        if let Some(render) = metrics {
-            app = app.route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let text = render();
-                    async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-                }),
-            );
-        }
+        let health = Arc::new(self);
+        let app = hyper::service::service_fn(move |request: super::listen::Request| {
+            let answer = health.answer(request.method(), request.uri().path());
+            std::future::ready(Ok::<_, std::convert::Infallible>(answer))
+        });
         super::listen::serve_http(listener, app, limits, Port::Probes, async move {
             shutdown.drained().await;
         })
         .await
+    }
+
+    /// The answer to a request for `path` on [`serve`](Self::serve)'s port: the probes (and
+    /// `/metrics`) to `GET` and `HEAD` (`HEAD` with an empty body), `405` to another method,
+    /// `404` elsewhere.
+    fn answer(&self, method: &Method, path: &str) -> Response {
+        let answer = match (path, &self.metrics) {
+            ("/healthz", _) => plain(StatusCode::OK, "text/plain; charset=utf-8", "ok".into()),
+            ("/readyz", _) => self.readiness(),
+            ("/metrics", Some(render)) => {
+                plain(StatusCode::OK, "text/plain; version=0.0.4", render())
+            }
+            _ => {
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "text/plain; charset=utf-8",
+                    String::new(),
+                );
+            }
+        };
+        match *method {
+            Method::GET => answer,
+            Method::HEAD => answer.map(|_| String::new()),
+            _ => {
+                let mut refused = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "text/plain; charset=utf-8",
+                    String::new(),
+                );
+                refused
+                    .headers_mut()
+                    .insert(header::ALLOW, header::HeaderValue::from_static("GET,HEAD"));
+                refused
+            }
+        }
     }
 
     /// The answer to `/readyz`.
@@ -219,11 +248,20 @@ impl Health {
             // Two decimals: a probe's reader wants the figure, not its noise.
             body["load"] = ((load * 100.0).round() / 100.0).into();
         }
-        (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response()
+        plain(status, "application/json", body.to_string())
     }
+}
+
+/// An answer of the probe port: a status, a content type, a body.
+pub(crate) type Response = hyper::Response<String>;
+
+/// The answer `status` with `body` of `content_type`.
+fn plain(status: StatusCode, content_type: &'static str, body: String) -> Response {
+    let mut answer = hyper::Response::new(body);
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    answer
 }

@@ -1,5 +1,5 @@
 //! Accepting connections on a port anyone who can reach it may open, bounded: the voice port's
-//! accept loop ([`tungstenite::serve`](super::tungstenite::serve)) and the small HTTP ports, the
+//! accept loop ([`serve`](super::serve)) and the small HTTP ports, the
 //! probes ([`Health::serve`](super::Health::serve)) and the console
 //! (`voqalize::console::Console::serve`).
 //!
@@ -18,7 +18,6 @@ use std::io;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::Admission;
@@ -164,7 +163,11 @@ pub fn set_keepalive(stream: &TcpStream) {
 const AT_CAP: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
 
-/// Serves `app` over HTTP/1.1 on `listener` within `limits` until `stop` resolves, then lets
+/// A request as a port's service gets it.
+pub(crate) type Request = hyper::Request<hyper::body::Incoming>;
+
+/// Serves `app` (a hyper service: a `service_fn`, or an axum router through hyper-util's
+/// `TowerToHyperService`) over HTTP/1.1 on `listener` within `limits` until `stop` resolves, then lets
 /// each open connection finish its request and returns once none is left. A request that
 /// upgrades (the console's WebSocket) leaves the count when it does: from then on its handler
 /// owns the socket.
@@ -172,13 +175,21 @@ const AT_CAP: &[u8] =
 /// # Errors
 /// None in practice: a failed accept is retried. The `Result` leaves room for listener errors
 /// that are permanent.
-pub(crate) async fn serve_http(
+pub(crate) async fn serve_http<S, B>(
     listener: TcpListener,
-    app: axum::Router,
+    app: S,
     limits: PortLimits,
     port: Port,
     stop: impl Future<Output = ()>,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    S: hyper::service::Service<Request, Response = hyper::Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let places = Admission::with_max(limits.max_connections.max(1));
     let mut failures = AcceptFailures::new(port);
     let mut refusals = Repeated::new(port.refused());
@@ -208,7 +219,7 @@ pub(crate) async fn serve_http(
         };
         set_keepalive(&stream);
         let connection = http
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()))
+            .serve_connection(TokioIo::new(stream), app.clone())
             .with_upgrades();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {

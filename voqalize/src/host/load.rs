@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// container's CPU quota and the process's affinity). [`Load::from_fn`] takes a measure of your
 /// own: the calls a GPU can still take, a queue's depth, another process's figure.
 ///
-/// Give it to [`HostOptions::load`](super::HostOptions::load) to refuse calls above the
+/// Give it to [`HostBuilder::load`](crate::host::HostBuilder::load) to refuse calls above the
 /// threshold, and to [`Health::load`](super::Health::load) to report it (readiness turns false
 /// above it). Clones share one measure.
 ///
@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 ///
 /// // Refuse new calls while the process used more than 80 % of its CPUs over the last 5 s.
 /// let load = Load::cpu(Duration::from_secs(5)).threshold(0.8);
-/// let options = HostOptions::production().load(&load);
+/// let options = HostOptions::builder().load(&load).build()?;
 /// # let _ = options;
+/// # Ok::<(), voqalize::host::HostError>(())
 /// ```
 #[derive(Clone)]
 pub struct Load {

@@ -4,15 +4,41 @@
 //! * [`run_session`] runs one call over any [`Channel`] once the WebSocket is upgraded: it verifies
 //!   the token, drives the brain, and closes the channel (4000 for a bad token, 1008 without a
 //!   session id, 1000 after the call).
-//! * Ready adapters mount a brain in a server you already run: [`axum::brain_route`] (an axum
-//!   route) and [`tungstenite::serve`] (a tokio-tungstenite accept loop).
+//! * [`serve`] runs the direct leg's own WebSocket server (an accept loop); [`accept`] hosts one
+//!   accepted TCP stream. They need no feature and name no dependency's type.
+//! * Adapters for a server you already run, each behind the feature of the crate whose types it
+//!   names (and so follows that crate's major version): `host::axum` (feature `axum`:
+//!   `brain_route`, an axum route) and `host::tungstenite` (feature `tungstenite`: a
+//!   [`Channel`] over a tokio-tungstenite socket you accepted yourself).
 //! * In production: [`Shutdown`] drains the calls on SIGTERM (both legs), [`Health`] answers the
 //!   platform's probes, [`Load`] refuses calls while the process is busy, and
-//!   [`HostOptions::max_sessions`] caps them.
+//!   [`HostBuilder::max_sessions`] caps them.
+//!
+//! # Configuring a host: one builder for both legs
+//!
+//! * [`HostOptions::builder`] gives a `HostBuilder<Direct>` (`build()`: `Result<HostOptions,
+//!   HostError>`); `Relay::builder(url, version)` (feature `relay`) gives a `HostBuilder<RelayLeg>`
+//!   (`build()`: `Result<Relay, RelayError>`). Setters never fail; `build()` checks the whole and
+//!   names what is wrong (reqwest's way, as the provider builders).
+//! * A setting both legs have is one method of every [`HostBuilder`]: the session limits,
+//!   `shutdown`, `record`, `max_sessions` (one server's calls), `keepalive` (the leg's liveness:
+//!   each call's Pings, or the relay connection's), `max_message_bytes`, `max_write_backlog_bytes`.
+//! * A leg's own settings are methods of that leg's builder only, so one that does not apply does
+//!   not compile: the direct leg's keys, `load`, `socket_buffers`, `session_start_timeout`; the
+//!   relay's authorization, reconnect and socket settings, `drain_timeout`.
+//! * What can still clash is an error from `build()` naming the setting: an unreadable key, no
+//!   key left, keys with `allow_unverified` ([`HostError::Conflict`]); on the relay,
+//!   `drain_timeout` beside a `shutdown` (whose own timeout rules), a bad URL, version or key.
+//! * [`HostOptions::production`] and [`HostOptions::allow_unverified`] are ready-made options
+//!   (`builder().build()` and `builder().allow_unverified().build()`, which cannot fail).
 
+mod accept;
 mod admission;
 pub mod auth;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
+mod builder;
 mod coalesce;
 pub(crate) mod dial;
 mod drain;
@@ -20,7 +46,10 @@ mod health;
 pub(crate) mod listen;
 mod load;
 mod refusal;
+#[cfg(feature = "tungstenite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tungstenite")))]
 pub mod tungstenite;
+pub(crate) mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,9 +60,12 @@ use tracing::Instrument;
 
 pub use crate::brain::{Fallible, MakeBrain, fallible};
 pub use crate::channel::{Channel, ChannelError, ChannelReceiver, ChannelSender, Incoming};
+pub use accept::{AcceptError, HANDSHAKE_TIMEOUT, accept, serve, set_keepalive};
 pub use admission::Admission;
+#[cfg(any(feature = "axum", feature = "relay"))]
 pub(crate) use admission::Admitted;
 pub use auth::{Claims, PRODUCTION_PUBLIC_KEY};
+pub use builder::{Direct, HostBuilder};
 pub(crate) use drain::Hosted;
 pub use drain::{DrainReport, Shutdown};
 pub use health::Health;
@@ -57,7 +89,7 @@ pub enum HostError {
     /// No verification keys and no `allow_unverified`: every token would be refused.
     #[error(
         "no verification keys: pass at least one PEM public key to \
-         HostOptions::with_public_keys, or call HostOptions::allow_unverified() for development"
+         HostBuilder::public_keys, or call HostBuilder::allow_unverified() for development"
     )]
     NoKeys,
     /// A public key could not be read (PEM, SPKI or PKCS#1 RSA).
@@ -73,7 +105,16 @@ pub enum HostError {
     /// The WebSocket connection could not be accepted (TCP or handshake failure).
     #[error("could not accept the connection")]
     Handshake(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
-    /// The server is shutting down ([`HostOptions::shutdown`]): the call was refused, closed with
+    /// Two settings of a [`HostBuilder`] that cannot go together: `setting` is the one to drop or
+    /// change, `why` says what it clashes with.
+    #[error("{setting}: {why}")]
+    Conflict {
+        /// The setting, as the builder's method is named.
+        setting: &'static str,
+        /// What it clashes with.
+        why: &'static str,
+    },
+    /// The server is shutting down ([`HostBuilder::shutdown`]): the call was refused, closed with
     /// 1013 ("try again later").
     #[error("the server is shutting down; the call was refused")]
     ShuttingDown,
@@ -85,26 +126,27 @@ pub enum HostError {
     SendFailed(#[source] ChannelError),
 }
 
-/// How calls are accepted: which keys are trusted and the session's queue bounds and timeouts.
-/// Cheap to clone; share one across connections.
+/// How calls are accepted on the direct leg: which keys are trusted and the session's queue
+/// bounds and timeouts. Made by [`HostOptions::builder`] (or ready-made: [`production`](Self::production),
+/// [`allow_unverified`](Self::allow_unverified)). Cheap to clone; share one across connections.
 #[derive(Clone)]
 pub struct HostOptions {
-    verifier: auth::Verifier,
-    limits: Limits,
-    socket: SocketLimits,
+    pub(crate) verifier: auth::Verifier,
+    pub(crate) limits: Limits,
+    pub(crate) socket: SocketLimits,
     /// The cap on calls hosted at once by one server ([`Admission`] counts them).
-    max_sessions: Option<usize>,
+    pub(crate) max_sessions: Option<usize>,
     /// The shutdown the calls follow, when one was given.
-    shutdown: Option<Shutdown>,
+    pub(crate) shutdown: Option<Shutdown>,
     /// Above its threshold no new call is taken, when one was given.
-    load: Option<Load>,
+    pub(crate) load: Option<Load>,
     /// Where calls are recorded, when they are.
-    recorder: Option<crate::record::Recorder>,
+    pub(crate) recorder: Option<crate::record::Recorder>,
     /// Told every answered tool call of every call (the testing kit's driver).
-    tool_watch: Option<crate::session::ToolWatch>,
+    pub(crate) tool_watch: Option<crate::session::ToolWatch>,
 }
 
-/// The default of [`HostOptions::max_chunk_bytes`]: 16 KiB, far above any real text delta and far
+/// The default of [`HostBuilder::max_chunk_bytes`](crate::host::HostBuilder::max_chunk_bytes): 16 KiB, far above any real text delta and far
 /// below the socket's message limit.
 const DEFAULT_CHUNK_BYTES: usize = 16 * 1024;
 
@@ -114,11 +156,28 @@ const FRAME_HEADER_BYTES: usize = 14;
 
 /// The WebSocket's buffers and size limits, per connection.
 #[derive(Debug, Clone, Copy)]
-struct SocketLimits {
-    read_buffer: usize,
-    write_buffer: usize,
-    max_write_backlog: usize,
-    max_message: usize,
+pub(crate) struct SocketLimits {
+    pub(crate) read_buffer: usize,
+    pub(crate) write_buffer: usize,
+    pub(crate) max_write_backlog: usize,
+    pub(crate) max_message: usize,
+}
+
+/// The session limits every builder starts from.
+pub(crate) fn default_limits() -> Limits {
+    Limits {
+        max_lane_frames: 256,
+        max_lane_bytes: 2 * 1024 * 1024,
+        max_turns: 4,
+        request_timeout: Duration::from_secs(10),
+        start_timeout: Duration::from_secs(10),
+        max_json: 64 * 1024,
+        ping_interval: Duration::from_secs(20),
+        pong_timeout: Duration::from_secs(20),
+        max_frame: SocketLimits::default().max_message,
+        chunk_bytes: DEFAULT_CHUNK_BYTES,
+        session_keepalive: true,
+    }
 }
 
 impl Default for SocketLimits {
@@ -156,8 +215,27 @@ impl Default for HostOptions {
 }
 
 impl HostOptions {
-    /// Trusts only the embedded production key ([`PRODUCTION_PUBLIC_KEY`]): what a brain serving
-    /// real Voqalize calls wants.
+    /// A builder of options, every setting at its default (the production key trusted); see
+    /// [`HostBuilder`]. Its setters never fail: `build()` checks the whole.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use voqalize::host::{HostOptions, Shutdown};
+    ///
+    /// let shutdown = Shutdown::new(Duration::from_secs(30));
+    /// let options = HostOptions::builder()
+    ///     .shutdown(&shutdown)
+    ///     .max_sessions(200)
+    ///     .build()?;
+    /// # Ok::<(), voqalize::host::HostError>(())
+    /// ```
+    pub fn builder() -> HostBuilder<Direct> {
+        HostBuilder::with_leg(Direct::default())
+    }
+
+    /// Trusts only the embedded production key ([`PRODUCTION_PUBLIC_KEY`]), every other setting
+    /// at its default: what a brain serving real Voqalize calls wants (`builder().build()`, which
+    /// cannot fail).
     pub fn production() -> Self {
         // The embedded key is a constant a unit test parses, so this cannot fail in a released
         // build; if it ever did, every token is refused (fail closed) and the log says why.
@@ -172,19 +250,7 @@ impl HostOptions {
         };
         HostOptions {
             verifier: auth::Verifier::Keys(keys),
-            limits: Limits {
-                max_lane_frames: 256,
-                max_lane_bytes: 2 * 1024 * 1024,
-                max_turns: 4,
-                request_timeout: Duration::from_secs(10),
-                start_timeout: Duration::from_secs(10),
-                max_json: 64 * 1024,
-                ping_interval: Duration::from_secs(20),
-                pong_timeout: Duration::from_secs(20),
-                max_frame: SocketLimits::default().max_message,
-                chunk_bytes: DEFAULT_CHUNK_BYTES,
-                session_keepalive: true,
-            },
+            limits: default_limits(),
             socket: SocketLimits::default(),
             max_sessions: None,
             shutdown: None,
@@ -192,38 +258,6 @@ impl HostOptions {
             recorder: None,
             tool_watch: None,
         }
-    }
-
-    /// Follows `shutdown`: once it is triggered, new calls are refused (`503` with
-    /// `Retry-After` at the upgrade; a call given to [`run_session`] directly is closed with 1013)
-    /// and the running ones drain, then end with `End` when its drain timeout passes (see
-    /// [`Shutdown`]). Every server made with these options follows it.
-    #[must_use]
-    pub fn shutdown(mut self, shutdown: &Shutdown) -> Self {
-        self.shutdown = Some(shutdown.clone());
-        self
-    }
-
-    /// Refuses new calls on the direct leg while `load` is above its threshold: the upgrade is
-    /// answered `503` with `Retry-After`, so a load balancer sends the call to another process
-    /// (give the same `load` to [`Health::load`] and readiness turns false too). Read once per
-    /// upgrade. The relay leg does not follow it: the relay routes each call itself. Default: no
-    /// load admission.
-    #[must_use]
-    pub fn load(mut self, load: &Load) -> Self {
-        self.load = Some(load.clone());
-        self
-    }
-
-    /// Records calls with `recorder` (every call, or one in [`Recorder::every`]): each frame in
-    /// and out, each model request and its response, each tool call, written when the call ends
-    /// (see [`crate::record`]). On both legs. Default: nothing is recorded.
-    ///
-    /// [`Recorder::every`]: crate::record::Recorder::every
-    #[must_use]
-    pub fn record(mut self, recorder: crate::record::Recorder) -> Self {
-        self.recorder = Some(recorder);
-        self
     }
 
     /// Tells `watch` of every answered tool call (the testing kit's driver lists them per turn;
@@ -254,48 +288,9 @@ impl HostOptions {
         self.shutdown.as_ref()
     }
 
-    /// Trusts exactly these PEM public keys (SPKI `BEGIN PUBLIC KEY` or PKCS#1), tried in order,
-    /// instead of the production key. Blank entries are ignored.
-    ///
-    /// # Errors
-    /// [`HostError::NoKeys`] when no key remains; [`HostError::BadKey`] for an unreadable key.
-    pub fn with_public_keys<I, S>(pems: I) -> Result<Self, HostError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        let keys = pems
-            .into_iter()
-            .filter(|p| !p.as_ref().trim().is_empty())
-            .map(|p| auth::parse_key(p.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        if keys.is_empty() {
-            return Err(HostError::NoKeys);
-        }
-        Ok(HostOptions {
-            verifier: auth::Verifier::Keys(keys),
-            ..Self::production()
-        })
-    }
-
-    /// Adds a trusted PEM public key to those already trusted.
-    ///
-    /// # Errors
-    /// [`HostError::BadKey`] for an unreadable key.
-    pub fn trust_public_key(mut self, pem: &str) -> Result<Self, HostError> {
-        let key = auth::parse_key(pem)?;
-        match &mut self.verifier {
-            auth::Verifier::Keys(keys) => keys.push(key),
-            auth::Verifier::Unverified => self.verifier = auth::Verifier::Keys(vec![key]),
-        }
-        Ok(self)
-    }
-
-    /// Accepts every connection without checking a token. For development only: anyone who can
-    /// reach the socket can open a call. Log lines then carry no tenant or agent id. An upgrade
-    /// that carries an `Origin` header is still refused (403): browsers send one with every
-    /// WebSocket, Voqalize never does, so a web page open in your browser cannot call a
-    /// development brain on your machine.
+    /// Accepts every connection without checking a token, every other setting at its default
+    /// (`builder().allow_unverified().build()`, which cannot fail). For development only: see
+    /// [`HostBuilder::allow_unverified`].
     pub fn allow_unverified() -> Self {
         HostOptions {
             verifier: auth::Verifier::Unverified,
@@ -309,150 +304,27 @@ impl HostOptions {
         matches!(self.verifier, auth::Verifier::Unverified)
     }
 
-    /// The bound of each bulk lane, inbound and outbound (default 256; 0 means 256).
-    #[must_use]
-    pub fn max_lane_frames(mut self, frames: usize) -> Self {
-        self.limits.max_lane_frames = if frames == 0 { 256 } else { frames };
-        self
-    }
-
-    /// How many turns of one call may run at once (default 4, at least 1). A `UserMessage` or
-    /// `UserIdle` past it waits for a running turn to end (a barge-in ends them at once), and the
-    /// frames behind it wait on the inbound lane, within its bounds: a peer that sends a hundred
-    /// messages at once cannot run a hundred turns, each a model request, at once. A warning is
-    /// logged once, then counted.
-    #[must_use]
-    pub fn max_turns(mut self, turns: usize) -> Self {
-        self.limits.max_turns = turns.max(1);
-        self
-    }
-
-    /// The bound of each bulk lane in bytes, inbound and outbound (default 2 MiB, at least 64 KiB):
-    /// a frame count is no bound when one frame can be a megabyte. Past it `SpeechChunk`s and
-    /// RTVI frames are shed as past [`max_lane_frames`](Self::max_lane_frames) (one `OVERLOAD` per
-    /// episode); past twice it any frame overflows and the call ends (docs/protocol.md §3.3). A
-    /// lane counts each frame's text and JSON payloads; a turn's frames weigh a few kilobytes.
-    #[must_use]
-    pub fn max_lane_bytes(mut self, bytes: usize) -> Self {
-        self.limits.max_lane_bytes = bytes.max(64 * 1024);
-        self
-    }
-
-    /// How long `configure` and `cancel_speech` wait for Voqalize's answer (default 10 s).
-    #[must_use]
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.limits.request_timeout = timeout;
-        self
-    }
-
-    /// How long after the upgrade a peer has to send `SessionStart` before the connection is
-    /// closed (default 10 s), so idle sockets cannot hold the process's file descriptors.
-    #[must_use]
-    pub fn session_start_timeout(mut self, timeout: Duration) -> Self {
-        self.limits.start_timeout = timeout;
-        self
-    }
-
-    /// At most `n` calls hosted at once by one server: one [`tungstenite::serve`], one
-    /// [`axum::brain_route`], one relay (default: no cap). A connection beyond it is refused at
-    /// the upgrade with HTTP 503, at once, instead of being accepted and left to time out. The
-    /// count itself is the server's [`Admission`]: these options stay a plain value.
-    #[must_use]
-    pub fn max_sessions(mut self, n: usize) -> Self {
-        self.max_sessions = Some(n);
-        self
-    }
-
     /// The session limits these options set.
     #[cfg(feature = "relay")]
     pub(crate) fn limits(&self) -> Limits {
         self.limits
     }
 
-    /// The largest inbound message of one session, in bytes ([`HostOptions::max_message_bytes`]).
+    /// The largest inbound message of one session, in bytes ([`HostBuilder::max_message_bytes`](crate::host::HostBuilder::max_message_bytes)).
     #[cfg(feature = "relay")]
     pub(crate) fn max_message(&self) -> usize {
         self.socket.max_message
     }
 
-    /// How many bytes may wait unsent for one session ([`HostOptions::max_write_backlog_bytes`]).
+    /// How many bytes may wait unsent for one session ([`HostBuilder::max_write_backlog_bytes`](crate::host::HostBuilder::max_write_backlog_bytes)).
     #[cfg(feature = "relay")]
     pub(crate) fn max_write_backlog(&self) -> usize {
         self.socket.max_write_backlog
     }
 
-    /// How often an idle peer is pinged (default 20 s), and how long after that the session waits
-    /// for any sign of life, a Pong or a frame, before it ends (default 20 s): a half-open
-    /// connection (a peer gone without a close) ends and `on_session_end` runs.
-    #[must_use]
-    pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
-        self.limits.ping_interval = ping_interval.max(Duration::from_millis(10));
-        self.limits.pong_timeout = pong_timeout;
-        self
-    }
-
-    /// The largest JSON text a frame may carry in `SessionStart.init` or RTVI `data`, in bytes
-    /// (default 64 KiB), checked before it is parsed. A bigger `init` refuses the session
-    /// (fatal `PROTOCOL`, `End`); bigger RTVI data is skipped with a log line.
-    #[must_use]
-    pub fn max_json_bytes(mut self, bytes: usize) -> Self {
-        self.limits.max_json = bytes;
-        self
-    }
-
-    /// The largest WebSocket message (and frame) accepted or sent, in bytes (default 1 MiB, at
-    /// least 1 KiB; the limit Voqalize's own client uses, and the largest legitimate frame is far
-    /// below it). A bigger inbound message ends the call and closes the connection with 1009.
-    /// The brain never sends a bigger one: speech is split into chunks
-    /// ([`max_chunk_bytes`](Self::max_chunk_bytes)), step names are cut, `send_rtvi` refuses data
-    /// that would not fit, and any other frame the brain builds over it ends the call with
-    /// `Error{INTERNAL, fatal}`, `End` and close 1011 instead of being sent (docs/protocol.md §3.2).
-    /// On the relay leg it bounds each call's messages after the demux: a bigger one ends that call
-    /// only, with its `End` (`RelayBuilder::frame_headroom` sizes the shared socket's own limit).
-    #[must_use]
-    pub fn max_message_bytes(mut self, bytes: usize) -> Self {
-        self.socket.max_message = bytes.max(1024);
-        self.limits.max_frame = self.socket.max_message;
-        self
-    }
-
-    /// The most bytes of text one `SpeechChunk` carries (default 16 KiB; at least 4, one character
-    /// of any width, and at most the message limit less 64 bytes of a frame's own). A longer write to a speech unit (a model's text delta can be of
-    /// any length) goes out as several chunks, cut at character boundaries, in order: their
-    /// concatenation is the text written.
-    #[must_use]
-    pub fn max_chunk_bytes(mut self, bytes: usize) -> Self {
-        self.limits.chunk_bytes = bytes;
-        self
-    }
-
-    /// The WebSocket read and write buffer sizes per connection, in bytes (default 512 read, 0
-    /// write). Voqalize's frames are small: a `UserMessage` or a `Finalize` fits in one 512-byte
-    /// read, a longer one takes a few, and large buffers only cost memory per call
-    /// (tokio-tungstenite's 128 KiB defaults were most of a session's memory). The write buffer
-    /// can stay 0: the writer flushes once per batch of ready frames, and the tokio-tungstenite
-    /// leg keeps a batch's bytes until that flush (docs/protocol.md §2.1). Behind axum each frame
-    /// is written as it is fed unless the write buffer holds a batch: a few KiB there trade that
-    /// much memory per speaking call for one `write` per batch.
-    #[must_use]
-    pub fn socket_buffers(mut self, read: usize, write: usize) -> Self {
-        self.socket.read_buffer = read.max(256);
-        self.socket.write_buffer = write;
-        self
-    }
-
-    /// How many bytes may wait unsent for a peer that does not read (default 1 MiB, Pongs
-    /// included): past it the write fails and the call ends, instead of buffering forever. On the
-    /// relay leg it bounds each call's bytes waiting for the shared socket: past it that call's
-    /// writer waits (a single bigger frame fails its send and the call ends, with its `End`).
-    #[must_use]
-    pub fn max_write_backlog_bytes(mut self, bytes: usize) -> Self {
-        self.socket.max_write_backlog = bytes;
-        self
-    }
-
     /// The tokio-tungstenite configuration these options call for (buffers and size limits); public
-    /// as [`tungstenite::websocket_config`], so these options name no dependency's type.
+    /// as `tungstenite::websocket_config` (feature `tungstenite`), so these options name no
+    /// dependency's type.
     pub(crate) fn websocket_config(
         &self,
     ) -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {

@@ -3,15 +3,15 @@
 /// An upgrade refused before the WebSocket is accepted, and how it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
-    /// The server drains ([`HostOptions::shutdown`](super::HostOptions::shutdown)): `503` and
+    /// The server drains ([`HostBuilder::shutdown`](crate::host::HostBuilder::shutdown)): `503` and
     /// `Retry-After`, another process will take the call.
     Draining,
-    /// The load is above its threshold ([`HostOptions::load`](super::HostOptions::load)): `503`
+    /// The load is above its threshold ([`HostBuilder::load`](crate::host::HostBuilder::load)): `503`
     /// and `Retry-After`.
     Overloaded,
     /// An unverified brain and an upgrade from a web page (an `Origin` header): `403`.
     WebPage,
-    /// At [`HostOptions::max_sessions`](super::HostOptions::max_sessions): `503`.
+    /// At [`HostBuilder::max_sessions`](crate::host::HostBuilder::max_sessions): `503`.
     AtCapacity,
 }
 

@@ -2,7 +2,7 @@
 //! call, one JSON line each, so a call can be read back or replayed against another build of the
 //! brain (`voqalize_testing::Replay`, in the `voqalize-testing` crate).
 //!
-//! Turn it on with [`HostOptions::record`](crate::HostOptions::record) and a [`Recorder`]; it
+//! Turn it on with [`HostBuilder::record`](crate::host::HostBuilder::record) and a [`Recorder`]; it
 //! works on both legs. A recording holds everything the call said — the user's words, the model's
 //! answers, tool arguments and results — so keep the files as you keep transcripts. It never
 //! holds an HTTP header (where API keys travel) nor a URL's host or query.
@@ -17,11 +17,11 @@
 //! #         Ok(())
 //! #     }
 //! # }
-//! # async fn run() -> std::io::Result<()> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! // One call in 20 is written to calls/<unix ms>-<session id>.jsonl when it ends.
-//! let options = HostOptions::production().record(Recorder::to_dir("calls").every(20));
+//! let options = HostOptions::builder().record(Recorder::to_dir("calls").every(20)).build()?;
 //! let listener = tokio::net::TcpListener::bind("0.0.0.0:8787").await?;
-//! voqalize::host::tungstenite::serve(listener, || Echo, options).await?;
+//! voqalize::host::serve(listener, || Echo, options).await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -82,7 +82,7 @@ use crate::recover::lock;
 pub const DEFAULT_MAX_RECORDING_BYTES: usize = 4 << 20;
 
 /// Where recordings go and which calls are recorded. Give it to
-/// [`HostOptions::record`](crate::HostOptions::record). Cheap to clone: clones share the sink and
+/// [`HostBuilder::record`](crate::host::HostBuilder::record). Cheap to clone: clones share the sink and
 /// the sampling count.
 #[derive(Debug, Clone)]
 pub struct Recorder {

@@ -15,7 +15,7 @@ use super::outbound::{BATCH_BYTES, Socket};
 use super::{Authorization, PREFIX, Relay, Settings};
 use crate::logline::outside;
 
-/// Why [`Relay::serve`](super::Relay::serve) or [`build`](super::RelayBuilder::build) stopped.
+/// Why [`Relay::serve`](super::Relay::serve) or [`build`](crate::host::HostBuilder::build) stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RelayError {
@@ -35,7 +35,7 @@ pub enum RelayError {
     /// The relay closed with 4000 ("no agent"): it does not accept this agent. Not retried.
     #[error("the relay closed with 4000 (no agent): it does not accept this agent")]
     NoAgent,
-    /// Every connect attempt for [`RelayBuilder::give_up_after`](super::RelayBuilder::give_up_after)
+    /// Every connect attempt for [`RelayBuilder::give_up_after`](crate::host::HostBuilder::give_up_after)
     /// failed in a way waiting does not heal: the host does not resolve, or TLS fails.
     #[error("the relay cannot be reached: {why} (every attempt for {lasted:?})")]
     Unreachable {
@@ -176,11 +176,11 @@ fn websocket_config(relay: &Relay) -> WebSocketConfig {
 const READ_BUFFER: usize = 16 * 1024;
 
 /// TCP keepalive on the dialled socket, below the WebSocket Pings (see
-/// [`crate::host::tungstenite::set_keepalive`]).
+/// [`crate::host::set_keepalive`]).
 fn set_keepalive(socket: &Socket) {
     match socket.get_ref() {
-        MaybeTlsStream::Plain(tcp) => crate::host::tungstenite::set_keepalive(tcp),
-        MaybeTlsStream::Rustls(tls) => crate::host::tungstenite::set_keepalive(tls.get_ref().0),
+        MaybeTlsStream::Plain(tcp) => crate::host::set_keepalive(tcp),
+        MaybeTlsStream::Rustls(tls) => crate::host::set_keepalive(tls.get_ref().0),
         _ => {}
     }
 }

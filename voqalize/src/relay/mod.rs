@@ -24,28 +24,28 @@
 //!   for an unknown prefix are dropped; a session that ends frees its prefix;
 //! * **a fair writer**: one frame per session in turn, every ready frame fed and flushed once per
 //!   batch, so a busy session cannot starve the others; each session's backlog is bounded in bytes
-//!   (`HostOptions::max_write_backlog_bytes`) and so is the connection's
-//!   ([`RelayBuilder::max_backlog_bytes`]);
+//!   ([`HostBuilder::max_write_backlog_bytes`]) and so is the connection's
+//!   ([`RelayBuilder::max_backlog_bytes`](HostBuilder::max_backlog_bytes));
 //! * **liveness, owned by the connection**: a Ping every 20 s, and a relay that sends nothing (not
 //!   even a Pong) or takes no bytes past its deadline is redialled; TCP keepalive on the socket
-//!   ([`RelayBuilder::keepalive`]). Sessions run no Ping deadline of their own: a silent caller stays
+//!   ([`HostBuilder::keepalive`]). Sessions run no Ping deadline of their own: a silent caller stays
 //!   up. A session the brain ends for its own reasons (a bound, an error, a panic, shutdown) is
 //!   always told to the relay with its `End`;
 //! * **reconnect**: with backoff from 0.1 s doubling to 60 s, ±10 % jitter, 10 s per attempt; a
 //!   connection that closes before it stayed up 30 s is backed off like a failed dial
-//!   ([`RelayBuilder::reconnect_backoff`]). HTTP 401/403 on the upgrade fail at once
+//!   ([`RelayBuilder::reconnect_backoff`](HostBuilder::reconnect_backoff)). HTTP 401/403 on the upgrade fail at once
 //!   ([`RelayError::AuthRejected`]); close 4000 is permanent ([`RelayError::NoAgent`]); any other
 //!   close reconnects and ends every session (each runs `on_session_end`; nothing is replayed);
-//! * **limits per session**: a message over a session's `HostOptions::max_message_bytes` ends that
+//! * **limits per session**: a message over a session's [`HostBuilder::max_message_bytes`] ends that
 //!   session only (its `End` goes to the relay), or is skipped for a prefix with no session, up to
-//!   the socket's own bound: that much plus the prefix plus [`RelayBuilder::frame_headroom`],
+//!   the socket's own bound: that much plus the prefix plus [`RelayBuilder::frame_headroom`](HostBuilder::frame_headroom),
 //!   8 MiB + 16 bytes at the defaults. A message over the socket's bound loses the connection
 //!   (every call on it ends; the relay is redialled);
 //! * **bad input**: a text frame, a frame shorter than 16 bytes or a malformed envelope is logged
 //!   (once per window) and skipped; it never stops `serve`;
 //! * **graceful shutdown**, the direct leg's: when the future given to [`Relay::serve`] completes,
-//!   or the [`Shutdown`](crate::host::Shutdown) its host options follow is triggered
-//!   ([`HostOptions::shutdown`]), no new session is taken (each `SessionStart` is answered with
+//!   or the [`Shutdown`](crate::host::Shutdown) it follows is triggered
+//!   ([`HostBuilder::shutdown`]), no new session is taken (each `SessionStart` is answered with
 //!   its `End`: the relay protocol has no refusal of its own), running calls get the drain timeout
 //!   to finish, then the rest end with `End` and `on_session_end` told
 //!   [`EndReason::Shutdown`](crate::EndReason::Shutdown). A second trigger ends them at once. The
@@ -62,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::brain::MakeBrain;
-use crate::host::{Admission, DrainReport, HostOptions};
+use crate::host::{Admission, DrainReport, HostBuilder, HostOptions};
 
 pub use connect::RelayError;
 
@@ -76,7 +76,10 @@ const PREFIX: usize = 16;
 /// year, so deadlines computed from them cannot overflow.
 const LONGEST: Duration = Duration::from_secs(365 * 24 * 3600);
 
-/// The relay connection's own settings (the sessions' are the [`HostOptions`]).
+/// The relay's cap on calls by default ([`HostBuilder::max_sessions`]).
+const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
+/// The relay connection's own settings (the sessions' are the [`HostOptions`] built beside them).
 #[derive(Debug, Clone, Copy)]
 struct Settings {
     ping_interval: Duration,
@@ -87,7 +90,6 @@ struct Settings {
     give_up_after: Duration,
     frame_headroom: usize,
     max_backlog: usize,
-    max_sessions: usize,
 }
 
 impl Default for Settings {
@@ -101,7 +103,6 @@ impl Default for Settings {
             give_up_after: Duration::from_secs(60),
             frame_headroom: 7 * 1024 * 1024,
             max_backlog: 16 * 1024 * 1024,
-            max_sessions: 10_000,
         }
     }
 }
@@ -113,17 +114,31 @@ enum Authorization {
     Provider(Arc<dyn Fn() -> String + Send + Sync>),
 }
 
-/// Builds a [`Relay`]: the relay's `/agent` URL, the agent version, and exactly one of an API
-/// key and an authorization provider.
-#[must_use]
-pub struct RelayBuilder {
+/// Builds a [`Relay`]: a [`HostBuilder`] for the relay leg, with the settings both legs share
+/// (session limits, `shutdown`, `record`, `max_sessions`, `keepalive`...) and the relay's own
+/// below (its `/agent` URL, the agent version, exactly one of an API key and an authorization
+/// provider, reconnect and socket settings). Setters never fail: [`build`](HostBuilder::build)
+/// checks the whole.
+pub type RelayBuilder = HostBuilder<RelayLeg>;
+
+/// The relay leg's own settings in a [`HostBuilder`] ([`RelayBuilder`]).
+pub struct RelayLeg {
     url: String,
     version: String,
     api_key: Option<String>,
     provider: Option<Arc<dyn Fn() -> String + Send + Sync>>,
-    options: HostOptions,
-    drain: Duration,
+    drain: Option<Duration>,
     settings: Settings,
+}
+
+impl std::fmt::Debug for RelayLeg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayLeg")
+            .field("url", &self.url)
+            .field("version", &self.version)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A configured connection to the Cortex relay. Cheap to clone.
@@ -133,7 +148,7 @@ pub struct Relay {
     version: String,
     authorization: Authorization,
     options: HostOptions,
-    /// The calls it hosts now, against `HostOptions::max_sessions`; its clones count together.
+    /// The calls it hosts now, against `max_sessions`; its clones count together.
     admission: Admission,
     drain: Duration,
     settings: Settings,
@@ -167,15 +182,14 @@ impl Relay {
     /// # Ok::<(), voqalize::relay::RelayError>(())
     /// ```
     pub fn builder(url: impl Into<String>, version: impl Into<String>) -> RelayBuilder {
-        RelayBuilder {
+        HostBuilder::with_leg(RelayLeg {
             url: url.into(),
             version: version.into(),
             api_key: None,
             provider: None,
-            options: HostOptions::allow_unverified(),
-            drain: Duration::from_secs(30),
+            drain: None,
             settings: Settings::default(),
-        }
+        })
     }
 
     /// Serves every call the relay routes to this agent until `shutdown` completes and the
@@ -183,10 +197,10 @@ impl Relay {
     /// after any other close. Returns what the drain did: the relay's calls that finished during
     /// it and those it ended (with a shutdown shared with the direct leg, that leg's so far too).
     ///
-    /// When the host options follow a [`Shutdown`](crate::host::Shutdown)
-    /// ([`HostOptions::shutdown`]), that one drives the drain (its timeout, its second trigger,
+    /// When the relay follows a [`Shutdown`](crate::host::Shutdown)
+    /// ([`HostBuilder::shutdown`]), that one drives the drain (its timeout, its second trigger,
     /// its report); pass `shutdown.triggered()` or `std::future::pending()` as `shutdown` then.
-    /// Otherwise `shutdown` completing starts a drain of [`RelayBuilder::drain_timeout`].
+    /// Otherwise `shutdown` completing starts a drain of [`RelayBuilder::drain_timeout`](HostBuilder::drain_timeout).
     ///
     /// The connection runs in a task of its own on the runtime's workers, beside its calls'
     /// tasks, wherever this is awaited (`#[tokio::main]` awaits on the main thread, from where
@@ -206,7 +220,7 @@ impl Relay {
     /// let shutdown = Shutdown::new(Duration::from_secs(30)).on_signals();
     /// let relay = Relay::builder("wss://cortex.example/agent", "coach-1.4.0")
     ///     .api_key("your-agent-key")
-    ///     .host_options(HostOptions::allow_unverified().shutdown(&shutdown))
+    ///     .shutdown(&shutdown)
     ///     .build()?;
     /// let report = relay.serve(|| Echo, shutdown.triggered()).await?;
     /// println!("{} calls finished, {} ended by the shutdown", report.drained, report.ended);
@@ -245,10 +259,10 @@ impl Relay {
     }
 }
 
-impl RelayBuilder {
+impl HostBuilder<RelayLeg> {
     /// A static API key, sent as `Authorization: Bearer <key>` on every connect.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
+        self.leg.api_key = Some(key.into());
         self
     }
 
@@ -258,62 +272,35 @@ impl RelayBuilder {
         mut self,
         provider: impl Fn() -> String + Send + Sync + 'static,
     ) -> Self {
-        self.provider = Some(Arc::new(provider));
-        self
-    }
-
-    /// The session limits (queue bound, timeouts, JSON size...) each call runs with. Default:
-    /// `HostOptions::allow_unverified()`'s limits. On this leg:
-    /// * token checks do not apply (the relay authenticates the agent);
-    /// * `keepalive` does not apply: the relay connection owns liveness
-    ///   ([`RelayBuilder::keepalive`]), and a call is never ended for being silent;
-    /// * `max_message_bytes` bounds each session's inbound messages (a bigger one ends that
-    ///   session only, up to the socket's bound: [`RelayBuilder::frame_headroom`]), and `max_write_backlog_bytes` (at least 64 KiB here) each session's bytes
-    ///   waiting for the relay socket (a frame bigger than that fails the session's send; it ends
-    ///   with its `End`).
-    pub fn host_options(mut self, options: HostOptions) -> Self {
-        self.options = options;
+        self.leg.provider = Some(Arc::new(provider));
         self
     }
 
     /// How long running calls may go on after shutdown was asked for (default 30 s). Past it,
     /// each call still running ends: the relay gets its `End`, then the socket closes with 1000.
-    /// Unused when the host options follow a [`Shutdown`](crate::host::Shutdown): its own
-    /// timeout applies.
+    /// For a relay that follows no [`Shutdown`](crate::host::Shutdown): with one
+    /// ([`HostBuilder::shutdown`]) its own timeout applies, and [`build`](HostBuilder::build)
+    /// fails naming `drain_timeout`.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
-        self.drain = timeout.min(LONGEST);
-        self
-    }
-
-    /// The relay connection's liveness: a WebSocket Ping every `ping_interval` (default 20 s,
-    /// at least 10 ms), and `pong_timeout` (default 20 s, at least 10 ms) of grace. The connection
-    /// is lost when the relay sends nothing at all (no frame, no Pong) for `ping_interval +
-    /// pong_timeout`, or takes none of a batch of bytes (or a Ping) for `pong_timeout`: a hung,
-    /// half-open or never-reading relay. Every session on it then ends (`on_session_end` runs,
-    /// nothing is replayed) and the relay is redialled with backoff. The dialled socket also has
-    /// TCP keepalive (probes after 30 s of silence, every 10 s).
-    pub fn keepalive(mut self, ping_interval: Duration, pong_timeout: Duration) -> Self {
-        let least = Duration::from_millis(10);
-        self.settings.ping_interval = ping_interval.clamp(least, LONGEST);
-        self.settings.pong_timeout = pong_timeout.clamp(least, LONGEST);
+        self.leg.drain = Some(timeout.min(LONGEST));
         self
     }
 
     /// The wait before redialling: `first_delay` (default 0.1 s, at least 1 ms), doubled after
     /// each failed attempt and each connection that ended sooner than
-    /// [`RelayBuilder::backoff_reset_after`], up to `max_delay` (default 60 s), jittered by ±10 %.
+    /// [`RelayBuilder::backoff_reset_after`](HostBuilder::backoff_reset_after), up to `max_delay` (default 60 s), jittered by ±10 %.
     /// A relay that accepts and then closes at once (any close but 4000, or a plain EOF) is backed
     /// off exactly like one that refuses the connection.
     pub fn reconnect_backoff(mut self, first_delay: Duration, max_delay: Duration) -> Self {
-        self.settings.first_delay = first_delay.clamp(Duration::from_millis(1), LONGEST);
-        self.settings.max_delay = max_delay.clamp(self.settings.first_delay, LONGEST);
+        self.leg.settings.first_delay = first_delay.clamp(Duration::from_millis(1), LONGEST);
+        self.leg.settings.max_delay = max_delay.clamp(self.leg.settings.first_delay, LONGEST);
         self
     }
 
     /// How long a connection must stay up for the reconnect delay to start over at its first
     /// value (default 30 s). Shorter connections keep doubling it.
     pub fn backoff_reset_after(mut self, up: Duration) -> Self {
-        self.settings.backoff_reset_after = up;
+        self.leg.settings.backoff_reset_after = up;
         self
     }
 
@@ -324,12 +311,12 @@ impl RelayBuilder {
     /// recovers within it). A refused connection, a timeout or an HTTP 5xx is a relay that is not
     /// up yet, and is retried without end; a refused API key (401/403) ends `serve` at once.
     pub fn give_up_after(mut self, lasting: Duration) -> Self {
-        self.settings.give_up_after = lasting;
+        self.leg.settings.give_up_after = lasting;
         self
     }
 
     /// Bytes the relay socket accepts in one message beyond a session's largest
-    /// (`HostOptions::max_message_bytes`, 1 MiB by default) and its 16-byte prefix (default
+    /// (`HostBuilder::max_message_bytes`, 1 MiB by default) and its 16-byte prefix (default
     /// 7 MiB). The socket's bound is their sum: 8 MiB + 16 bytes (8,388,624) at the defaults.
     ///
     /// Within the socket's bound, a message whose envelope is over its session's
@@ -348,7 +335,7 @@ impl RelayBuilder {
     /// one relay connection (not per call): up to the socket's bound, and about twice that while a
     /// message sent in fragments is put together.
     pub fn frame_headroom(mut self, bytes: usize) -> Self {
-        self.settings.frame_headroom = bytes;
+        self.leg.settings.frame_headroom = bytes;
         self
     }
 
@@ -356,18 +343,9 @@ impl RelayBuilder {
     /// socket (default 16 MiB; at least one session's `max_write_backlog_bytes`). Past it, or past
     /// a session's own bound, the session's writer waits; its outbound lane then fills as on the
     /// direct leg. A relay that takes no bytes for `pong_timeout` is redialled
-    /// ([`RelayBuilder::keepalive`]).
+    /// ([`HostBuilder::keepalive`]).
     pub fn max_backlog_bytes(mut self, bytes: usize) -> Self {
-        self.settings.max_backlog = bytes;
-        self
-    }
-
-    /// How many calls one relay connection carries at once (default 10,000, at least 1; an idle
-    /// call costs about 8 kB). A `SessionStart` past it is answered with that session's `End`
-    /// at once, as one past `HostOptions::max_sessions` (the process's cap, which counts both
-    /// legs) or one during the drain: the relay is never left believing a refused call is up.
-    pub fn max_sessions(mut self, sessions: usize) -> Self {
-        self.settings.max_sessions = sessions.max(1);
+        self.leg.settings.max_backlog = bytes;
         self
     }
 
@@ -378,33 +356,59 @@ impl RelayBuilder {
     /// URL is not `ws://` or `wss://`, or the version or key cannot be an HTTP header value.
     pub fn build(self) -> Result<Relay, RelayError> {
         let config = |why: &str| RelayError::Config(why.to_owned());
-        if !(self.url.starts_with("ws://") || self.url.starts_with("wss://")) {
+        let leg = &self.leg;
+        if !(leg.url.starts_with("ws://") || leg.url.starts_with("wss://")) {
             return Err(config("the relay URL must start with ws:// or wss://"));
         }
-        connect::header_value(&self.version)
+        connect::header_value(&leg.version)
             .map_err(|_| config("the agent version cannot be an HTTP header value"))?;
-        let authorization = match (self.api_key, self.provider) {
+        if leg.drain.is_some() && self.shutdown.is_some() {
+            return Err(config(
+                "drain_timeout: the relay follows a Shutdown, whose own drain timeout applies \
+                 (set it with Shutdown::new)",
+            ));
+        }
+        let authorization = match (leg.api_key.as_ref(), leg.provider.as_ref()) {
             (Some(key), None) => {
                 let value = format!("Bearer {key}");
                 connect::header_value(&value)
-                    .map_err(|_| config("the API key cannot be an HTTP header value"))?;
+                    .map_err(|_| config("api_key: the key cannot be an HTTP header value"))?;
                 Authorization::Static(value)
             }
-            (None, Some(provider)) => Authorization::Provider(provider),
+            (None, Some(provider)) => Authorization::Provider(provider.clone()),
             _ => {
                 return Err(config(
                     "pass exactly one of api_key and authorization_provider",
                 ));
             }
         };
+        let mut settings = leg.settings;
+        let least = Duration::from_millis(10);
+        if let Some((ping_interval, pong_timeout)) = self.keepalive {
+            settings.ping_interval = ping_interval.clamp(least, LONGEST);
+            settings.pong_timeout = pong_timeout.clamp(least, LONGEST);
+        }
+        let max_sessions = self.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS);
+        let drain = leg.drain.unwrap_or(Duration::from_secs(30));
+        let (url, version) = (self.leg.url, self.leg.version);
+        // The calls' options: no token (the relay authenticates the agent), no load (the relay
+        // routes each call), no Ping deadline per call (the connection owns liveness).
+        let options = HostOptions {
+            limits: self.limits,
+            socket: self.socket,
+            max_sessions: Some(max_sessions),
+            shutdown: self.shutdown,
+            recorder: self.recorder,
+            ..HostOptions::allow_unverified()
+        };
         Ok(Relay {
-            url: self.url,
-            version: self.version,
+            url,
+            version,
             authorization,
-            admission: Admission::new(&self.options),
-            options: self.options,
-            drain: self.drain,
-            settings: self.settings,
+            admission: Admission::new(&options),
+            options,
+            drain,
+            settings,
             connected: Arc::default(),
         })
     }

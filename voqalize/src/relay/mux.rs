@@ -471,13 +471,6 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
         if draining {
             return self.refuse(prefix, Refused::Draining, "the agent is shutting down");
         }
-        if self.sessions.len() >= self.relay.settings.max_sessions {
-            return self.refuse(
-                prefix,
-                Refused::AtCapacity,
-                "at the relay connection's max_sessions",
-            );
-        }
         self.open(prefix, envelope);
     }
 
@@ -587,10 +580,10 @@ impl<'r, M: MakeBrain> Connection<'r, M> {
 
     /// Opens a session on `prefix` with its `SessionStart`.
     fn open(&mut self, prefix: Prefix, start: Bytes) {
-        // The relay's sessions count against `HostOptions::max_sessions` like the direct leg's
+        // The relay's sessions count against `max_sessions` like the direct leg's
         // calls: a relay cannot open more than the process takes.
         let Some(admitted) = self.relay.admission.admit() else {
-            return self.refuse(prefix, Refused::AtCapacity, "at HostOptions::max_sessions");
+            return self.refuse(prefix, Refused::AtCapacity, "at max_sessions");
         };
         let (inbox, reader) = inbox::inbox(self.max_message);
         let sender = RelaySender {

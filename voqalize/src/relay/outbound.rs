@@ -40,7 +40,7 @@ pub(super) const BATCH_BYTES: usize = 64 * 1024;
 /// The byte bounds of a [`Backlog`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Bounds {
-    /// Bytes one session may have waiting (`HostOptions::max_write_backlog_bytes`); a bigger
+    /// Bytes one session may have waiting (`HostBuilder::max_write_backlog_bytes`); a bigger
     /// frame is refused.
     pub(super) session_bytes: usize,
     /// Bytes every session together may have waiting (`RelayBuilder::max_backlog_bytes`); at

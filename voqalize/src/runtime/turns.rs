@@ -31,7 +31,7 @@ pub(super) struct Control {
     pub(super) session: OnceLock<Session>,
     pub(super) turns: Mutex<Turns>,
     /// A turn stopped running (it ended, or a barge-in cancelled it): a turn waiting for a place
-    /// under `HostOptions::max_turns` may start.
+    /// under `HostBuilder::max_turns` may start.
     pub(super) turn_ended: Notify,
     /// Set after a refusal or a fatal start failure: no further callbacks (docs/protocol.md §7 D1).
     pub(super) dead: AtomicBool,

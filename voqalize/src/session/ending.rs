@@ -50,9 +50,9 @@ pub enum TransportLoss {
 #[non_exhaustive]
 pub enum BoundExceeded {
     /// An inbound or outbound lane passed its hard bound: the peer floods the brain, or does not
-    /// read what it sends (`HostOptions::max_lane_frames` / `max_lane_bytes`).
+    /// read what it sends (`HostBuilder::max_lane_frames` / `max_lane_bytes`).
     Lane,
-    /// The peer sent a message over `HostOptions::max_message_bytes`: on the direct leg the
+    /// The peer sent a message over `HostBuilder::max_message_bytes`: on the direct leg the
     /// socket's limit (closed with 1009), on the relay leg the call's own (its `End` goes to the
     /// relay; the connection stays).
     InboundMessage,

@@ -77,7 +77,7 @@ pub enum SessionError {
          error-response, ui-command and ui-job-group"
     )]
     RtviNotAllowed(RtviType),
-    /// The frame would be over the socket's message limit (`HostOptions::max_message_bytes`,
+    /// The frame would be over the socket's message limit (`HostBuilder::max_message_bytes`,
     /// 1 MiB by default), so the peer could never take it; nothing was sent.
     #[error("{op}: the frame would be over the socket's limit of {limit} bytes; nothing was sent")]
     TooLarge {

@@ -272,7 +272,7 @@ impl Session {
     /// [`SessionError::RtviNotAllowed`] for a type only the app may send (client-message, send-text,
     /// ui-event, ui-snapshot, ui-cancel-job-group); [`SessionError::Json`] when `data` cannot be
     /// serialised; [`SessionError::TooLarge`] when the frame would be over the socket's message
-    /// limit (`HostOptions::max_message_bytes`, 1 MiB by default). Nothing is sent in any case.
+    /// limit (`HostBuilder::max_message_bytes`, 1 MiB by default). Nothing is sent in any case.
     pub fn send_rtvi<T: Serialize + ?Sized>(
         &self,
         kind: RtviType,

@@ -344,7 +344,7 @@ impl SpeechUnit<'_> {
     }
 
     /// Streams `text` as one `SpeechChunk`, or as several when it is longer than the chunk limit
-    /// ([`HostOptions::max_chunk_bytes`](crate::host::HostOptions::max_chunk_bytes), 16 KiB by
+    /// ([`HostBuilder::max_chunk_bytes`](crate::host::HostBuilder::max_chunk_bytes), 16 KiB by
     /// default): cut at character boundaries, in order,
     /// so their concatenation is `text` and no frame outgrows the socket (a model's text delta has
     /// no length of its own). Empty text is skipped; text for a closed unit or a cancelled turn is

@@ -29,7 +29,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let gemini = Gemini::from_env().build()?; // GOOGLE_API_KEY or GEMINI_API_KEY
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8787").await?;
-//! voqalize::host::tungstenite::serve(
+//! voqalize::host::serve(
 //!     listener,
 //!     move || Coach { model: Model::new(gemini.clone()).instruction("You are a diabetes coach.") },
 //!     HostOptions::production(),
