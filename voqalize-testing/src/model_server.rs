@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::formats::Provider;
 use crate::lock;
-use crate::wire_format::{ReadBack, Recorded, WireFormat};
+use crate::wire_format::{ReadBack, Recorded, StreamWriter, WireFormat};
 
 /// A point in a scripted stream where the server stops writing until the test releases it (to
 /// barge in while text or a tool is in flight).
@@ -158,7 +158,7 @@ impl Reply {
         self
     }
 
-    /// An error event inside the stream, as the provider sends one ([`StreamWriter::error`](crate::StreamWriter::error)).
+    /// An error event inside the stream, as the provider sends one ([`StreamWriter::error`]).
     #[must_use]
     pub fn error(mut self, message: &str) -> Reply {
         self.steps.push(Step::Error(message.to_owned()));
@@ -391,8 +391,14 @@ async fn answer(
         };
         return (status, [("content-type", "application/json")], body).into_response();
     }
+    stream_reply(reply, shared.format.writer())
+}
+
+/// The response streaming `reply`'s steps as `writer` writes them, from a task of its own: it
+/// waits at each gate, then keeps the stream alive or hanging when the reply says so, and stops
+/// when the client goes away.
+fn stream_reply(reply: Reply, mut writer: Box<dyn StreamWriter>) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
-    let mut writer = shared.format.writer();
     tokio::spawn(async move {
         for step in reply.steps {
             let events = match &step {

@@ -112,6 +112,48 @@ impl Observed {
                 .push(format!("{} sent after End", frame.name()));
         }
         match frame {
+            unit @ (Frame::SpeechStart { .. }
+            | Frame::SpeechChunk { .. }
+            | Frame::SpeechEnd { .. }) => seen.record_unit(unit),
+            Frame::SpeechCancel { speech_id } => {
+                seen.speech_cancels.push(speech_id);
+                return Owed::CancelAnswer(speech_id);
+            }
+            Frame::Request {
+                request_id,
+                configure,
+            } => {
+                seen.requests.push((request_id, configure));
+                return Owed::ConfigureAnswer(request_id);
+            }
+            Frame::Rtvi(r) => {
+                if r.kind == RtviType::UiCommand
+                    && let Some(Value::Object(body)) = &r.data
+                {
+                    seen.ui_commands.push(Value::Object(body.clone()));
+                }
+                if !r.kind.brain_may_send() {
+                    seen.violations
+                        .push(format!("the brain sent app-only RTVI {}", r.kind));
+                }
+                seen.rtvi.push(r);
+            }
+            Frame::TurnStep(t) => seen.steps.push(t),
+            Frame::Error(e) => seen.errors.push(e),
+            Frame::End => seen.end = true,
+            other => seen.violations.push(format!(
+                "the brain sent {}, which only Voqalize sends",
+                other.name()
+            )),
+        }
+        Owed::Nothing
+    }
+
+    /// Records a speech unit's frame (`SpeechStart`, `SpeechChunk`, `SpeechEnd`): the unit it
+    /// opens or adds to, and every rule it broke.
+    fn record_unit(&mut self, frame: Frame) {
+        let seen = self;
+        match frame {
             Frame::SpeechStart { speech_id, turn_id } => {
                 if speech_id <= seen.last_speech_id {
                     seen.violations.push(format!(
@@ -167,38 +209,8 @@ impl Observed {
                     .push(format!("second SpeechEnd for speech {speech_id}")),
                 Some(u) => u.ended = true,
             },
-            Frame::SpeechCancel { speech_id } => {
-                seen.speech_cancels.push(speech_id);
-                return Owed::CancelAnswer(speech_id);
-            }
-            Frame::Request {
-                request_id,
-                configure,
-            } => {
-                seen.requests.push((request_id, configure));
-                return Owed::ConfigureAnswer(request_id);
-            }
-            Frame::Rtvi(r) => {
-                if r.kind == RtviType::UiCommand
-                    && let Some(Value::Object(body)) = &r.data
-                {
-                    seen.ui_commands.push(Value::Object(body.clone()));
-                }
-                if !r.kind.brain_may_send() {
-                    seen.violations
-                        .push(format!("the brain sent app-only RTVI {}", r.kind));
-                }
-                seen.rtvi.push(r);
-            }
-            Frame::TurnStep(t) => seen.steps.push(t),
-            Frame::Error(e) => seen.errors.push(e),
-            Frame::End => seen.end = true,
-            other => seen.violations.push(format!(
-                "the brain sent {}, which only Voqalize sends",
-                other.name()
-            )),
+            _ => {}
         }
-        Owed::Nothing
     }
 
     /// Every unit of `turn_id`, by speech id.
