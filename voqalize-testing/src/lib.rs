@@ -44,7 +44,7 @@ pub use replay::{
     Answered, DEFAULT_REPLAY_DEADLINE, DEFAULT_REPLAY_TURN_TIMEOUT, Replay, ReplayError,
     ReplayReport, RequestMatch, TurnDiff, TurnOutput,
 };
-pub use token::TokenSigner;
+pub use token::{SignError, TokenSigner};
 pub use tool_harness::{ToolCall, ToolHarness};
 pub use wire_format::{ReadBack, Recorded, Said, StreamWriter, WireFormat};
 

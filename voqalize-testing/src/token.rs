@@ -48,8 +48,16 @@ impl TokenSigner {
     /// A token with exactly these claims (to test rejections).
     ///
     /// # Errors
-    /// The signature could not be made (not expected once the key parsed).
-    pub fn sign(&self, claims: &Map<String, Value>) -> Result<String, jsonwebtoken::errors::Error> {
+    /// [`SignError`] when the signature could not be made (not expected once the key parsed).
+    pub fn sign(&self, claims: &Map<String, Value>) -> Result<String, SignError> {
         jsonwebtoken::encode(&Header::new(Algorithm::RS256), claims, &self.key)
+            .map_err(|e| SignError(Box::new(e)))
     }
 }
+
+/// Why [`TokenSigner::sign`] could not sign: the JWT library's error is its
+/// [`source`](std::error::Error::source) (not named here, so its major version is not this
+/// crate's).
+#[derive(Debug, thiserror::Error)]
+#[error("the token could not be signed")]
+pub struct SignError(#[source] Box<dyn std::error::Error + Send + Sync>);
