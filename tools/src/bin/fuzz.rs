@@ -162,9 +162,23 @@ fn token_seeds() -> Vec<Vec<u8>> {
 /// What one target does with an input.
 type Target = Box<dyn Fn(&[u8])>;
 
+/// A target's seed inputs and what it does with an input, or why there is none.
+type Chosen = Result<(Vec<Vec<u8>>, Target), Box<dyn std::error::Error>>;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let (seeds, run): (Vec<Vec<u8>>, Target) = match args.target.as_str() {
+    let (seeds, run) = target(&args.target)?;
+    let runs = fuzz(&args, &seeds, &run);
+    println!(
+        "{}: {runs} inputs in {} s, no panic (seed {})",
+        args.target, args.seconds, args.seed
+    );
+    Ok(())
+}
+
+/// The target named `name`: its seed inputs, and what it does with an input.
+fn target(name: &str) -> Chosen {
+    let found: (Vec<Vec<u8>>, Target) = match name {
         "envelope" => (
             envelope_seeds(),
             Box::new(|input: &[u8]| {
@@ -183,27 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }),
         ),
-        provider @ ("gemini" | "openai" | "chat") => {
-            let layer: voqalize::voice::ModelLayer = match provider {
-                "gemini" => voqalize::model::Gemini::builder("k").build()?.into(),
-                "openai" => voqalize::model::OpenAi::builder("k", "m").build()?.into(),
-                _ => voqalize::model::Chat::builder("http://127.0.0.1:1/v1", "m")
-                    .build()?
-                    .into(),
-            };
-            let bench = RequestBench::new(layer, voqalize::tools::ToolSet::empty(), 0);
-            let seeds = match provider {
-                "gemini" => gemini_seeds(),
-                "openai" => openai_seeds(),
-                _ => chat_seeds(),
-            };
-            (
-                seeds,
-                Box::new(move |input: &[u8]| {
-                    let _ = bench.decode(input);
-                }),
-            )
-        }
+        provider @ ("gemini" | "openai" | "chat") => provider_target(provider)?,
         "schema" => (
             schema_seeds(),
             Box::new(|input: &[u8]| {
@@ -230,6 +224,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         other => return Err(format!("unknown target {other}").into()),
     };
+    Ok(found)
+}
+
+/// A provider's request bench decoding a response body (`gemini`, `openai`, `chat`).
+fn provider_target(provider: &str) -> Chosen {
+    let layer: voqalize::voice::ModelLayer = match provider {
+        "gemini" => voqalize::model::Gemini::builder("k").build()?.into(),
+        "openai" => voqalize::model::OpenAi::builder("k", "m").build()?.into(),
+        _ => voqalize::model::Chat::builder("http://127.0.0.1:1/v1", "m")
+            .build()?
+            .into(),
+    };
+    let bench = RequestBench::new(layer, voqalize::tools::ToolSet::empty(), 0);
+    let seeds = match provider {
+        "gemini" => gemini_seeds(),
+        "openai" => openai_seeds(),
+        _ => chat_seeds(),
+    };
+    Ok((
+        seeds,
+        Box::new(move |input: &[u8]| {
+            let _ = bench.decode(input);
+        }),
+    ))
+}
+
+/// Runs `run` on mutated seeds for `--seconds`, and gives how many inputs it ran; on a panic,
+/// prints the input (in hex) and exits with 1.
+fn fuzz(args: &Args, seeds: &[Vec<u8>], run: &Target) -> u64 {
     let mut rng = Rng(args.seed.max(1));
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let mut runs = 0u64;
@@ -242,7 +265,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seeds[rng.below(seeds.len())].clone()
             };
             for _ in 0..=rng.below(8) {
-                mutate(&mut rng, &mut input, &seeds);
+                mutate(&mut rng, &mut input, seeds);
             }
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&input)));
             if outcome.is_err() {
@@ -253,9 +276,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             runs += 1;
         }
     }
-    println!(
-        "{}: {runs} inputs in {} s, no panic (seed {})",
-        args.target, args.seconds, args.seed
-    );
-    Ok(())
+    runs
 }

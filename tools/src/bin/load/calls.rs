@@ -98,11 +98,43 @@ pub async fn load(
     signer: Option<TokenSigner>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     raise_open_file_limit();
+    let plan = plan_of(args, signer).await?;
+    let meter = Meter::start(args.brain_pid)?;
+    let run = run_calls(args, &plan).await?;
+    let usage = meter.stop()?;
+    let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
+    let report = Report::new(args, run, usage, &times);
+    if args.json {
+        report.print_json(args);
+    } else {
+        report.print_text();
+    }
+    let Report {
+        failures,
+        not_started,
+        ..
+    } = report;
+    if failures.total() == 0 && not_started == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} calls failed, {not_started} not started",
+            failures.total()
+        )
+        .into())
+    }
+}
+
+/// The run's shared plan, from `args` (and the relay's link, accepted here when the run plays it).
+async fn plan_of(
+    args: &Args,
+    signer: Option<TokenSigner>,
+) -> Result<Arc<Plan>, Box<dyn std::error::Error>> {
     let relay = match &args.relay_listen {
         Some(addr) => Some(RelayLink::accept(addr, args.json).await?),
         None => None,
     };
-    let plan = Arc::new(Plan {
+    Ok(Arc::new(Plan {
         url: args.url.clone().unwrap_or_default(),
         relay,
         signer,
@@ -111,14 +143,21 @@ pub async fn load(
         quiet: Duration::from_millis(args.quiet_ms),
         timeout: args.timeout(),
         times: std::sync::Mutex::new(Vec::with_capacity(args.calls * args.turns)),
-    });
-    let pid = args.brain_pid;
-    let cpu_before = pid.map(|p| cpu_split_ms(&p.to_string())).transpose()?;
-    let ns_before = pid.map(|p| cpu_ns(&p.to_string())).transpose()?;
-    let own_cpu_before = cpu_ms("self")?;
-    let rss_before = pid.map(rss_kb).transpose()?;
-    let sampler = pid.zip(rss_before).map(|(p, r)| PeakSampler::start(p, r));
+    }))
+}
 
+/// How the calls went: counts, and the seconds from the first launch to the last call's end.
+struct Run {
+    ok: usize,
+    failures: Failures,
+    launched: usize,
+    concurrency: usize,
+    elapsed: f64,
+}
+
+/// Launches the calls (at most `--concurrency` at once, paced over `--ramp-s`, none after
+/// `--deadline-s`) and waits for them, cutting those still running a timeout after the deadline.
+async fn run_calls(args: &Args, plan: &Arc<Plan>) -> Result<Run, Box<dyn std::error::Error>> {
     let concurrency = args.concurrency();
     let gate = Arc::new(Semaphore::new(concurrency));
     let started = Instant::now();
@@ -174,81 +213,177 @@ pub async fn load(
             }
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let peak = sampler.map(PeakSampler::stop);
-    let rss_after = pid.map(rss_kb).transpose()?;
-    // (user, system) in ms.
-    let cpu_split = match (pid, cpu_before) {
-        (Some(p), Some((user, system))) => {
-            let (u, s) = cpu_split_ms(&p.to_string())?;
-            Some((u.saturating_sub(user), s.saturating_sub(system)))
+    Ok(Run {
+        ok,
+        failures,
+        launched,
+        concurrency,
+        elapsed: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The brain's CPU and memory (with `--brain-pid`) and the load tool's own CPU, read before the
+/// calls; [`Meter::stop`] reads them again.
+struct Meter {
+    pid: Option<u32>,
+    /// (user, system) in ms.
+    cpu_before: Option<(u64, u64)>,
+    ns_before: Option<u64>,
+    own_cpu_before: u64,
+    rss_before: Option<u64>,
+    sampler: Option<PeakSampler>,
+}
+
+/// What the calls cost, from a [`Meter`].
+struct Usage {
+    /// (user, system) in ms.
+    cpu_split: Option<(u64, u64)>,
+    /// User and system, in ms.
+    cpu_used: Option<u64>,
+    /// The same, to the nanosecond (the ticks above are 10 ms each).
+    ns_used: Option<u64>,
+    own_cpu: u64,
+    rss_before: Option<u64>,
+    peak: Option<u64>,
+    rss_after: Option<u64>,
+}
+
+impl Meter {
+    fn start(pid: Option<u32>) -> Result<Self, Box<dyn std::error::Error>> {
+        let cpu_before = pid.map(|p| cpu_split_ms(&p.to_string())).transpose()?;
+        let ns_before = pid.map(|p| cpu_ns(&p.to_string())).transpose()?;
+        let own_cpu_before = cpu_ms("self")?;
+        let rss_before = pid.map(rss_kb).transpose()?;
+        let sampler = pid.zip(rss_before).map(|(p, r)| PeakSampler::start(p, r));
+        Ok(Meter {
+            pid,
+            cpu_before,
+            ns_before,
+            own_cpu_before,
+            rss_before,
+            sampler,
+        })
+    }
+
+    fn stop(self) -> Result<Usage, Box<dyn std::error::Error>> {
+        let pid = self.pid;
+        let peak = self.sampler.map(PeakSampler::stop);
+        let rss_after = pid.map(rss_kb).transpose()?;
+        let cpu_split = match (pid, self.cpu_before) {
+            (Some(p), Some((user, system))) => {
+                let (u, s) = cpu_split_ms(&p.to_string())?;
+                Some((u.saturating_sub(user), s.saturating_sub(system)))
+            }
+            _ => None,
+        };
+        let ns_used = match (pid, self.ns_before) {
+            (Some(p), Some(before)) => Some(cpu_ns(&p.to_string())?.saturating_sub(before)),
+            _ => None,
+        };
+        Ok(Usage {
+            cpu_split,
+            cpu_used: cpu_split.map(|(u, s)| u + s),
+            ns_used,
+            own_cpu: cpu_ms("self")?.saturating_sub(self.own_cpu_before),
+            rss_before: self.rss_before,
+            peak,
+            rss_after,
+        })
+    }
+}
+
+/// The run's numbers, as printed.
+struct Report {
+    run: Run,
+    failures: Failures,
+    usage: Usage,
+    not_started: usize,
+    turns: usize,
+    turns_per_s: f64,
+    first: [f64; 4],
+    end: [f64; 4],
+    /// First SSE byte to first chunk, on the turns whose answer was stamped (`provider --stamp`).
+    sse: Option<[f64; 4]>,
+    stamped: usize,
+    cpu_per_turn: Option<f64>,
+}
+
+impl Report {
+    fn new(args: &Args, mut run: Run, usage: Usage, times: &[TurnTimes]) -> Self {
+        let turns = times.len();
+        let mut firsts: Vec<Duration> = times.iter().map(|t| t.first_chunk).collect();
+        let mut ends: Vec<Duration> = times.iter().map(|t| t.last_end).collect();
+        let mut stamped: Vec<Duration> = times.iter().filter_map(|t| t.sse_to_chunk).collect();
+        let sse = (!stamped.is_empty()).then(|| spread(&mut stamped));
+        // From the scheduler's clock where there is one, else from the ticks.
+        let cpu_per_turn = usage
+            .ns_used
+            .map(|ns| ns as f64 / 1e6 / turns.max(1) as f64)
+            .or(usage.cpu_used.map(|c| c as f64 / turns.max(1) as f64));
+        Report {
+            failures: std::mem::take(&mut run.failures),
+            not_started: args.calls - run.launched,
+            turns,
+            turns_per_s: turns as f64 / run.elapsed.max(1e-9),
+            first: spread(&mut firsts),
+            end: spread(&mut ends),
+            sse,
+            stamped: stamped.len(),
+            cpu_per_turn,
+            run,
+            usage,
         }
-        _ => None,
-    };
-    let cpu_used = cpu_split.map(|(u, s)| u + s);
-    // The same, to the nanosecond (the ticks above are 10 ms each).
-    let ns_used = match (pid, ns_before) {
-        (Some(p), Some(before)) => Some(cpu_ns(&p.to_string())?.saturating_sub(before)),
-        _ => None,
-    };
-    let own_cpu = cpu_ms("self")?.saturating_sub(own_cpu_before);
-    let times = std::mem::take(&mut *plan.times.lock().unwrap_or_else(|p| p.into_inner()));
-    let turns = times.len();
-    let mut firsts: Vec<Duration> = times.iter().map(|t| t.first_chunk).collect();
-    let mut ends: Vec<Duration> = times.iter().map(|t| t.last_end).collect();
-    let first = spread(&mut firsts);
-    let end = spread(&mut ends);
-    // First SSE byte to first chunk, on the turns whose answer was stamped (`provider --stamp`).
-    let mut stamped: Vec<Duration> = times.iter().filter_map(|t| t.sse_to_chunk).collect();
-    let sse = (!stamped.is_empty()).then(|| spread(&mut stamped));
-    let turns_per_s = turns as f64 / elapsed.max(1e-9);
-    // From the scheduler's clock where there is one, else from the ticks.
-    let cpu_per_turn = ns_used
-        .map(|ns| ns as f64 / 1e6 / turns.max(1) as f64)
-        .or(cpu_used.map(|c| c as f64 / turns.max(1) as f64));
-    let not_started = args.calls - launched;
-    if args.json {
+    }
+
+    fn print_json(&self, args: &Args) {
+        let (u, turns, ok) = (&self.usage, self.turns, self.run.ok);
         let out = serde_json::json!({
             "mode": if relay_mode(args) { "relay" } else { "direct" },
             "paced": args.paced(),
             "calls": args.calls,
-            "concurrency": concurrency,
+            "concurrency": self.run.concurrency,
             "turns_per_call": args.turns,
             "think_ms": args.think_ms,
             "ramp_s": args.ramp_s,
             "calls_ok": ok,
-            "calls_failed": failures.total(),
-            "calls_not_started": not_started,
-            "errors": failures.json(),
-            "seconds": elapsed,
+            "calls_failed": self.failures.total(),
+            "calls_not_started": self.not_started,
+            "errors": self.failures.json(),
+            "seconds": self.run.elapsed,
             "turns": turns,
-            "turns_per_s": turns_per_s,
-            "first_chunk_ms": spread_json(first),
-            "last_end_ms": spread_json(end),
-            "sse_to_first_chunk_ms": sse.map(spread_json),
-            "sse_stamped_turns": stamped.len(),
-            "brain_cpu_ms": cpu_used,
-            "brain_cpu_ns": ns_used,
-            "brain_cpu_ms_per_turn": cpu_per_turn,
+            "turns_per_s": self.turns_per_s,
+            "first_chunk_ms": spread_json(self.first),
+            "last_end_ms": spread_json(self.end),
+            "sse_to_first_chunk_ms": self.sse.map(spread_json),
+            "sse_stamped_turns": self.stamped,
+            "brain_cpu_ms": u.cpu_used,
+            "brain_cpu_ns": u.ns_used,
+            "brain_cpu_ms_per_turn": self.cpu_per_turn,
             // Handshake, session, turns and end: with `--turns 0`, what a call costs by itself.
-            "brain_cpu_ms_per_call": ns_used.map(|ns| ns as f64 / 1e6 / ok.max(1) as f64),
-            "brain_cpu_user_ms_per_turn": cpu_split.map(|(u, _)| u as f64 / turns.max(1) as f64),
-            "brain_cpu_system_ms_per_turn": cpu_split.map(|(_, s)| s as f64 / turns.max(1) as f64),
-            "brain_rss_kb": { "before": rss_before, "peak": peak, "after": rss_after },
-            "load_cpu_ms": own_cpu,
+            "brain_cpu_ms_per_call": u.ns_used.map(|ns| ns as f64 / 1e6 / ok.max(1) as f64),
+            "brain_cpu_user_ms_per_turn": u.cpu_split.map(|(c, _)| c as f64 / turns.max(1) as f64),
+            "brain_cpu_system_ms_per_turn": u.cpu_split.map(|(_, c)| c as f64 / turns.max(1) as f64),
+            "brain_rss_kb": { "before": u.rss_before, "peak": u.peak, "after": u.rss_after },
+            "load_cpu_ms": u.own_cpu,
         });
         println!("{out}");
-    } else {
+    }
+
+    fn print_text(&self) {
+        let (u, turns, ok, not_started) = (&self.usage, self.turns, self.run.ok, self.not_started);
+        let (first, end) = (self.first, self.end);
         println!(
-            "calls: {ok} ok, {} failed{} in {elapsed:.1} s; turns: {turns}, {turns_per_s:.1} a second",
-            failures.total(),
+            "calls: {ok} ok, {} failed{} in {:.1} s; turns: {turns}, {:.1} a second",
+            self.failures.total(),
             if not_started > 0 {
                 format!(", {not_started} not started (deadline)")
             } else {
                 String::new()
-            }
+            },
+            self.run.elapsed,
+            self.turns_per_s,
         );
-        failures.print();
+        self.failures.print();
         println!(
             "time to first chunk (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
             first[0], first[1], first[2], first[3]
@@ -257,43 +392,30 @@ pub async fn load(
             "time to last end (ms): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
             end[0], end[1], end[2], end[3]
         );
-        if let Some(sse) = sse {
+        if let Some(sse) = self.sse {
             println!(
                 "first SSE byte to first chunk (ms, {} stamped turns): p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}",
-                stamped.len(),
-                sse[0],
-                sse[1],
-                sse[2],
-                sse[3]
+                self.stamped, sse[0], sse[1], sse[2], sse[3]
             );
         }
-        if let (Some(used), Some(per)) = (cpu_used, cpu_per_turn) {
-            let clock = if ns_used.is_some() {
+        if let (Some(used), Some(per)) = (u.cpu_used, self.cpu_per_turn) {
+            let clock = if u.ns_used.is_some() {
                 "the scheduler's clock"
             } else {
                 "10 ms clock ticks"
             };
             println!("brain CPU: {used} ms for {turns} turns, {per:.3} ms a turn ({clock})");
-            if let Some(ns) = ns_used {
+            if let Some(ns) = u.ns_used {
                 println!(
                     "brain CPU a call: {:.3} ms (its handshake, session, turns and end)",
                     ns as f64 / 1e6 / ok.max(1) as f64
                 );
             }
         }
-        if let (Some(b), Some(p), Some(a)) = (rss_before, peak, rss_after) {
+        if let (Some(b), Some(p), Some(a)) = (u.rss_before, u.peak, u.rss_after) {
             println!("brain RSS: {b} kB before, {p} kB peak, {a} kB after");
         }
-        println!("load tool CPU: {own_cpu} ms");
-    }
-    if failures.total() == 0 && not_started == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} calls failed, {not_started} not started",
-            failures.total()
-        )
-        .into())
+        println!("load tool CPU: {} ms", u.own_cpu);
     }
 }
 

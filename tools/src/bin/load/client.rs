@@ -302,6 +302,9 @@ impl Session {
     }
 
     /// Sends a user message and hears its turn out (or barges in at its first chunk).
+    ///
+    /// The hot loop of every measured turn: its steps below are plain functions (no await, no
+    /// allocation of their own); each frame's awaits are the sends written here.
     pub async fn turn(
         &mut self,
         text: String,
@@ -310,109 +313,52 @@ impl Session {
     ) -> Result<TurnTimes, Failure> {
         let sent = Instant::now();
         let turn_id = self.say(text).await?;
-        let mut first = None;
-        let mut sse_to_chunk = None;
-        let mut last_end = None;
-        let mut quiet_until: Option<Instant> = None;
+        let mut clock = TurnClock::new(turn_id, sent);
         loop {
-            let wait = match quiet_until {
-                Some(t) => t.saturating_duration_since(Instant::now()),
-                None => self.timeout,
-            };
-            let Some(frame) = self.leg.recv(wait).await? else {
-                if quiet_until.is_some() {
+            let Some(frame) = self.leg.recv(clock.wait(self.timeout)).await? else {
+                if clock.quiet_until.is_some() {
                     break;
                 }
-                return Err(Failure::new(
-                    Kind::Timeout,
-                    format!(
-                        "turn {turn_id}: no frame within {:?} ({})",
-                        self.timeout,
-                        if first.is_some() {
-                            "after its first chunk"
-                        } else {
-                            "no chunk yet"
-                        }
-                    ),
-                ));
+                return Err(clock.no_frame(self.timeout));
             };
             match frame {
                 Frame::SpeechStart {
                     speech_id,
                     turn_id: t,
-                } => {
-                    if t == turn_id {
-                        quiet_until = None;
-                    }
-                    self.units.insert(
-                        speech_id,
-                        Unit {
-                            turn_id: t,
-                            text: String::new(),
-                        },
-                    );
-                }
+                } => self.open_unit(&mut clock, speech_id, t),
                 Frame::SpeechChunk { speech_id, .. } if self.cut.contains(&speech_id) => {}
                 Frame::SpeechChunk { speech_id, text } => {
-                    let unit = self.units.get_mut(&speech_id).ok_or_else(|| {
-                        Failure::new(
-                            Kind::Protocol,
-                            format!("SpeechChunk for unknown speech {speech_id}"),
-                        )
-                    })?;
-                    unit.text.push_str(&text);
-                    if unit.turn_id == turn_id && first.is_none() {
-                        first = Some(sent.elapsed());
-                        sse_to_chunk = stamp_delay(&text);
-                        if on_first == OnFirstChunk::BargeIn {
-                            let heard = unit.text.clone();
-                            self.units.remove(&speech_id);
-                            self.cut.insert(speech_id);
-                            self.leg
-                                .send(&Frame::Interruption {
-                                    through_turn: turn_id,
-                                })
-                                .await?;
-                            self.leg
-                                .send(&Frame::Finalize {
-                                    speech_id,
-                                    heard_text: heard,
-                                })
-                                .await?;
-                            let now = sent.elapsed();
-                            return Ok(TurnTimes {
-                                first_chunk: now,
-                                last_end: now,
-                                sse_to_chunk,
-                            });
-                        }
+                    let first = self.hear_chunk(&mut clock, speech_id, &text)?;
+                    if first && on_first == OnFirstChunk::BargeIn {
+                        let heard_text = self.cut_unit(speech_id);
+                        self.leg
+                            .send(&Frame::Interruption {
+                                through_turn: turn_id,
+                            })
+                            .await?;
+                        self.leg
+                            .send(&Frame::Finalize {
+                                speech_id,
+                                heard_text,
+                            })
+                            .await?;
+                        return Ok(clock.barged());
                     }
                 }
                 Frame::SpeechEnd { speech_id } | Frame::SpeechCancel { speech_id } => {
                     // A unit finalized at a barge-in may still end: it is no longer open.
-                    if self.cut.remove(&speech_id) {
+                    let Some(unit) = self.close_unit(speech_id)? else {
                         continue;
-                    }
-                    let unit = self.units.remove(&speech_id).ok_or_else(|| {
-                        Failure::new(
-                            Kind::Protocol,
-                            format!("the end of unknown speech {speech_id}"),
-                        )
-                    })?;
+                    };
+                    let ours = unit.turn_id == turn_id;
                     self.leg
                         .send(&Frame::Finalize {
                             speech_id,
                             heard_text: unit.text,
                         })
                         .await?;
-                    if unit.turn_id == turn_id {
-                        last_end = Some(sent.elapsed());
-                        if !self.units.values().any(|u| u.turn_id == turn_id) {
-                            if quiet.is_zero() {
-                                break;
-                            }
-                            quiet_until = Some(Instant::now() + quiet);
-                        }
+                    if ours && self.unit_ended(&mut clock, quiet) {
+                        break;
                     }
                 }
                 Frame::Request { request_id, .. } => {
@@ -437,13 +383,157 @@ impl Session {
                 _ => {}
             }
         }
-        let first_chunk = first.ok_or_else(|| {
-            Failure::new(Kind::Protocol, format!("turn {turn_id} ended without text"))
+        clock.finish()
+    }
+
+    /// A `SpeechStart`: the unit opens (and the awaited turn's quiet wait, if any, is off).
+    fn open_unit(&mut self, clock: &mut TurnClock, speech_id: u64, turn_id: u64) {
+        if turn_id == clock.turn_id {
+            clock.quiet_until = None;
+        }
+        self.units.insert(
+            speech_id,
+            Unit {
+                turn_id,
+                text: String::new(),
+            },
+        );
+    }
+
+    /// A `SpeechChunk` of an open unit: its text is heard; true when it is the awaited turn's
+    /// first chunk (then timed, with the provider's stamp if it carries one).
+    fn hear_chunk(
+        &mut self,
+        clock: &mut TurnClock,
+        speech_id: u64,
+        text: &str,
+    ) -> Result<bool, Failure> {
+        let unit = self.units.get_mut(&speech_id).ok_or_else(|| {
+            Failure::new(
+                Kind::Protocol,
+                format!("SpeechChunk for unknown speech {speech_id}"),
+            )
+        })?;
+        unit.text.push_str(text);
+        if unit.turn_id == clock.turn_id && clock.first.is_none() {
+            clock.first = Some(clock.sent.elapsed());
+            clock.sse_to_chunk = stamp_delay(text);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Cuts a unit at a barge-in: it is no longer open, its end is still to come; gives what was
+    /// heard of it.
+    fn cut_unit(&mut self, speech_id: u64) -> String {
+        let heard = self
+            .units
+            .remove(&speech_id)
+            .map(|u| u.text)
+            .unwrap_or_default();
+        self.cut.insert(speech_id);
+        heard
+    }
+
+    /// A `SpeechEnd` or `SpeechCancel`: the open unit it closes, to finalize; None for a unit cut
+    /// at a barge-in (finalized then).
+    fn close_unit(&mut self, speech_id: u64) -> Result<Option<Unit>, Failure> {
+        if self.cut.remove(&speech_id) {
+            return Ok(None);
+        }
+        self.units.remove(&speech_id).map(Some).ok_or_else(|| {
+            Failure::new(
+                Kind::Protocol,
+                format!("the end of unknown speech {speech_id}"),
+            )
+        })
+    }
+
+    /// A unit of the awaited turn has ended and been finalized: times it; true when the turn is
+    /// over (no unit of it open, and no `quiet` wait for another).
+    fn unit_ended(&self, clock: &mut TurnClock, quiet: Duration) -> bool {
+        clock.last_end = Some(clock.sent.elapsed());
+        if self.units.values().any(|u| u.turn_id == clock.turn_id) {
+            return false;
+        }
+        if quiet.is_zero() {
+            return true;
+        }
+        clock.quiet_until = Some(Instant::now() + quiet);
+        false
+    }
+}
+
+/// The awaited turn's times, as its frames come.
+struct TurnClock {
+    turn_id: u64,
+    /// When its `UserMessage` went.
+    sent: Instant,
+    first: Option<Duration>,
+    sse_to_chunk: Option<Duration>,
+    last_end: Option<Duration>,
+    /// While set, the end of the wait for another unit of the turn (`--quiet-ms`).
+    quiet_until: Option<Instant>,
+}
+
+impl TurnClock {
+    fn new(turn_id: u64, sent: Instant) -> Self {
+        TurnClock {
+            turn_id,
+            sent,
+            first: None,
+            sse_to_chunk: None,
+            last_end: None,
+            quiet_until: None,
+        }
+    }
+
+    /// The wait for the next frame: to the end of the quiet wait, or `timeout`.
+    fn wait(&self, timeout: Duration) -> Duration {
+        match self.quiet_until {
+            Some(t) => t.saturating_duration_since(Instant::now()),
+            None => timeout,
+        }
+    }
+
+    /// No frame came within `timeout`.
+    fn no_frame(&self, timeout: Duration) -> Failure {
+        Failure::new(
+            Kind::Timeout,
+            format!(
+                "turn {}: no frame within {timeout:?} ({})",
+                self.turn_id,
+                if self.first.is_some() {
+                    "after its first chunk"
+                } else {
+                    "no chunk yet"
+                }
+            ),
+        )
+    }
+
+    /// The times of a turn cut at its first chunk: both now.
+    fn barged(&self) -> TurnTimes {
+        let now = self.sent.elapsed();
+        TurnTimes {
+            first_chunk: now,
+            last_end: now,
+            sse_to_chunk: self.sse_to_chunk,
+        }
+    }
+
+    /// The times of a turn heard out (an error if it brought no text).
+    fn finish(self) -> Result<TurnTimes, Failure> {
+        let first_chunk = self.first.ok_or_else(|| {
+            Failure::new(
+                Kind::Protocol,
+                format!("turn {} ended without text", self.turn_id),
+            )
         })?;
         Ok(TurnTimes {
             first_chunk,
-            last_end: last_end.unwrap_or(first_chunk),
-            sse_to_chunk,
+            last_end: self.last_end.unwrap_or(first_chunk),
+            sse_to_chunk: self.sse_to_chunk,
         })
     }
 }

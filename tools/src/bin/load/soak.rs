@@ -92,8 +92,49 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
         None => None,
     };
     let (files, rss) = (open_files(pid)?, rss_kb(pid)?);
-    let timeout = args.timeout();
-    let gate = Arc::new(Semaphore::new(args.concurrency.unwrap_or(50).max(1)));
+    let concurrency = args.concurrency.unwrap_or(50).max(1);
+    let calls = soak_calls(&url, concurrency, args.timeout(), seconds).await?;
+    // Let the brain finish tearing down what was cut, then read.
+    let files_after = settled_files(pid, files, Duration::from_secs(10)).await?;
+    let rss_after = settled_rss(pid, rss, Duration::from_secs(20)).await?;
+    let stats_after = match (&args.brain_stats, stats_before) {
+        (Some(path), Some(before)) => Some(settled_stats(path, before).await?),
+        _ => None,
+    };
+    let report = SoakReport {
+        seconds,
+        calls,
+        files: [files, files_after],
+        rss: [rss, rss_after],
+        stats: [stats_before, stats_after],
+        problems: problems(stats_before, stats_after),
+    };
+    report.print(args.json);
+    if report.problems.is_empty() {
+        Ok(())
+    } else {
+        Err(report.problems.join("; ").into())
+    }
+}
+
+/// How the soak's calls went.
+struct SoakCalls {
+    /// Calls started.
+    started: usize,
+    /// Calls without an error.
+    ok: usize,
+    failures: Failures,
+}
+
+/// Starts soak calls of random kinds (at most `concurrency` at once) for `seconds`, and waits for
+/// them all.
+async fn soak_calls(
+    url: &str,
+    concurrency: usize,
+    timeout: Duration,
+    seconds: u64,
+) -> Result<SoakCalls, Box<dyn std::error::Error>> {
+    let gate = Arc::new(Semaphore::new(concurrency));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = tokio::task::JoinSet::new();
     let mut id = 0usize;
@@ -112,7 +153,7 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let (url, kind) = (url.clone(), rng);
+        let (url, kind) = (url.to_owned(), rng);
         id += 1;
         tasks.spawn(async move {
             let out = soak_call(&url, id, kind, timeout).await;
@@ -126,28 +167,38 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
     while let Some(done) = tasks.join_next().await {
         count(done?);
     }
-    // Let the brain finish tearing down what was cut, then read.
-    let files_after = settled_files(pid, files, Duration::from_secs(10)).await?;
-    let rss_after = settled_rss(pid, rss, Duration::from_secs(20)).await?;
-    // The sessions' ends and tasks: poll the stats file (written every 500 ms) for up to 10 s more.
-    let mut stats_after = None;
-    if let (Some(path), Some(before)) = (&args.brain_stats, stats_before) {
-        // The file is rewritten every 500 ms: wait for one written after the last call.
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        let until = Instant::now() + Duration::from_secs(10);
-        loop {
-            let now = BrainStats::read(path)?;
-            stats_after = Some(now);
-            let settled =
-                now.sessions_started == now.sessions_ended && now.alive_tasks <= before.alive_tasks;
-            if settled || Instant::now() >= until {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(SoakCalls {
+        started: id,
+        ok,
+        failures,
+    })
+}
+
+/// The brain's stats after the soak: the sessions' ends and tasks, polled from the stats file
+/// (written every 500 ms) until every session has ended and the tasks are back to `before`, or
+/// for up to 10 s.
+async fn settled_stats(
+    path: &std::path::Path,
+    before: BrainStats,
+) -> Result<BrainStats, Box<dyn std::error::Error>> {
+    // The file is rewritten every 500 ms: wait for one written after the last call.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = BrainStats::read(path)?;
+        let settled =
+            now.sessions_started == now.sessions_ended && now.alive_tasks <= before.alive_tasks;
+        if settled || Instant::now() >= until {
+            return Ok(now);
         }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// What the stats after the soak show wrong against the baseline: sessions not ended, tasks left.
+fn problems(before: Option<BrainStats>, after: Option<BrainStats>) -> Vec<String> {
     let mut problems = Vec::new();
-    if let (Some(b), Some(a)) = (stats_before, stats_after) {
+    if let (Some(b), Some(a)) = (before, after) {
         if a.sessions_started != a.sessions_ended {
             problems.push(format!(
                 "sessions started {} but ended {}",
@@ -161,30 +212,56 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
             ));
         }
     }
-    if args.json {
-        let stats = |s: Option<BrainStats>| {
-            s.map(|s| {
-                serde_json::json!({
-                    "alive_tasks": s.alive_tasks,
-                    "sessions_started": s.sessions_started,
-                    "sessions_ended": s.sessions_ended,
+    problems
+}
+
+/// The soak's numbers: each pair is (before, after).
+struct SoakReport {
+    seconds: u64,
+    calls: SoakCalls,
+    files: [usize; 2],
+    /// In kB.
+    rss: [u64; 2],
+    stats: [Option<BrainStats>; 2],
+    problems: Vec<String>,
+}
+
+impl SoakReport {
+    fn print(&self, json: bool) {
+        let SoakReport {
+            seconds,
+            calls,
+            files: [files, files_after],
+            rss: [rss, rss_after],
+            stats: [stats_before, stats_after],
+            problems,
+        } = self;
+        let (id, ok, failures) = (calls.started, calls.ok, &calls.failures);
+        if json {
+            let stats = |s: Option<BrainStats>| {
+                s.map(|s| {
+                    serde_json::json!({
+                        "alive_tasks": s.alive_tasks,
+                        "sessions_started": s.sessions_started,
+                        "sessions_ended": s.sessions_ended,
+                    })
                 })
-            })
-        };
-        let out = serde_json::json!({
-            "mode": "soak",
-            "seconds": seconds,
-            "calls": id,
-            "calls_ok": ok,
-            "calls_failed": failures.total(),
-            "errors": failures.json(),
-            "brain_open_files": { "before": files, "after": files_after },
-            "brain_rss_kb": { "before": rss, "after": rss_after },
-            "brain_stats": { "before": stats(stats_before), "after": stats(stats_after) },
-            "problems": problems,
-        });
-        println!("{out}");
-    } else {
+            };
+            let out = serde_json::json!({
+                "mode": "soak",
+                "seconds": seconds,
+                "calls": id,
+                "calls_ok": ok,
+                "calls_failed": failures.total(),
+                "errors": failures.json(),
+                "brain_open_files": { "before": files, "after": files_after },
+                "brain_rss_kb": { "before": rss, "after": rss_after },
+                "brain_stats": { "before": stats(*stats_before), "after": stats(*stats_after) },
+                "problems": problems,
+            });
+            println!("{out}");
+            return;
+        }
         println!(
             "soak: {id} calls in {seconds} s ({ok} without error, {} with one: expected, as the brain cuts misbehaving calls)",
             failures.total()
@@ -203,13 +280,8 @@ pub async fn soak(args: &Args, seconds: u64) -> Result<(), Box<dyn std::error::E
                 b.sessions_started
             );
         }
-        for p in &problems {
+        for p in problems {
             println!("problem: {p}");
         }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; ").into())
     }
 }

@@ -205,38 +205,7 @@ fn hostile_name() -> String {
 /// timed).
 fn script(mode: Mode, format: Format) -> Option<Script> {
     let script = match mode {
-        Mode::Arguments => {
-            let megabyte = "x".repeat(1024 * 1024);
-            match format {
-                Format::Chat => vec![
-                    once(format.text("Showing it. ")),
-                    once(
-                        format.event(json!({"tool_calls": [{"index": 0, "id": "call_0",
-                        "type": "function",
-                        "function": {"name": "show", "arguments": "{\"name\": \""}}]})),
-                    ),
-                    (
-                        Bytes::from(format.event(json!({"tool_calls": [{"index": 0,
-                            "function": {"arguments": megabyte}}]}))),
-                        900,
-                    ),
-                    once(format.finish(true)),
-                ],
-                // Gemini sends a call whole: one event of 900 MB, a megabyte a frame.
-                Format::Gemini => vec![
-                    once(format.text("Showing it. ")),
-                    once(
-                        "data: {\"candidates\": [{\"content\": {\"role\": \"model\", \
-                         \"parts\": [{\"functionCall\": {\"name\": \"show\", \"args\": \
-                         {\"name\": \""
-                            .to_owned(),
-                    ),
-                    (Bytes::from(megabyte), 900),
-                    once("\"}}}]}, \"index\": 0}]}\r\n\r\n".to_owned()),
-                    once(format.finish(true)),
-                ],
-            }
-        }
+        Mode::Arguments => huge_arguments(format),
         // 10,000 calls, 100 events a frame.
         Mode::Calls => std::iter::once(once(format.text("Checking. ")))
             .chain((0..100).map(|f| {
@@ -279,26 +248,64 @@ fn script(mode: Mode, format: Format) -> Option<Script> {
                 .chain(std::iter::once(once(format.finish(true))))
                 .collect()
         }
-        Mode::TinyParts | Mode::TinyObjects => {
-            let tiny = vec![json!({"a": 0}); 120_000];
-            let parts = if mode == Mode::TinyParts {
-                Value::Array(tiny)
-            } else {
-                json!([{"x": tiny}])
-            };
-            let content = match format {
-                Format::Chat => json!({"content": "", "tiny": parts}),
-                Format::Gemini => parts,
-            };
-            vec![
-                once(format.text("Looking. ")),
-                once(format.event(content)),
-                once(format.finish(false)),
-            ]
-        }
+        Mode::TinyParts | Mode::TinyObjects => tiny_items(mode, format),
         Mode::Control => vec![once(ordinary(format))],
     };
     Some(script)
+}
+
+/// A tool call whose arguments are 900 MB, a megabyte a frame.
+fn huge_arguments(format: Format) -> Script {
+    let megabyte = "x".repeat(1024 * 1024);
+    match format {
+        Format::Chat => vec![
+            once(format.text("Showing it. ")),
+            once(
+                format.event(json!({"tool_calls": [{"index": 0, "id": "call_0",
+                "type": "function",
+                "function": {"name": "show", "arguments": "{\"name\": \""}}]})),
+            ),
+            (
+                Bytes::from(format.event(json!({"tool_calls": [{"index": 0,
+                    "function": {"arguments": megabyte}}]}))),
+                900,
+            ),
+            once(format.finish(true)),
+        ],
+        // Gemini sends a call whole: one event of 900 MB, a megabyte a frame.
+        Format::Gemini => vec![
+            once(format.text("Showing it. ")),
+            once(
+                "data: {\"candidates\": [{\"content\": {\"role\": \"model\", \
+                 \"parts\": [{\"functionCall\": {\"name\": \"show\", \"args\": \
+                 {\"name\": \""
+                    .to_owned(),
+            ),
+            (Bytes::from(megabyte), 900),
+            once("\"}}}]}, \"index\": 0}]}\r\n\r\n".to_owned()),
+            once(format.finish(true)),
+        ],
+    }
+}
+
+/// One event of 120,000 tiny items: as its parts (`TinyParts`), or in one object's array
+/// (`TinyObjects`).
+fn tiny_items(mode: Mode, format: Format) -> Script {
+    let tiny = vec![json!({"a": 0}); 120_000];
+    let parts = if mode == Mode::TinyParts {
+        Value::Array(tiny)
+    } else {
+        json!([{"x": tiny}])
+    };
+    let content = match format {
+        Format::Chat => json!({"content": "", "tiny": parts}),
+        Format::Gemini => parts,
+    };
+    vec![
+        once(format.text("Looking. ")),
+        once(format.event(content)),
+        once(format.finish(false)),
+    ]
 }
 
 /// A body that plays `script`.
