@@ -14,12 +14,12 @@ use voqalize_testing::Voqalize;
 
 /// A driver dialing the brain over a real WebSocket on 127.0.0.1 (no token checked), with a short
 /// quiet window (loopback has little jitter).
-pub async fn driver(factory: impl MakeBrain) -> Voqalize {
+pub(crate) async fn driver(factory: impl MakeBrain) -> Voqalize {
     driver_with(factory, HostOptions::allow_unverified()).await
 }
 
 /// [`driver`] with host options.
-pub async fn driver_with(factory: impl MakeBrain, options: HostOptions) -> Voqalize {
+pub(crate) async fn driver_with(factory: impl MakeBrain, options: HostOptions) -> Voqalize {
     let mut v = Voqalize::over_socket(factory, options, None)
         .await
         .expect("a loopback socket");
@@ -30,7 +30,7 @@ pub async fn driver_with(factory: impl MakeBrain, options: HostOptions) -> Voqal
 
 /// What a test brain records: named events in order, and how often the session ended. Every change
 /// wakes [`Log::wait`]ers.
-pub struct Log {
+pub(crate) struct Log {
     events: Mutex<Vec<String>>,
     pub session_ends: AtomicUsize,
     end_reasons: Mutex<Vec<voqalize::EndReason>>,
@@ -49,7 +49,7 @@ impl Default for Log {
 }
 
 impl Log {
-    pub fn push(&self, event: impl Into<String>) {
+    pub(crate) fn push(&self, event: impl Into<String>) {
         self.events
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -58,12 +58,12 @@ impl Log {
     }
 
     /// Waits until `check` holds over this log (5 s at most), without a driver; true if it held.
-    pub async fn until(&self, check: impl Fn(&Log) -> bool) -> bool {
+    pub(crate) async fn until(&self, check: impl Fn(&Log) -> bool) -> bool {
         self.until_within(Duration::from_secs(5), check).await
     }
 
     /// [`Log::until`] with a bound of its own (for many calls on a loaded machine).
-    pub async fn until_within(&self, bound: Duration, check: impl Fn(&Log) -> bool) -> bool {
+    pub(crate) async fn until_within(&self, bound: Duration, check: impl Fn(&Log) -> bool) -> bool {
         let mut rx = self.changed.subscribe();
         let waited = tokio::time::timeout(bound, async {
             while !check(self) {
@@ -77,7 +77,7 @@ impl Log {
     }
 
     /// Drives `v` until `check` holds over this log (5 s at most); true if it held.
-    pub async fn wait(&self, v: &mut Voqalize, check: impl Fn(&Log) -> bool) -> bool {
+    pub(crate) async fn wait(&self, v: &mut Voqalize, check: impl Fn(&Log) -> bool) -> bool {
         let mut rx = self.changed.subscribe();
         loop {
             if check(self) {
@@ -90,19 +90,19 @@ impl Log {
         }
     }
 
-    pub fn events(&self) -> Vec<String> {
+    pub(crate) fn events(&self) -> Vec<String> {
         self.events
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    pub fn ended(&self) -> usize {
+    pub(crate) fn ended(&self) -> usize {
         self.session_ends.load(Ordering::SeqCst)
     }
 
     /// What `on_session_end` was told, each time it ran.
-    pub fn end_reasons(&self) -> Vec<voqalize::EndReason> {
+    pub(crate) fn end_reasons(&self) -> Vec<voqalize::EndReason> {
         self.end_reasons
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -110,7 +110,7 @@ impl Log {
     }
 
     /// `on_session_end` ran, told `reason`.
-    pub fn end_because(&self, reason: &voqalize::EndReason) {
+    pub(crate) fn end_because(&self, reason: &voqalize::EndReason) {
         self.end_reasons
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -118,7 +118,7 @@ impl Log {
         self.end();
     }
 
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.session_ends.fetch_add(1, Ordering::SeqCst);
         self.changed.send_modify(|n| *n += 1);
     }
@@ -126,7 +126,7 @@ impl Log {
 
 /// The process-wide log capture: every formatted line, in memory.
 #[derive(Clone, Default)]
-pub struct Capture(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Capture(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -150,7 +150,7 @@ impl tracing_subscriber::fmt::MakeWriter<'_> for Capture {
 }
 
 impl Capture {
-    pub fn lines_with(&self, needle: &str) -> Vec<String> {
+    pub(crate) fn lines_with(&self, needle: &str) -> Vec<String> {
         let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         String::from_utf8_lossy(&bytes)
             .lines()
@@ -161,7 +161,7 @@ impl Capture {
 }
 
 /// Installs the capture as the global subscriber, once per process (tests share the process).
-pub fn logs() -> &'static Capture {
+pub(crate) fn logs() -> &'static Capture {
     static LOGS: OnceLock<Capture> = OnceLock::new();
     LOGS.get_or_init(|| {
         let capture = Capture::default();
@@ -184,7 +184,7 @@ pub fn logs() -> &'static Capture {
 /// The driver's error, or no `model` step within 30 s: a bound for a hung turn, not a timing (a
 /// long recording replayed in a debug build, beside the rest of the suite on two cores, took
 /// more than 5 s).
-pub async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), String> {
+pub(crate) async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), String> {
     let turn = v.send_user_message(text).await.map_err(|e| e.to_string())?;
     let reported = v
         .wait_for(Duration::from_secs(30), |v| {
@@ -214,7 +214,7 @@ pub async fn heard_turn(v: &mut Voqalize, text: &str) -> Result<(u64, String), S
 
 /// The built-in layer for `provider`, named `model`, against the stand-in at `base_url` with test
 /// keys and `timeouts`: what the end-to-end tests run on.
-pub fn layer(
+pub(crate) fn layer(
     provider: voqalize_testing::Provider,
     base_url: &str,
     model: &str,
@@ -262,10 +262,10 @@ pub fn layer(
 /// samples, each keyed `name{label=value,...}` (labels sorted). A plain `metrics::Recorder`, as
 /// any exporter is.
 #[derive(Default)]
-pub struct MetricLog(std::sync::Mutex<std::collections::BTreeMap<String, Arc<Series>>>);
+pub(crate) struct MetricLog(std::sync::Mutex<std::collections::BTreeMap<String, Arc<Series>>>);
 
 #[derive(Default)]
-pub struct Series {
+pub(crate) struct Series {
     value: std::sync::Mutex<f64>,
     samples: std::sync::Mutex<Vec<f64>>,
 }
@@ -313,7 +313,7 @@ impl MetricLog {
     }
 
     /// A counter's or gauge's value (0 when never recorded).
-    pub fn value(&self, name: &str) -> f64 {
+    pub(crate) fn value(&self, name: &str) -> f64 {
         self.0
             .lock()
             .unwrap()
@@ -322,7 +322,7 @@ impl MetricLog {
     }
 
     /// A histogram's samples.
-    pub fn samples(&self, name: &str) -> Vec<f64> {
+    pub(crate) fn samples(&self, name: &str) -> Vec<f64> {
         self.0
             .lock()
             .unwrap()
@@ -332,7 +332,7 @@ impl MetricLog {
     }
 
     /// Every series recorded.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.0.lock().unwrap().keys().cloned().collect()
     }
 }

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The most bytes a batch holds before it is written without waiting for the flush.
-pub const MAX_BATCH_BYTES: usize = 16 * 1024;
+pub(super) const MAX_BATCH_BYTES: usize = 16 * 1024;
 
 /// The buffer a batch starts with.
 const BATCH_START_BYTES: usize = 1024;
@@ -24,7 +24,7 @@ const BATCH_START_BYTES: usize = 1024;
 /// A stream whose writes are kept until [`AsyncWrite::poll_flush`] once [`Coalesced::batch`] is
 /// on; reads pass through.
 #[derive(Debug)]
-pub struct Coalesced<S> {
+pub(crate) struct Coalesced<S> {
     inner: S,
     pending: Vec<u8>,
     batching: bool,
@@ -33,7 +33,7 @@ pub struct Coalesced<S> {
 impl<S> Coalesced<S> {
     /// Wraps `inner`; writes pass straight through until [`Coalesced::batch`] turns batching on
     /// (the WebSocket handshake expects its answer written at once).
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Coalesced {
             inner,
             pending: Vec::new(),
@@ -42,7 +42,7 @@ impl<S> Coalesced<S> {
     }
 
     /// From now on, writes wait for the next flush.
-    pub fn batch(&mut self) {
+    pub(crate) fn batch(&mut self) {
         self.batching = true;
     }
 }

@@ -5,6 +5,7 @@
     not(feature = "tungstenite"),
     allow(
         dead_code,
+        unreachable_pub,
         reason = "public through host::tungstenite, with its feature"
     )
 )]

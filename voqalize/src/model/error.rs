@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
-/// What went wrong inside a provider's stream (HTTP-level failures are `ModelError`s of the
-/// transport).
+/// What went wrong inside a provider's stream (a failure at the HTTP level, such as a refused
+/// connection, an error status, a timeout or a response past its size limit, is the transport's
+/// and none of these).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StreamError {

@@ -165,7 +165,7 @@ impl Default for Timeouts {
 /// What a model request can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ModelError {
+pub(crate) enum ModelError {
     /// The HTTP client could not be built (the TLS set-up failed); no request was sent.
     #[error("could not build the model HTTP client")]
     Client(#[source] Box<dyn StdError + Send + Sync>),
@@ -216,7 +216,7 @@ impl ModelError {
     /// Whether the same request may succeed if sent again later: a connect failure, a closed
     /// connection, a broken or stalled stream, a timeout, a 5xx, or a 429 that is not a quota
     /// error. A quota error, a 4xx and a malformed stream are not.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             Self::Connect(_)
             | Self::ConnectionClosed(_)
@@ -235,7 +235,7 @@ impl ModelError {
     /// Whether this is a quota (billing) error rather than a rate limit: a 429 whose body mentions
     /// `quota` (`insufficient_quota`, `RESOURCE_EXHAUSTED … quota`). Waiting does not fix it.
     #[cfg(test)]
-    pub fn is_quota(&self) -> bool {
+    pub(crate) fn is_quota(&self) -> bool {
         matches!(self, Self::Status { status: 429, body, .. } if is_quota_body(body))
     }
 

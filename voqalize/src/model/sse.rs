@@ -35,7 +35,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// from every later call, since the stream can no longer be framed reliably.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SseError {
+pub(crate) enum SseError {
     /// A line, an event's data or a bare JSON body grew past the parser's bound.
     #[error("server-sent event larger than the {limit}-byte limit")]
     TooLarge {
