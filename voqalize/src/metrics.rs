@@ -193,12 +193,12 @@ pub(crate) fn model_request(
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.
 #[cfg(feature = "model")]
 pub(crate) fn tool_run(
-    tool: &'static str,
+    tool: std::borrow::Cow<'static, str>,
     outcome: &'static str,
     end: &'static str,
     ran: Option<Duration>,
 ) {
-    counter!(TOOL_RUNS, "tool" => tool, "outcome" => outcome, "end" => end).increment(1);
+    counter!(TOOL_RUNS, "tool" => tool.clone(), "outcome" => outcome, "end" => end).increment(1);
     if let Some(ran) = ran {
         histogram!(TOOL_RUN_SECONDS, "tool" => tool).record(ran.as_secs_f64());
     }

@@ -50,6 +50,12 @@ impl CurrentCall {
         &self.name
     }
 
+    /// Where the call's progress lines go, while a turn waits for it.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn progress_lane(&self) -> Option<mpsc::Sender<String>> {
+        self.progress.clone()
+    }
+
     /// The turn the call was made in.
     pub fn turn_id(&self) -> u64 {
         self.turn_id

@@ -2,6 +2,8 @@
 //! (panics caught), timing and logging.
 
 use std::panic::AssertUnwindSafe;
+#[cfg(feature = "model")]
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -75,7 +77,14 @@ async fn run<T: Toolbox + ?Sized>(
         // A tool without an argument ignores whatever the model sent.
         Value::Object(Map::new())
     };
-    match AssertUnwindSafe(brain.__run_tool(decl.index, arguments))
+    let super::Origin::Brain { index } = decl.origin else {
+        // An added tool is run by its own runner (`call_added`), never by a brain.
+        return Err(ToolError::new(
+            ToolErrorKind::Unknown,
+            format!("there is no tool named '{}' in this brain", decl.name),
+        ));
+    };
+    match AssertUnwindSafe(brain.__run_tool(index, arguments))
         .catch_unwind()
         .await
     {
@@ -88,6 +97,47 @@ async fn run<T: Toolbox + ?Sized>(
                 crate::recover::panic_message(&*panic)
             ),
         )),
+    }
+}
+
+/// Runs a call to an added tool (an MCP server's) with its runner: the arguments made a JSON
+/// object as for a `#[tool]`, a panic in the runner caught, the run timed. The future holds no
+/// brain: it can be a task of its own.
+#[cfg(feature = "model")]
+pub(crate) fn call_added(
+    decl: Arc<ToolDecl>,
+    arguments: Arguments,
+) -> impl Future<Output = ToolOutcome> + Send + 'static {
+    async move {
+        let start = Instant::now();
+        let result = match (prepare(&decl, arguments), decl.added_origin()) {
+            (Err(e), _) => Err(e),
+            (Ok(_), None) => Err(ToolError::new(
+                ToolErrorKind::Unknown,
+                format!("the tool '{}' has no runner", decl.name),
+            )),
+            (Ok(arguments), Some(added)) => {
+                let run = added.runner.run(added.remote.clone(), arguments);
+                match AssertUnwindSafe(run).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(panic) => Err(ToolError::new(
+                        ToolErrorKind::Panicked,
+                        format!(
+                            "the tool '{}' failed unexpectedly: {}",
+                            decl.name,
+                            crate::recover::panic_message(&*panic)
+                        ),
+                    )),
+                }
+            }
+        };
+        if let Err(e) = &result {
+            tracing::debug!("tool {} failed: {}", decl.method(), outside(&e.message));
+        }
+        ToolOutcome {
+            result,
+            elapsed: start.elapsed(),
+        }
     }
 }
 

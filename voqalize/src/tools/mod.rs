@@ -108,10 +108,15 @@
 //! [`ToolDecl::schema`] is the neutral schema; [`ToolDecl::gemini`], [`ToolDecl::openai`] and
 //! [`ToolDecl::chat`] give each provider's declaration with the rewrites of [`Dialect`].
 
+mod added;
 mod dispatch;
 mod outcome;
 #[cfg(feature = "model")]
 pub(crate) use dispatch::restore_enum_strings;
+pub(crate) use added::{Added, AddedDecl, AddedRun, AddedRunner, DeclRef};
+use added::Origin;
+#[cfg(feature = "model")]
+pub(crate) use dispatch::call_added;
 pub(crate) use dispatch::shortened;
 #[cfg(feature = "model")]
 pub(crate) use dispatch::shortened_to;
@@ -120,10 +125,11 @@ pub(crate) mod schema;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Once, OnceLock};
+use std::sync::{Arc, Once, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -153,14 +159,15 @@ pub mod prelude {
 /// One tool's provider-neutral declaration: name, description, parameter schema and whether the
 /// model must read its result before going on.
 pub struct ToolDecl {
-    name: &'static str,
-    description: &'static str,
+    name: Cow<'static, str>,
+    description: Cow<'static, str>,
     needs_result_now: bool,
     policy: ToolPolicy,
     timeout: Option<Duration>,
-    filler: Option<&'static str>,
-    method: &'static str,
-    index: usize,
+    filler: Option<Cow<'static, str>>,
+    method: Cow<'static, str>,
+    /// Who runs the tool: the brain's dispatcher, or a runner outside it (an MCP server).
+    origin: Origin,
     has_arguments: bool,
     schema: Value,
     problem: Option<String>,
@@ -185,14 +192,14 @@ impl fmt::Debug for ToolDecl {
 impl ToolDecl {
     pub(crate) fn new(info: ToolInfo, schema: Option<Value>, problem: Option<String>) -> Self {
         ToolDecl {
-            name: info.name,
-            description: info.description,
+            name: Cow::Borrowed(info.name),
+            description: Cow::Borrowed(info.description),
             needs_result_now: info.needs_result_now,
             policy: info.policy,
             timeout: info.timeout_ms.map(Duration::from_millis),
-            filler: info.filler,
-            method: info.method,
-            index: info.index,
+            filler: info.filler.map(Cow::Borrowed),
+            method: Cow::Borrowed(info.method),
+            origin: Origin::Brain { index: info.index },
             has_arguments: schema.is_some(),
             schema: schema.unwrap_or_else(schema::empty_parameters),
             problem,
@@ -203,13 +210,14 @@ impl ToolDecl {
     }
 
     /// The function name the model calls.
-    pub fn name(&self) -> &'static str {
-        self.name
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
-    /// What the model reads about the tool: the method's doc comment.
-    pub fn description(&self) -> &'static str {
-        self.description
+    /// What the model reads about the tool: the method's doc comment (an MCP tool's: the
+    /// server's description, clipped).
+    pub fn description(&self) -> &str {
+        &self.description
     }
 
     /// Whether the model is asked again, with the result, after a response that called this tool.
@@ -231,13 +239,28 @@ impl ToolDecl {
 
     /// The line spoken while a run of this tool keeps the caller waiting, `#[tool(filler =
     /// "...")]`: `None` takes the `Model`'s `filler_line`, if any.
-    pub fn filler(&self) -> Option<&'static str> {
-        self.filler
+    pub fn filler(&self) -> Option<&str> {
+        self.filler.as_deref()
     }
 
-    /// The Rust method behind the tool, as `Type::method` (what logs name).
-    pub fn method(&self) -> &'static str {
-        self.method
+    /// The Rust method behind the tool, as `Type::method`; for an MCP tool, `mcp:server/tool`
+    /// (what logs name).
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The name as a metrics label (no copy for a `#[tool]`'s).
+    pub(crate) fn label(&self) -> Cow<'static, str> {
+        self.name.clone()
+    }
+
+    /// The MCP server that runs this tool (the name its toolset was given), `None` for a
+    /// `#[tool]` of the brain.
+    pub fn mcp_server(&self) -> Option<&str> {
+        match &self.origin {
+            Origin::Brain { .. } => None,
+            Origin::Added(added) => Some(&added.source),
+        }
     }
 
     /// Whether the tool takes an argument struct.
@@ -418,16 +441,18 @@ impl ToolPolicy {
     }
 }
 
-/// The tools the model may see and call in one turn (from [`Toolbox::tools_for_turn`]).
+/// The tools the model may see and call in one turn (from [`Toolbox::tools_for_turn`], plus the
+/// tools of the `Model`'s MCP toolsets, added by the voice core when the turn starts).
 #[derive(Clone, Default)]
 pub struct ToolSet {
     table: &'static [ToolDecl],
     visible: Vec<usize>,
+    added: Vec<Arc<ToolDecl>>,
 }
 
 impl fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter().map(|t| t.name)).finish()
+        f.debug_list().entries(self.iter().map(ToolDecl::name)).finish()
     }
 }
 
@@ -446,18 +471,53 @@ impl ToolSet {
         let visible = (0..table.len())
             .filter(|&i| table[i].problem.is_none() && visible(&table[i]))
             .collect();
-        ToolSet { table, visible }
+        ToolSet {
+            table,
+            visible,
+            added: Vec::new(),
+        }
     }
 
-    /// The declarations, in declaration order.
-    pub fn iter(&self) -> impl Iterator<Item = &'static ToolDecl> + '_ {
+    /// The declarations: the brain's in declaration order, then the added ones (MCP tools) in
+    /// their toolsets' order.
+    pub fn iter(&self) -> impl Iterator<Item = &ToolDecl> + '_ {
         let table = self.table;
-        self.visible.iter().map(move |&i| &table[i])
+        self.visible
+            .iter()
+            .map(move |&i| &table[i])
+            .chain(self.added.iter().map(|d| &**d))
     }
 
     /// The tool called `name`, if it is in the set.
-    pub fn get(&self, name: &str) -> Option<&'static ToolDecl> {
+    pub fn get(&self, name: &str) -> Option<&ToolDecl> {
         self.iter().find(|t| t.name == name)
+    }
+
+    /// The tool called `name` as the voice core holds it while the call runs.
+    pub(crate) fn find(&self, name: &str) -> Option<DeclRef> {
+        let table = self.table;
+        if let Some(&i) = self.visible.iter().find(|&&i| table[i].name == name) {
+            return Some(DeclRef::Brain(&table[i]));
+        }
+        self.added
+            .iter()
+            .find(|d| d.name == name)
+            .map(|d| DeclRef::Added(d.clone()))
+    }
+
+    /// Adds tools run outside the brain. A tool whose name is already in the set (a `#[tool]`
+    /// of the brain, or an earlier added one) is left out: its name is returned with the name
+    /// of what holds it, for the caller to report.
+    pub(crate) fn add(&mut self, tools: &[Arc<ToolDecl>]) -> Vec<(String, String)> {
+        let mut clashes = Vec::new();
+        for tool in tools {
+            if let Some(held) = self.get(&tool.name) {
+                clashes.push((tool.method().to_owned(), held.method().to_owned()));
+                continue;
+            }
+            self.added.push(tool.clone());
+        }
+        clashes
     }
 
     /// Whether the tool called `name` is in the set.
@@ -467,12 +527,12 @@ impl ToolSet {
 
     /// How many tools the set holds.
     pub fn len(&self) -> usize {
-        self.visible.len()
+        self.visible.len() + self.added.len()
     }
 
     /// Whether the set holds no tool (then a request declares no tools at all).
     pub fn is_empty(&self) -> bool {
-        self.visible.is_empty()
+        self.len() == 0
     }
 
     /// The Gemini `functionDeclarations` of the set.

@@ -80,6 +80,8 @@ use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
+#[cfg(feature = "mcp")]
+use crate::tools::ToolSet;
 
 pub use crate::model::ToolChoice;
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
@@ -150,6 +152,9 @@ struct Settings {
     max_result_bytes: usize,
     filler: Option<Arc<str>>,
     filler_after: Duration,
+    /// MCP toolsets whose tools join each turn's, in the order given.
+    #[cfg(feature = "mcp")]
+    mcp: Vec<crate::mcp::McpToolset>,
 }
 
 impl Default for Settings {
@@ -167,6 +172,8 @@ impl Default for Settings {
             max_result_bytes: MAX_RESULT_BYTES,
             filler: None,
             filler_after: FILLER_AFTER,
+            #[cfg(feature = "mcp")]
+            mcp: Vec::new(),
         }
     }
 }
@@ -184,6 +191,9 @@ struct Inner {
     settled: tokio::sync::Notify,
     /// A `background` tool ran inside its turn (its toolbox was not the call's brain): said once.
     warned_background: AtomicBool,
+    /// An MCP tool was left out of a turn for a name another tool has: said once.
+    #[cfg(feature = "mcp")]
+    warned_clash: AtomicBool,
 }
 
 impl Inner {
@@ -200,6 +210,8 @@ impl Inner {
             log: Mutex::new(TurnLog::default()),
             settled: tokio::sync::Notify::new(),
             warned_background: AtomicBool::new(false),
+            #[cfg(feature = "mcp")]
+            warned_clash: AtomicBool::new(false),
         }
     }
 }
@@ -487,6 +499,52 @@ impl Model {
     #[must_use]
     pub fn turn_deadline(self, deadline: Duration) -> Model {
         self.with(|s| s.bounds.turn_deadline = deadline)
+    }
+
+    /// Lends the model an MCP toolset's tools (feature `mcp`), beside the brain's own: each turn
+    /// declares the toolset's tools as its listing stands when the turn starts. Give a clone of
+    /// a toolset connected once per process, or one connected for this call (see
+    /// [`mcp`](crate::mcp)).
+    ///
+    /// # Errors
+    /// [`McpError::NameClash`](crate::mcp::McpError::NameClash) when one of its tools has the
+    /// name of a tool of a toolset given before, naming both. A clash that appears later (a
+    /// server's list changed) or with a `#[tool]` of the brain leaves the MCP tool out of the
+    /// turn, with one error log naming both (the brain's own tool, or the first toolset's,
+    /// wins); `McpToolsetBuilder::beside` makes the latter a connect error too.
+    #[cfg(feature = "mcp")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+    pub fn mcp(self, toolset: crate::mcp::McpToolset) -> Result<Model, crate::mcp::McpError> {
+        let theirs = toolset.tools();
+        for earlier in &self.inner.settings.mcp {
+            for tool in earlier.tools().iter() {
+                if let Some(clash) = theirs.iter().find(|t| t.name() == tool.name()) {
+                    return Err(crate::mcp::McpError::NameClash {
+                        name: tool.name().to_owned(),
+                        first: tool.method().to_owned(),
+                        second: clash.method().to_owned(),
+                    });
+                }
+            }
+        }
+        Ok(self.with(|s| s.mcp.push(toolset)))
+    }
+
+    /// Adds the MCP toolsets' tools to a turn's set; a tool whose name is taken is left out,
+    /// and said once.
+    #[cfg(feature = "mcp")]
+    fn add_mcp_tools(&self, tools: &mut ToolSet) {
+        for toolset in &self.inner.settings.mcp {
+            let clashes = tools.add(&toolset.tools());
+            if let Some((theirs, held)) = clashes.first()
+                && !self.inner.warned_clash.swap(true, Ordering::Relaxed)
+            {
+                tracing::error!(
+                    "the MCP tool {theirs} is left out of this call's turns: its name is that of {held} ({} clashes)",
+                    clashes.len()
+                );
+            }
+        }
     }
 
     /// Replaces the system instruction, from now on (typically from `on_session_start`, where the

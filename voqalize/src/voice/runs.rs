@@ -26,7 +26,7 @@ use crate::model::history::{EntryId, ToolResult};
 use crate::recover::lock;
 use crate::session::{Session, Step};
 use crate::tools::{
-    RunEnd, TOOL_BUDGET_MS, ToolDecl, ToolError, ToolErrorKind, ToolOutcome, ToolPolicy,
+    DeclRef, RunEnd, TOOL_BUDGET_MS, ToolDecl, ToolError, ToolErrorKind, ToolOutcome, ToolPolicy,
 };
 
 /// How long after its timeout a run must have answered before a request stops waiting for it
@@ -52,7 +52,7 @@ pub(super) struct Settle {
     /// The name the history keeps.
     pub(super) kept: String,
     /// The tool, when the name is one of the turn's.
-    pub(super) decl: Option<&'static ToolDecl>,
+    pub(super) decl: Option<DeclRef>,
     /// The arguments as the guards and observers read them, when any is set.
     pub(super) seen: Option<Value>,
     /// The arguments as the session's watcher reads them, when it has one.
@@ -87,7 +87,7 @@ impl Settle {
                     outside(&e.message)
                 );
             }
-            over_budget(&self.inner, self.decl, &outcome);
+            over_budget(&self.inner, self.decl.as_deref(), &outcome);
         }
         let arguments = self.seen.take().unwrap_or(Value::Null);
         let response = self.checked_after(&mut outcome, &arguments);
@@ -158,7 +158,9 @@ impl Settle {
             end,
         });
         crate::metrics::tool_run(
-            self.decl.map_or("unknown", ToolDecl::name),
+            self.decl
+                .as_deref()
+                .map_or(std::borrow::Cow::Borrowed("unknown"), ToolDecl::label),
             outcome_name,
             end.name(),
             ran.then_some(outcome.elapsed),
@@ -205,7 +207,12 @@ impl Settle {
             return;
         }
         let ms = u32::try_from(self.started.elapsed().as_millis()).unwrap_or(u32::MAX);
-        let mut step = Step::new("tool", self.kept).duration_ms(ms);
+        // An MCP tool's run is a step of kind `mcp`, its provider the toolset's name.
+        let mut step = match self.decl.as_deref().and_then(ToolDecl::added_origin) {
+            Some(added) => Step::new(added.kind, self.kept).provider(&*added.source),
+            None => Step::new("tool", self.kept),
+        }
+        .duration_ms(ms);
         if end != RunEnd::InTurn {
             step = step.count(end.name(), 1);
         }
@@ -392,7 +399,7 @@ pub(super) fn allowed(
 
 /// A tool that ran over [`TOOL_BUDGET_MS`]: the user waited for it. Logged once per session,
 /// then counted (a model can call a slow tool sixteen times a reply, every turn).
-fn over_budget(inner: &Inner, decl: Option<&'static ToolDecl>, outcome: &ToolOutcome) {
+fn over_budget(inner: &Inner, decl: Option<&ToolDecl>, outcome: &ToolOutcome) {
     let ms = outcome.elapsed.as_secs_f64() * 1000.0;
     if ms > TOOL_BUDGET_MS as f64
         && let Some(tool) = decl

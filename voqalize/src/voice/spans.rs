@@ -70,9 +70,11 @@ pub(crate) fn record_response(
 
 /// The span of one tool run: its name; `error.type` when it failed (`cancelled`, `timed_out`
 /// among the kinds); `voqalize.tool.end` when it was answered (`in_turn`, `after_barge_in`,
-/// `background`).
-pub(crate) fn execute_tool(name: &str) -> Span {
-    tracing::info_span!(
+/// `background`). A tool of an MCP server (`mcp_server`) also carries `mcp.method.name`
+/// (`tools/call`, as OpenTelemetry's MCP conventions name it) and `voqalize.mcp.server`, its
+/// toolset's name.
+pub(crate) fn execute_tool(name: &str, mcp_server: Option<&str>) -> Span {
+    let span = tracing::info_span!(
         target: TARGET,
         "execute_tool",
         otel.name = %format_args!("execute_tool {name}"),
@@ -82,7 +84,14 @@ pub(crate) fn execute_tool(name: &str) -> Span {
         gen_ai.tool.type = "function",
         "error.type" = Empty,
         voqalize.tool.end = Empty,
-    )
+        mcp.method.name = Empty,
+        voqalize.mcp.server = Empty,
+    );
+    if let Some(server) = mcp_server {
+        span.record("mcp.method.name", "tools/call");
+        span.record("voqalize.mcp.server", server);
+    }
+    span
 }
 
 /// The well-known `gen_ai.provider.name` for a layer: `gcp.gemini` or `gcp.vertex_ai` for

@@ -21,8 +21,8 @@ use crate::model::history::{Call, ToolResult};
 use crate::session::CurrentCall;
 use crate::session::context;
 use crate::tools::{
-    Arguments, ToolDecl, ToolError, ToolErrorKind, ToolOutcome, ToolPolicy, Toolbox,
-    restore_enum_strings,
+    Arguments, DeclRef, ToolDecl, ToolError, ToolErrorKind, ToolOutcome, ToolPolicy, Toolbox,
+    call_added, restore_enum_strings,
 };
 use crate::voice::bounds::Tripped;
 use crate::voice::response::Filed;
@@ -45,7 +45,7 @@ struct Run {
 /// What the turn decided about one filed call.
 struct Decided {
     /// The tool, when the name is one of the turn's.
-    decl: Option<&'static ToolDecl>,
+    decl: Option<DeclRef>,
     timeout: Duration,
     started: Instant,
     /// What the guards said before it ran ([`Verdict::Allowed`] when none looked).
@@ -93,8 +93,9 @@ impl<'t> TurnState<'t> {
         }
         self.request_calls += 1;
         self.session.flushed(FLUSH_WAIT).await;
-        let decl = calling.tools.get(&call.name);
+        let decl = calling.tools.find(&call.name);
         let timeout = decl
+            .as_deref()
             .and_then(ToolDecl::timeout)
             .unwrap_or(model.inner.settings.tool_timeout);
         let started = Instant::now();
@@ -107,7 +108,7 @@ impl<'t> TurnState<'t> {
                 started + timeout + runs::ANSWER_MARGIN,
             )
         };
-        let seen = self.for_tool(decl, &mut filed);
+        let seen = self.for_tool(decl.as_deref(), &mut filed);
         let taping = ToolTaping::dispatched(
             self.session.tape(),
             self.turn.id(),
@@ -132,7 +133,7 @@ impl<'t> TurnState<'t> {
     /// written as strings restored, and JSON text parsed once when a guard reads it (the tool gets
     /// the parsed value; text that is not JSON is not checked: its call cannot run). Returns the
     /// arguments as the guards read them, when any is set.
-    fn for_tool(&self, decl: Option<&'static ToolDecl>, filed: &mut Filed) -> Option<Value> {
+    fn for_tool(&self, decl: Option<&ToolDecl>, filed: &mut Filed) -> Option<Value> {
         let guards = &self.model.inner.settings.guards;
         let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
         let arguments = match decl {
@@ -157,7 +158,7 @@ impl<'t> TurnState<'t> {
         &mut self,
         calling: Calling<'_>,
         filed: &Filed,
-        decl: Option<&'static ToolDecl>,
+        decl: Option<DeclRef>,
         seen: Option<&Value>,
         (timeout, started): (Duration, Instant),
     ) -> Decided {
@@ -177,13 +178,19 @@ impl<'t> TurnState<'t> {
             None
         };
         Decided {
+            awaited: !calling.off && decl.as_deref().is_some_and(ToolDecl::needs_result_now),
+            // An MCP tool's run is a task of its own: it can always outlive the turn.
+            policy: self.policy(
+                decl.as_deref(),
+                shared.is_some() || matches!(decl, Some(DeclRef::Added(_))),
+                ran,
+                &filed.name,
+            ),
             decl,
             timeout,
             started,
             before,
             ran,
-            awaited: !calling.off && decl.is_some_and(ToolDecl::needs_result_now),
-            policy: self.policy(decl, shared.is_some(), ran, &filed.name),
             shared,
         }
     }
@@ -192,7 +199,7 @@ impl<'t> TurnState<'t> {
     /// `background` tool that is not runs inside its turn, and one that runs so is logged once.
     fn policy(
         &self,
-        decl: Option<&'static ToolDecl>,
+        decl: Option<&ToolDecl>,
         held: bool,
         ran: bool,
         name: &str,
@@ -230,7 +237,7 @@ impl<'t> TurnState<'t> {
             call_id: filed.call_id.clone(),
             called: filed.name.clone(),
             kept: filed.kept.clone(),
-            decl: decided.decl,
+            decl: decided.decl.clone(),
             seen,
             watched: self
                 .session
@@ -241,7 +248,10 @@ impl<'t> TurnState<'t> {
             started: decided.started,
             taping,
             span: if decided.ran {
-                spans::execute_tool(&filed.kept)
+                spans::execute_tool(
+                    &filed.kept,
+                    decided.decl.as_deref().and_then(ToolDecl::mcp_server),
+                )
             } else {
                 tracing::Span::none()
             },
@@ -294,6 +304,14 @@ impl<'t> TurnState<'t> {
         answering: &mut Answering<'a>,
     ) {
         let Run { slot, span, call } = self.prepare(settle, &filed.name, decided.policy);
+        if let Some(DeclRef::Added(decl)) = decided.decl.clone() {
+            // An MCP tool's run holds no brain: it is always a task of its own.
+            let mut filed = filed;
+            let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
+            let tool = call_added(decl, arguments).instrument(span);
+            let run = runs::run(slot.clone(), decided.timeout, tool);
+            return self.spawn_task(run, (filed, slot, call), decided, answering);
+        }
         if let Some(brain) = decided.shared.clone() {
             return self.spawn(
                 brain,
@@ -341,20 +359,33 @@ impl<'t> TurnState<'t> {
         &mut self,
         brain: Arc<dyn Toolbox>,
         calling: Calling<'a>,
-        filed: Filed,
+        mut filed: Filed,
         Run { slot, span, call }: Run,
         decided: Decided,
         answering: &mut Answering<'a>,
     ) {
         let tools = calling.tools.clone();
-        let name = filed.name;
-        let arguments = filed.arguments;
+        let name = filed.name.clone();
+        let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
         let run = runs::run(slot.clone(), decided.timeout, async move {
             brain
                 .call_tool(&tools, &name, arguments)
                 .instrument(span)
                 .await
         });
+        self.spawn_task(run, (filed, slot, call), decided, answering);
+    }
+
+    /// Runs `run` (a tool's run, which answers its call) as a task of its own, with the call's
+    /// context: the turn waits for its end, but for a `background` tool, whose call the model
+    /// reads at once as started.
+    fn spawn_task<'a>(
+        &mut self,
+        run: impl Future<Output = ()> + Send + 'static,
+        (filed, slot, call): (Filed, Slot, CurrentCall),
+        decided: Decided,
+        answering: &mut Answering<'a>,
+    ) {
         let task = tokio::spawn(context::scope_tool(self.session.clone(), call, false, run));
         match decided.policy {
             ToolPolicy::Background => {
@@ -392,7 +423,7 @@ impl<'t> TurnState<'t> {
         ended: impl Future<Output = ()> + Send + 'a,
         answering: &mut Answering<'a>,
     ) {
-        let key = self.in_flight(decided.decl, decided.started);
+        let key = self.in_flight(decided.decl.as_deref(), decided.started);
         let awaited = decided.awaited;
         answering.push(Box::pin(async move {
             ended.await;

@@ -40,7 +40,7 @@ pub(super) struct InFlight {
 
 impl TurnState<'_> {
     /// Notes a run the turn waits for, for its filler: its key.
-    pub(super) fn in_flight(&mut self, decl: Option<&'static ToolDecl>, started: Instant) -> u64 {
+    pub(super) fn in_flight(&mut self, decl: Option<&ToolDecl>, started: Instant) -> u64 {
         self.next_key += 1;
         let filler = decl
             .and_then(ToolDecl::filler)

@@ -1,0 +1,543 @@
+//! The connection to one server: opening it (a child process over stdio, or a streamable HTTP
+//! endpoint), the MCP handshake and first listing, and the supervisor that keeps it up while the
+//! toolset lives: a connection that ends is opened again with backoff, and `tools/list_changed`
+//! has the tools listed again.
+
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::service::{QuitReason, RoleClient, RunningServiceCancellationToken};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{Notify, oneshot};
+
+use super::catalog;
+use super::error::{Cause, McpError};
+use super::handler::Handler;
+use super::options::{AtStart, McpToolsetBuilder};
+use super::server::Reach;
+use super::{Link, McpToolset, Shared};
+use crate::logline::{Repeated, outside};
+use crate::recover::lock;
+
+/// The first wait before a connection is tried again; it doubles up to [`BACKOFF_MAX`].
+const BACKOFF_START: Duration = Duration::from_millis(250);
+/// The longest wait between two tries.
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// How long the server's tools stay unlisted after a `tools/list_changed` before they are
+/// listed: a burst of notifications is one listing.
+const RELIST_AFTER: Duration = Duration::from_millis(100);
+/// How many of a server's stderr lines are logged per [`STDERR_WINDOW`]; the rest are counted.
+const STDERR_LINES: u32 = 20;
+const STDERR_WINDOW: Duration = Duration::from_secs(10);
+/// The most bytes of one stderr line read; the rest of it is skipped.
+const STDERR_LINE_BYTES: usize = 4096;
+
+/// Repeated warnings about one server, summed up.
+pub(crate) struct Warnings {
+    pub(crate) down: Repeated,
+    pub(crate) listing: Repeated,
+}
+
+impl Default for Warnings {
+    fn default() -> Self {
+        Warnings {
+            down: Repeated::with_window("MCP reconnection failures", Duration::from_secs(60)),
+            listing: Repeated::with_window("MCP tool-list warnings", Duration::from_secs(60)),
+        }
+    }
+}
+
+/// One open connection: its peer, how to close it, its end, and the process behind it.
+struct Live {
+    peer: rmcp::Peer<RoleClient>,
+    cancel: Option<RunningServiceCancellationToken>,
+    ended: Pin<Box<dyn Future<Output = String> + Send>>,
+    child: Option<tokio::process::Child>,
+}
+
+impl Live {
+    /// Closes the connection and stops its process (the whole process group on Unix: `npx`
+    /// starts the server as its own child).
+    async fn close(mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.ended).await;
+        if let Some(child) = self.child.as_mut() {
+            kill(child);
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        }
+    }
+}
+
+/// Kills a stdio server's process (and, on Unix, its process group).
+fn kill(child: &mut tokio::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        // SAFETY: killpg only sends a signal; the group is the one the child leads.
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.start_kill();
+}
+
+/// Why one try to open the connection failed.
+pub(super) enum OpenError {
+    Spawn(std::io::Error),
+    Failed { why: String, source: Option<Cause> },
+}
+
+impl OpenError {
+    fn failed(why: impl Into<String>, source: Option<Cause>) -> Self {
+        OpenError::Failed {
+            why: why.into(),
+            source,
+        }
+    }
+
+    pub(super) fn why(&self) -> String {
+        match self {
+            OpenError::Spawn(e) => format!("could not start the program: {e}"),
+            OpenError::Failed { why, .. } => why.clone(),
+        }
+    }
+}
+
+/// `McpToolsetBuilder::connect`.
+pub(crate) async fn connect(builder: McpToolsetBuilder) -> Result<McpToolset, McpError> {
+    check(&builder)?;
+    let McpToolsetBuilder {
+        name,
+        server,
+        settings,
+    } = builder;
+    let shared = Arc::new(Shared {
+        name: name.into(),
+        server,
+        settings,
+        link: Mutex::new(Link::Down {
+            why: "not connected yet".into(),
+            since: Instant::now(),
+        }),
+        tools: Mutex::new(Arc::from(Vec::new())),
+        progress: Mutex::default(),
+        next_token: AtomicU64::new(1),
+        list_changed: Notify::new(),
+        listed: Notify::new(),
+        log: Mutex::default(),
+    });
+    let live = first(&shared).await?;
+    let clash = catalog::clash_beside(&shared);
+    if let Some(clash) = clash {
+        live.close().await;
+        return Err(clash);
+    }
+    let (life, stop) = oneshot::channel();
+    tracing::info!(
+        "MCP toolset {} connected to {}: {} tools",
+        shared.name,
+        outside(&shared.server.describe()),
+        lock(&shared.tools).len()
+    );
+    tokio::spawn(supervise(shared.clone(), live, stop));
+    Ok(McpToolset {
+        shared,
+        _life: Arc::new(life),
+    })
+}
+
+/// The settings that cannot work, before anything is started.
+fn check(builder: &McpToolsetBuilder) -> Result<(), McpError> {
+    let bad = |what: String| McpError::Config {
+        toolset: builder.name.clone(),
+        what,
+    };
+    let name_ok = !builder.name.is_empty()
+        && builder.name.len() <= 64
+        && builder
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+    if !name_ok {
+        return Err(bad(
+            "a toolset's name is 1 to 64 letters, digits, '_', '-' or '.'".into(),
+        ));
+    }
+    let prefix = &builder.settings.prefix;
+    if !prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        || prefix.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '.')
+    {
+        return Err(bad(format!(
+            "the prefix '{}' would make names a model refuses: use letters, digits, '_', '-' or '.', not first a digit",
+            outside(prefix)
+        )));
+    }
+    match &builder.server.reach {
+        Reach::Stdio { program, .. } if program.is_empty() => {
+            Err(bad("the stdio server's program is empty".into()))
+        }
+        Reach::Http { url, http, .. } => {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| bad(format!("the URL '{}' does not parse: {e}", outside(url))))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(bad(format!("the URL '{}' is not http(s)", outside(url))));
+            }
+            http.check().map_err(|e| bad(e.to_string()))
+        }
+        Reach::Stdio { .. } => Ok(()),
+    }
+}
+
+/// The first connection, tried again per `retry_at_start`.
+async fn first(shared: &Arc<Shared>) -> Result<Live, McpError> {
+    let started = Instant::now();
+    let mut backoff = BACKOFF_START;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let error = match open(shared).await {
+            Ok(live) => return Ok(live),
+            Err(OpenError::Spawn(source)) => {
+                let Reach::Stdio { program, .. } = &shared.server.reach else {
+                    unreachable!("only a stdio server spawns")
+                };
+                return Err(McpError::Spawn {
+                    toolset: shared.name.to_string(),
+                    program: program.clone(),
+                    source,
+                });
+            }
+            Err(e) => e,
+        };
+        if let AtStart::RetryFor(within) = shared.settings.at_start
+            && started.elapsed() + backoff < within
+        {
+            tracing::debug!(
+                "MCP toolset {}: try {tries} failed ({}); trying again in {backoff:?}",
+                shared.name,
+                outside(&error.why())
+            );
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+            continue;
+        }
+        let OpenError::Failed { why, source } = error else {
+            unreachable!("a spawn error returned above")
+        };
+        return Err(McpError::Connect {
+            toolset: shared.name.to_string(),
+            tries,
+            why,
+            source,
+        });
+    }
+}
+
+/// One try: the transport, the handshake and the first listing, within the connect timeout.
+async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
+    let within = shared.settings.connect_timeout;
+    let handler = Handler {
+        shared: Arc::downgrade(shared),
+    };
+    let max = shared.settings.max_message_bytes;
+    let (served, child) = match &shared.server.reach {
+        Reach::Stdio { .. } => {
+            let (mut child, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
+            let transport =
+                AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin).with_max_line_length(max);
+            match tokio::time::timeout(within, handler.serve(transport)).await {
+                Ok(served) => (served.map_err(|e| handshake_failed(&e)), Some(child)),
+                Err(_) => {
+                    kill(&mut child);
+                    (Err(timed_out("the MCP handshake", within)), None)
+                }
+            }
+        }
+        Reach::Http { url, bearer, http } => {
+            let client = crate::model::http::client(within, Some(http))
+                .map_err(|e| OpenError::failed(e.to_string(), Some(Box::new(e))))?;
+            let transport = StreamableHttpClientTransport::with_client(
+                client,
+                http_config(url, bearer.as_deref(), http, max)?,
+            );
+            match tokio::time::timeout(within, handler.serve(transport)).await {
+                Ok(served) => (served.map_err(|e| handshake_failed(&e)), None),
+                Err(_) => (Err(timed_out("the MCP handshake", within)), None),
+            }
+        }
+    };
+    let service = served?;
+    let peer = service.peer().clone();
+    let cancel = service.cancellation_token();
+    let ended: Pin<Box<dyn Future<Output = String> + Send>> = Box::pin(async move {
+        match service.waiting().await {
+            Ok(QuitReason::Closed) => "the server closed the connection".to_owned(),
+            Ok(QuitReason::Cancelled) => "the connection was closed".to_owned(),
+            Ok(reason) => format!("the connection ended: {reason:?}"),
+            Err(e) => format!("the connection's task failed: {e}"),
+        }
+    });
+    let mut live = Live {
+        peer,
+        cancel: Some(cancel),
+        ended,
+        child,
+    };
+    match tokio::time::timeout(within, catalog::list(shared, &live.peer)).await {
+        Ok(Ok(tools)) => {
+            *lock(&shared.tools) = tools;
+            *lock(&shared.link) = Link::Up(live.peer.clone());
+            Ok(live)
+        }
+        Ok(Err(e)) => {
+            live.cancel.take().map(RunningServiceCancellationToken::cancel);
+            Err(e)
+        }
+        Err(_) => {
+            live.close().await;
+            Err(timed_out("the first tools/list", within))
+        }
+    }
+}
+
+fn timed_out(what: &str, within: Duration) -> OpenError {
+    OpenError::failed(format!("{what} took more than {within:?}"), None)
+}
+
+fn handshake_failed(e: &rmcp::service::ClientInitializeError) -> OpenError {
+    OpenError::failed(
+        format!("the MCP handshake failed: {}", outside(&e.to_string())),
+        None,
+    )
+}
+
+/// The streamable HTTP client's settings: the URL, the bearer token, the headers, the bounds.
+fn http_config(
+    url: &str,
+    bearer: Option<&str>,
+    http: &crate::model::HttpOptions,
+    max: usize,
+) -> Result<StreamableHttpClientTransportConfig, OpenError> {
+    let mut headers = std::collections::HashMap::new();
+    for (name, value) in http.headers() {
+        let name = reqwest::header::HeaderName::try_from(name.as_str())
+            .map_err(|e| OpenError::failed(format!("a header name is not valid: {e}"), None))?;
+        let value = reqwest::header::HeaderValue::try_from(value.as_str())
+            .map_err(|e| OpenError::failed(format!("a header value is not valid: {e}"), None))?;
+        headers.insert(name, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(headers)
+        .max_sse_event_size(max)
+        .max_json_response_size(max);
+    if let Some(token) = bearer {
+        config = config.auth_header(token);
+    }
+    Ok(config)
+}
+
+/// Starts a stdio server's process: its stdin and stdout piped for MCP, its stderr read into
+/// the logs, killed if its handle is dropped.
+#[allow(clippy::type_complexity)]
+fn spawn(
+    shared: &Arc<Shared>,
+) -> std::io::Result<(
+    tokio::process::Child,
+    tokio::process::ChildStdout,
+    tokio::process::ChildStdin,
+)> {
+    let Reach::Stdio {
+        program,
+        args,
+        env,
+        dir,
+    } = &shared.server.reach
+    else {
+        return Err(std::io::Error::other("not a stdio server"));
+    };
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn()?;
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        return Err(std::io::Error::other("the process's pipes were not made"));
+    };
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(log_stderr(shared.name.clone(), stderr));
+    }
+    Ok((child, stdout, stdin))
+}
+
+/// Logs a stdio server's stderr at debug level: each line clipped, at most [`STDERR_LINES`]
+/// per [`STDERR_WINDOW`], the rest counted in one line.
+async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
+    let mut reader = tokio::io::BufReader::with_capacity(STDERR_LINE_BYTES, stderr);
+    let (mut logged, mut skipped, mut since) = (0u32, 0u64, Instant::now());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let (done, used) = {
+            let Ok(buf) = reader.fill_buf().await else {
+                return;
+            };
+            if buf.is_empty() {
+                break;
+            }
+            match memchr::memchr(b'\n', buf) {
+                Some(i) => {
+                    line.extend_from_slice(&buf[..i.min(STDERR_LINE_BYTES)]);
+                    (true, i + 1)
+                }
+                None => {
+                    let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+                    line.extend_from_slice(&buf[..buf.len().min(room)]);
+                    (false, buf.len())
+                }
+            }
+        };
+        reader.consume(used);
+        if !done {
+            // The rest of a long line is read on and skipped.
+            continue;
+        }
+        if since.elapsed() > STDERR_WINDOW {
+            if skipped > 0 {
+                tracing::debug!("MCP server {name}: {skipped} more stderr lines not logged");
+            }
+            (logged, skipped, since) = (0, 0, Instant::now());
+        }
+        if logged < STDERR_LINES {
+            logged += 1;
+            tracing::debug!(
+                "MCP server {name} stderr: {}",
+                outside(&String::from_utf8_lossy(&line))
+            );
+        } else {
+            skipped += 1;
+        }
+    }
+    if skipped > 0 {
+        tracing::debug!("MCP server {name}: {skipped} more stderr lines not logged");
+    }
+}
+
+/// Keeps the connection up while the toolset lives; closes it when the last clone is dropped.
+async fn supervise(shared: Arc<Shared>, mut live: Live, mut stop: oneshot::Receiver<()>) {
+    loop {
+        let why = tokio::select! {
+            _ = &mut stop => {
+                live.close().await;
+                return;
+            }
+            why = &mut live.ended => why,
+            () = shared.list_changed.notified() => {
+                relist(&shared, &live.peer).await;
+                continue;
+            }
+        };
+        if let Some(child) = live.child.as_mut() {
+            kill(child);
+        }
+        down(&shared, &why);
+        let Some(again) = reopen(&shared, &mut stop).await else {
+            return;
+        };
+        live = again;
+        tracing::info!(
+            "MCP toolset {} reconnected: {} tools",
+            shared.name,
+            lock(&shared.tools).len()
+        );
+        shared.listed.notify_waiters();
+    }
+}
+
+/// Notes the connection down: calls fail at once with `why` until it is up again.
+fn down(shared: &Shared, why: &str) {
+    *lock(&shared.link) = Link::Down {
+        why: why.to_owned(),
+        since: Instant::now(),
+    };
+    tracing::warn!(
+        "MCP toolset {}: {}; reconnecting",
+        shared.name,
+        outside(why)
+    );
+}
+
+/// Opens the connection again with backoff, until it opens or the toolset is dropped.
+async fn reopen(shared: &Arc<Shared>, stop: &mut oneshot::Receiver<()>) -> Option<Live> {
+    let mut backoff = BACKOFF_START;
+    loop {
+        tokio::select! {
+            _ = &mut *stop => return None,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        match open(shared).await {
+            Ok(live) => return Some(live),
+            Err(e) => {
+                let why = e.why();
+                if lock(&shared.log).down.allow() {
+                    tracing::warn!(
+                        "MCP toolset {}: reconnecting failed: {}",
+                        shared.name,
+                        outside(&why)
+                    );
+                }
+                if let Link::Down { why: w, .. } = &mut *lock(&shared.link) {
+                    *w = why;
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// Lists the tools again after `tools/list_changed` (a burst of them is one listing). A listing
+/// that fails keeps the tools as they were.
+async fn relist(shared: &Arc<Shared>, peer: &rmcp::Peer<RoleClient>) {
+    tokio::time::sleep(RELIST_AFTER).await;
+    let within = shared.settings.connect_timeout;
+    match tokio::time::timeout(within, catalog::list(shared, peer)).await {
+        Ok(Ok(tools)) => {
+            *lock(&shared.tools) = tools;
+            shared.listed.notify_waiters();
+        }
+        Ok(Err(e)) => {
+            if lock(&shared.log).listing.allow() {
+                tracing::warn!(
+                    "MCP toolset {}: listing its tools again failed, the old list stays: {}",
+                    shared.name,
+                    outside(&e.why())
+                );
+            }
+        }
+        Err(_) => {
+            if lock(&shared.log).listing.allow() {
+                tracing::warn!(
+                    "MCP toolset {}: listing its tools again took more than {within:?}, the old list stays",
+                    shared.name
+                );
+            }
+        }
+    }
+}
+
+pub(super) use OpenError as ListError;
