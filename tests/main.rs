@@ -18,6 +18,8 @@ mod layer_attacks;
 mod layer_kit;
 mod listeners;
 mod main_job;
+mod mcp_calls;
+mod mcp_servers;
 mod port;
 mod recording_files;
 mod relay;

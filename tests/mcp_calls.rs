@@ -1,0 +1,222 @@
+//! MCP tools in a voice call: the model calls a server's tool beside the brain's own, reads its
+//! result, hears its progress, and a barge-in cancels it on the server or lets it finish, as the
+//! toolset's policy says. Over a real session socket, against the stand-in model server and the
+//! FastMCP server of `tests/mcp`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use voqalize::mcp::{McpError, McpTool, McpToolset};
+use voqalize::prelude::*;
+use voqalize::tools::ToolPolicy;
+use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Said, Voqalize};
+
+use crate::mcp_servers::{events_file, events_when, fastmcp};
+use crate::support::{driver, layer};
+
+/// A front desk with one tool of its own and a CRM's MCP tools.
+struct Desk {
+    model: Model,
+}
+
+impl Brain for Desk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl Desk {
+    /// Says hello back.
+    #[tool]
+    async fn echo(&self) -> &'static str {
+        "the desk's own echo"
+    }
+}
+
+/// A desk whose model lends it `toolset`, over the stand-in model.
+async fn desk(toolset: McpToolset) -> (ModelServer, Voqalize) {
+    let server = ModelServer::start(Provider::Gemini).await.expect("a loopback port");
+    let timeouts = voqalize::model::Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let v = driver(move || Desk {
+        model: Model::new(layer.clone())
+            .filler_after(Duration::from_secs(60))
+            .mcp(toolset.clone())
+            .expect("one toolset clashes with none"),
+    })
+    .await;
+    (server, v)
+}
+
+/// Request `i` in neutral terms, one line per item.
+fn said(server: &ModelServer, i: usize) -> Vec<String> {
+    server
+        .read_back(i)
+        .expect("the request")
+        .said
+        .into_iter()
+        .map(|s| match s {
+            Said::User(t) => format!("user: {t}"),
+            Said::Model(t) => format!("model: {t}"),
+            Said::Call { name, .. } => format!("call: {name}"),
+            Said::Result { output, .. } => format!("result: {output}"),
+        })
+        .collect()
+}
+
+fn named(events: &[serde_json::Value], event: &str) -> usize {
+    events.iter().filter(|e| e["event"] == event).count()
+}
+
+#[tokio::test]
+async fn the_model_calls_an_mcp_tool_beside_the_brains_own_and_reads_its_result() {
+    let events = events_file("voice_call");
+    let toolset = McpToolset::builder("crm", fastmcp(&events))
+        .allow(["add", "fail"])
+        .prefix("crm_")
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let (server, mut v) = desk(toolset).await;
+    server.reply(Reply::new().call("crm_add", json!({"a": 2, "b": 40})).finish());
+    server.reply(Reply::new().text("That makes forty-two.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("add them").await.unwrap();
+    assert_eq!(turn.text(), "That makes forty-two.");
+    // The model was declared both the brain's tool and the server's, and read the result.
+    let first = server.read_back(0).expect("the first request");
+    let declared: Vec<&str> = first.tools.iter().map(String::as_str).collect();
+    assert_eq!(declared, ["echo", "crm_add", "crm_fail"]);
+    let lines = said(&server, 1);
+    assert_eq!(lines[1], "call: crm_add", "{lines:#?}");
+    assert!(lines[2].contains(r#""sum":42"#), "{lines:#?}");
+    // The run's TurnStep is of kind `mcp`, its provider the toolset.
+    let step = v
+        .turn_steps()
+        .iter()
+        .find(|s| s.kind == "mcp")
+        .cloned()
+        .expect("an mcp TurnStep");
+    assert_eq!((step.name.as_str(), step.provider.as_str()), ("crm_add", "crm"));
+    // A server's isError result reaches the model as the server's text.
+    server.reply(Reply::new().call("crm_fail", json!({"reason": "the CRM is down"})).finish());
+    server.reply(Reply::new().text("The CRM is down.").finish());
+    v.user_says("and the orders?").await.unwrap();
+    let lines = said(&server, 3);
+    let result = lines.iter().rev().find(|l| l.starts_with("result:")).expect("a result");
+    assert!(result.contains("the CRM is down"), "{lines:#?}");
+    v.assert_clean();
+}
+
+#[tokio::test]
+async fn a_barge_in_cancels_a_cancel_tool_on_the_server_and_the_model_reads_it() {
+    let events = events_file("barge_cancel");
+    let toolset = McpToolset::builder("crm", fastmcp(&events))
+        .tool("slow", McpTool::new().on_barge_in(ToolPolicy::Cancel))
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let (server, mut v) = desk(toolset).await;
+    server.reply(
+        Reply::new()
+            .text("Looking that up. ")
+            .call("slow", json!({"seconds": 30, "steps": 30}))
+            .finish(),
+    );
+    v.start_silent().await.unwrap();
+    let barge = BargeIn {
+        at: BargeAt::FirstText,
+        heard_prefix: Some("Looking".into()),
+    };
+    let started = events_when(&events, |e| named(e, "started") == 1);
+    let (turn, seen) = tokio::join!(v.barge_in("look it up", barge), started);
+    turn.unwrap();
+    assert_eq!(named(&seen, "started"), 1, "{seen:?}");
+    let seen = events_when(&events, |e| named(e, "cancelled") == 1).await;
+    assert_eq!(named(&seen, "cancelled"), 1, "the server saw the cancellation: {seen:?}");
+    server.reply(Reply::new().text("Sure.").finish());
+    v.user_says("never mind").await.unwrap();
+    let lines = said(&server, 1);
+    let result = lines.iter().find(|l| l.starts_with("result:")).expect("the call's answer");
+    assert!(result.contains("cancel"), "{lines:#?}");
+    assert_eq!(named(&seen, "finished"), 0);
+}
+
+#[tokio::test]
+async fn a_finish_tool_runs_on_after_a_barge_in_and_its_progress_is_spoken_before() {
+    let events = events_file("barge_finish");
+    let toolset = McpToolset::builder("crm", fastmcp(&events))
+        .progress_every(Duration::ZERO)
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let (server, mut v) = desk(toolset).await;
+    // First, a call the caller waits for: each progress message is spoken.
+    server.reply(Reply::new().call("slow", json!({"seconds": 0.3, "steps": 3})).finish());
+    server.reply(Reply::new().text("Done.").finish());
+    v.start_silent().await.unwrap();
+    let turn = v.user_says("do it").await.unwrap();
+    let text = turn.text();
+    assert!(text.contains("step 1 of 3") && text.contains("Done."), "{text}");
+    // Then one the user cuts in on: it finishes, and its result is filed.
+    server.reply(
+        Reply::new()
+            .text("Working on it. ")
+            .call("slow", json!({"seconds": 1, "steps": 1}))
+            .finish(),
+    );
+    let barge = BargeIn {
+        at: BargeAt::FirstText,
+        heard_prefix: Some("Working".into()),
+    };
+    v.barge_in("again", barge).await.unwrap();
+    let seen = events_when(&events, |e| named(e, "finished") == 2).await;
+    assert_eq!(named(&seen, "finished"), 2, "{seen:?}");
+    assert_eq!(named(&seen, "cancelled"), 0, "{seen:?}");
+    server.reply(Reply::new().text("It is done.").finish());
+    v.user_says("is it done?").await.unwrap();
+    let last = server.requests().len() - 1;
+    let lines = said(&server, last);
+    assert!(
+        lines.iter().any(|l| l.starts_with("result:") && l.contains("slept 1")),
+        "{lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn two_toolsets_with_one_tool_name_are_refused_naming_both() {
+    let a = McpToolset::builder("one", fastmcp(&events_file("clash_a")))
+        .allow(["echo"])
+        .connect()
+        .await
+        .unwrap();
+    let b = McpToolset::builder("two", fastmcp(&events_file("clash_b")))
+        .allow(["echo"])
+        .connect()
+        .await
+        .unwrap();
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    let timeouts = voqalize::model::Timeouts::default();
+    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let clash = Model::new(layer).mcp(a).unwrap().mcp(b).unwrap_err();
+    let McpError::NameClash { name, first, second } = &clash else {
+        panic!("{clash:?}")
+    };
+    assert_eq!((name.as_str(), first.as_str(), second.as_str()), ("echo", "mcp:one/echo", "mcp:two/echo"));
+    // With the brain's table given, a toolset whose tool is the brain's own does not connect.
+    let desk = Desk { model: voqalize_testing::offline_model() };
+    let own = McpToolset::builder("three", fastmcp(&events_file("clash_c")))
+        .beside(desk.tools())
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&own, McpError::NameClash { first, second, .. } if first == "Desk::echo" && second == "mcp:three/echo"),
+        "{own:?}"
+    );
+}
