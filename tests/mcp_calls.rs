@@ -36,13 +36,20 @@ impl Desk {
 
 /// A desk whose model lends it `toolset`, over the stand-in model.
 async fn desk(toolset: McpToolset) -> (ModelServer, Voqalize) {
-    let server = ModelServer::start(Provider::Gemini).await.expect("a loopback port");
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
     let timeouts = voqalize::model::Timeouts {
         connect: Duration::from_secs(5),
         first_byte: Duration::from_secs(5),
         gap: Duration::from_secs(10),
     };
-    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let layer = layer(
+        Provider::Gemini,
+        &server.base_url(),
+        "gemini-test",
+        timeouts,
+    );
     let v = driver(move || Desk {
         model: Model::new(layer.clone())
             .filler_after(Duration::from_secs(60))
@@ -83,7 +90,11 @@ async fn the_model_calls_an_mcp_tool_beside_the_brains_own_and_reads_its_result(
         .await
         .expect("the FastMCP server connects");
     let (server, mut v) = desk(toolset).await;
-    server.reply(Reply::new().call("crm_add", json!({"a": 2, "b": 40})).finish());
+    server.reply(
+        Reply::new()
+            .call("crm_add", json!({"a": 2, "b": 40}))
+            .finish(),
+    );
     server.reply(Reply::new().text("That makes forty-two.").finish());
     v.start_silent().await.unwrap();
     let turn = v.user_says("add them").await.unwrap();
@@ -102,13 +113,24 @@ async fn the_model_calls_an_mcp_tool_beside_the_brains_own_and_reads_its_result(
         .find(|s| s.kind == "mcp")
         .cloned()
         .expect("an mcp TurnStep");
-    assert_eq!((step.name.as_str(), step.provider.as_str()), ("crm_add", "crm"));
+    assert_eq!(
+        (step.name.as_str(), step.provider.as_str()),
+        ("crm_add", "crm")
+    );
     // A server's isError result reaches the model as the server's text.
-    server.reply(Reply::new().call("crm_fail", json!({"reason": "the CRM is down"})).finish());
+    server.reply(
+        Reply::new()
+            .call("crm_fail", json!({"reason": "the CRM is down"}))
+            .finish(),
+    );
     server.reply(Reply::new().text("The CRM is down.").finish());
     v.user_says("and the orders?").await.unwrap();
     let lines = said(&server, 3);
-    let result = lines.iter().rev().find(|l| l.starts_with("result:")).expect("a result");
+    let result = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("result:"))
+        .expect("a result");
     assert!(result.contains("the CRM is down"), "{lines:#?}");
     v.assert_clean();
 }
@@ -138,11 +160,18 @@ async fn a_barge_in_cancels_a_cancel_tool_on_the_server_and_the_model_reads_it()
     turn.unwrap();
     assert_eq!(named(&seen, "started"), 1, "{seen:?}");
     let seen = events_when(&events, |e| named(e, "cancelled") == 1).await;
-    assert_eq!(named(&seen, "cancelled"), 1, "the server saw the cancellation: {seen:?}");
+    assert_eq!(
+        named(&seen, "cancelled"),
+        1,
+        "the server saw the cancellation: {seen:?}"
+    );
     server.reply(Reply::new().text("Sure.").finish());
     v.user_says("never mind").await.unwrap();
     let lines = said(&server, 1);
-    let result = lines.iter().find(|l| l.starts_with("result:")).expect("the call's answer");
+    let result = lines
+        .iter()
+        .find(|l| l.starts_with("result:"))
+        .expect("the call's answer");
     assert!(result.contains("cancel"), "{lines:#?}");
     assert_eq!(named(&seen, "finished"), 0);
 }
@@ -157,12 +186,19 @@ async fn a_finish_tool_runs_on_after_a_barge_in_and_its_progress_is_spoken_befor
         .expect("the FastMCP server connects");
     let (server, mut v) = desk(toolset).await;
     // First, a call the caller waits for: each progress message is spoken.
-    server.reply(Reply::new().call("slow", json!({"seconds": 0.3, "steps": 3})).finish());
+    server.reply(
+        Reply::new()
+            .call("slow", json!({"seconds": 0.3, "steps": 3}))
+            .finish(),
+    );
     server.reply(Reply::new().text("Done.").finish());
     v.start_silent().await.unwrap();
     let turn = v.user_says("do it").await.unwrap();
     let text = turn.text();
-    assert!(text.contains("step 1 of 3") && text.contains("Done."), "{text}");
+    assert!(
+        text.contains("step 1 of 3") && text.contains("Done."),
+        "{text}"
+    );
     // Then one the user cuts in on: it finishes, and its result is filed.
     server.reply(
         Reply::new()
@@ -183,7 +219,9 @@ async fn a_finish_tool_runs_on_after_a_barge_in_and_its_progress_is_spoken_befor
     let last = server.requests().len() - 1;
     let lines = said(&server, last);
     assert!(
-        lines.iter().any(|l| l.starts_with("result:") && l.contains("slept 1")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("result:") && l.contains("slept 1")),
         "{lines:#?}"
     );
 }
@@ -202,14 +240,29 @@ async fn two_toolsets_with_one_tool_name_are_refused_naming_both() {
         .unwrap();
     let server = ModelServer::start(Provider::Gemini).await.unwrap();
     let timeouts = voqalize::model::Timeouts::default();
-    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let layer = layer(
+        Provider::Gemini,
+        &server.base_url(),
+        "gemini-test",
+        timeouts,
+    );
     let clash = Model::new(layer).mcp(a).unwrap().mcp(b).unwrap_err();
-    let McpError::NameClash { name, first, second } = &clash else {
+    let McpError::NameClash {
+        name,
+        first,
+        second,
+    } = &clash
+    else {
         panic!("{clash:?}")
     };
-    assert_eq!((name.as_str(), first.as_str(), second.as_str()), ("echo", "mcp:one/echo", "mcp:two/echo"));
+    assert_eq!(
+        (name.as_str(), first.as_str(), second.as_str()),
+        ("echo", "mcp:one/echo", "mcp:two/echo")
+    );
     // With the brain's table given, a toolset whose tool is the brain's own does not connect.
-    let desk = Desk { model: voqalize_testing::offline_model() };
+    let desk = Desk {
+        model: voqalize_testing::offline_model(),
+    };
     let own = McpToolset::builder("three", fastmcp(&events_file("clash_c")))
         .beside(desk.tools())
         .connect()
@@ -219,4 +272,81 @@ async fn two_toolsets_with_one_tool_name_are_refused_naming_both() {
         matches!(&own, McpError::NameClash { first, second, .. } if first == "Desk::echo" && second == "mcp:three/echo"),
         "{own:?}"
     );
+}
+
+/// A desk factory over the model at `base`, lending `toolset`.
+fn desk_on(base: String, toolset: McpToolset) -> impl Fn() -> Desk + Send + Sync + 'static {
+    let timeouts = voqalize::model::Timeouts {
+        connect: Duration::from_secs(5),
+        first_byte: Duration::from_secs(5),
+        gap: Duration::from_secs(10),
+    };
+    let layer = layer(Provider::Gemini, &base, "gemini-test", timeouts);
+    move || Desk {
+        model: Model::new(layer.clone())
+            .filler_after(Duration::from_secs(60))
+            .mcp(toolset.clone())
+            .expect("one toolset"),
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_call_with_mcp_tools_replays_without_the_server() {
+    let events = events_file("replay");
+    let toolset = McpToolset::builder("crm", fastmcp(&events))
+        .allow(["add", "slow", "fail"])
+        .tool("slow", McpTool::new().on_barge_in(ToolPolicy::Cancel))
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    server.reply(Reply::new().call("add", json!({"a": 1, "b": 2})).finish());
+    server.reply(Reply::new().text("Three.").finish());
+    server.reply(
+        Reply::new()
+            .text("Checking. ")
+            .call("slow", json!({"seconds": 30, "steps": 30}))
+            .finish(),
+    );
+    server.reply(
+        Reply::new()
+            .call("fail", json!({"reason": "no such order"}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("There is no such order.").finish());
+    let recording = crate::replay::recorded(
+        desk_on(server.base_url(), toolset.clone()),
+        async |v: &mut Voqalize| {
+            v.user_says("one and two").await.unwrap();
+            let barge = BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: Some("Checking".into()),
+            };
+            v.barge_in("check it", barge).await.unwrap();
+            v.user_says("order 7?").await.unwrap();
+        },
+    )
+    .await;
+    let runs: Vec<(&str, &str)> = recording
+        .tool_runs
+        .iter()
+        .map(|r| (r.name.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        runs,
+        [("add", "ok"), ("slow", "cancelled"), ("fail", "failed")]
+    );
+    assert_eq!(recording.mcp_tools.len(), 1, "the list is written once");
+    drop(toolset);
+    // The replay needs no server: the recording answers every call.
+    let replayed = McpToolset::replay(&recording, "crm").expect("the recording lists crm's tools");
+    let mut names = replayed.tool_names();
+    names.sort();
+    assert_eq!(names, ["add", "fail", "slow"]);
+    let mut replay = voqalize_testing::Replay::start(recording).await.unwrap();
+    let report = replay
+        .run(desk_on(replay.base_url(), replayed))
+        .await
+        .unwrap();
+    assert!(report.is_same(), "{report}");
 }

@@ -35,8 +35,8 @@ pub(crate) fn installed() -> &'static Path {
 
 /// The reference server over stdio.
 pub(crate) fn everything() -> McpServer {
-    let entry = installed()
-        .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let entry =
+        installed().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     McpServer::stdio("node").arg(entry.to_string_lossy())
 }
 
@@ -93,7 +93,10 @@ async fn the_reference_server_over_stdio_lends_the_allowed_tools_under_a_prefix(
         .expect("server-everything connects over stdio");
     let mut names = toolset.tool_names();
     names.sort();
-    assert_eq!(names, ["ev_echo", "ev_get-structured-content", "ev_get-sum"]);
+    assert_eq!(
+        names,
+        ["ev_echo", "ev_get-structured-content", "ev_get-sum"]
+    );
     assert!(toolset.is_connected());
     let echoed = toolset.call("ev_echo", json!({"message": "hi"})).await;
     assert_eq!(echoed.unwrap(), json!("Echo: hi"));
@@ -105,7 +108,11 @@ async fn the_reference_server_over_stdio_lends_the_allowed_tools_under_a_prefix(
     // Arguments the server refuses come back as its own text, marked as a failure.
     let refused = toolset.call("ev_echo", json!({})).await.unwrap_err();
     assert_eq!(refused.kind, ToolErrorKind::Failed);
-    assert!(refused.message.contains("Invalid arguments"), "{}", refused.message);
+    assert!(
+        refused.message.contains("Invalid arguments"),
+        "{}",
+        refused.message
+    );
     let unknown = toolset.call("echo", json!({})).await.unwrap_err();
     assert_eq!(unknown.kind, ToolErrorKind::Unknown);
 }
@@ -144,10 +151,13 @@ async fn start_http(mut command: tokio::process::Command, ready: &str) -> tokio:
 #[tokio::test]
 async fn the_reference_server_over_streamable_http_answers_with_structured_content() {
     let port = free_port();
-    let entry = installed()
-        .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let entry =
+        installed().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let mut command = tokio::process::Command::new("node");
-    command.arg(entry).arg("streamableHttp").env("PORT", port.to_string());
+    command
+        .arg(entry)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
     let _server = start_http(command, "listening on port").await;
     let toolset = McpToolset::builder(
         "everything-http",
@@ -182,20 +192,38 @@ async fn a_fastmcp_server_over_http_says_its_error_and_grows_its_list() {
     .connect()
     .await
     .expect("the FastMCP server connects over HTTP");
-    let failed = toolset.call("fail", json!({"reason": "the CRM is down"})).await;
+    let failed = toolset
+        .call("fail", json!({"reason": "the CRM is down"}))
+        .await;
     let failed = failed.unwrap_err();
     assert_eq!(failed.kind, ToolErrorKind::Failed);
-    assert!(failed.message.contains("the CRM is down"), "{}", failed.message);
-    assert_eq!(toolset.call("add", json!({"a": 2, "b": 40})).await.unwrap(), json!({"sum": 42}));
+    assert!(
+        failed.message.contains("the CRM is down"),
+        "{}",
+        failed.message
+    );
+    assert_eq!(
+        toolset.call("add", json!({"a": 2, "b": 40})).await.unwrap(),
+        json!({"sum": 42})
+    );
     assert!(!toolset.tool_names().contains(&"extra_tool".to_owned()));
     // FastMCP wraps a plain return in structured content, which is what the model reads.
-    assert_eq!(toolset.call("grow", json!({})).await.unwrap(), json!({"result": "grown"}));
+    assert_eq!(
+        toolset.call("grow", json!({})).await.unwrap(),
+        json!({"result": "grown"})
+    );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !toolset.tool_names().contains(&"extra_tool".to_owned()) {
-        assert!(tokio::time::Instant::now() < deadline, "the list was fetched again");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the list was fetched again"
+        );
         toolset.listed(Duration::from_millis(200)).await;
     }
-    assert_eq!(toolset.call("extra_tool", json!({})).await.unwrap(), json!({"result": "extra"}));
+    assert_eq!(
+        toolset.call("extra_tool", json!({})).await.unwrap(),
+        json!({"result": "extra"})
+    );
 }
 
 #[tokio::test]
@@ -206,13 +234,21 @@ async fn a_call_over_its_timeout_is_cancelled_on_the_server() {
         .connect()
         .await
         .expect("the FastMCP server connects over stdio");
-    let slow = toolset.call("slow", json!({"seconds": 30, "steps": 30})).await;
+    let slow = toolset
+        .call("slow", json!({"seconds": 30, "steps": 30}))
+        .await;
     assert_eq!(slow.unwrap_err().kind, ToolErrorKind::TimedOut);
     let seen = events_when(&events, |e| named(e, "cancelled") == 1).await;
     assert_eq!(named(&seen, "cancelled"), 1, "{seen:?}");
     assert_eq!(named(&seen, "finished"), 0, "{seen:?}");
     // The connection goes on.
-    assert_eq!(toolset.call("echo", json!({"text": "still here"})).await.unwrap(), json!({"result": "still here"}));
+    assert_eq!(
+        toolset
+            .call("echo", json!({"text": "still here"}))
+            .await
+            .unwrap(),
+        json!({"result": "still here"})
+    );
 }
 
 #[tokio::test]
@@ -223,20 +259,32 @@ async fn a_server_down_at_start_is_an_error_that_names_it() {
         .unwrap_err();
     assert!(matches!(missing, McpError::Spawn { .. }), "{missing:?}");
     assert!(missing.to_string().contains("ghost"), "{missing}");
-    let refused = McpToolset::builder("closed", McpServer::http(format!("http://127.0.0.1:{}/mcp", free_port())))
-        .connect_timeout(Duration::from_secs(5))
+    let refused = McpToolset::builder(
+        "closed",
+        McpServer::http(format!("http://127.0.0.1:{}/mcp", free_port())),
+    )
+    .connect_timeout(Duration::from_secs(5))
+    .connect()
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(refused, McpError::Connect { tries: 1, .. }),
+        "{refused:?}"
+    );
+    let bad = McpToolset::builder("bad prefix", hostile("normal"))
         .connect()
         .await
         .unwrap_err();
-    assert!(matches!(refused, McpError::Connect { tries: 1, .. }), "{refused:?}");
-    let bad = McpToolset::builder("bad prefix", hostile("normal")).connect().await.unwrap_err();
     assert!(matches!(bad, McpError::Config { .. }), "{bad:?}");
 }
 
 #[tokio::test]
 async fn a_hostile_server_cannot_break_the_toolset_or_its_bystanders() {
     // 10,000 tools: 128 kept, the rest left out.
-    let many = McpToolset::builder("many", hostile("many_tools")).connect().await.unwrap();
+    let many = McpToolset::builder("many", hostile("many_tools"))
+        .connect()
+        .await
+        .unwrap();
     assert_eq!(many.tool_names().len(), 128);
     // A result over the message bound is dropped unread: the call times out, the next works.
     let giant = McpToolset::builder("giant", hostile("giant"))
@@ -248,15 +296,24 @@ async fn a_hostile_server_cannot_break_the_toolset_or_its_bystanders() {
     assert_eq!(e.kind, ToolErrorKind::TimedOut, "{e:?}");
     assert!(giant.is_connected());
     // Garbage lines before the result: the result still arrives.
-    let malformed = McpToolset::builder("malformed", hostile("malformed")).connect().await.unwrap();
-    assert_eq!(malformed.call("t", json!({})).await.unwrap(), json!("survived"));
+    let malformed = McpToolset::builder("malformed", hostile("malformed"))
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(
+        malformed.call("t", json!({})).await.unwrap(),
+        json!("survived")
+    );
     // A result that never comes, and endless progress: the timeout ends both.
     let never = McpToolset::builder("never", hostile("never"))
         .timeout(Duration::from_millis(300))
         .connect()
         .await
         .unwrap();
-    assert_eq!(never.call("t", json!({})).await.unwrap_err().kind, ToolErrorKind::TimedOut);
+    assert_eq!(
+        never.call("t", json!({})).await.unwrap_err().kind,
+        ToolErrorKind::TimedOut
+    );
     let events = events_file("endless");
     let endless = McpToolset::builder(
         "endless",
@@ -266,9 +323,16 @@ async fn a_hostile_server_cannot_break_the_toolset_or_its_bystanders() {
     .connect()
     .await
     .unwrap();
-    assert_eq!(endless.call("t", json!({})).await.unwrap_err().kind, ToolErrorKind::TimedOut);
+    assert_eq!(
+        endless.call("t", json!({})).await.unwrap_err().kind,
+        ToolErrorKind::TimedOut
+    );
     let seen = events_when(&events, |e| named(e, "cancelled") == 1).await;
-    assert_eq!(named(&seen, "cancelled"), 1, "the server was told: {seen:?}");
+    assert_eq!(
+        named(&seen, "cancelled"),
+        1,
+        "the server was told: {seen:?}"
+    );
 }
 
 #[tokio::test]
@@ -297,13 +361,20 @@ async fn a_server_that_dies_mid_call_fails_the_call_and_is_restarted() {
     .unwrap();
     let died = toolset.call("t", json!({})).await.unwrap_err();
     assert_eq!(died.kind, ToolErrorKind::Failed);
-    assert!(died.message.contains("closed the connection"), "{}", died.message);
+    assert!(
+        died.message.contains("closed the connection"),
+        "{}",
+        died.message
+    );
     assert!(toolset.listed(Duration::from_secs(10)).await || toolset.is_connected());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !toolset.is_connected() {
         assert!(tokio::time::Instant::now() < deadline, "reconnected");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(toolset.call("t", json!({})).await.unwrap(), json!("start 2"));
+    assert_eq!(
+        toolset.call("t", json!({})).await.unwrap(),
+        json!("start 2")
+    );
     let _ = ToolPolicy::Cancel;
 }

@@ -5,9 +5,7 @@
 
 use std::sync::{Arc, Weak};
 
-use rmcp::model::{
-    CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject,
-};
+use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 
@@ -64,15 +62,19 @@ async fn call(
     lane: Option<tokio::sync::mpsc::Sender<String>>,
 ) -> Result<Value, ToolError> {
     let peer = match &*lock(&shared.link) {
-        Link::Up(peer) => peer.clone(),
-        Link::Down { why, since } => {
-            return Err(failed(format!(
-                "the MCP server '{}' is down ({}, {}s ago) and is being restarted; the tool did not run",
-                shared.name,
-                outside(why),
-                since.elapsed().as_secs()
-            )));
-        }
+        Link::Up(peer) => Ok(peer.clone()),
+        Link::Replay(replayed) => Err(Ok(replayed.clone())),
+        Link::Down { why, since } => Err(Err(failed(format!(
+            "the MCP server '{}' is down ({}, {}s ago) and is being restarted; the tool did not run",
+            shared.name,
+            outside(why),
+            since.elapsed().as_secs()
+        )))),
+    };
+    let peer = match peer {
+        Ok(peer) => peer,
+        Err(Ok(replayed)) => return replayed.answer(remote, &arguments).await,
+        Err(Err(down)) => return Err(down),
     };
     let token = shared
         .next_token
@@ -105,9 +107,7 @@ fn read(shared: &Shared, result: Value) -> Result<Value, ToolError> {
         } else {
             shortened_to(&text, ERROR_TEXT_BYTES)
         };
-        return Err(failed(format!(
-            "the MCP tool reported an error: {text}"
-        )));
+        return Err(failed(format!("the MCP tool reported an error: {text}")));
     }
     if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
         return Ok(structured.clone());
@@ -123,7 +123,10 @@ fn content_text(content: Option<&Value>) -> String {
     };
     let mut parts = Vec::with_capacity(blocks.len());
     for block in blocks {
-        let kind = block.get("type").and_then(Value::as_str).unwrap_or("unknown");
+        let kind = block
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
         match kind {
             "text" => parts.push(
                 block
@@ -138,7 +141,10 @@ fn content_text(content: Option<&Value>) -> String {
                     .get("data")
                     .and_then(Value::as_str)
                     .map_or(0, |d| d.len() / 4 * 3);
-                parts.push(format!("[{kind} {}, about {bytes} bytes, not shown]", shortened_to(mime, 64)));
+                parts.push(format!(
+                    "[{kind} {}, about {bytes} bytes, not shown]",
+                    shortened_to(mime, 64)
+                ));
             }
             "resource" => {
                 let resource = block.get("resource");
@@ -171,14 +177,19 @@ fn transport(shared: &Shared, e: &ServiceError) -> String {
     let name = &shared.name;
     match e {
         ServiceError::TransportClosed => {
-            format!("the MCP server '{name}' closed the connection during the call; the tool may or may not have run")
+            format!(
+                "the MCP server '{name}' closed the connection during the call; the tool may or may not have run"
+            )
         }
         ServiceError::McpError(data) => format!(
             "the MCP server '{name}' refused the call: {}",
             shortened_to(&data.message, ERROR_TEXT_BYTES)
         ),
         ServiceError::TransportSend(_) => {
-            format!("the call could not be sent to the MCP server '{name}': {}", shortened_to(&e.to_string(), 300))
+            format!(
+                "the call could not be sent to the MCP server '{name}': {}",
+                shortened_to(&e.to_string(), 300)
+            )
         }
         other => format!(
             "the call to the MCP server '{name}' failed: {}",

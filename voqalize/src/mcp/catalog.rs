@@ -8,11 +8,11 @@ use rmcp::model::PaginatedRequestParams;
 use rmcp::service::RoleClient;
 use serde_json::Value;
 
+use super::Shared;
 use super::call::Runner;
 use super::connection::ListError;
 use super::error::McpError;
 use super::options::MCP_MAX_DESCRIPTION_BYTES;
-use super::Shared;
 use crate::logline::outside;
 use crate::recover::lock;
 use crate::tools::{Added, AddedDecl, ToolDecl, shortened_to};
@@ -37,13 +37,16 @@ pub(super) async fn list(
     let mut listed = Vec::new();
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
-        let params = cursor.take().map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = peer.list_tools(params).await.map_err(|e| {
-            ListError::Failed {
+        let params = cursor
+            .take()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let page = peer
+            .list_tools(params)
+            .await
+            .map_err(|e| ListError::Failed {
                 why: format!("tools/list failed: {}", outside(&e.to_string())),
                 source: Some(Box::new(e)),
-            }
-        })?;
+            })?;
         listed.extend(page.tools.into_iter().map(|t| Listed {
             name: t.name.into_owned(),
             description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
@@ -96,7 +99,10 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
             continue;
         }
         if kept.len() == settings.max_tools {
-            left.add(&tool.name, &format!("past max_tools={}", settings.max_tools));
+            left.add(
+                &tool.name,
+                &format!("past max_tools={}", settings.max_tools),
+            );
             continue;
         }
         kept.push(Arc::new(decl(shared, tool, name)));
@@ -104,7 +110,9 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
     if let Some(allow) = &settings.allow {
         for want in allow {
             let full = format!("{}{want}", settings.prefix);
-            if !kept.iter().any(|d| d.name() == full) && !left.reasons.iter().any(|r| r.starts_with(want.as_str())) {
+            if !kept.iter().any(|d| d.name() == full)
+                && !left.reasons.iter().any(|r| r.starts_with(want.as_str()))
+            {
                 left.add(want, "allowed, but the server does not list it");
             }
         }
@@ -115,7 +123,11 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
             shared.name,
             left.count,
             left.reasons.join("; "),
-            if left.count > left.reasons.len() { "; ..." } else { "" }
+            if left.count > left.reasons.len() {
+                "; ..."
+            } else {
+                ""
+            }
         );
     }
     kept.into()
@@ -125,7 +137,9 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
 fn refused(shared: &Shared, tool: &Listed, name: &str, kept: &[Arc<ToolDecl>]) -> Option<String> {
     let valid = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
     if !valid {
         return Some("its name is not one a model takes".into());
     }

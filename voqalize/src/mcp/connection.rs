@@ -171,7 +171,9 @@ fn check(builder: &McpToolsetBuilder) -> Result<(), McpError> {
         ));
     }
     let prefix = &builder.settings.prefix;
-    if !prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+    if !prefix
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
         || prefix.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '.')
     {
         return Err(bad(format!(
@@ -297,7 +299,9 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
             Ok(live)
         }
         Ok(Err(e)) => {
-            live.cancel.take().map(RunningServiceCancellationToken::cancel);
+            live.cancel
+                .take()
+                .map(RunningServiceCancellationToken::cancel);
             Err(e)
         }
         Err(_) => {

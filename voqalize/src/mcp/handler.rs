@@ -50,7 +50,10 @@ fn spoken(shared: &Arc<Shared>, token: u64, message: &str) {
         return;
     };
     let now = std::time::Instant::now();
-    if call.last.is_some_and(|last| now.duration_since(last) < every) {
+    if call
+        .last
+        .is_some_and(|last| now.duration_since(last) < every)
+    {
         return;
     }
     call.last = Some(now);

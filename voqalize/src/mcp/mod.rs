@@ -74,6 +74,7 @@ mod connection;
 mod error;
 mod handler;
 mod options;
+mod replay;
 mod server;
 
 use std::collections::HashMap;
@@ -123,6 +124,24 @@ impl McpToolset {
         }
     }
 
+    /// A toolset that answers from a call's recording instead of a server, for a replay of the
+    /// call (`voqalize_testing::Replay`) or a test: its tools are those the recorded call's
+    /// first turn declared for the toolset called `name`, with the settings its calls ran with,
+    /// and each call is answered with what the model read in the recorded call (the first
+    /// recorded call of that tool with the same arguments not answered yet, else the first of
+    /// that tool). A call the recorded one saw cancelled or timed out waits, so that the
+    /// replayed turn's barge-in or timeout ends it again; a call the recording has no answer
+    /// for fails with an error the model reads.
+    ///
+    /// # Errors
+    /// [`McpError::Config`] when the recording declares no tools of `name`.
+    pub fn replay(
+        recording: &crate::record::Recording,
+        name: &str,
+    ) -> Result<McpToolset, McpError> {
+        replay::toolset(recording, name)
+    }
+
     /// The toolset's name.
     pub fn name(&self) -> &str {
         &self.shared.name
@@ -135,7 +154,10 @@ impl McpToolset {
 
     /// Whether the connection is up now (`false` while a server that went down is restarted).
     pub fn is_connected(&self) -> bool {
-        matches!(*crate::recover::lock(&self.shared.link), Link::Up(_))
+        matches!(
+            *crate::recover::lock(&self.shared.link),
+            Link::Up(_) | Link::Replay(_)
+        )
     }
 
     /// Calls the tool the model knows as `name` (prefix included) with `arguments` (a JSON
@@ -214,7 +236,12 @@ pub(crate) struct Shared {
 /// The connection to the server, or why there is none.
 pub(crate) enum Link {
     Up(rmcp::Peer<rmcp::RoleClient>),
-    Down { why: String, since: Instant },
+    Down {
+        why: String,
+        since: Instant,
+    },
+    /// No server: a recording answers ([`McpToolset::replay`]).
+    Replay(Arc<replay::Replayed>),
 }
 
 /// Where one call's progress lines go, and when the last one went.

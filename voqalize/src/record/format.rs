@@ -17,6 +17,8 @@ pub(crate) enum Line {
     Frame(FrameLine),
     Model(ModelLine),
     Tool(ToolLine),
+    /// An MCP toolset's tools as a turn of the call declared them (written when they change).
+    McpTools(McpToolsLine),
     /// The recording reached its byte bound here: nothing after it was kept.
     Truncated(TruncatedLine),
 }
@@ -84,6 +86,44 @@ pub(crate) struct ToolLine {
     /// turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) end: Option<String>,
+    /// For a tool of an MCP server: which, and what the model read of the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mcp: Option<McpCallLine>,
+}
+
+/// The MCP part of a tool line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct McpCallLine {
+    /// The toolset's name.
+    pub(crate) toolset: String,
+    /// The tool's name at the server (without the toolset's prefix).
+    pub(crate) tool: String,
+    /// What the model read: `{"result": ..}` or `{"error": ".."}` (bounded as it was).
+    pub(crate) response: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct McpToolsLine {
+    pub(crate) at_ms: u64,
+    pub(crate) toolset: String,
+    pub(crate) tools: Vec<McpToolLine>,
+}
+
+/// One MCP tool as the model was declared it, with the settings its calls ran with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct McpToolLine {
+    /// The name the model read (the toolset's prefix included).
+    pub(crate) name: String,
+    /// The name at the server.
+    pub(crate) tool: String,
+    pub(crate) description: String,
+    pub(crate) schema: Value,
+    /// `finish`, `cancel` or `background`.
+    pub(crate) policy: String,
+    pub(crate) timeout_ms: u64,
+    pub(crate) needs_result_now: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) filler: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

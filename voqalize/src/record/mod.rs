@@ -35,7 +35,8 @@
 //! | `{"voqalize_recording": {..}}` | `version` (1), `sdk` (the SDK version that wrote it), `started_unix_ms` |
 //! | `{"frame": {..}}` | `at_ms`, `dir` (`in`: Voqalize → brain, `out`: brain → Voqalize), `kind` (the frame's name, for people; not read back), `pb` (the serialized `Envelope`, base64 with padding) |
 //! | `{"model": {..}}` | `at_ms` (sent), `provider`, `model`, `path` (no host, no query), `request` (the body: JSON, or its text), `status` (`null` when no response came), `response` (the body as read: the event stream up to where the turn stopped reading it, or the error body), `error` (only when the response was not read to its end: why no response came, why the stream stopped, or `cancelled: ..` when the turn ended first, as a barge-in ends it) |
-//! | `{"tool": {..}}` | `at_ms` (answered), `turn_id`, `name` (as the model called it), `arguments` (JSON, or their text), `outcome` (`ok`, the error's kind — `refused`, `failed`, `timeout`, ... — or `cancelled` when the turn ended while it ran) |
+//! | `{"tool": {..}}` | `at_ms` (answered), `turn_id`, `name` (as the model called it), `arguments` (JSON, or their text), `outcome` (`ok`, the error's kind — `refused`, `failed`, `timeout`, ... — or `cancelled` when the turn ended while it ran), `end` (`after_barge_in` or `background`; absent: in its turn), and for an MCP tool `mcp`: `toolset`, `tool` (at the server), `response` (what the model read: `{"result": ..}` or `{"error": ".."}`) |
+//! | `{"mcp_tools": {..}}` | `at_ms`, `toolset`, `tools`: each `name` (as the model read it), `tool` (at the server), `description`, `schema`, `policy`, `timeout_ms`, `needs_result_now`, `filler` (when set): an MCP toolset's tools, written when a turn declares a list that differs from the last one written |
 //! | `{"truncated": {..}}` | `at_ms`, `limit`: the recording reached its byte bound here, and the call went on unrecorded |
 //!
 //! Frames are recorded as they are read (inbound frames that do not decode are not) and as they
@@ -68,8 +69,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub(crate) use format::{McpCallLine, McpToolLine};
 pub use read::{
-    Direction, Exchange, MAX_RECORDING_FILE_BYTES, RecordError, RecordedFrame, Recording, ToolRun,
+    Direction, Exchange, MAX_RECORDING_FILE_BYTES, McpRun, McpToolListed, McpToolsListed,
+    RecordError, RecordedFrame, Recording, ToolRun,
 };
 #[cfg(feature = "model")]
 pub(crate) use tape::Exchanged;

@@ -128,6 +128,55 @@ pub struct ToolRun {
     /// When it was answered against its turn: `in_turn`, `after_barge_in` (it ran on after the
     /// user cut in, or a barge-in cancelled it), or `background`.
     pub end: String,
+    /// For a tool of an MCP server: which, and what the model read (what a replay of the call
+    /// answers with, without the server: `McpToolset::replay`).
+    pub mcp: Option<McpRun>,
+}
+
+/// The MCP part of a recorded tool call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct McpRun {
+    /// The toolset's name.
+    pub toolset: String,
+    /// The tool's name at the server (without the toolset's prefix).
+    pub tool: String,
+    /// What the model read: `{"result": ..}` or `{"error": ".."}`, bounded as it was.
+    pub response: Value,
+}
+
+/// An MCP toolset's tools as a turn of the recorded call declared them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct McpToolsListed {
+    /// When the turn declared them, in ms after the call's upgrade.
+    pub at_ms: u64,
+    /// The toolset's name.
+    pub toolset: String,
+    /// Its tools.
+    pub tools: Vec<McpToolListed>,
+}
+
+/// One recorded MCP tool: its declaration and the settings its calls ran with.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct McpToolListed {
+    /// The name the model read (the toolset's prefix included).
+    pub name: String,
+    /// The name at the server.
+    pub tool: String,
+    /// The description the model read.
+    pub description: String,
+    /// The input schema.
+    pub schema: Value,
+    /// What a barge-in did to its calls: `finish`, `cancel` or `background`.
+    pub policy: String,
+    /// How long one call could run, in ms.
+    pub timeout_ms: u64,
+    /// Whether the model read each result before it went on.
+    pub needs_result_now: bool,
+    /// Its filler line, if it had its own.
+    pub filler: Option<String>,
 }
 
 /// A recorded call, read back from the JSON lines a [`Recorder`](super::Recorder) wrote (the
@@ -145,6 +194,8 @@ pub struct Recording {
     pub exchanges: Vec<Exchange>,
     /// Every tool call, in the order answered.
     pub tool_runs: Vec<ToolRun>,
+    /// The MCP toolsets' tools, each time a turn declared a list that changed.
+    pub mcp_tools: Vec<McpToolsListed>,
     /// The recording reached its byte bound: the call went on past its end.
     pub truncated: bool,
 }
@@ -202,6 +253,7 @@ impl Recording {
             frames: Vec::new(),
             exchanges: Vec::new(),
             tool_runs: Vec::new(),
+            mcp_tools: Vec::new(),
             truncated: false,
         };
         for (line, text) in lines {
@@ -251,6 +303,29 @@ impl Recording {
                     arguments: t.arguments,
                     outcome: t.outcome,
                     end: t.end.unwrap_or_else(|| super::tape::IN_TURN.to_owned()),
+                    mcp: t.mcp.map(|m| McpRun {
+                        toolset: m.toolset,
+                        tool: m.tool,
+                        response: m.response,
+                    }),
+                }),
+                Line::McpTools(l) => recording.mcp_tools.push(McpToolsListed {
+                    at_ms: l.at_ms,
+                    toolset: l.toolset,
+                    tools: l
+                        .tools
+                        .into_iter()
+                        .map(|t| McpToolListed {
+                            name: t.name,
+                            tool: t.tool,
+                            description: t.description,
+                            schema: t.schema,
+                            policy: t.policy,
+                            timeout_ms: t.timeout_ms,
+                            needs_result_now: t.needs_result_now,
+                            filler: t.filler,
+                        })
+                        .collect(),
                 }),
                 Line::Truncated(_) => recording.truncated = true,
             }

@@ -8,7 +8,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
-use super::format::{Dir, FrameLine, Header, Line, ModelLine, ToolLine, TruncatedLine, VERSION};
+use super::format::{
+    Dir, FrameLine, Header, Line, McpCallLine, McpToolLine, McpToolsLine, ModelLine, ToolLine,
+    TruncatedLine, VERSION,
+};
 use super::{Recorder, Sink};
 use crate::recover::lock;
 use crate::wire::Frame;
@@ -132,6 +135,7 @@ impl Tape {
         arguments: Value,
         outcome: &str,
         end: &str,
+        mcp: Option<McpCallLine>,
     ) {
         let line = Line::Tool(ToolLine {
             at_ms: self.at_ms(),
@@ -140,6 +144,27 @@ impl Tape {
             arguments: shallow(arguments),
             outcome: outcome.to_owned(),
             end: (end != IN_TURN).then(|| end.to_owned()),
+            mcp: mcp.map(|mut m| {
+                m.response = shallow(m.response);
+                m
+            }),
+        });
+        self.push(&line);
+    }
+
+    /// An MCP toolset's tools, as a turn declared them.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn mcp_tools(&self, toolset: &str, tools: Vec<McpToolLine>) {
+        let line = Line::McpTools(McpToolsLine {
+            at_ms: self.at_ms(),
+            toolset: toolset.to_owned(),
+            tools: tools
+                .into_iter()
+                .map(|mut t| {
+                    t.schema = shallow(t.schema);
+                    t
+                })
+                .collect(),
         });
         self.push(&line);
     }

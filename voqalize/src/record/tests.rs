@@ -25,7 +25,7 @@ async fn a_tape_stops_at_its_bound_with_one_truncated_line() {
         tape.frame_out(&bytes, chunk.name());
     }
     assert_eq!(tape.room(), 0);
-    tape.tool(2, "t", serde_json::json!({}), "ok", "in_turn");
+    tape.tool(2, "t", serde_json::json!({}), "ok", "in_turn", None);
     tape.finish().await;
     let recordings = recorder.take().unwrap();
     assert_eq!(recordings.len(), 1);

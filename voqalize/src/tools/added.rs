@@ -83,8 +83,30 @@ impl ToolDecl {
             schema,
             problem: None,
             rewritten: Default::default(),
-            loss_warning: [std::sync::Once::new(), std::sync::Once::new(), std::sync::Once::new()],
+            loss_warning: [
+                std::sync::Once::new(),
+                std::sync::Once::new(),
+                std::sync::Once::new(),
+            ],
             strict_warning: std::sync::Once::new(),
+        }
+    }
+
+    /// An added tool's line in a call's recording (`None` for a `#[tool]`).
+    #[cfg(feature = "mcp")]
+    pub(crate) fn recorded(&self) -> crate::record::McpToolLine {
+        let remote = self.added_origin().map_or("", |a| &a.remote);
+        crate::record::McpToolLine {
+            name: self.name.to_string(),
+            tool: remote.to_owned(),
+            description: self.description.to_string(),
+            schema: self.schema.clone(),
+            policy: self.policy.name().to_owned(),
+            timeout_ms: self
+                .timeout
+                .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            needs_result_now: self.needs_result_now,
+            filler: self.filler.as_ref().map(|f| f.to_string()),
         }
     }
 

@@ -111,12 +111,12 @@
 mod added;
 mod dispatch;
 mod outcome;
-#[cfg(feature = "model")]
-pub(crate) use dispatch::restore_enum_strings;
-pub(crate) use added::{Added, AddedDecl, AddedRun, AddedRunner, DeclRef};
 use added::Origin;
+pub(crate) use added::{Added, AddedDecl, AddedRun, AddedRunner, DeclRef};
 #[cfg(feature = "model")]
 pub(crate) use dispatch::call_added;
+#[cfg(feature = "model")]
+pub(crate) use dispatch::restore_enum_strings;
 pub(crate) use dispatch::shortened;
 #[cfg(feature = "model")]
 pub(crate) use dispatch::shortened_to;
@@ -452,7 +452,9 @@ pub struct ToolSet {
 
 impl fmt::Debug for ToolSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter().map(ToolDecl::name)).finish()
+        f.debug_list()
+            .entries(self.iter().map(ToolDecl::name))
+            .finish()
     }
 }
 

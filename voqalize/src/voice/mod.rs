@@ -79,9 +79,9 @@ use crate::model::layer::Layer;
 use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
-use crate::tools::Toolbox;
 #[cfg(feature = "mcp")]
 use crate::tools::ToolSet;
+use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
@@ -194,6 +194,9 @@ struct Inner {
     /// An MCP tool was left out of a turn for a name another tool has: said once.
     #[cfg(feature = "mcp")]
     warned_clash: AtomicBool,
+    /// The MCP tool lists last written to the call's recording, by toolset.
+    #[cfg(feature = "mcp")]
+    taped_mcp: Mutex<Vec<std::sync::Weak<[Arc<crate::tools::ToolDecl>]>>>,
 }
 
 impl Inner {
@@ -212,6 +215,8 @@ impl Inner {
             warned_background: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
             warned_clash: AtomicBool::new(false),
+            #[cfg(feature = "mcp")]
+            taped_mcp: Mutex::new(Vec::new()),
         }
     }
 }
@@ -533,9 +538,13 @@ impl Model {
     /// Adds the MCP toolsets' tools to a turn's set; a tool whose name is taken is left out,
     /// and said once.
     #[cfg(feature = "mcp")]
-    fn add_mcp_tools(&self, tools: &mut ToolSet) {
-        for toolset in &self.inner.settings.mcp {
-            let clashes = tools.add(&toolset.tools());
+    fn add_mcp_tools(&self, tools: &mut ToolSet, tape: Option<&Arc<crate::record::Tape>>) {
+        for (i, toolset) in self.inner.settings.mcp.iter().enumerate() {
+            let listed = toolset.tools();
+            if let Some(tape) = tape {
+                self.tape_mcp_tools(tape, i, toolset.name(), &listed);
+            }
+            let clashes = tools.add(&listed);
             if let Some((theirs, held)) = clashes.first()
                 && !self.inner.warned_clash.swap(true, Ordering::Relaxed)
             {
@@ -545,6 +554,30 @@ impl Model {
                 );
             }
         }
+    }
+
+    /// Writes toolset `i`'s tools to the call's recording, unless the list is the one written
+    /// last.
+    #[cfg(feature = "mcp")]
+    fn tape_mcp_tools(
+        &self,
+        tape: &crate::record::Tape,
+        i: usize,
+        name: &str,
+        listed: &Arc<[Arc<crate::tools::ToolDecl>]>,
+    ) {
+        let mut taped = lock(&self.inner.taped_mcp);
+        if taped.len() <= i {
+            taped.resize_with(i + 1, || Arc::downgrade(&Arc::<[_]>::from(Vec::new())));
+        }
+        if taped[i]
+            .upgrade()
+            .is_some_and(|last| Arc::ptr_eq(&last, listed))
+        {
+            return;
+        }
+        taped[i] = Arc::downgrade(listed);
+        tape.mcp_tools(name, listed.iter().map(|t| t.recorded()).collect());
     }
 
     /// Replaces the system instruction, from now on (typically from `on_session_start`, where the

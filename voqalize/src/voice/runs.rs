@@ -165,7 +165,8 @@ impl Settle {
             end.name(),
             ran.then_some(outcome.elapsed),
         );
-        self.taping.answered(outcome_name, end);
+        self.taping
+            .answered(outcome_name, end, self.decl.as_deref(), response);
         let watched = self.watched.take();
         self.session.tool_answered(|| crate::session::Answered {
             turn_id: self.turn_id,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::model::ModelError;
 use crate::model::http::EventStream;
 use crate::model::layer::{HttpRequest, Layer};
-use crate::record::{Exchanged, Tape};
+use crate::record::{Exchanged, McpCallLine, Tape};
 use crate::tools::Arguments;
 
 /// Why a line says the response was not read to its end when its turn dropped it.
@@ -144,10 +144,25 @@ impl ToolTaping {
         }
     }
 
-    /// The call was answered with `outcome` (`ok`, or the error's kind), at `end`.
-    pub(super) fn answered(&mut self, outcome: &str, end: crate::tools::RunEnd) {
+    /// The call was answered with `outcome` (`ok`, or the error's kind), at `end`; an MCP
+    /// tool's line also says which tool of which toolset, and what the model read (`response`),
+    /// which a replay answers with.
+    pub(super) fn answered(
+        &mut self,
+        outcome: &str,
+        end: crate::tools::RunEnd,
+        decl: Option<&crate::tools::ToolDecl>,
+        response: &Value,
+    ) {
         if let Some((tape, turn_id, name, arguments)) = self.pending.take() {
-            tape.tool(turn_id, &name, arguments, outcome, end.name());
+            let mcp = decl
+                .and_then(|d| d.added_origin())
+                .map(|added| McpCallLine {
+                    toolset: added.source.to_string(),
+                    tool: added.remote.to_string(),
+                    response: response.clone(),
+                });
+            tape.tool(turn_id, &name, arguments, outcome, end.name(), mcp);
         }
     }
 }
@@ -171,6 +186,7 @@ impl Drop for ToolTaping {
                 arguments,
                 "cancelled",
                 crate::tools::RunEnd::InTurn.name(),
+                None,
             );
         }
     }

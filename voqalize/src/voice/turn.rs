@@ -154,7 +154,7 @@ pub(crate) async fn run(
     #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
     let mut tools = brain.tools_for_turn();
     #[cfg(feature = "mcp")]
-    model.add_mcp_tools(&mut tools);
+    model.add_mcp_tools(&mut tools, turn.session().tape());
     let mut st = TurnState::new(model, turn);
     let max_hops = model.inner.settings.max_tool_hops;
     let (mut retried, mut note, mut followups) = (false, false, 0usize);

@@ -197,13 +197,7 @@ impl<'t> TurnState<'t> {
 
     /// The tool's policy. Only the call's own brain can be held past the turn (`held`): a
     /// `background` tool that is not runs inside its turn, and one that runs so is logged once.
-    fn policy(
-        &self,
-        decl: Option<&ToolDecl>,
-        held: bool,
-        ran: bool,
-        name: &str,
-    ) -> ToolPolicy {
+    fn policy(&self, decl: Option<&ToolDecl>, held: bool, ran: bool, name: &str) -> ToolPolicy {
         let policy = decl.map_or(ToolPolicy::Finish, ToolDecl::policy);
         if policy != ToolPolicy::Background || held {
             return policy;
