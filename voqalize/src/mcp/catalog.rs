@@ -84,7 +84,7 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
     let total = listed.len();
     for tool in listed {
         if let Some(allow) = &settings.allow
-            && !allow.iter().any(|a| *a == tool.name)
+            && !allow.contains(&tool.name)
         {
             continue;
         }

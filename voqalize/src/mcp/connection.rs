@@ -110,8 +110,24 @@ impl OpenError {
     }
 }
 
+impl McpToolsetBuilder {
+    /// Connects: starts the process or reaches the endpoint, completes the MCP handshake and
+    /// lists the tools. The toolset then stays connected while any clone of it lives: a server
+    /// that goes down is restarted (reconnected) with backoff, and a `tools/list_changed`
+    /// notification has the list fetched again (a turn reads the list as its starts).
+    ///
+    /// # Errors
+    /// [`McpError::Config`] for settings that cannot work, [`McpError::Spawn`] when the program
+    /// cannot start, [`McpError::Connect`] when the handshake or the listing fails or times out
+    /// (after the retries of [`retry_at_start`](Self::retry_at_start), if set), and
+    /// [`McpError::NameClash`] for a name that is one of [`beside`](Self::beside)'s tools.
+    pub async fn connect(self) -> Result<McpToolset, McpError> {
+        connect(self).await
+    }
+}
+
 /// `McpToolsetBuilder::connect`.
-pub(crate) async fn connect(builder: McpToolsetBuilder) -> Result<McpToolset, McpError> {
+async fn connect(builder: McpToolsetBuilder) -> Result<McpToolset, McpError> {
     check(&builder)?;
     let McpToolsetBuilder {
         name,
@@ -286,7 +302,7 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
             Err(e) => format!("the connection's task failed: {e}"),
         }
     });
-    let mut live = Live {
+    let live = Live {
         peer,
         cancel: Some(cancel),
         ended,
@@ -299,9 +315,7 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
             Ok(live)
         }
         Ok(Err(e)) => {
-            live.cancel
-                .take()
-                .map(RunningServiceCancellationToken::cancel);
+            live.close().await;
             Err(e)
         }
         Err(_) => {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::server::McpServer;
-use super::{McpError, McpToolset};
 use crate::tools::{ToolDecl, ToolPolicy};
 
 /// How long one call of an MCP tool may run, unless the toolset or the tool says otherwise:
@@ -177,7 +176,7 @@ impl Default for Settings {
     }
 }
 
-/// Builds an [`McpToolset`]: [`McpToolset::builder`], the settings, then
+/// Builds an [`McpToolset`](super::McpToolset): [`McpToolset::builder`](super::McpToolset::builder), the settings, then
 /// [`connect`](Self::connect).
 #[derive(Debug)]
 #[must_use = "a toolset builder does nothing until `connect` is awaited"]
@@ -285,24 +284,10 @@ impl McpToolsetBuilder {
 
     /// The brain's own tool table (`brain.tools()`, from `#[brain]`): a tool of the set whose
     /// name (with the prefix) is one of them fails [`connect`](Self::connect) with
-    /// [`McpError::NameClash`] naming both. Without it, such a clash is found at the first turn
+    /// [`McpError::NameClash`](super::McpError::NameClash) naming both. Without it, such a clash is found at the first turn
     /// instead: the brain's tool wins, and one error names both.
     pub fn beside(mut self, tools: &'static [ToolDecl]) -> Self {
         self.settings.beside.push(tools);
         self
-    }
-
-    /// Connects: starts the process or reaches the endpoint, completes the MCP handshake and
-    /// lists the tools. The toolset then stays connected while any clone of it lives: a server
-    /// that goes down is restarted (reconnected) with backoff, and a `tools/list_changed`
-    /// notification has the list fetched again (a turn reads the list as its starts).
-    ///
-    /// # Errors
-    /// [`McpError::Config`] for settings that cannot work, [`McpError::Spawn`] when the program
-    /// cannot start, [`McpError::Connect`] when the handshake or the listing fails or times out
-    /// (after the retries of [`retry_at_start`](Self::retry_at_start), if set), and
-    /// [`McpError::NameClash`] for a name that is one of [`beside`](Self::beside)'s tools.
-    pub async fn connect(self) -> Result<McpToolset, McpError> {
-        super::connection::connect(self).await
     }
 }

@@ -69,7 +69,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use format::{McpCallLine, McpToolLine};
+#[cfg(feature = "model")]
+pub(crate) use format::McpCallLine;
+#[cfg(feature = "mcp")]
+pub(crate) use format::McpToolLine;
 pub use read::{
     Direction, Exchange, MAX_RECORDING_FILE_BYTES, McpRun, McpToolListed, McpToolsListed,
     RecordError, RecordedFrame, Recording, ToolRun,

@@ -296,37 +296,8 @@ impl Recording {
                     response: m.response,
                     error: m.error,
                 }),
-                Line::Tool(t) => recording.tool_runs.push(ToolRun {
-                    at_ms: t.at_ms,
-                    turn_id: t.turn_id,
-                    name: t.name,
-                    arguments: t.arguments,
-                    outcome: t.outcome,
-                    end: t.end.unwrap_or_else(|| super::tape::IN_TURN.to_owned()),
-                    mcp: t.mcp.map(|m| McpRun {
-                        toolset: m.toolset,
-                        tool: m.tool,
-                        response: m.response,
-                    }),
-                }),
-                Line::McpTools(l) => recording.mcp_tools.push(McpToolsListed {
-                    at_ms: l.at_ms,
-                    toolset: l.toolset,
-                    tools: l
-                        .tools
-                        .into_iter()
-                        .map(|t| McpToolListed {
-                            name: t.name,
-                            tool: t.tool,
-                            description: t.description,
-                            schema: t.schema,
-                            policy: t.policy,
-                            timeout_ms: t.timeout_ms,
-                            needs_result_now: t.needs_result_now,
-                            filler: t.filler,
-                        })
-                        .collect(),
-                }),
+                Line::Tool(t) => recording.tool_runs.push(tool_run(t)),
+                Line::McpTools(l) => recording.mcp_tools.push(mcp_tools(l)),
                 Line::Truncated(_) => recording.truncated = true,
             }
         }
@@ -339,6 +310,45 @@ impl Recording {
             Frame::SessionStart(s) if f.direction == Direction::In => Some(s.session_id.as_str()),
             _ => None,
         })
+    }
+}
+
+/// A tool line, read back.
+fn tool_run(t: super::format::ToolLine) -> ToolRun {
+    ToolRun {
+        at_ms: t.at_ms,
+        turn_id: t.turn_id,
+        name: t.name,
+        arguments: t.arguments,
+        outcome: t.outcome,
+        end: t.end.unwrap_or_else(|| super::tape::IN_TURN.to_owned()),
+        mcp: t.mcp.map(|m| McpRun {
+            toolset: m.toolset,
+            tool: m.tool,
+            response: m.response,
+        }),
+    }
+}
+
+/// An `mcp_tools` line, read back.
+fn mcp_tools(l: super::format::McpToolsLine) -> McpToolsListed {
+    McpToolsListed {
+        at_ms: l.at_ms,
+        toolset: l.toolset,
+        tools: l
+            .tools
+            .into_iter()
+            .map(|t| McpToolListed {
+                name: t.name,
+                tool: t.tool,
+                description: t.description,
+                schema: t.schema,
+                policy: t.policy,
+                timeout_ms: t.timeout_ms,
+                needs_result_now: t.needs_result_now,
+                filler: t.filler,
+            })
+            .collect(),
     }
 }
 

@@ -104,40 +104,35 @@ async fn run<T: Toolbox + ?Sized>(
 /// object as for a `#[tool]`, a panic in the runner caught, the run timed. The future holds no
 /// brain: it can be a task of its own.
 #[cfg(feature = "model")]
-pub(crate) fn call_added(
-    decl: Arc<ToolDecl>,
-    arguments: Arguments,
-) -> impl Future<Output = ToolOutcome> + Send + 'static {
-    async move {
-        let start = Instant::now();
-        let result = match (prepare(&decl, arguments), decl.added_origin()) {
-            (Err(e), _) => Err(e),
-            (Ok(_), None) => Err(ToolError::new(
-                ToolErrorKind::Unknown,
-                format!("the tool '{}' has no runner", decl.name),
-            )),
-            (Ok(arguments), Some(added)) => {
-                let run = added.runner.run(added.remote.clone(), arguments);
-                match AssertUnwindSafe(run).catch_unwind().await {
-                    Ok(result) => result,
-                    Err(panic) => Err(ToolError::new(
-                        ToolErrorKind::Panicked,
-                        format!(
-                            "the tool '{}' failed unexpectedly: {}",
-                            decl.name,
-                            crate::recover::panic_message(&*panic)
-                        ),
-                    )),
-                }
+pub(crate) async fn call_added(decl: Arc<ToolDecl>, arguments: Arguments) -> ToolOutcome {
+    let start = Instant::now();
+    let result = match (prepare(&decl, arguments), decl.added_origin()) {
+        (Err(e), _) => Err(e),
+        (Ok(_), None) => Err(ToolError::new(
+            ToolErrorKind::Unknown,
+            format!("the tool '{}' has no runner", decl.name),
+        )),
+        (Ok(arguments), Some(added)) => {
+            let run = added.runner.run(added.remote.clone(), arguments);
+            match AssertUnwindSafe(run).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => Err(ToolError::new(
+                    ToolErrorKind::Panicked,
+                    format!(
+                        "the tool '{}' failed unexpectedly: {}",
+                        decl.name,
+                        crate::recover::panic_message(&*panic)
+                    ),
+                )),
             }
-        };
-        if let Err(e) = &result {
-            tracing::debug!("tool {} failed: {}", decl.method(), outside(&e.message));
         }
-        ToolOutcome {
-            result,
-            elapsed: start.elapsed(),
-        }
+    };
+    if let Err(e) = &result {
+        tracing::debug!("tool {} failed: {}", decl.method(), outside(&e.message));
+    }
+    ToolOutcome {
+        result,
+        elapsed: start.elapsed(),
     }
 }
 

@@ -108,11 +108,17 @@
 //! [`ToolDecl::schema`] is the neutral schema; [`ToolDecl::gemini`], [`ToolDecl::openai`] and
 //! [`ToolDecl::chat`] give each provider's declaration with the rewrites of [`Dialect`].
 
+// Tools added at run time come only from MCP toolsets (feature `mcp`); without it, the voice
+// core still holds every tool through a `DeclRef`.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 mod added;
 mod dispatch;
 mod outcome;
+#[cfg(feature = "model")]
+pub(crate) use added::DeclRef;
 use added::Origin;
-pub(crate) use added::{Added, AddedDecl, AddedRun, AddedRunner, DeclRef};
+#[cfg(feature = "mcp")]
+pub(crate) use added::{Added, AddedDecl, AddedRun, AddedRunner};
 #[cfg(feature = "model")]
 pub(crate) use dispatch::call_added;
 #[cfg(feature = "model")]
@@ -250,6 +256,7 @@ impl ToolDecl {
     }
 
     /// The name as a metrics label (no copy for a `#[tool]`'s).
+    #[cfg(feature = "model")]
     pub(crate) fn label(&self) -> Cow<'static, str> {
         self.name.clone()
     }
@@ -496,6 +503,7 @@ impl ToolSet {
     }
 
     /// The tool called `name` as the voice core holds it while the call runs.
+    #[cfg(feature = "model")]
     pub(crate) fn find(&self, name: &str) -> Option<DeclRef> {
         let table = self.table;
         if let Some(&i) = self.visible.iter().find(|&&i| table[i].name == name) {
@@ -510,6 +518,7 @@ impl ToolSet {
     /// Adds tools run outside the brain. A tool whose name is already in the set (a `#[tool]`
     /// of the brain, or an earlier added one) is left out: its name is returned with the name
     /// of what holds it, for the caller to report.
+    #[cfg(feature = "mcp")]
     pub(crate) fn add(&mut self, tools: &[Arc<ToolDecl>]) -> Vec<(String, String)> {
         let mut clashes = Vec::new();
         for tool in tools {

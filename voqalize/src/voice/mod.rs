@@ -55,6 +55,8 @@ mod bounds;
 mod conversation;
 mod filing;
 mod guard;
+#[cfg(feature = "mcp")]
+mod mcp_tools;
 mod report;
 mod response;
 mod runs;
@@ -79,8 +81,6 @@ use crate::model::layer::Layer;
 use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
-#[cfg(feature = "mcp")]
-use crate::tools::ToolSet;
 use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
@@ -504,80 +504,6 @@ impl Model {
     #[must_use]
     pub fn turn_deadline(self, deadline: Duration) -> Model {
         self.with(|s| s.bounds.turn_deadline = deadline)
-    }
-
-    /// Lends the model an MCP toolset's tools (feature `mcp`), beside the brain's own: each turn
-    /// declares the toolset's tools as its listing stands when the turn starts. Give a clone of
-    /// a toolset connected once per process, or one connected for this call (see
-    /// [`mcp`](crate::mcp)).
-    ///
-    /// # Errors
-    /// [`McpError::NameClash`](crate::mcp::McpError::NameClash) when one of its tools has the
-    /// name of a tool of a toolset given before, naming both. A clash that appears later (a
-    /// server's list changed) or with a `#[tool]` of the brain leaves the MCP tool out of the
-    /// turn, with one error log naming both (the brain's own tool, or the first toolset's,
-    /// wins); `McpToolsetBuilder::beside` makes the latter a connect error too.
-    #[cfg(feature = "mcp")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
-    pub fn mcp(self, toolset: crate::mcp::McpToolset) -> Result<Model, crate::mcp::McpError> {
-        let theirs = toolset.tools();
-        for earlier in &self.inner.settings.mcp {
-            for tool in earlier.tools().iter() {
-                if let Some(clash) = theirs.iter().find(|t| t.name() == tool.name()) {
-                    return Err(crate::mcp::McpError::NameClash {
-                        name: tool.name().to_owned(),
-                        first: tool.method().to_owned(),
-                        second: clash.method().to_owned(),
-                    });
-                }
-            }
-        }
-        Ok(self.with(|s| s.mcp.push(toolset)))
-    }
-
-    /// Adds the MCP toolsets' tools to a turn's set; a tool whose name is taken is left out,
-    /// and said once.
-    #[cfg(feature = "mcp")]
-    fn add_mcp_tools(&self, tools: &mut ToolSet, tape: Option<&Arc<crate::record::Tape>>) {
-        for (i, toolset) in self.inner.settings.mcp.iter().enumerate() {
-            let listed = toolset.tools();
-            if let Some(tape) = tape {
-                self.tape_mcp_tools(tape, i, toolset.name(), &listed);
-            }
-            let clashes = tools.add(&listed);
-            if let Some((theirs, held)) = clashes.first()
-                && !self.inner.warned_clash.swap(true, Ordering::Relaxed)
-            {
-                tracing::error!(
-                    "the MCP tool {theirs} is left out of this call's turns: its name is that of {held} ({} clashes)",
-                    clashes.len()
-                );
-            }
-        }
-    }
-
-    /// Writes toolset `i`'s tools to the call's recording, unless the list is the one written
-    /// last.
-    #[cfg(feature = "mcp")]
-    fn tape_mcp_tools(
-        &self,
-        tape: &crate::record::Tape,
-        i: usize,
-        name: &str,
-        listed: &Arc<[Arc<crate::tools::ToolDecl>]>,
-    ) {
-        let mut taped = lock(&self.inner.taped_mcp);
-        if taped.len() <= i {
-            taped.resize_with(i + 1, || Arc::downgrade(&Arc::<[_]>::from(Vec::new())));
-        }
-        if taped[i]
-            .upgrade()
-            .is_some_and(|last| Arc::ptr_eq(&last, listed))
-        {
-            return;
-        }
-        taped[i] = Arc::downgrade(listed);
-        tape.mcp_tools(name, listed.iter().map(|t| t.recorded()).collect());
     }
 
     /// Replaces the system instruction, from now on (typically from `on_session_start`, where the
