@@ -350,3 +350,48 @@ async fn a_recorded_call_with_mcp_tools_replays_without_the_server() {
         .unwrap();
     assert!(report.is_same(), "{report}");
 }
+
+/// A desk that connects its CRM for each call, as the call starts.
+struct PerCall {
+    model: Model,
+    events: std::path::PathBuf,
+}
+
+impl Brain for PerCall {
+    async fn on_session_start(&self, _: &Session) -> BrainResult {
+        let toolset = McpToolset::builder("crm", fastmcp(&self.events))
+            .allow(["echo"])
+            .connect()
+            .await?;
+        self.model.add_mcp(toolset)?;
+        Ok(())
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl PerCall {}
+
+#[tokio::test]
+async fn a_toolset_connected_for_one_call_lends_its_tools_to_that_call() {
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    let timeouts = voqalize::model::Timeouts::default();
+    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let events = events_file("per_call");
+    let mut v = driver(move || PerCall {
+        model: Model::new(layer.clone()),
+        events: events.clone(),
+    })
+    .await;
+    server.reply(Reply::new().call("echo", json!({"text": "per call"})).finish());
+    server.reply(Reply::new().text("Done.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("echo it").await.unwrap();
+    let first = server.read_back(0).expect("the first request");
+    assert_eq!(first.tools, ["echo"]);
+    let lines = said(&server, 1);
+    assert!(lines[2].contains("per call"), "{lines:#?}");
+}

@@ -378,3 +378,28 @@ async fn a_server_that_dies_mid_call_fails_the_call_and_is_restarted() {
     );
     let _ = ToolPolicy::Cancel;
 }
+
+#[tokio::test]
+async fn a_server_that_comes_up_late_is_waited_for_with_retry_at_start() {
+    let port = free_port();
+    let connecting = tokio::spawn(
+        McpToolset::builder(
+            "late",
+            McpServer::http(format!("http://127.0.0.1:{port}/mcp")),
+        )
+        .connect_timeout(Duration::from_secs(5))
+        .retry_at_start(Duration::from_secs(60))
+        .connect(),
+    );
+    // The first tries fail (nothing listens yet); the server then starts.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!connecting.is_finished(), "it is still trying");
+    let mut command = tokio::process::Command::new(installed().join("venv/bin/python"));
+    command
+        .arg(root().join("tests/mcp/fastmcp_server.py"))
+        .arg("--http")
+        .arg(port.to_string());
+    let _server = start_http(command, "listening").await;
+    let toolset = connecting.await.unwrap().expect("connected once the server was up");
+    assert!(toolset.tool_names().contains(&"echo".to_owned()));
+}

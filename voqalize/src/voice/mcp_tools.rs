@@ -10,9 +10,10 @@ use crate::tools::ToolSet;
 
 impl Model {
     /// Lends the model an MCP toolset's tools (feature `mcp`), beside the brain's own: each turn
-    /// declares the toolset's tools as its listing stands when the turn starts. Give a clone of
-    /// a toolset connected once per process, or one connected for this call (see
-    /// [`mcp`](crate::mcp)).
+    /// declares the toolset's tools as its listing stands when the turn starts. For a toolset
+    /// connected once per process, in the brain factory: `Model::new(layer).mcp(crm.clone())?`.
+    /// For a connection per call, connect in `on_session_start` and use
+    /// [`add_mcp`](Self::add_mcp) (see [`mcp`](crate::mcp)).
     ///
     /// # Errors
     /// [`McpError::NameClash`](crate::mcp::McpError::NameClash) when one of its tools has the
@@ -22,8 +23,22 @@ impl Model {
     /// wins); `McpToolsetBuilder::beside` makes the latter a connect error too.
     #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub fn mcp(self, toolset: crate::mcp::McpToolset) -> Result<Model, crate::mcp::McpError> {
+        self.add_mcp(toolset)?;
+        Ok(self)
+    }
+
+    /// Lends the model an MCP toolset's tools from now on, from the next turn: as
+    /// [`mcp`](Self::mcp), on a `Model` already made (a toolset connected for this call in
+    /// `on_session_start`; it closes when the `Model` is dropped at the call's end, unless a
+    /// clone of it lives on).
+    ///
+    /// # Errors
+    /// As [`mcp`](Self::mcp); the toolset is then not added.
+    #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+    pub fn add_mcp(&self, toolset: crate::mcp::McpToolset) -> Result<(), crate::mcp::McpError> {
         let theirs = toolset.tools();
-        for earlier in &self.inner.settings.mcp {
+        let mut lent = lock(&self.inner.mcp);
+        for earlier in lent.iter() {
             for tool in earlier.tools().iter() {
                 if let Some(clash) = theirs.iter().find(|t| t.name() == tool.name()) {
                     return Err(crate::mcp::McpError::NameClash {
@@ -34,7 +49,8 @@ impl Model {
                 }
             }
         }
-        Ok(self.with(|s| s.mcp.push(toolset)))
+        lent.push(toolset);
+        Ok(())
     }
 
     /// Adds the MCP toolsets' tools to a turn's set; a tool whose name is taken is left out,
@@ -44,7 +60,8 @@ impl Model {
         tools: &mut ToolSet,
         tape: Option<&Arc<crate::record::Tape>>,
     ) {
-        for (i, toolset) in self.inner.settings.mcp.iter().enumerate() {
+        let lent = lock(&self.inner.mcp).clone();
+        for (i, toolset) in lent.iter().enumerate() {
             let listed = toolset.tools();
             if let Some(tape) = tape {
                 self.tape_mcp_tools(tape, i, toolset.name(), &listed);

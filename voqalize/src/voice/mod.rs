@@ -152,9 +152,6 @@ struct Settings {
     max_result_bytes: usize,
     filler: Option<Arc<str>>,
     filler_after: Duration,
-    /// MCP toolsets whose tools join each turn's, in the order given.
-    #[cfg(feature = "mcp")]
-    mcp: Vec<crate::mcp::McpToolset>,
 }
 
 impl Default for Settings {
@@ -172,8 +169,6 @@ impl Default for Settings {
             max_result_bytes: MAX_RESULT_BYTES,
             filler: None,
             filler_after: FILLER_AFTER,
-            #[cfg(feature = "mcp")]
-            mcp: Vec::new(),
         }
     }
 }
@@ -194,6 +189,10 @@ struct Inner {
     /// An MCP tool was left out of a turn for a name another tool has: said once.
     #[cfg(feature = "mcp")]
     warned_clash: AtomicBool,
+    /// The MCP toolsets whose tools join each turn's, in the order given (`Model::mcp`, and
+    /// `Model::add_mcp` during the call).
+    #[cfg(feature = "mcp")]
+    mcp: Mutex<Vec<crate::mcp::McpToolset>>,
     /// The MCP tool lists last written to the call's recording, by toolset.
     #[cfg(feature = "mcp")]
     taped_mcp: Mutex<Vec<std::sync::Weak<[Arc<crate::tools::ToolDecl>]>>>,
@@ -215,6 +214,8 @@ impl Inner {
             warned_background: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
             warned_clash: AtomicBool::new(false),
+            #[cfg(feature = "mcp")]
+            mcp: Mutex::new(Vec::new()),
             #[cfg(feature = "mcp")]
             taped_mcp: Mutex::new(Vec::new()),
         }
@@ -283,6 +284,10 @@ impl Model {
         let model = Model {
             inner: Arc::new(Inner::new(self.inner.layer.clone(), settings, instruction)),
         };
+        #[cfg(feature = "mcp")]
+        {
+            *lock(&model.inner.mcp) = lock(&self.inner.mcp).clone();
+        }
         // The old core is dropped with `self`, and with it its place on the session.
         if self.inner.attached.load(Ordering::Acquire)
             && let Some(call) = context::current()
