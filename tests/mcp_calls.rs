@@ -379,14 +379,23 @@ impl PerCall {}
 async fn a_toolset_connected_for_one_call_lends_its_tools_to_that_call() {
     let server = ModelServer::start(Provider::Gemini).await.unwrap();
     let timeouts = voqalize::model::Timeouts::default();
-    let layer = layer(Provider::Gemini, &server.base_url(), "gemini-test", timeouts);
+    let layer = layer(
+        Provider::Gemini,
+        &server.base_url(),
+        "gemini-test",
+        timeouts,
+    );
     let events = events_file("per_call");
     let mut v = driver(move || PerCall {
         model: Model::new(layer.clone()),
         events: events.clone(),
     })
     .await;
-    server.reply(Reply::new().call("echo", json!({"text": "per call"})).finish());
+    server.reply(
+        Reply::new()
+            .call("echo", json!({"text": "per call"}))
+            .finish(),
+    );
     server.reply(Reply::new().text("Done.").finish());
     v.start_silent().await.unwrap();
     v.user_says("echo it").await.unwrap();

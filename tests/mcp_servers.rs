@@ -400,6 +400,62 @@ async fn a_server_that_comes_up_late_is_waited_for_with_retry_at_start() {
         .arg("--http")
         .arg(port.to_string());
     let _server = start_http(command, "listening").await;
-    let toolset = connecting.await.unwrap().expect("connected once the server was up");
+    let toolset = connecting
+        .await
+        .unwrap()
+        .expect("connected once the server was up");
     assert!(toolset.tool_names().contains(&"echo".to_owned()));
+}
+
+#[tokio::test]
+async fn the_client_opens_with_a_protocol_version_that_has_an_initialize_handshake() {
+    // A stand-in HTTP endpoint that reads the first request's body and answers 503.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let read = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        let body = loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the request ended early");
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_owned())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break body.to_owned();
+                }
+            }
+        };
+        let _ = socket
+            .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+        serde_json::from_str::<Value>(&body).unwrap()
+    });
+    let refused = McpToolset::builder("version", McpServer::http(url))
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await;
+    assert!(refused.is_err());
+    let initialize = read.await.unwrap();
+    assert_eq!(initialize["method"], "initialize");
+    let version = initialize["params"]["protocolVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        ["2025-06-18", "2025-11-25"].contains(&version.as_str()),
+        "{version}"
+    );
+    assert_eq!(initialize["params"]["clientInfo"]["name"], "voqalize");
 }

@@ -5,7 +5,10 @@
 use std::sync::{Arc, Weak};
 
 use rmcp::ClientHandler;
-use rmcp::model::{NumberOrString, ProgressNotificationParam};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, NumberOrString, ProgressNotificationParam,
+    ProtocolVersion,
+};
 use rmcp::service::{NotificationContext, RoleClient};
 
 use super::Shared;
@@ -17,6 +20,17 @@ pub(crate) struct Handler {
 }
 
 impl ClientHandler for Handler {
+    /// Who the client is, and the newest protocol version that opens with `initialize`: rmcp's
+    /// default offers `2026-07-28`, whose sessions have no `initialize` handshake, and a server
+    /// of the current protocol (the conformance suite's among them) refuses it.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("voqalize", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
