@@ -404,3 +404,50 @@ async fn a_toolset_connected_for_one_call_lends_its_tools_to_that_call() {
     let lines = said(&server, 1);
     assert!(lines[2].contains("per call"), "{lines:#?}");
 }
+
+#[tokio::test]
+async fn the_guards_check_an_mcp_call_before_it_reaches_the_server_and_its_result_after() {
+    let events = events_file("guards");
+    let toolset = McpToolset::builder("crm", fastmcp(&events))
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    let layer = layer(
+        Provider::Gemini,
+        &server.base_url(),
+        "gemini-test",
+        voqalize::model::Timeouts::default(),
+    );
+    let mut v = driver(move || Desk {
+        model: Model::new(layer.clone())
+            .before_tool(|call| match call.name {
+                "slow" => Err(voqalize::voice::Refusal::new("slow lookups are not allowed")),
+                _ => Ok(()),
+            })
+            .after_tool(|_, response| {
+                *response = json!({"result": "[redacted]"});
+                Ok(())
+            })
+            .mcp(toolset.clone())
+            .unwrap(),
+    })
+    .await;
+    server.reply(
+        Reply::new()
+            .call("slow", json!({"seconds": 1, "steps": 1}))
+            .call("echo", json!({"text": "a secret"}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("Done.").finish());
+    v.start_silent().await.unwrap();
+    v.user_says("look it up").await.unwrap();
+    let lines = said(&server, 1);
+    let results: Vec<&String> = lines.iter().filter(|l| l.starts_with("result:")).collect();
+    assert_eq!(results.len(), 2, "{lines:#?}");
+    assert!(results[0].contains("slow lookups are not allowed"), "{lines:#?}");
+    assert!(results[1].contains("[redacted]") && !results[1].contains("secret"), "{lines:#?}");
+    // The refused call never reached the server.
+    let seen = events_when(&events, |e| !e.is_empty()).await;
+    assert_eq!(named(&seen, "started"), 0, "{seen:?}");
+}
