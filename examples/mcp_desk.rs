@@ -147,7 +147,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Logging first, so what the MCP connection logs as it starts is seen.
     args.model.host.init_logging()?;
     // Once for the process: each call's Model takes a clone, which shares the connection.
-    let toolset = connect(&args).await?;
+    let toolset = match connect(&args).await {
+        Ok(toolset) => toolset,
+        Err(e) => {
+            // What failed, and why (the operating system's or the client's words).
+            let why = std::error::Error::source(&e).map(|s| format!(": {s}"));
+            eprintln!("error: {e}{}", why.unwrap_or_default());
+            std::process::exit(2);
+        }
+    };
     tracing::info!(
         "mcp: the toolset '{}' lends {}",
         toolset.name(),
