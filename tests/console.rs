@@ -1,7 +1,8 @@
 //! The voice console in a real browser: headless Chromium (Debian's `chromium`, which
 //! `scripts/test-all` installs when it is missing) opens the page, says something to a
 //! model-backed brain answered by the stand-in provider, sees the reply stream in, barges in, and
-//! the brain gets the Finalize the page showed as heard.
+//! the brain gets the Finalize the page showed as heard; an MCP server's tool call shows in its
+//! timeline as any tool call does.
 //!
 //! Chromium is driven over the DevTools protocol on its own WebSocket (no driver crate): every
 //! wait is a promise in the page that resolves when the DOM changes (a MutationObserver), so
@@ -464,4 +465,111 @@ async fn the_console_holds_at_most_max_calls() {
         other => panic!("a second call was not refused: {:?}", other.map(|_| ())),
     }
     held.abort();
+}
+
+/// A brain whose model's tools are all an MCP server's.
+struct McpDesk {
+    model: Model,
+}
+
+impl Brain for McpDesk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+}
+
+#[brain]
+impl McpDesk {}
+
+// An MCP tool call shows in the page's timeline as any tool call does (its name as the model
+// reads it, its arguments, the result), and its TurnStep as kind `mcp` with the toolset's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tool_call_shows_in_the_console_timeline() {
+    let events = crate::mcp_servers::events_file("console_timeline");
+    let toolset = voqalize::mcp::McpToolset::builder("crm", crate::mcp_servers::fastmcp(&events))
+        .allow(["add"])
+        .prefix("crm_")
+        .connect()
+        .await
+        .expect("the FastMCP server connects");
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.reply(
+        Reply::new()
+            .call("crm_add", json!({"a": 2, "b": 40}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("That makes forty-two.").finish());
+    let base = server.base_url();
+    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
+    let console = Console::new(brain_url);
+    let shown = console.clone();
+    tokio::spawn(voqalize::host::serve(
+        brain_listener,
+        move || McpDesk {
+            model: Model::new(crate::support::layer(
+                Provider::Gemini,
+                &base,
+                "gemini-test",
+                voqalize::model::Timeouts::default(),
+            ))
+            .on_tool_run(shown.tool_observer())
+            .mcp(toolset.clone())
+            .expect("one toolset clashes with none"),
+        },
+        HostOptions::allow_unverified(),
+    ));
+    let console_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let page_url = format!(
+        "http://{}/?voice=clock&wpm=240",
+        console_listener.local_addr().expect("an address")
+    );
+    tokio::spawn(console.serve(console_listener, std::future::pending()));
+
+    let mut browser = Browser::launch().await;
+    browser.open(&page_url).await;
+    browser
+        .wait_for(r#"document.getElementById("status").dataset.state === "live""#)
+        .await;
+    browser
+        .eval(
+            r#"document.getElementById("say").value = "Add two and forty.";
+               document.getElementById("send").click(); true"#,
+        )
+        .await;
+    let tool = browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.item')].map(e => e.textContent)
+                 .find(t => t.startsWith("tool")) || null"#,
+        )
+        .await;
+    assert!(
+        tool.as_str().is_some_and(
+            |t| t.starts_with(r#"toolcrm_add({"a":2,"b":40}) → {"result":{"sum":42}}"#)
+        ),
+        "{tool}"
+    );
+    let step = browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.item')].map(e => e.textContent)
+                 .find(t => t.startsWith("TurnStepmcp")) || null"#,
+        )
+        .await;
+    assert!(
+        step.as_str()
+            .is_some_and(|t| t.starts_with("TurnStepmcp crm_add (crm)")),
+        "{step}"
+    );
+    browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.unit')].some(u =>
+                 u.textContent.includes("forty-two"))"#,
+        )
+        .await;
 }

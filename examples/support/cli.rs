@@ -88,12 +88,7 @@ impl Args {
     pub async fn serve(self, factory: impl MakeBrain) -> Result<(), Box<dyn std::error::Error>> {
         raise_open_file_limit();
         give_back_freed_memory();
-        let format = if self.json_logs {
-            voqalize::logging::Format::Json
-        } else {
-            voqalize::logging::Format::Human
-        };
-        voqalize::logging::init("info", format)?;
+        self.init_logging()?;
         if let (Some(url), Some(key)) = (&self.cortex, &self.api_key) {
             // The relay logs `relay: connected to ...` once it is; a relay that cannot be reached
             // (its host does not resolve, TLS fails) ends this with an error after a minute.
@@ -173,6 +168,25 @@ impl Args {
 }
 
 impl Args {
+    /// Installs the log lines `--json-logs` chooses (human ones by default), at `info` unless
+    /// `RUST_LOG` says otherwise. Once per process: a second call does nothing, so an example
+    /// that logs before [`serve`](Self::serve) (`mcp_desk` connecting its MCP server) can call it
+    /// first.
+    pub fn init_logging(&self) -> Result<(), voqalize::logging::LoggingError> {
+        static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if DONE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        let format = if self.json_logs {
+            voqalize::logging::Format::Json
+        } else {
+            voqalize::logging::Format::Human
+        };
+        // rmcp, the MCP client underneath, logs what a server says at `info` (its whole
+        // `instructions`, unclipped): only its warnings.
+        voqalize::logging::init("info,rmcp=warn", format)
+    }
+
     /// The shutdown SIGTERM and Ctrl-C trigger, draining for `--drain-timeout`.
     fn shutdown(&self) -> voqalize::host::Shutdown {
         voqalize::host::Shutdown::new(std::time::Duration::from_secs(self.drain_timeout))

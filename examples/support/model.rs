@@ -34,7 +34,7 @@ pub enum Provider {
     AzureChat,
     /// No provider: a stand-in model in this process plays the part by the example's own rules
     /// (`coach` has some: it calls its tools when you mention a meal, your average or the
-    /// screen). No key, no network.
+    /// screen; `mcp_desk` calls its MCP server's tools). No key, no network.
     Offline,
 }
 
@@ -187,7 +187,7 @@ impl ModelArgs {
             Provider::Offline => {
                 return Err(
                     "--provider offline: this example has no rules for a stand-in \
-                            model (coach has): pass another --provider and its key"
+                            model (coach and mcp_desk have): pass another --provider and its key"
                         .to_owned(),
                 );
             }
@@ -219,7 +219,7 @@ impl ModelArgs {
 /// Parses the command line: the provider layer (built from the flags and the environment)
 /// and the hosting flags, to [`Args::serve`] a brain with. Exits with a message saying what to
 /// set when the layer cannot be built (no API key, no base URL for chat...).
-#[allow(dead_code)] // coach parses with `model_and_host_or_offline`
+#[allow(dead_code)] // coach and mcp_desk parse with `model_and_host_or_offline`
 pub fn model_and_host() -> (ModelLayer, Args) {
     with_layer(ModelArgs::parse())
 }
@@ -242,11 +242,20 @@ static STAND_IN: OnceLock<ModelServer> = OnceLock::new();
 /// As [`model_and_host`], and with `--provider offline`, the layer talks to a stand-in model in
 /// this process that answers each request with `rules`' reply to it (what the request says, read
 /// back in neutral terms: the conversation and the tools declared).
-#[allow(dead_code)] // only coach has rules for a stand-in model
+#[allow(dead_code)] // only the examples with rules for a stand-in model
 pub async fn model_and_host_or_offline(
     rules: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static,
 ) -> (ModelLayer, Args) {
-    let args = ModelArgs::parse();
+    layer_and_host_or_offline(ModelArgs::parse(), rules).await
+}
+
+/// As [`model_and_host_or_offline`], from flags an example parsed itself (its own flags beside
+/// these, as `mcp_desk`'s `--mcp-command`).
+#[allow(dead_code)] // only the examples with rules for a stand-in model
+pub async fn layer_and_host_or_offline(
+    args: ModelArgs,
+    rules: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static,
+) -> (ModelLayer, Args) {
     if args.provider != Provider::Offline {
         return with_layer(args);
     }

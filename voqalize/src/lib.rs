@@ -174,3 +174,8 @@ struct GuideDoctests;
 #[cfg(all(doctest, feature = "model"))]
 #[doc = include_str!("../../docs/model-brains.md")]
 struct ModelBrainsGuideDoctests;
+
+/// The Rust snippets of the MCP guide compile as doctests.
+#[cfg(all(doctest, feature = "mcp"))]
+#[doc = include_str!("../../docs/mcp.md")]
+struct McpGuideDoctests;
