@@ -178,6 +178,7 @@ async fn a_barge_in_cancels_a_cancel_tool_on_the_server_and_the_model_reads_it()
 
 #[tokio::test]
 async fn a_finish_tool_runs_on_after_a_barge_in_and_its_progress_is_spoken_before() {
+    crate::support::logs();
     let events = events_file("barge_finish");
     let toolset = McpToolset::builder("crm", fastmcp(&events))
         .progress_every(Duration::ZERO)
@@ -199,6 +200,9 @@ async fn a_finish_tool_runs_on_after_a_barge_in_and_its_progress_is_spoken_befor
         text.contains("step 1 of 3") && text.contains("Done."),
         "{text}"
     );
+    // A network call is not held to the 20 ms budget of a tool in the brain's process.
+    let budget = crate::support::logs().lines_with("tool mcp:crm/slow took");
+    assert!(budget.is_empty(), "{budget:?}");
     // Then one the user cuts in on: it finishes, and its result is filed.
     server.reply(
         Reply::new()
@@ -422,7 +426,9 @@ async fn the_guards_check_an_mcp_call_before_it_reaches_the_server_and_its_resul
     let mut v = driver(move || Desk {
         model: Model::new(layer.clone())
             .before_tool(|call| match call.name {
-                "slow" => Err(voqalize::voice::Refusal::new("slow lookups are not allowed")),
+                "slow" => Err(voqalize::voice::Refusal::new(
+                    "slow lookups are not allowed",
+                )),
                 _ => Ok(()),
             })
             .after_tool(|_, response| {
@@ -445,8 +451,14 @@ async fn the_guards_check_an_mcp_call_before_it_reaches_the_server_and_its_resul
     let lines = said(&server, 1);
     let results: Vec<&String> = lines.iter().filter(|l| l.starts_with("result:")).collect();
     assert_eq!(results.len(), 2, "{lines:#?}");
-    assert!(results[0].contains("slow lookups are not allowed"), "{lines:#?}");
-    assert!(results[1].contains("[redacted]") && !results[1].contains("secret"), "{lines:#?}");
+    assert!(
+        results[0].contains("slow lookups are not allowed"),
+        "{lines:#?}"
+    );
+    assert!(
+        results[1].contains("[redacted]") && !results[1].contains("secret"),
+        "{lines:#?}"
+    );
     // The refused call never reached the server.
     let seen = events_when(&events, |e| !e.is_empty()).await;
     assert_eq!(named(&seen, "started"), 0, "{seen:?}");

@@ -58,6 +58,10 @@ pub enum LoggingError {
 /// Installs the global subscriber: `level` is an `EnvFilter` directive (`info`,
 /// `voqalize=debug,warn`...), overridden by `RUST_LOG` when that is set.
 ///
+/// The MCP client underneath (`rmcp`) is silent unless the directive names it (`rmcp=debug`):
+/// its lines quote MCP servers' text (their instructions, a message it could not read) unclipped
+/// and unescaped, while `voqalize::mcp` logs what a server did, clipped and escaped.
+///
 /// Span fields are kept by the subscriber itself, in one table, and dropped when the span closes:
 /// not in tracing-subscriber's per-span extensions, whose storage outlives the span and, for
 /// thousands of calls at once, keeps megabytes after they end (docs/protocol.md §5.3).
@@ -66,11 +70,11 @@ pub enum LoggingError {
 /// [`LoggingError::Level`] for a directive that does not parse; [`LoggingError::AlreadySet`] when
 /// a global subscriber exists already.
 pub fn init(level: &str, format: Format) -> Result<(), LoggingError> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.trim().is_empty() => EnvFilter::try_new(&env),
-        _ => EnvFilter::try_new(level),
-    }
-    .map_err(|source| LoggingError::Level {
+    let directive = match std::env::var("RUST_LOG") {
+        Ok(env) if !env.trim().is_empty() => env,
+        _ => level.to_owned(),
+    };
+    let filter = filter(&directive).map_err(|source| LoggingError::Level {
         level: level.to_owned(),
         source,
     })?;
@@ -78,6 +82,17 @@ pub fn init(level: &str, format: Format) -> Result<(), LoggingError> {
         .with(filter)
         .with(Lines::new(format, std::io::stderr));
     tracing::subscriber::set_global_default(subscriber).map_err(LoggingError::AlreadySet)
+}
+
+/// The filter for `directive`: `rmcp=off` added unless it names `rmcp` (see [`init`]).
+fn filter(directive: &str) -> Result<EnvFilter, tracing_subscriber::filter::ParseError> {
+    let mut filter = EnvFilter::try_new(directive)?;
+    if !directive.contains("rmcp")
+        && let Ok(off) = "rmcp=off".parse()
+    {
+        filter = filter.add_directive(off);
+    }
+    Ok(filter)
 }
 
 /// A span's recorded fields, in recording order (a field recorded again replaces its value),
@@ -433,6 +448,30 @@ mod tests {
         assert_eq!(at(4_107_542_399, 999_999), "2100-02-28T23:59:59.999999Z");
         assert_eq!(at(253_402_300_799, 0), "9999-12-31T23:59:59.000000Z");
         assert_eq!(at(0, 0).len(), TIMESTAMP_BYTES);
+    }
+
+    /// The MCP SDK's lines quote servers' text unescaped: off unless the directive names it.
+    #[test]
+    fn the_mcp_sdk_is_silent_unless_the_directive_names_it() {
+        let seen = |directive: &str| {
+            let sink = Sink::default();
+            let out = sink.clone();
+            let subscriber = tracing_subscriber::registry()
+                .with(filter(directive).expect("a directive"))
+                .with(tracing_subscriber::fmt::layer().with_writer(move || out.clone()));
+            let _one_at_a_time = scoped_subscriber();
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::error!(target: "rmcp::transport", "a server's \u{1b}[31m text");
+                tracing::warn!(target: "voqalize::mcp", "ours");
+            });
+            String::from_utf8_lossy(&lock(&sink.0)).into_owned()
+        };
+        let quiet = seen("info");
+        assert!(
+            !quiet.contains("a server's") && quiet.contains("ours"),
+            "{quiet}"
+        );
+        assert!(seen("info,rmcp=warn").contains("a server's"));
     }
 
     /// The race CI hit, made certain: another thread reaches a DEBUG callsite first, while this

@@ -31,8 +31,13 @@
 //! endpoint) and the tools it lists, kept by an allowlist and a filter, named with an optional
 //! prefix, each with the toolset's settings or its own ([`McpTool`]). It is cheap to clone and
 //! every clone shares the connection: connect once in `main` and hand a clone to each call's
-//! `Model` (one connection per process), or connect in the brain factory for a connection per
-//! call. The connection ends when the last clone is dropped.
+//! `Model` (one connection per process), or connect in the brain's `on_session_start` and lend it
+//! with [`Model::add_mcp`](crate::voice::Model::add_mcp) for a connection per call. The
+//! connection ends when the last clone is dropped.
+//!
+//! The MCP SDK underneath (`rmcp`) logs through `tracing` too, quoting servers' text as it came:
+//! [`logging::init`](crate::logging::init) turns it off unless its directive names `rmcp`; with a
+//! subscriber of your own, add `rmcp=off` (or `rmcp=warn`) to its filter.
 //!
 //! # In a call
 //!

@@ -399,11 +399,13 @@ pub(super) fn allowed(
 }
 
 /// A tool that ran over [`TOOL_BUDGET_MS`]: the user waited for it. Logged once per session,
-/// then counted (a model can call a slow tool sixteen times a reply, every turn).
+/// then counted (a model can call a slow tool sixteen times a reply, every turn). The budget is
+/// for a tool in the brain's process: an MCP server's tool is a network call, bounded by its
+/// timeout and covered by the filler, and is not held to it.
 fn over_budget(inner: &Inner, decl: Option<&ToolDecl>, outcome: &ToolOutcome) {
     let ms = outcome.elapsed.as_secs_f64() * 1000.0;
     if ms > TOOL_BUDGET_MS as f64
-        && let Some(tool) = decl
+        && let Some(tool) = decl.filter(|d| d.mcp_server().is_none())
         && allowed(inner, |log| &mut log.slow_tools)
     {
         tracing::warn!(
