@@ -23,7 +23,8 @@
 //! `--provider offline` answers with a stand-in model in this process that follows a few rules
 //! (`offline` below) and calls the tools it was declared; `--console` serves the voice console
 //! beside the brain and prints its URL: its timeline shows every tool call, the MCP ones as any
-//! other, and their TurnSteps (kind `mcp`).
+//! other, and their TurnSteps (kind `mcp`). The offline rules know the reference server's tools
+//! (and the desk's own `open_ticket`): with another server, talk to it through a real provider.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
