@@ -46,6 +46,22 @@ The server exits when stdin closes. MODE is one of:
                    While that count is 1 (the first process), its first tools/call makes it exit
                    with status 1 before answering; from the second process on, tools/call answers
                    normally, with the text "start N" (N: this process's count).
+  chatty           before answering each tools/call (normally), sends 8 each of: notifications/
+                   message (logging) with 1 MiB of data, notifications/progress with the call's
+                   token and a 1 MiB message, an unknown notifications/chatty with 1 MiB of
+                   params, notifications/tools/list_changed, and requests to the client
+                   (sampling/createMessage, roots/list, elicitation/create) with 1 MiB params;
+                   every big string holds the marker "chatty-marker".
+  crash_loop       counts its starts as restart_counter does (env MCP_STARTS_FILE), answers the
+                   handshake and tools/list, then exits with status 1 at once: a server that
+                   dies just after each connection is up.
+  orphan           on tools/call, forks a grandchild that keeps stdin and stdout open (it sleeps
+                   120 s, in the same process group) and exits with status 1 before answering:
+                   the pipes stay open after the server is gone.
+  paging           every tools/list page holds 200 tools more (`p_<page>_<n>`, each with a
+                   2 KiB description) and a nextCursor to the next page, forever; each
+                   tools/list appends {"event": "tools/list", "cursor": <cursor>} to the file
+                   named by env MCP_EVENTS_FILE.
 """
 
 from __future__ import annotations
@@ -69,6 +85,10 @@ MODES = (
     "deep_schema",
     "die",
     "restart_counter",
+    "chatty",
+    "crash_loop",
+    "orphan",
+    "paging",
 )
 TOOL_T = {
     "name": "t",
@@ -118,7 +138,7 @@ class Server:
         self.start_count = 0
         # endless_progress: request id (as JSON text) -> event that stops its ticker
         self.tickers: dict[str, threading.Event] = {}
-        if mode == "restart_counter":
+        if mode in ("restart_counter", "crash_loop"):
             self.start_count = self.count_start()
         if mode == "noise":
             threading.Thread(target=self.noise, daemon=True).start()
@@ -168,7 +188,33 @@ class Server:
             ]
         return tools
 
-    def send_tools_list(self, request_id) -> None:
+    def send_page(self, request_id, params: dict) -> None:
+        cursor = params.get("cursor")
+        record_event({"event": "tools/list", "cursor": cursor})
+        page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+        tools = [TOOL_T] if page == 0 else []
+        tools += [
+            {"name": f"p_{page}_{i}", "description": "d" * 2048, "inputSchema": {"type": "object"}}
+            for i in range(200)
+        ]
+        result(request_id, {"tools": tools, "nextCursor": str(page + 1)})
+
+    def chatter(self, token) -> None:
+        big = "chatty-marker " + "c" * (1024 * 1024)
+        for i in range(8):
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "logger": big, "data": big}})
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "message": big}})
+            send({"jsonrpc": "2.0", "method": "notifications/chatty", "params": {"junk": big}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": f"s{i}a", "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1, "junk": big}})
+            send({"jsonrpc": "2.0", "id": f"s{i}b", "method": "roots/list", "params": {"junk": big}})
+            send({"jsonrpc": "2.0", "id": f"s{i}c", "method": "elicitation/create", "params": {"message": big, "requestedSchema": {"type": "object"}}})
+
+    def send_tools_list(self, request_id, params: dict | None = None) -> None:
+        if self.mode == "paging":
+            self.send_page(request_id, params or {})
+            return
         if self.mode != "deep_schema":
             result(request_id, {"tools": self.tools()})
             return
@@ -200,6 +246,14 @@ class Server:
             result(request_id, text_result("survived"))
         elif mode == "die":
             os._exit(1)
+        elif mode == "orphan":
+            if os.fork() == 0:
+                time.sleep(120)
+                os._exit(0)
+            os._exit(1)
+        elif mode == "chatty":
+            self.chatter((params.get("_meta") or {}).get("progressToken"))
+            result(request_id, text_result("t"))
         elif mode == "restart_counter":
             if self.start_count == 1:
                 os._exit(1)
@@ -257,7 +311,9 @@ class Server:
         elif method == "ping":
             result(request_id, {})
         elif method == "tools/list":
-            self.send_tools_list(request_id)
+            self.send_tools_list(request_id, params)
+            if self.mode == "crash_loop":
+                os._exit(1)
         elif method == "tools/call":
             self.call_tool(request_id, params)
         elif "method" in message:

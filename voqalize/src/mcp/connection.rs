@@ -18,6 +18,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::catalog;
 use super::error::{Cause, McpError};
+use super::gate::Gate;
 use super::handler::Handler;
 use super::options::{AtStart, McpToolsetBuilder};
 use super::server::Reach;
@@ -261,15 +262,16 @@ async fn first(shared: &Arc<Shared>) -> Result<Live, McpError> {
 /// One try: the transport, the handshake and the first listing, within the connect timeout.
 async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
     let within = shared.settings.connect_timeout;
-    let handler = Handler {
-        shared: Arc::downgrade(shared),
-    };
+    let handler = Handler;
     let max = shared.settings.max_message_bytes;
     let (served, child) = match &shared.server.reach {
         Reach::Stdio { .. } => {
             let (mut child, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
-            let transport =
-                AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin).with_max_line_length(max);
+            let transport = Gate {
+                inner: AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
+                    .with_max_line_length(max),
+                shared: Arc::downgrade(shared),
+            };
             match tokio::time::timeout(within, handler.serve(transport)).await {
                 Ok(served) => (served.map_err(|e| handshake_failed(&e)), Some(child)),
                 Err(_) => {
@@ -281,10 +283,13 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
         Reach::Http { url, bearer, http } => {
             let client = crate::model::http::client(within, Some(http))
                 .map_err(|e| OpenError::failed(e.to_string(), Some(Box::new(e))))?;
-            let transport = StreamableHttpClientTransport::with_client(
-                client,
-                http_config(url, bearer.as_deref(), http, max)?,
-            );
+            let transport = Gate {
+                inner: StreamableHttpClientTransport::with_client(
+                    client,
+                    http_config(url, bearer.as_deref(), http, max)?,
+                ),
+                shared: Arc::downgrade(shared),
+            };
             match tokio::time::timeout(within, handler.serve(transport)).await {
                 Ok(served) => (served.map_err(|e| handshake_failed(&e)), None),
                 Err(_) => (Err(timed_out("the MCP handshake", within)), None),

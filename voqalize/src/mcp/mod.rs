@@ -72,6 +72,7 @@ mod call;
 mod catalog;
 mod connection;
 mod error;
+mod gate;
 mod handler;
 mod options;
 mod replay;
