@@ -133,3 +133,46 @@ async fn a_tool_list_paged_forever_is_read_only_until_max_tools_are_kept() {
         listed.len()
     );
 }
+
+#[tokio::test]
+async fn results_rmcp_cannot_type_are_read_as_they_came_and_odd_ones_end_their_calls() {
+    let toolset = McpToolset::builder("odd", hostile("odd"))
+        .timeout(Duration::from_secs(600))
+        .connect()
+        .await
+        .expect("the odd server connects");
+    let call = |tool: &'static str| {
+        let toolset = toolset.clone();
+        async move {
+            tokio::time::timeout(WAIT, toolset.call(tool, json!({})))
+                .await
+                .unwrap_or_else(|_| panic!("{tool}: the call ends"))
+        }
+    };
+    // A content block of a type newer than rmcp's: the call's text is still read.
+    assert_eq!(
+        call("unknown_block").await.expect("a result"),
+        json!("[video content]\nafter")
+    );
+    // 300,000 blocks: the first 1000 read, the rest counted.
+    let many = call("many_blocks").await.expect("a result");
+    let many = many.as_str().expect("text");
+    assert!(
+        many.ends_with("[299000 more content blocks not read]"),
+        "{}",
+        &many[many.len() - 100..]
+    );
+    assert!(many.len() < 20_000, "{} bytes", many.len());
+    let failed = call("error_no_content").await.expect_err("isError");
+    assert_eq!(failed.kind, ToolErrorKind::Failed);
+    assert_eq!(call("no_content").await.expect("a result"), json!(""));
+    assert_eq!(
+        call("string_structured").await.expect("a result"),
+        json!("just a string")
+    );
+    for tool in ["not_a_list", "deep_structured", "wrong_id_type"] {
+        let _ = call(tool).await;
+    }
+    assert!(toolset.is_connected());
+    assert_eq!(call("t").await.expect("a result"), json!("t"));
+}

@@ -62,6 +62,12 @@ The server exits when stdin closes. MODE is one of:
                    2 KiB description) and a nextCursor to the next page, forever; each
                    tools/list appends {"event": "tools/list", "cursor": <cursor>} to the file
                    named by env MCP_EVENTS_FILE.
+  odd              lists the tools below, and tools/call answers by the tool's name: `unknown_block` content blocks of an unknown type ("video") then the
+                   text "after"; `error_no_content` {"isError": true} alone; `no_content` {};
+                   `not_a_list` content "text" (a string); `deep_structured` structuredContent
+                   nested 100 levels deep; `many_blocks` 300,000 content blocks {"type": "x"};
+                   `string_structured` structuredContent "just a string"; `wrong_id_type` the
+                   result under the id as a string when it was a number, then the real one.
 """
 
 from __future__ import annotations
@@ -89,12 +95,24 @@ MODES = (
     "crash_loop",
     "orphan",
     "paging",
+    "odd",
 )
 TOOL_T = {
     "name": "t",
     "description": "A small tool every mode lists.",
     "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
 }
+
+ODD_TOOLS = (
+    "unknown_block",
+    "error_no_content",
+    "no_content",
+    "not_a_list",
+    "deep_structured",
+    "many_blocks",
+    "string_structured",
+    "wrong_id_type",
+)
 
 _out_lock = threading.Lock()
 
@@ -177,6 +195,8 @@ class Server:
         tools = [TOOL_T]
         if self.mode in ("normal", "noise"):
             tools.append({"name": "ping_tool", "description": "Returns pong.", "inputSchema": {"type": "object"}})
+        if self.mode == "odd":
+            tools += [{"name": n, "inputSchema": {"type": "object"}} for n in ODD_TOOLS]
         if self.mode == "many_tools":
             tools += [
                 {
@@ -251,6 +271,8 @@ class Server:
                 time.sleep(120)
                 os._exit(0)
             os._exit(1)
+        elif mode == "odd":
+            self.odd(request_id, name)
         elif mode == "chatty":
             self.chatter((params.get("_meta") or {}).get("progressToken"))
             result(request_id, text_result("t"))
@@ -262,6 +284,32 @@ class Server:
             result(request_id, text_result("t"))
         elif name == "ping_tool" and mode in ("normal", "noise"):
             result(request_id, text_result("pong"))
+        else:
+            result(request_id, text_result(f"unknown tool: {name}", is_error=True))
+
+    @staticmethod
+    def odd(request_id, name) -> None:
+        if name == "unknown_block":
+            result(request_id, {"content": [{"type": "video", "url": "x"}, {"type": "text", "text": "after"}]})
+        elif name == "error_no_content":
+            result(request_id, {"isError": True})
+        elif name == "no_content":
+            result(request_id, {})
+        elif name == "not_a_list":
+            result(request_id, {"content": "text"})
+        elif name == "deep_structured":
+            deep = '{"a":' * 100 + "1" + "}" * 100
+            head = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": []}}, separators=(",", ":"))
+            write_raw((head[:-2] + ',"structuredContent":' + deep + "}}\n").encode())
+        elif name == "many_blocks":
+            result(request_id, {"content": [{"type": "x"}] * 300_000})
+        elif name == "string_structured":
+            result(request_id, {"content": [], "structuredContent": "just a string"})
+        elif name == "wrong_id_type":
+            result(str(request_id), text_result("wrong"))
+            result(request_id, text_result("right"))
+        elif name == "t":
+            result(request_id, text_result("t"))
         else:
             result(request_id, text_result(f"unknown tool: {name}", is_error=True))
 
