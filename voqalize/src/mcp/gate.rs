@@ -34,28 +34,26 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Gate<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            loop {
-                match self.inner.receive().await? {
-                    JsonRpcMessage::Notification(n) => self.noted(n.notification),
-                    JsonRpcMessage::Request(r)
-                        if !matches!(r.request, ServerRequest::PingRequest(_)) =>
-                    {
-                        let refused = ErrorData::new(
-                            ErrorCode::METHOD_NOT_FOUND,
-                            "this client serves no requests but ping",
-                            None,
-                        );
-                        // Awaited here: a server that sends requests and does not read the answers
-                        // stops being read itself.
-                        let _ = self
-                            .inner
-                            .send(JsonRpcMessage::error(refused, Some(r.id)))
-                            .await;
-                    }
-                    other => return Some(other),
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.inner.receive().await? {
+                JsonRpcMessage::Notification(n) => self.noted(n.notification),
+                JsonRpcMessage::Request(r)
+                    if !matches!(r.request, ServerRequest::PingRequest(_)) =>
+                {
+                    let refused = ErrorData::new(
+                        ErrorCode::METHOD_NOT_FOUND,
+                        "this client serves no requests but ping",
+                        None,
+                    );
+                    // Awaited here: a server that sends requests and does not read the answers
+                    // stops being read itself.
+                    let _ = self
+                        .inner
+                        .send(JsonRpcMessage::error(refused, Some(r.id)))
+                        .await;
                 }
+                other => return Some(other),
             }
         }
     }
