@@ -176,3 +176,28 @@ async fn results_rmcp_cannot_type_are_read_as_they_came_and_odd_ones_end_their_c
     assert!(toolset.is_connected());
     assert_eq!(call("t").await.expect("a result"), json!("t"));
 }
+
+#[tokio::test]
+async fn a_tools_list_changed_storm_is_listed_again_about_once_a_second() {
+    let events = events_file("storm");
+    let toolset = McpToolset::builder(
+        "storm",
+        hostile("storm").env("MCP_EVENTS_FILE", events.to_string_lossy()),
+    )
+    .connect()
+    .await
+    .expect("the storm server connects");
+    // 1500 notifications in 3 s (the server's own clock): a listing a second at most, and one
+    // more for the last notification.
+    let over = events_when(&events, |e| e.iter().any(|e| e["event"] == "storm_over")).await;
+    let lists = over
+        .iter()
+        .find(|e| e["event"] == "storm_over")
+        .and_then(|e| e["lists"].as_u64())
+        .expect("the storm ended");
+    assert!(lists <= 5, "{lists} listings in a 3 s storm");
+    assert_eq!(
+        toolset.call("t", json!({})).await.expect("a result"),
+        json!("t")
+    );
+}

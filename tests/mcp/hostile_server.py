@@ -68,6 +68,10 @@ The server exits when stdin closes. MODE is one of:
                    nested 100 levels deep; `many_blocks` 300,000 content blocks {"type": "x"};
                    `string_structured` structuredContent "just a string"; `wrong_id_type` the
                    result under the id as a string when it was a number, then the real one.
+  storm            after notifications/initialized, sends notifications/tools/list_changed
+                   every 2 ms for 3 s from a thread of its own (the protocol goes on), then
+                   appends {"event": "storm_over", "lists": N} to the file named by env
+                   MCP_EVENTS_FILE: N the tools/list requests it got during the storm.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ MODES = (
     "orphan",
     "paging",
     "odd",
+    "storm",
 )
 TOOL_T = {
     "name": "t",
@@ -156,6 +161,7 @@ class Server:
         self.start_count = 0
         # endless_progress: request id (as JSON text) -> event that stops its ticker
         self.tickers: dict[str, threading.Event] = {}
+        self.lists = 0
         if mode in ("restart_counter", "crash_loop"):
             self.start_count = self.count_start()
         if mode == "noise":
@@ -287,6 +293,17 @@ class Server:
         else:
             result(request_id, text_result(f"unknown tool: {name}", is_error=True))
 
+    def storm(self) -> None:
+        start_lists = self.lists
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            try:
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            except (BrokenPipeError, OSError):
+                return
+            time.sleep(0.002)
+        record_event({"event": "storm_over", "lists": self.lists - start_lists})
+
     @staticmethod
     def odd(request_id, name) -> None:
         if name == "unknown_block":
@@ -338,6 +355,8 @@ class Server:
         method = message.get("method")
         params = message.get("params") or {}
         if "id" not in message:  # a notification
+            if method == "notifications/initialized" and self.mode == "storm":
+                threading.Thread(target=self.storm, daemon=True).start()
             if method == "notifications/cancelled":
                 key = json.dumps(params.get("requestId"))
                 stop = self.tickers.pop(key, None)
@@ -359,6 +378,7 @@ class Server:
         elif method == "ping":
             result(request_id, {})
         elif method == "tools/list":
+            self.lists += 1
             self.send_tools_list(request_id, params)
             if self.mode == "crash_loop":
                 os._exit(1)

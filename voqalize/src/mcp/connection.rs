@@ -33,6 +33,9 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// How long the server's tools stay unlisted after a `tools/list_changed` before they are
 /// listed: a burst of notifications is one listing.
 const RELIST_AFTER: Duration = Duration::from_millis(100);
+/// The least time from one listing after `tools/list_changed` to the next: a server sending
+/// the notification in a storm has its tools listed about once a second, not ten times.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
 /// A connection up this long before it ends is opened again after [`BACKOFF_START`]; one that
 /// ends sooner waits on as the backoff grew: a server that dies just after each handshake is
 /// not restarted every 250 ms.
@@ -520,16 +523,31 @@ async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
 async fn supervise(shared: Arc<Shared>, mut live: Live, mut stop: oneshot::Receiver<()>) {
     let mut backoff = BACKOFF_START;
     let mut up_since = Instant::now();
+    let mut listed_at: Option<Instant> = None;
     loop {
+        let mut relisting = false;
         let why = tokio::select! {
-            _ = &mut stop => {
+            _ = &mut stop => None,
+            why = ending(&mut live.ended, &mut live.process) => Some(why),
+            () = shared.list_changed.notified() => {
+                relisting = true;
+                None
+            }
+        };
+        // The listing again also watches the connection's end and the toolset's drop.
+        let why = match why {
+            Some(why) => why,
+            None if relisting => tokio::select! {
+                _ = &mut stop => {
+                    live.close().await;
+                    return;
+                }
+                why = ending(&mut live.ended, &mut live.process) => why,
+                () = relist(&shared, &live.peer, &mut listed_at) => continue,
+            },
+            None => {
                 live.close().await;
                 return;
-            }
-            why = ending(&mut live.ended, &mut live.process) => why,
-            () = shared.list_changed.notified() => {
-                relist(&shared, &live.peer).await;
-                continue;
             }
         };
         down(&shared, &why);
@@ -599,10 +617,17 @@ async fn reopen(
     }
 }
 
-/// Lists the tools again after `tools/list_changed` (a burst of them is one listing). A listing
-/// that fails keeps the tools as they were.
-async fn relist(shared: &Arc<Shared>, peer: &rmcp::Peer<RoleClient>) {
-    tokio::time::sleep(RELIST_AFTER).await;
+/// Lists the tools again after `tools/list_changed` (a burst of them is one listing, at most one
+/// per [`RELIST_EVERY`]). A listing that fails keeps the tools as they were.
+async fn relist(
+    shared: &Arc<Shared>,
+    peer: &rmcp::Peer<RoleClient>,
+    listed_at: &mut Option<Instant>,
+) {
+    let soonest = listed_at.map_or(Instant::now(), |at| at + RELIST_EVERY);
+    let at = soonest.max(Instant::now() + RELIST_AFTER);
+    tokio::time::sleep_until(at.into()).await;
+    *listed_at = Some(Instant::now());
     let within = shared.settings.connect_timeout;
     match tokio::time::timeout(within, catalog::list(shared, peer)).await {
         Ok(Ok(tools)) => {
