@@ -18,6 +18,7 @@ mod layer_attacks;
 mod layer_kit;
 mod listeners;
 mod main_job;
+mod mcp_attacks;
 mod mcp_calls;
 mod mcp_servers;
 mod port;

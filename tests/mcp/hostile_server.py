@@ -46,6 +46,32 @@ The server exits when stdin closes. MODE is one of:
                    While that count is 1 (the first process), its first tools/call makes it exit
                    with status 1 before answering; from the second process on, tools/call answers
                    normally, with the text "start N" (N: this process's count).
+  chatty           before answering each tools/call (normally), sends 8 each of: notifications/
+                   message (logging) with 1 MiB of data, notifications/progress with the call's
+                   token and a 1 MiB message, an unknown notifications/chatty with 1 MiB of
+                   params, notifications/tools/list_changed, and requests to the client
+                   (sampling/createMessage, roots/list, elicitation/create) with 1 MiB params;
+                   every big string holds the marker "chatty-marker".
+  crash_loop       counts its starts as restart_counter does (env MCP_STARTS_FILE), answers the
+                   handshake and tools/list, then exits with status 1 at once: a server that
+                   dies just after each connection is up.
+  orphan           on tools/call, forks a grandchild that keeps stdin and stdout open (it sleeps
+                   120 s, in the same process group) and exits with status 1 before answering:
+                   the pipes stay open after the server is gone.
+  paging           every tools/list page holds 200 tools more (`p_<page>_<n>`, each with a
+                   2 KiB description) and a nextCursor to the next page, forever; each
+                   tools/list appends {"event": "tools/list", "cursor": <cursor>} to the file
+                   named by env MCP_EVENTS_FILE.
+  odd              lists the tools below, and tools/call answers by the tool's name: `unknown_block` content blocks of an unknown type ("video") then the
+                   text "after"; `error_no_content` {"isError": true} alone; `no_content` {};
+                   `not_a_list` content "text" (a string); `deep_structured` structuredContent
+                   nested 100 levels deep; `many_blocks` 300,000 content blocks {"type": "x"};
+                   `string_structured` structuredContent "just a string"; `wrong_id_type` the
+                   result under the id as a string when it was a number, then the real one.
+  storm            after notifications/initialized, sends notifications/tools/list_changed
+                   every 2 ms for 3 s from a thread of its own (the protocol goes on), then
+                   appends {"event": "storm_over", "lists": N} to the file named by env
+                   MCP_EVENTS_FILE: N the tools/list requests it got during the storm.
 """
 
 from __future__ import annotations
@@ -69,12 +95,29 @@ MODES = (
     "deep_schema",
     "die",
     "restart_counter",
+    "chatty",
+    "crash_loop",
+    "orphan",
+    "paging",
+    "odd",
+    "storm",
 )
 TOOL_T = {
     "name": "t",
     "description": "A small tool every mode lists.",
     "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
 }
+
+ODD_TOOLS = (
+    "unknown_block",
+    "error_no_content",
+    "no_content",
+    "not_a_list",
+    "deep_structured",
+    "many_blocks",
+    "string_structured",
+    "wrong_id_type",
+)
 
 _out_lock = threading.Lock()
 
@@ -118,7 +161,8 @@ class Server:
         self.start_count = 0
         # endless_progress: request id (as JSON text) -> event that stops its ticker
         self.tickers: dict[str, threading.Event] = {}
-        if mode == "restart_counter":
+        self.lists = 0
+        if mode in ("restart_counter", "crash_loop"):
             self.start_count = self.count_start()
         if mode == "noise":
             threading.Thread(target=self.noise, daemon=True).start()
@@ -157,6 +201,8 @@ class Server:
         tools = [TOOL_T]
         if self.mode in ("normal", "noise"):
             tools.append({"name": "ping_tool", "description": "Returns pong.", "inputSchema": {"type": "object"}})
+        if self.mode == "odd":
+            tools += [{"name": n, "inputSchema": {"type": "object"}} for n in ODD_TOOLS]
         if self.mode == "many_tools":
             tools += [
                 {
@@ -168,7 +214,33 @@ class Server:
             ]
         return tools
 
-    def send_tools_list(self, request_id) -> None:
+    def send_page(self, request_id, params: dict) -> None:
+        cursor = params.get("cursor")
+        record_event({"event": "tools/list", "cursor": cursor})
+        page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+        tools = [TOOL_T] if page == 0 else []
+        tools += [
+            {"name": f"p_{page}_{i}", "description": "d" * 2048, "inputSchema": {"type": "object"}}
+            for i in range(200)
+        ]
+        result(request_id, {"tools": tools, "nextCursor": str(page + 1)})
+
+    def chatter(self, token) -> None:
+        big = "chatty-marker " + "c" * (1024 * 1024)
+        for i in range(8):
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "logger": big, "data": big}})
+            if token is not None:
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "message": big}})
+            send({"jsonrpc": "2.0", "method": "notifications/chatty", "params": {"junk": big}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": f"s{i}a", "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1, "junk": big}})
+            send({"jsonrpc": "2.0", "id": f"s{i}b", "method": "roots/list", "params": {"junk": big}})
+            send({"jsonrpc": "2.0", "id": f"s{i}c", "method": "elicitation/create", "params": {"message": big, "requestedSchema": {"type": "object"}}})
+
+    def send_tools_list(self, request_id, params: dict | None = None) -> None:
+        if self.mode == "paging":
+            self.send_page(request_id, params or {})
+            return
         if self.mode != "deep_schema":
             result(request_id, {"tools": self.tools()})
             return
@@ -200,6 +272,16 @@ class Server:
             result(request_id, text_result("survived"))
         elif mode == "die":
             os._exit(1)
+        elif mode == "orphan":
+            if os.fork() == 0:
+                time.sleep(120)
+                os._exit(0)
+            os._exit(1)
+        elif mode == "odd":
+            self.odd(request_id, name)
+        elif mode == "chatty":
+            self.chatter((params.get("_meta") or {}).get("progressToken"))
+            result(request_id, text_result("t"))
         elif mode == "restart_counter":
             if self.start_count == 1:
                 os._exit(1)
@@ -208,6 +290,43 @@ class Server:
             result(request_id, text_result("t"))
         elif name == "ping_tool" and mode in ("normal", "noise"):
             result(request_id, text_result("pong"))
+        else:
+            result(request_id, text_result(f"unknown tool: {name}", is_error=True))
+
+    def storm(self) -> None:
+        start_lists = self.lists
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            try:
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            except (BrokenPipeError, OSError):
+                return
+            time.sleep(0.002)
+        record_event({"event": "storm_over", "lists": self.lists - start_lists})
+
+    @staticmethod
+    def odd(request_id, name) -> None:
+        if name == "unknown_block":
+            result(request_id, {"content": [{"type": "video", "url": "x"}, {"type": "text", "text": "after"}]})
+        elif name == "error_no_content":
+            result(request_id, {"isError": True})
+        elif name == "no_content":
+            result(request_id, {})
+        elif name == "not_a_list":
+            result(request_id, {"content": "text"})
+        elif name == "deep_structured":
+            deep = '{"a":' * 100 + "1" + "}" * 100
+            head = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": []}}, separators=(",", ":"))
+            write_raw((head[:-2] + ',"structuredContent":' + deep + "}}\n").encode())
+        elif name == "many_blocks":
+            result(request_id, {"content": [{"type": "x"}] * 300_000})
+        elif name == "string_structured":
+            result(request_id, {"content": [], "structuredContent": "just a string"})
+        elif name == "wrong_id_type":
+            result(str(request_id), text_result("wrong"))
+            result(request_id, text_result("right"))
+        elif name == "t":
+            result(request_id, text_result("t"))
         else:
             result(request_id, text_result(f"unknown tool: {name}", is_error=True))
 
@@ -236,6 +355,8 @@ class Server:
         method = message.get("method")
         params = message.get("params") or {}
         if "id" not in message:  # a notification
+            if method == "notifications/initialized" and self.mode == "storm":
+                threading.Thread(target=self.storm, daemon=True).start()
             if method == "notifications/cancelled":
                 key = json.dumps(params.get("requestId"))
                 stop = self.tickers.pop(key, None)
@@ -257,7 +378,10 @@ class Server:
         elif method == "ping":
             result(request_id, {})
         elif method == "tools/list":
-            self.send_tools_list(request_id)
+            self.lists += 1
+            self.send_tools_list(request_id, params)
+            if self.mode == "crash_loop":
+                os._exit(1)
         elif method == "tools/call":
             self.call_tool(request_id, params)
         elif "method" in message:

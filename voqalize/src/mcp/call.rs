@@ -5,8 +5,11 @@
 
 use std::sync::{Arc, Weak};
 
-use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
-use rmcp::service::ServiceError;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest,
+    CustomResult, NumberOrString, ProgressToken, RequestId, RequestMetaObject, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
 use super::{Link, ProgressLane, Shared};
@@ -17,6 +20,8 @@ use crate::tools::{AddedRun, AddedRunner, ToolError, ToolErrorKind, shortened_to
 
 /// The most bytes of a server's error text the model reads.
 const ERROR_TEXT_BYTES: usize = 1000;
+/// The most content blocks of one result read; the rest are counted.
+const MAX_BLOCKS: usize = 1000;
 
 /// Runs the tools of one toolset (held weakly: the toolset owns its tools' declarations).
 pub(super) struct Runner {
@@ -90,9 +95,55 @@ async fn call(
     };
     let progress = ProgressToken(NumberOrString::Number(token.cast_signed()));
     params.meta = Some(RequestMetaObject::with_progress_token(progress));
-    match peer.call_tool(params).await {
+    match sent(&peer, params).await {
+        // A result rmcp's types do not take (a content block of a type newer than them) is read
+        // as the JSON it came as.
+        Ok(ServerResult::CustomResult(CustomResult(value))) => read(shared, value),
         Ok(result) => read(shared, serde_json::to_value(result).unwrap_or(Value::Null)),
         Err(e) => Err(failed(transport(shared, &e))),
+    }
+}
+
+/// Sends the `tools/call` and waits for its result, of whatever type it parsed as (rmcp's own
+/// `call_tool` fails one it cannot type). Dropped before the result, it cancels the request on
+/// the server.
+async fn sent(
+    peer: &rmcp::Peer<RoleClient>,
+    params: CallToolRequestParams,
+) -> Result<ServerResult, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
+    let mut waiting = Waiting {
+        peer,
+        id: Some(handle.id.clone()),
+    };
+    let result = handle.await_response().await;
+    waiting.id = None;
+    result
+}
+
+/// A request waited for: dropped while it is, it sends `notifications/cancelled` for it.
+struct Waiting<'p> {
+    peer: &'p rmcp::Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let cancelled =
+            CancelledNotificationParam::new(Some(id), Some("the caller stopped waiting".into()));
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
     }
 }
 
@@ -121,8 +172,8 @@ fn content_text(content: Option<&Value>) -> String {
     let Some(Value::Array(blocks)) = content else {
         return String::new();
     };
-    let mut parts = Vec::with_capacity(blocks.len());
-    for block in blocks {
+    let mut parts = Vec::with_capacity(blocks.len().min(MAX_BLOCKS) + 1);
+    for block in blocks.iter().take(MAX_BLOCKS) {
         let kind = block
             .get("type")
             .and_then(Value::as_str)
@@ -168,6 +219,12 @@ fn content_text(content: Option<&Value>) -> String {
             )),
             other => parts.push(format!("[{} content]", shortened_to(other, 32))),
         }
+    }
+    if blocks.len() > MAX_BLOCKS {
+        parts.push(format!(
+            "[{} more content blocks not read]",
+            blocks.len() - MAX_BLOCKS
+        ));
     }
     parts.join("\n")
 }

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use rmcp::model::PaginatedRequestParams;
-use rmcp::service::RoleClient;
+use rmcp::model::{ClientRequest, ListToolsRequest, PaginatedRequestParams, ServerResult};
+use rmcp::service::{RoleClient, ServiceError};
 use serde_json::Value;
 
 use super::Shared;
@@ -29,35 +29,57 @@ struct Listed {
     schema: Value,
 }
 
-/// Lists the server's tools (every page, up to [`MAX_PAGES`]) and makes them declarations.
+/// Lists the server's tools and makes them declarations, page by page: only one page (at most
+/// `max_message_bytes`) and the declarations kept are held at once, and no page is asked for
+/// once `max_tools` are kept (nor past [`MAX_PAGES`]). The request bypasses rmcp's response
+/// cache: the gate takes `tools/list_changed`, so a server's `ttlMs` would keep a stale list
+/// (and a copy of it) there.
 pub(super) async fn list(
     shared: &Arc<Shared>,
     peer: &rmcp::Peer<RoleClient>,
 ) -> Result<Arc<[Arc<ToolDecl>]>, ListError> {
-    let mut listed = Vec::new();
+    let mut keeping = Keeping::default();
     let mut cursor = None;
     for _ in 0..MAX_PAGES {
         let params = cursor
             .take()
             .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = peer
-            .list_tools(params)
-            .await
-            .map_err(|e| ListError::Failed {
-                why: format!("tools/list failed: {}", outside(&e.to_string())),
-                source: Some(Box::new(e)),
-            })?;
-        listed.extend(page.tools.into_iter().map(|t| Listed {
-            name: t.name.into_owned(),
-            description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
-            schema: Value::Object((*t.input_schema).clone()),
-        }));
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+            method: Default::default(),
+            params,
+            extensions: Default::default(),
+        });
+        let failed = |e: ServiceError| ListError::Failed {
+            why: format!("tools/list failed: {}", outside(&e.to_string())),
+            source: Some(Box::new(e)),
+        };
+        let ServerResult::ListToolsResult(page) =
+            peer.send_request(request).await.map_err(failed)?
+        else {
+            return Err(failed(ServiceError::UnexpectedResponse));
+        };
+        for t in page.tools {
+            keeping.take(
+                shared,
+                Listed {
+                    name: t.name.into_owned(),
+                    description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+                    schema: Value::Object(Arc::unwrap_or_clone(t.input_schema)),
+                },
+            );
+        }
         match page.next_cursor {
-            Some(next) if !next.is_empty() => cursor = Some(next),
+            Some(next) if !next.is_empty() && keeping.kept.len() < shared.settings.max_tools => {
+                cursor = Some(next);
+            }
+            Some(next) if !next.is_empty() => {
+                keeping.left.unread = true;
+                break;
+            }
             _ => break,
         }
     }
-    Ok(declare(shared, listed))
+    Ok(keeping.done(shared))
 }
 
 /// What was left out of a listing, for its one warning.
@@ -65,6 +87,8 @@ pub(super) async fn list(
 struct LeftOut {
     reasons: Vec<String>,
     count: usize,
+    /// The listing had more pages, not read once `max_tools` were kept.
+    unread: bool,
 }
 
 impl LeftOut {
@@ -76,37 +100,59 @@ impl LeftOut {
     }
 }
 
-/// The listed tools the toolset keeps, as declarations.
-fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
-    let settings = &shared.settings;
-    let mut left = LeftOut::default();
-    let mut kept: Vec<Arc<ToolDecl>> = Vec::new();
-    let total = listed.len();
-    for tool in listed {
+/// The declarations a listing keeps so far, and what it left out.
+#[derive(Default)]
+struct Keeping {
+    kept: Vec<Arc<ToolDecl>>,
+    left: LeftOut,
+    total: usize,
+}
+
+impl Keeping {
+    /// Keeps one listed tool as a declaration, or says why not.
+    fn take(&mut self, shared: &Arc<Shared>, tool: Listed) {
+        let settings = &shared.settings;
+        self.total += 1;
         if let Some(allow) = &settings.allow
             && !allow.contains(&tool.name)
         {
-            continue;
+            return;
         }
         if let Some(keep) = &settings.filter
             && !keep(&tool.name, &tool.description)
         {
-            continue;
+            return;
         }
         let name = format!("{}{}", settings.prefix, tool.name);
-        if let Some(why) = refused(shared, &tool, &name, &kept) {
-            left.add(&tool.name, &why);
-            continue;
+        if let Some(why) = refused(shared, &tool, &name, &self.kept) {
+            self.left.add(&tool.name, &why);
+            return;
         }
-        if kept.len() == settings.max_tools {
-            left.add(
+        if self.kept.len() == settings.max_tools {
+            self.left.add(
                 &tool.name,
                 &format!("past max_tools={}", settings.max_tools),
             );
-            continue;
+            return;
         }
-        kept.push(Arc::new(decl(shared, tool, name)));
+        self.kept.push(Arc::new(decl(shared, tool, name)));
     }
+
+    /// The declarations kept, once the listing is read; what was left out said in one warning.
+    fn done(self, shared: &Arc<Shared>) -> Arc<[Arc<ToolDecl>]> {
+        let Keeping {
+            kept,
+            mut left,
+            total,
+        } = self;
+        warn_left_out(shared, &kept, &mut left, total);
+        kept.into()
+    }
+}
+
+/// Says in one warning which tools a listing left out, and why.
+fn warn_left_out(shared: &Shared, kept: &[Arc<ToolDecl>], left: &mut LeftOut, total: usize) {
+    let settings = &shared.settings;
     if let Some(allow) = &settings.allow {
         for want in allow {
             let full = format!("{}{want}", settings.prefix);
@@ -117,9 +163,9 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
             }
         }
     }
-    if left.count > 0 && lock(&shared.log).listing.allow() {
+    if (left.count > 0 || left.unread) && lock(&shared.log).listing.allow() {
         tracing::warn!(
-            "MCP toolset {}: {} of its {total} listed tools left out: {}{}",
+            "MCP toolset {}: {} of its {total} listed tools left out: {}{}{}",
             shared.name,
             left.count,
             left.reasons.join("; "),
@@ -127,10 +173,14 @@ fn declare(shared: &Arc<Shared>, listed: Vec<Listed>) -> Arc<[Arc<ToolDecl>]> {
                 "; ..."
             } else {
                 ""
+            },
+            if left.unread {
+                "; its next pages not read (max_tools are kept)"
+            } else {
+                ""
             }
         );
     }
-    kept.into()
 }
 
 /// Why a listed tool cannot be declared, if it cannot.

@@ -18,6 +18,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::catalog;
 use super::error::{Cause, McpError};
+use super::gate::Gate;
 use super::handler::Handler;
 use super::options::{AtStart, McpToolsetBuilder};
 use super::server::Reach;
@@ -32,6 +33,13 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// How long the server's tools stay unlisted after a `tools/list_changed` before they are
 /// listed: a burst of notifications is one listing.
 const RELIST_AFTER: Duration = Duration::from_millis(100);
+/// The least time from one listing after `tools/list_changed` to the next: a server sending
+/// the notification in a storm has its tools listed about once a second, not ten times.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
+/// A connection up this long before it ends is opened again after [`BACKOFF_START`]; one that
+/// ends sooner waits on as the backoff grew: a server that dies just after each handshake is
+/// not restarted every 250 ms.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// How many of a server's stderr lines are logged per [`STDERR_WINDOW`]; the rest are counted.
 const STDERR_LINES: u32 = 20;
 const STDERR_WINDOW: Duration = Duration::from_secs(10);
@@ -47,18 +55,32 @@ pub(crate) struct Warnings {
 impl Default for Warnings {
     fn default() -> Self {
         Warnings {
-            down: Repeated::with_window("MCP reconnection failures", Duration::from_secs(60)),
+            down: Repeated::with_window(
+                "MCP disconnections and reconnection failures",
+                Duration::from_secs(60),
+            ),
             listing: Repeated::with_window("MCP tool-list warnings", Duration::from_secs(60)),
         }
     }
+}
+
+/// Why the connection's service ended, while it runs (`None` once it said so).
+type Ended = Option<Pin<Box<dyn Future<Output = String> + Send>>>;
+
+/// A stdio server's process and the process group it leads (its id, kept from the start: once
+/// the process has exited and been reaped, tokio no longer gives it, and a grandchild may still
+/// hold the pipes).
+struct Process {
+    child: tokio::process::Child,
+    group: Option<u32>,
 }
 
 /// One open connection: its peer, how to close it, its end, and the process behind it.
 struct Live {
     peer: rmcp::Peer<RoleClient>,
     cancel: Option<RunningServiceCancellationToken>,
-    ended: Pin<Box<dyn Future<Output = String> + Send>>,
-    child: Option<tokio::process::Child>,
+    ended: Ended,
+    process: Option<Process>,
 }
 
 impl Live {
@@ -68,24 +90,51 @@ impl Live {
         if let Some(cancel) = self.cancel.take() {
             cancel.cancel();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.ended).await;
-        if let Some(child) = self.child.as_mut() {
-            kill(child);
-            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        if let Some(ended) = self.ended.as_mut() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), ended).await;
+        }
+        if let Some(process) = self.process.as_mut() {
+            kill(process);
+            let _ = tokio::time::timeout(Duration::from_secs(2), process.child.wait()).await;
         }
     }
 }
 
+/// Why the connection ended: its service stopped, or (stdio) its process exited, even while
+/// something else (a grandchild) holds its pipes open.
+async fn ending(ended: &mut Ended, process: &mut Option<Process>) -> String {
+    let exited = async {
+        match process.as_mut() {
+            Some(p) => match p.child.wait().await {
+                Ok(status) => format!("the server's process exited ({status})"),
+                Err(e) => format!("the server's process could not be watched: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let Some(service) = ended.as_mut() else {
+        return exited.await;
+    };
+    tokio::select! {
+        why = service => {
+            *ended = None;
+            why
+        }
+        why = exited => why,
+    }
+}
+
 /// Kills a stdio server's process (and, on Unix, its process group).
-fn kill(child: &mut tokio::process::Child) {
+fn kill(process: &mut Process) {
     #[cfg(unix)]
-    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        // SAFETY: killpg only sends a signal; the group is the one the child leads.
+    if let Some(pid) = process.group.and_then(|id| i32::try_from(id).ok()) {
+        // SAFETY: killpg only sends a signal; the group is the one the child leads (a group
+        // lives, and keeps its id, while any process of it does).
         unsafe {
             libc::killpg(pid, libc::SIGKILL);
         }
     }
-    let _ = child.start_kill();
+    let _ = process.child.start_kill();
 }
 
 /// Why one try to open the connection failed.
@@ -261,19 +310,22 @@ async fn first(shared: &Arc<Shared>) -> Result<Live, McpError> {
 /// One try: the transport, the handshake and the first listing, within the connect timeout.
 async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
     let within = shared.settings.connect_timeout;
-    let handler = Handler {
-        shared: Arc::downgrade(shared),
-    };
+    let handler = Handler;
     let max = shared.settings.max_message_bytes;
-    let (served, child) = match &shared.server.reach {
+    let (served, process) = match &shared.server.reach {
         Reach::Stdio { .. } => {
-            let (mut child, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
-            let transport =
-                AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin).with_max_line_length(max);
+            let (child, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
+            let group = child.id();
+            let mut process = Process { child, group };
+            let transport = Gate {
+                inner: AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
+                    .with_max_line_length(max),
+                shared: Arc::downgrade(shared),
+            };
             match tokio::time::timeout(within, handler.serve(transport)).await {
-                Ok(served) => (served.map_err(|e| handshake_failed(&e)), Some(child)),
+                Ok(served) => (served.map_err(|e| handshake_failed(&e)), Some(process)),
                 Err(_) => {
-                    kill(&mut child);
+                    kill(&mut process);
                     (Err(timed_out("the MCP handshake", within)), None)
                 }
             }
@@ -281,32 +333,43 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
         Reach::Http { url, bearer, http } => {
             let client = crate::model::http::client(within, Some(http))
                 .map_err(|e| OpenError::failed(e.to_string(), Some(Box::new(e))))?;
-            let transport = StreamableHttpClientTransport::with_client(
-                client,
-                http_config(url, bearer.as_deref(), http, max)?,
-            );
+            let transport = Gate {
+                inner: StreamableHttpClientTransport::with_client(
+                    client,
+                    http_config(url, bearer.as_deref(), http, max)?,
+                ),
+                shared: Arc::downgrade(shared),
+            };
             match tokio::time::timeout(within, handler.serve(transport)).await {
                 Ok(served) => (served.map_err(|e| handshake_failed(&e)), None),
                 Err(_) => (Err(timed_out("the MCP handshake", within)), None),
             }
         }
     };
-    let service = served?;
+    let service = match served {
+        Ok(service) => service,
+        Err(e) => {
+            if let Some(mut process) = process {
+                kill(&mut process);
+            }
+            return Err(e);
+        }
+    };
     let peer = service.peer().clone();
     let cancel = service.cancellation_token();
-    let ended: Pin<Box<dyn Future<Output = String> + Send>> = Box::pin(async move {
+    let ended: Ended = Some(Box::pin(async move {
         match service.waiting().await {
             Ok(QuitReason::Closed) => "the server closed the connection".to_owned(),
             Ok(QuitReason::Cancelled) => "the connection was closed".to_owned(),
             Ok(reason) => format!("the connection ended: {reason:?}"),
             Err(e) => format!("the connection's task failed: {e}"),
         }
-    });
+    }));
     let live = Live {
         peer,
         cancel: Some(cancel),
         ended,
-        child,
+        process,
     };
     match tokio::time::timeout(within, catalog::list(shared, &live.peer)).await {
         Ok(Ok(tools)) => {
@@ -458,26 +521,46 @@ async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
 
 /// Keeps the connection up while the toolset lives; closes it when the last clone is dropped.
 async fn supervise(shared: Arc<Shared>, mut live: Live, mut stop: oneshot::Receiver<()>) {
+    let mut backoff = BACKOFF_START;
+    let mut up_since = Instant::now();
+    let mut listed_at: Option<Instant> = None;
     loop {
+        let mut relisting = false;
         let why = tokio::select! {
-            _ = &mut stop => {
+            _ = &mut stop => None,
+            why = ending(&mut live.ended, &mut live.process) => Some(why),
+            () = shared.list_changed.notified() => {
+                relisting = true;
+                None
+            }
+        };
+        // The listing again also watches the connection's end and the toolset's drop.
+        let why = match why {
+            Some(why) => why,
+            None if relisting => tokio::select! {
+                _ = &mut stop => {
+                    live.close().await;
+                    return;
+                }
+                why = ending(&mut live.ended, &mut live.process) => why,
+                () = relist(&shared, &live.peer, &mut listed_at) => continue,
+            },
+            None => {
                 live.close().await;
                 return;
             }
-            why = &mut live.ended => why,
-            () = shared.list_changed.notified() => {
-                relist(&shared, &live.peer).await;
-                continue;
-            }
         };
-        if let Some(child) = live.child.as_mut() {
-            kill(child);
-        }
         down(&shared, &why);
-        let Some(again) = reopen(&shared, &mut stop).await else {
+        // Calls in flight fail now (the transport closes), not at their timeouts.
+        live.close().await;
+        if up_since.elapsed() >= STABLE_AFTER {
+            backoff = BACKOFF_START;
+        }
+        let Some(again) = reopen(&shared, &mut stop, &mut backoff).await else {
             return;
         };
         live = again;
+        up_since = Instant::now();
         tracing::info!(
             "MCP toolset {} reconnected: {} tools",
             shared.name,
@@ -493,21 +576,28 @@ fn down(shared: &Shared, why: &str) {
         why: why.to_owned(),
         since: Instant::now(),
     };
-    tracing::warn!(
-        "MCP toolset {}: {}; reconnecting",
-        shared.name,
-        outside(why)
-    );
+    if lock(&shared.log).down.allow() {
+        tracing::warn!(
+            "MCP toolset {}: {}; reconnecting",
+            shared.name,
+            outside(why)
+        );
+    }
 }
 
-/// Opens the connection again with backoff, until it opens or the toolset is dropped.
-async fn reopen(shared: &Arc<Shared>, stop: &mut oneshot::Receiver<()>) -> Option<Live> {
-    let mut backoff = BACKOFF_START;
+/// Opens the connection again after `backoff`, which doubles with each try (up to
+/// [`BACKOFF_MAX`]), until it opens or the toolset is dropped.
+async fn reopen(
+    shared: &Arc<Shared>,
+    stop: &mut oneshot::Receiver<()>,
+    backoff: &mut Duration,
+) -> Option<Live> {
     loop {
         tokio::select! {
             _ = &mut *stop => return None,
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(*backoff) => {}
         }
+        *backoff = (*backoff * 2).min(BACKOFF_MAX);
         match open(shared).await {
             Ok(live) => return Some(live),
             Err(e) => {
@@ -522,16 +612,22 @@ async fn reopen(shared: &Arc<Shared>, stop: &mut oneshot::Receiver<()>) -> Optio
                 if let Link::Down { why: w, .. } = &mut *lock(&shared.link) {
                     *w = why;
                 }
-                backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }
     }
 }
 
-/// Lists the tools again after `tools/list_changed` (a burst of them is one listing). A listing
-/// that fails keeps the tools as they were.
-async fn relist(shared: &Arc<Shared>, peer: &rmcp::Peer<RoleClient>) {
-    tokio::time::sleep(RELIST_AFTER).await;
+/// Lists the tools again after `tools/list_changed` (a burst of them is one listing, at most one
+/// per [`RELIST_EVERY`]). A listing that fails keeps the tools as they were.
+async fn relist(
+    shared: &Arc<Shared>,
+    peer: &rmcp::Peer<RoleClient>,
+    listed_at: &mut Option<Instant>,
+) {
+    let soonest = listed_at.map_or(Instant::now(), |at| at + RELIST_EVERY);
+    let at = soonest.max(Instant::now() + RELIST_AFTER);
+    tokio::time::sleep_until(at.into()).await;
+    *listed_at = Some(Instant::now());
     let within = shared.settings.connect_timeout;
     match tokio::time::timeout(within, catalog::list(shared, peer)).await {
         Ok(Ok(tools)) => {

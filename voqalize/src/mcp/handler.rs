@@ -1,23 +1,17 @@
-//! What the client does with the server's notifications: a call's progress routed to the turn
-//! that waits for it (at most one line per `progress_every`), and `tools/list_changed` noted for
-//! the supervisor, which lists the tools again between turns.
+//! A call's progress routed to the turn that waits for it (at most one line per
+//! `progress_every`, clipped), for the gate (`gate.rs`), which takes the server's notifications
+//! before rmcp's service sees them; and the client's side of the connection for rmcp.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use rmcp::ClientHandler;
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, NumberOrString, ProgressNotificationParam,
-    ProtocolVersion,
-};
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 
 use super::Shared;
 use crate::recover::lock;
 
-/// The client side of one connection: it holds the toolset weakly (the toolset owns it).
-pub(crate) struct Handler {
-    pub(crate) shared: Weak<Shared>,
-}
+/// The client side of one connection: the notifications it uses are taken by the gate.
+pub(crate) struct Handler;
 
 impl ClientHandler for Handler {
     /// Who the client is, and the newest protocol version that opens with `initialize`: rmcp's
@@ -30,34 +24,11 @@ impl ClientHandler for Handler {
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let Some(shared) = self.shared.upgrade() else {
-            return;
-        };
-        let NumberOrString::Number(token) = params.progress_token.0 else {
-            return;
-        };
-        let Some(message) = params.message.filter(|m| !m.trim().is_empty()) else {
-            return;
-        };
-        spoken(&shared, token.cast_unsigned(), &message);
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.list_changed.notify_one();
-        }
-    }
 }
 
 /// Queues a call's progress `message` to be spoken, unless one was within `progress_every` (or
 /// the call is not waited for any more).
-fn spoken(shared: &Arc<Shared>, token: u64, message: &str) {
+pub(super) fn spoken(shared: &Arc<Shared>, token: u64, message: &str) {
     let every = shared.settings.progress_every;
     let mut calls = lock(&shared.progress);
     let Some(call) = calls.get_mut(&token) else {

@@ -69,14 +69,19 @@
 //! 4 MiB; a larger one is dropped unread), the tools kept from a listing
 //! ([`McpToolsetBuilder::max_tools`], 128), one schema's bytes
 //! ([`McpToolsetBuilder::max_schema_bytes`], 64 KiB) and depth (32), a description (2 KiB), a
-//! progress line (spoken at most once per [`McpToolsetBuilder::progress_every`]), the result the
-//! model reads (the `Model`'s `max_result_bytes`), the stderr lines logged (clipped, then
-//! summed up).
+//! progress line (spoken at most once per [`McpToolsetBuilder::progress_every`]), the content
+//! blocks of a result read (1000), the result the model reads (the `Model`'s
+//! `max_result_bytes`), the stderr lines logged (clipped, then summed up). A listing is read
+//! page by page and no further once `max_tools` are kept. Notifications the client does not
+//! use (logging, unknown ones) are dropped unread and requests other than `ping` refused, none
+//! of them logged; a server that keeps going down right after connecting is restarted with a
+//! growing backoff (250 ms up to 10 s) and one warning a minute.
 
 mod call;
 mod catalog;
 mod connection;
 mod error;
+mod gate;
 mod handler;
 mod options;
 mod replay;
@@ -218,7 +223,7 @@ impl McpToolset {
     }
 }
 
-/// A toolset's state, shared by its clones, its supervisor, its runner and its handler.
+/// A toolset's state, shared by its clones, its supervisor, its runner and its gate.
 pub(crate) struct Shared {
     name: Arc<str>,
     server: McpServer,
