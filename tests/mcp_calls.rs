@@ -250,6 +250,16 @@ async fn two_toolsets_with_one_tool_name_are_refused_naming_both() {
         "gemini-test",
         timeouts,
     );
+    // The same toolset twice is named as such.
+    let twice = Model::new(layer.clone())
+        .mcp(a.clone())
+        .unwrap()
+        .mcp(a.clone())
+        .unwrap_err();
+    assert!(
+        twice.to_string().contains("lent to this Model already"),
+        "{twice}"
+    );
     let clash = Model::new(layer).mcp(a).unwrap().mcp(b).unwrap_err();
     let McpError::NameClash {
         name,
@@ -259,6 +269,7 @@ async fn two_toolsets_with_one_tool_name_are_refused_naming_both() {
     else {
         panic!("{clash:?}")
     };
+    assert!(clash.to_string().contains("different prefixes"), "{clash}");
     assert_eq!(
         (name.as_str(), first.as_str(), second.as_str()),
         ("echo", "mcp:one/echo", "mcp:two/echo")

@@ -86,7 +86,7 @@ fn named(events: &[Value], event: &str) -> usize {
 #[tokio::test]
 async fn the_reference_server_over_stdio_lends_the_allowed_tools_under_a_prefix() {
     let toolset = McpToolset::builder("everything", everything())
-        .allow(["echo", "get-sum", "get-structured-content", "not-there"])
+        .allow(["echo", "get-sum", "get-structured-content"])
         .prefix("ev_")
         .connect()
         .await
@@ -458,4 +458,34 @@ async fn the_client_opens_with_a_protocol_version_that_has_an_initialize_handsha
         "{version}"
     );
     assert_eq!(initialize["params"]["clientInfo"]["name"], "voqalize");
+}
+
+#[tokio::test]
+async fn a_newcomers_mistakes_fail_connect_with_what_to_fix() {
+    // A typo in the allowlist: the error names it and what the server lists.
+    let typo = McpToolset::builder("typo", hostile("normal"))
+        .allow(["ping_tol"])
+        .connect()
+        .await
+        .unwrap_err();
+    let McpError::Config { what, .. } = &typo else {
+        panic!("{typo:?}")
+    };
+    assert!(
+        what.contains("'ping_tol'") && what.contains("ping_tool"),
+        "{what}"
+    );
+    // A server that exits at once: its exit status and its last stderr line say why.
+    let exits = McpToolset::builder(
+        "exits",
+        McpServer::stdio("sh").args(["-c", "echo 'boom: CRM_API_KEY is not set' >&2; exit 3"]),
+    )
+    .connect()
+    .await
+    .unwrap_err();
+    let McpError::Connect { why, .. } = &exits else {
+        panic!("{exits:?}")
+    };
+    assert!(why.contains("exit status: 3"), "{why}");
+    assert!(why.contains("CRM_API_KEY is not set"), "{why}");
 }

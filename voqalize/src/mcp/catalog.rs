@@ -106,17 +106,28 @@ struct Keeping {
     kept: Vec<Arc<ToolDecl>>,
     left: LeftOut,
     total: usize,
+    /// The allowed names the server listed.
+    allowed_seen: Vec<String>,
+    /// The first names the server listed (clipped), for a message about a name it did not.
+    sample: Vec<String>,
 }
+
+/// How many listed names a message about an unlisted allowed name quotes.
+const SAMPLE: usize = 16;
 
 impl Keeping {
     /// Keeps one listed tool as a declaration, or says why not.
     fn take(&mut self, shared: &Arc<Shared>, tool: Listed) {
         let settings = &shared.settings;
         self.total += 1;
-        if let Some(allow) = &settings.allow
-            && !allow.contains(&tool.name)
-        {
-            return;
+        if self.sample.len() < SAMPLE {
+            self.sample.push(outside(&tool.name).to_string());
+        }
+        if let Some(allow) = &settings.allow {
+            if !allow.contains(&tool.name) {
+                return;
+            }
+            self.allowed_seen.push(tool.name.clone());
         }
         if let Some(keep) = &settings.filter
             && !keep(&tool.name, &tool.description)
@@ -144,10 +155,37 @@ impl Keeping {
             kept,
             mut left,
             total,
+            allowed_seen,
+            sample,
         } = self;
+        let unlisted: Vec<&String> = shared
+            .settings
+            .allow
+            .iter()
+            .flatten()
+            .filter(|want| !allowed_seen.contains(want))
+            .collect();
+        *lock(&shared.unlisted) = (!unlisted.is_empty() && !left.unread).then(|| {
+            let names: Vec<String> = unlisted
+                .iter()
+                .map(|n| format!("'{}'", outside(n)))
+                .collect();
+            format!(
+                "allowed, but the server does not list {} (it lists {}: {}{})",
+                names.join(", "),
+                logline_count(total),
+                sample.join(", "),
+                if total > sample.len() { ", ..." } else { "" }
+            )
+        });
         warn_left_out(shared, &kept, &mut left, total);
         kept.into()
     }
+}
+
+/// `1 tool`, `5 tools`.
+fn logline_count(n: usize) -> String {
+    crate::logline::count(n, "tool").to_string()
 }
 
 /// Says in one warning which tools a listing left out, and why.

@@ -13,7 +13,6 @@ use rmcp::service::{QuitReason, RoleClient, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, oneshot};
 
 use super::catalog;
@@ -21,6 +20,7 @@ use super::error::{Cause, McpError};
 use super::gate::Gate;
 use super::handler::Handler;
 use super::options::{AtStart, McpToolsetBuilder};
+use super::process::{Process, kill, spawn};
 use super::server::Reach;
 use super::{Link, McpToolset, Shared};
 use crate::logline::{Repeated, outside};
@@ -40,12 +40,6 @@ const RELIST_EVERY: Duration = Duration::from_secs(1);
 /// ends sooner waits on as the backoff grew: a server that dies just after each handshake is
 /// not restarted every 250 ms.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
-/// How many of a server's stderr lines are logged per [`STDERR_WINDOW`]; the rest are counted.
-const STDERR_LINES: u32 = 20;
-const STDERR_WINDOW: Duration = Duration::from_secs(10);
-/// The most bytes of one stderr line read; the rest of it is skipped.
-const STDERR_LINE_BYTES: usize = 4096;
-
 /// Repeated warnings about one server, summed up.
 pub(crate) struct Warnings {
     pub(crate) down: Repeated,
@@ -66,14 +60,6 @@ impl Default for Warnings {
 
 /// Why the connection's service ended, while it runs (`None` once it said so).
 type Ended = Option<Pin<Box<dyn Future<Output = String> + Send>>>;
-
-/// A stdio server's process and the process group it leads (its id, kept from the start: once
-/// the process has exited and been reaped, tokio no longer gives it, and a grandchild may still
-/// hold the pipes).
-struct Process {
-    child: tokio::process::Child,
-    group: Option<u32>,
-}
 
 /// One open connection: its peer, how to close it, its end, and the process behind it.
 struct Live {
@@ -122,19 +108,6 @@ async fn ending(ended: &mut Ended, process: &mut Option<Process>) -> String {
         }
         why = exited => why,
     }
-}
-
-/// Kills a stdio server's process (and, on Unix, its process group).
-fn kill(process: &mut Process) {
-    #[cfg(unix)]
-    if let Some(pid) = process.group.and_then(|id| i32::try_from(id).ok()) {
-        // SAFETY: killpg only sends a signal; the group is the one the child leads (a group
-        // lives, and keeps its id, while any process of it does).
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
-    }
-    let _ = process.child.start_kill();
 }
 
 /// Why one try to open the connection failed.
@@ -196,20 +169,30 @@ async fn connect(builder: McpToolsetBuilder) -> Result<McpToolset, McpError> {
         next_token: AtomicU64::new(1),
         list_changed: Notify::new(),
         listed: Notify::new(),
+        unlisted: Mutex::default(),
         log: Mutex::default(),
     });
     let live = first(&shared).await?;
-    let clash = catalog::clash_beside(&shared);
-    if let Some(clash) = clash {
+    // An allowed name the server does not list is a typo, or a server that is not the one
+    // meant: found here, not as a tool the model never gets.
+    let unlisted = lock(&shared.unlisted).take();
+    let wrong = match unlisted {
+        Some(what) => Some(McpError::Config {
+            toolset: shared.name.to_string(),
+            what,
+        }),
+        None => catalog::clash_beside(&shared),
+    };
+    if let Some(wrong) = wrong {
         live.close().await;
-        return Err(clash);
+        return Err(wrong);
     }
     let (life, stop) = oneshot::channel();
     tracing::info!(
-        "MCP toolset {} connected to {}: {} tools",
+        "MCP toolset {} connected to {}: {}",
         shared.name,
         outside(&shared.server.describe()),
-        lock(&shared.tools).len()
+        crate::logline::count(lock(&shared.tools).len(), "tool")
     );
     tokio::spawn(supervise(shared.clone(), live, stop));
     Ok(McpToolset {
@@ -314,9 +297,7 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
     let max = shared.settings.max_message_bytes;
     let (served, process) = match &shared.server.reach {
         Reach::Stdio { .. } => {
-            let (child, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
-            let group = child.id();
-            let mut process = Process { child, group };
+            let (mut process, stdout, stdin) = spawn(shared).map_err(OpenError::Spawn)?;
             let transport = Gate {
                 inner: AsyncRwTransport::<RoleClient, _, _>::new(stdout, stdin)
                     .with_max_line_length(max),
@@ -348,12 +329,7 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
     };
     let service = match served {
         Ok(service) => service,
-        Err(e) => {
-            if let Some(mut process) = process {
-                kill(&mut process);
-            }
-            return Err(e);
-        }
+        Err(e) => return Err(failed_early(e, process).await),
     };
     let peer = service.peer().clone();
     let cancel = service.cancellation_token();
@@ -385,6 +361,27 @@ async fn open(shared: &Arc<Shared>) -> Result<Live, OpenError> {
             live.close().await;
             Err(timed_out("the first tools/list", within))
         }
+    }
+}
+
+/// A handshake that failed: for a stdio server, what its process said first (a missing key, a
+/// stack trace) names the cause better than the handshake does; the process is then killed.
+async fn failed_early(e: OpenError, process: Option<Process>) -> OpenError {
+    let Some(mut process) = process else {
+        return e;
+    };
+    let (exited, said) = process.last_words().await;
+    kill(&mut process);
+    match (e, exited) {
+        (OpenError::Failed { source, .. }, Some(status)) => OpenError::Failed {
+            why: format!("the server's process exited before the MCP handshake ({status}){said}"),
+            source,
+        },
+        (OpenError::Failed { why, source }, None) => OpenError::Failed {
+            why: why + &said,
+            source,
+        },
+        (spawn, _) => spawn,
     }
 }
 
@@ -422,101 +419,6 @@ fn http_config(
         config = config.auth_header(token);
     }
     Ok(config)
-}
-
-/// Starts a stdio server's process: its stdin and stdout piped for MCP, its stderr read into
-/// the logs, killed if its handle is dropped.
-#[allow(clippy::type_complexity)]
-fn spawn(
-    shared: &Arc<Shared>,
-) -> std::io::Result<(
-    tokio::process::Child,
-    tokio::process::ChildStdout,
-    tokio::process::ChildStdin,
-)> {
-    let Reach::Stdio {
-        program,
-        args,
-        env,
-        dir,
-    } = &shared.server.reach
-    else {
-        return Err(std::io::Error::other("not a stdio server"));
-    };
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    command.process_group(0);
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
-    let mut child = command.spawn()?;
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-        return Err(std::io::Error::other("the process's pipes were not made"));
-    };
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(log_stderr(shared.name.clone(), stderr));
-    }
-    Ok((child, stdout, stdin))
-}
-
-/// Logs a stdio server's stderr at debug level: each line clipped, at most [`STDERR_LINES`]
-/// per [`STDERR_WINDOW`], the rest counted in one line.
-async fn log_stderr(name: Arc<str>, stderr: tokio::process::ChildStderr) {
-    let mut reader = tokio::io::BufReader::with_capacity(STDERR_LINE_BYTES, stderr);
-    let (mut logged, mut skipped, mut since) = (0u32, 0u64, Instant::now());
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let (done, used) = {
-            let Ok(buf) = reader.fill_buf().await else {
-                return;
-            };
-            if buf.is_empty() {
-                break;
-            }
-            match memchr::memchr(b'\n', buf) {
-                Some(i) => {
-                    line.extend_from_slice(&buf[..i.min(STDERR_LINE_BYTES)]);
-                    (true, i + 1)
-                }
-                None => {
-                    let room = STDERR_LINE_BYTES.saturating_sub(line.len());
-                    line.extend_from_slice(&buf[..buf.len().min(room)]);
-                    (false, buf.len())
-                }
-            }
-        };
-        reader.consume(used);
-        if !done {
-            // The rest of a long line is read on and skipped.
-            continue;
-        }
-        if since.elapsed() > STDERR_WINDOW {
-            if skipped > 0 {
-                tracing::debug!("MCP server {name}: {skipped} more stderr lines not logged");
-            }
-            (logged, skipped, since) = (0, 0, Instant::now());
-        }
-        if logged < STDERR_LINES {
-            logged += 1;
-            tracing::debug!(
-                "MCP server {name} stderr: {}",
-                outside(&String::from_utf8_lossy(&line))
-            );
-        } else {
-            skipped += 1;
-        }
-    }
-    if skipped > 0 {
-        tracing::debug!("MCP server {name}: {skipped} more stderr lines not logged");
-    }
 }
 
 /// Keeps the connection up while the toolset lives; closes it when the last clone is dropped.
@@ -562,9 +464,9 @@ async fn supervise(shared: Arc<Shared>, mut live: Live, mut stop: oneshot::Recei
         live = again;
         up_since = Instant::now();
         tracing::info!(
-            "MCP toolset {} reconnected: {} tools",
+            "MCP toolset {} reconnected: {}",
             shared.name,
-            lock(&shared.tools).len()
+            crate::logline::count(lock(&shared.tools).len(), "tool")
         );
         shared.listed.notify_waiters();
     }

@@ -30,7 +30,7 @@ pub enum McpError {
     },
     /// The server did not complete the MCP handshake (`initialize`) or its first `tools/list`
     /// within the connect timeout, or answered it with an error; the last try's cause is kept.
-    #[error("MCP toolset '{toolset}': the server did not connect ({tries} tries): {why}")]
+    #[error("MCP toolset '{toolset}': the server did not connect (tries: {tries}): {why}")]
     Connect {
         /// The toolset's name.
         toolset: String,
@@ -44,7 +44,9 @@ pub enum McpError {
     },
     /// Two tools would reach the model under one name: two toolsets', or a toolset's and a
     /// `#[tool]`'s of the brain (given with `beside`).
-    #[error("the tool name '{name}' is declared twice: by {first} and by {second}")]
+    #[error(
+        "the tool name '{name}' is declared twice: by {first} and by {second} (give the toolsets different prefixes, or leave one of the tools out)"
+    )]
     NameClash {
         /// The name the model would read.
         name: String,

@@ -84,6 +84,7 @@ mod error;
 mod gate;
 mod handler;
 mod options;
+mod process;
 mod replay;
 mod server;
 
@@ -208,6 +209,11 @@ impl McpToolset {
         }
     }
 
+    /// Whether `other` is a clone of this toolset (one connection).
+    pub(crate) fn same(&self, other: &McpToolset) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// The tools as the last listing made them.
     pub(crate) fn tools(&self) -> Arc<[Arc<ToolDecl>]> {
         crate::recover::lock(&self.shared.tools).clone()
@@ -239,6 +245,8 @@ pub(crate) struct Shared {
     list_changed: Notify,
     /// The tools were listed again.
     listed: Notify,
+    /// The allowed names the last listing did not have, said as `connect`'s error says them.
+    unlisted: Mutex<Option<String>>,
     /// Repeated warnings about this server, summed up.
     log: Mutex<connection::Warnings>,
 }

@@ -100,6 +100,7 @@ pub(super) fn toolset(recording: &Recording, name: &str) -> Result<McpToolset, M
         next_token: std::sync::atomic::AtomicU64::new(1),
         list_changed: tokio::sync::Notify::new(),
         listed: tokio::sync::Notify::new(),
+        unlisted: Mutex::default(),
         log: Mutex::default(),
     });
     let tools: Vec<Arc<ToolDecl>> = listed

@@ -33,12 +33,19 @@ impl Model {
     /// clone of it lives on).
     ///
     /// # Errors
-    /// As [`mcp`](Self::mcp); the toolset is then not added.
+    /// As [`mcp`](Self::mcp), and [`McpError::Config`](crate::mcp::McpError::Config) for a
+    /// toolset (or a clone of it) lent to this `Model` already; the toolset is then not added.
     #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub fn add_mcp(&self, toolset: crate::mcp::McpToolset) -> Result<(), crate::mcp::McpError> {
         let theirs = toolset.tools();
         let mut lent = lock(&self.inner.mcp);
         for earlier in lent.iter() {
+            if earlier.same(&toolset) {
+                return Err(crate::mcp::McpError::Config {
+                    toolset: toolset.name().to_owned(),
+                    what: "it is lent to this Model already".into(),
+                });
+            }
             for tool in earlier.tools().iter() {
                 if let Some(clash) = theirs.iter().find(|t| t.name() == tool.name()) {
                     return Err(crate::mcp::McpError::NameClash {
