@@ -113,20 +113,7 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
         },
         HostOptions::allow_unverified(),
     ));
-    let console_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let page_url = format!(
-        "http://{}/?voice=clock&wpm=240",
-        console_listener.local_addr().expect("an address")
-    );
-    tokio::spawn(console.serve(console_listener, std::future::pending()));
-
-    let mut browser = Browser::launch().await;
-    browser.open(&page_url).await;
-    browser
-        .wait_for(r#"document.getElementById("status").dataset.state === "live""#)
-        .await;
+    let mut browser = live_page(console).await;
 
     // Say something; the model's reply streams into one unit and the clock starts "hearing" it.
     browser
@@ -431,6 +418,25 @@ impl Drop for Browser {
 
 // A page opened again and again cannot pile up calls: past `max_calls` the upgrade is refused
 // until a call ends.
+/// Serves `console` on a loopback port and opens its page in headless Chromium, once the page's
+/// call is live.
+async fn live_page(console: voqalize::console::Console) -> Browser {
+    let console_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let page_url = format!(
+        "http://{}/?voice=clock&wpm=240",
+        console_listener.local_addr().expect("an address")
+    );
+    tokio::spawn(console.serve(console_listener, std::future::pending()));
+    let mut browser = Browser::launch().await;
+    browser.open(&page_url).await;
+    browser
+        .wait_for(r#"document.getElementById("status").dataset.state === "live""#)
+        .await;
+    browser
+}
+
 #[tokio::test]
 async fn the_console_holds_at_most_max_calls() {
     // A "brain" that takes the TCP connection and never answers the upgrade: the call stays open.
@@ -523,20 +529,7 @@ async fn an_mcp_tool_call_shows_in_the_console_timeline() {
         },
         HostOptions::allow_unverified(),
     ));
-    let console_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let page_url = format!(
-        "http://{}/?voice=clock&wpm=240",
-        console_listener.local_addr().expect("an address")
-    );
-    tokio::spawn(console.serve(console_listener, std::future::pending()));
-
-    let mut browser = Browser::launch().await;
-    browser.open(&page_url).await;
-    browser
-        .wait_for(r#"document.getElementById("status").dataset.state === "live""#)
-        .await;
+    let mut browser = live_page(console).await;
     browser
         .eval(
             r#"document.getElementById("say").value = "Add two and forty.";

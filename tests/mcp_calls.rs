@@ -9,10 +9,10 @@ use serde_json::json;
 use voqalize::mcp::{McpError, McpTool, McpToolset};
 use voqalize::prelude::*;
 use voqalize::tools::ToolPolicy;
-use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Said, Voqalize};
+use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
 
 use crate::mcp_servers::{events_file, events_when, fastmcp};
-use crate::support::{driver, layer};
+use crate::support::{driver, layer, said};
 
 /// A front desk with one tool of its own and a CRM's MCP tools.
 struct Desk {
@@ -39,41 +39,8 @@ async fn desk(toolset: McpToolset) -> (ModelServer, Voqalize) {
     let server = ModelServer::start(Provider::Gemini)
         .await
         .expect("a loopback port");
-    let timeouts = voqalize::model::Timeouts {
-        connect: Duration::from_secs(5),
-        first_byte: Duration::from_secs(5),
-        gap: Duration::from_secs(10),
-    };
-    let layer = layer(
-        Provider::Gemini,
-        &server.base_url(),
-        "gemini-test",
-        timeouts,
-    );
-    let v = driver(move || Desk {
-        model: Model::new(layer.clone())
-            .filler_after(Duration::from_secs(60))
-            .mcp(toolset.clone())
-            .expect("one toolset clashes with none"),
-    })
-    .await;
+    let v = driver(desk_on(server.base_url(), toolset)).await;
     (server, v)
-}
-
-/// Request `i` in neutral terms, one line per item.
-fn said(server: &ModelServer, i: usize) -> Vec<String> {
-    server
-        .read_back(i)
-        .expect("the request")
-        .said
-        .into_iter()
-        .map(|s| match s {
-            Said::User(t) => format!("user: {t}"),
-            Said::Model(t) => format!("model: {t}"),
-            Said::Call { name, .. } => format!("call: {name}"),
-            Said::Result { output, .. } => format!("result: {output}"),
-        })
-        .collect()
 }
 
 fn named(events: &[serde_json::Value], event: &str) -> usize {

@@ -373,3 +373,21 @@ impl metrics::Recorder for MetricLog {
         metrics::Histogram::from_arc(self.series(key))
     }
 }
+
+/// Request `i` the stand-in model server read, in neutral terms, one line per item: `user: ..`,
+/// `model: ..`, `call: name`, `result: ..`.
+pub(crate) fn said(server: &voqalize_testing::ModelServer, i: usize) -> Vec<String> {
+    use voqalize_testing::Said;
+    server
+        .read_back(i)
+        .expect("the request")
+        .said
+        .into_iter()
+        .map(|s| match s {
+            Said::User(t) => format!("user: {t}"),
+            Said::Model(t) => format!("model: {t}"),
+            Said::Call { name, .. } => format!("call: {name}"),
+            Said::Result { output, .. } => format!("result: {output}"),
+        })
+        .collect()
+}

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use voqalize::prelude::*;
 use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize};
 
-use crate::support::{Log, driver, layer};
+use crate::support::{Log, driver, layer, said};
 
 /// Lets a tool go on, once per permit: a permit given before the tool waits is not lost.
 struct Gate(Semaphore);
@@ -177,22 +177,6 @@ async fn rig(settings: impl Fn(Model) -> Model + Send + Sync + 'static) -> (Rig,
         },
         v,
     )
-}
-
-/// Request `i` in neutral terms, one line per item.
-fn said(server: &ModelServer, i: usize) -> Vec<String> {
-    server
-        .read_back(i)
-        .expect("the request")
-        .said
-        .into_iter()
-        .map(|s| match s {
-            Said::User(t) => format!("user: {t}"),
-            Said::Model(t) => format!("model: {t}"),
-            Said::Call { name, .. } => format!("call: {name}"),
-            Said::Result { output, .. } => format!("result: {output}"),
-        })
-        .collect()
 }
 
 fn logged(log: &Log, event: &str) -> bool {

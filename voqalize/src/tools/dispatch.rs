@@ -84,16 +84,20 @@ async fn run<T: Toolbox + ?Sized>(
             format!("there is no tool named '{}' in this brain", decl.name),
         ));
     };
-    match AssertUnwindSafe(brain.__run_tool(index, arguments))
-        .catch_unwind()
-        .await
-    {
+    caught(&decl.name, brain.__run_tool(index, arguments)).await
+}
+
+/// Runs a tool's future; a panic in it becomes an error the model reads.
+async fn caught(
+    name: &str,
+    run: impl Future<Output = Result<Value, ToolError>>,
+) -> Result<Value, ToolError> {
+    match AssertUnwindSafe(run).catch_unwind().await {
         Ok(result) => result,
         Err(panic) => Err(ToolError::new(
             ToolErrorKind::Panicked,
             format!(
-                "the tool '{}' failed unexpectedly: {}",
-                decl.name,
+                "the tool '{name}' failed unexpectedly: {}",
                 crate::recover::panic_message(&*panic)
             ),
         )),
@@ -113,18 +117,11 @@ pub(crate) async fn call_added(decl: Arc<ToolDecl>, arguments: Arguments) -> Too
             format!("the tool '{}' has no runner", decl.name),
         )),
         (Ok(arguments), Some(added)) => {
-            let run = added.runner.run(added.remote.clone(), arguments);
-            match AssertUnwindSafe(run).catch_unwind().await {
-                Ok(result) => result,
-                Err(panic) => Err(ToolError::new(
-                    ToolErrorKind::Panicked,
-                    format!(
-                        "the tool '{}' failed unexpectedly: {}",
-                        decl.name,
-                        crate::recover::panic_message(&*panic)
-                    ),
-                )),
-            }
+            caught(
+                &decl.name,
+                added.runner.run(added.remote.clone(), arguments),
+            )
+            .await
         }
     };
     if let Err(e) = &result {
