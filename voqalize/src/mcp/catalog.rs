@@ -281,15 +281,21 @@ fn decl(shared: &Arc<Shared>, tool: Listed, name: String) -> ToolDecl {
         filler: own
             .and_then(|o| o.filler.clone())
             .or_else(|| settings.filler.clone()),
-        added: Added {
-            source: shared.name.clone(),
-            kind: "mcp",
-            remote: tool.name.into(),
-            runner: Arc::new(Runner {
-                shared: Arc::downgrade(shared),
-            }),
-        },
+        added: added(shared, &tool.name),
     })
+}
+
+/// Where a tool of the toolset comes from, and what runs it: `remote`, the tool's name at the
+/// server, called through the toolset's connection (or its recording).
+pub(super) fn added(shared: &Arc<Shared>, remote: &str) -> Added {
+    Added {
+        source: shared.name.clone(),
+        kind: "mcp",
+        remote: remote.into(),
+        runner: Arc::new(Runner {
+            shared: Arc::downgrade(shared),
+        }),
+    }
 }
 
 /// A tool of the set that is one of `beside`'s (the brain's own tools), named with both.

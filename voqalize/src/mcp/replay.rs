@@ -6,14 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::call::Runner;
 use super::error::McpError;
 use super::options::Settings;
 use super::server::McpServer;
 use super::{Link, McpToolset, Shared};
 use crate::record::Recording;
 use crate::recover::lock;
-use crate::tools::{Added, AddedDecl, ToolDecl, ToolError, ToolErrorKind, ToolPolicy};
+use crate::tools::{AddedDecl, ToolDecl, ToolError, ToolErrorKind, ToolPolicy};
 
 /// The recorded calls of one toolset, each answered once.
 pub(crate) struct Replayed {
@@ -119,14 +118,7 @@ pub(super) fn toolset(recording: &Recording, name: &str) -> Result<McpToolset, M
                 },
                 timeout: Some(std::time::Duration::from_millis(t.timeout_ms)),
                 filler: t.filler.clone(),
-                added: Added {
-                    source: shared.name.clone(),
-                    kind: "mcp",
-                    remote: t.tool.as_str().into(),
-                    runner: Arc::new(Runner {
-                        shared: Arc::downgrade(&shared),
-                    }),
-                },
+                added: super::catalog::added(&shared, &t.tool),
             }))
         })
         .collect();

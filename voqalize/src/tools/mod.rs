@@ -293,11 +293,13 @@ impl ToolDecl {
         if !rewritten.losses.is_empty() {
             self.loss_warning[dialect.index()].call_once(|| {
                 let listed: Vec<String> = rewritten.losses.iter().map(ToString::to_string).collect();
+                // An MCP tool's schema is a server's: its property names are clipped and
+                // escaped like any text from outside.
                 tracing::warn!(
                     "tool {} is declared to {} without part of its schema, so the model is not told: {}",
-                    self.name,
+                    crate::logline::outside(&self.name),
                     dialect.provider(),
-                    listed.join("; ")
+                    crate::logline::outside_n(&listed.join("; "), 1000)
                 );
             });
         }
@@ -330,8 +332,8 @@ impl ToolDecl {
         self.strict_warning.call_once(|| {
             tracing::warn!(
                 "tool {} is declared with strict: false: {}",
-                self.name,
-                problems.join("; ")
+                crate::logline::outside(&self.name),
+                crate::logline::outside_n(&problems.join("; "), 1000)
             );
         });
         (false, self.parameters(Dialect::OpenAi))

@@ -46,3 +46,49 @@ fn each_constraint_a_provider_drops_is_listed_with_its_place() {
     let plain = ToolDecl::new(info("plain", 0), Some(neutral::<Transfer>()), None);
     assert_eq!(plain.losses(Dialect::Gemini), [], "{:#}", plain.schema());
 }
+
+/// An MCP tool's schema is a server's text: the warning that names what a provider loses of it
+/// quotes its property names clipped and escaped, however many and however long.
+#[cfg(feature = "mcp")]
+#[test]
+fn a_servers_schema_reaches_the_loss_warning_clipped_and_escaped() {
+    struct Nobody;
+    impl super::super::AddedRunner for Nobody {
+        fn run(&self, _: std::sync::Arc<str>, _: Value) -> super::super::AddedRun {
+            Box::pin(std::future::ready(Ok(Value::Null)))
+        }
+    }
+    let mut properties = serde_json::Map::new();
+    for i in 0..200 {
+        properties.insert(
+            format!("field\u{1b}[31m{i}{}", "x".repeat(100)),
+            json!({"type": "object", "patternProperties": {"^a": {"type": "string"}}}),
+        );
+    }
+    let decl = ToolDecl::added(super::super::AddedDecl {
+        name: "lookup".into(),
+        description: "Looks up.".into(),
+        schema: json!({"type": "object", "properties": properties}),
+        needs_result_now: true,
+        policy: ToolPolicy::Finish,
+        timeout: None,
+        filler: None,
+        added: super::super::Added {
+            source: "crm".into(),
+            kind: "mcp",
+            remote: "lookup".into(),
+            runner: std::sync::Arc::new(Nobody),
+        },
+    });
+    let (losses, text) = crate::logging::logged_at_debug(|| decl.losses(Dialect::Gemini).len());
+    let ((), text2) = crate::logging::logged_at_debug(|| {
+        let _ = decl.parameters(Dialect::Gemini);
+    });
+    assert!(losses >= 200 && text.is_empty());
+    let line = text2
+        .lines()
+        .find(|l| l.contains("is declared to"))
+        .expect("the loss warning");
+    assert!(!line.contains('\u{1b}'), "{line}");
+    assert!(line.len() < 2000, "{} bytes", line.len());
+}
