@@ -8,6 +8,8 @@ use crate::ctxt::Ctxt;
 
 /// `#[tool]`: marks a tool inside `#[brain]`.
 pub(crate) const TOOL: &str = "tool";
+/// `#[transition(...)]`: marks a tool that moves the call to another stage, inside `#[brain]`.
+pub(crate) const TRANSITION: &str = "transition";
 /// `#[needs_result_now]`: marks a tool whose result the model reads before it goes on.
 pub(crate) const NEEDS_RESULT_NOW: &str = "needs_result_now";
 /// `#[action(...)]`: the helper attribute of `#[derive(Action)]`.

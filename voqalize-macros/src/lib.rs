@@ -106,6 +106,27 @@ pub fn needs_result_now(attr: TokenStream, item: TokenStream) -> TokenStream {
     outside_brain(attr::NEEDS_RESULT_NOW, item)
 }
 
+/// Marks a method of a `#[brain(stages = ...)]` impl block as a transition: a tool that moves the
+/// call to another stage. `#[transition(to = Stage)]`, with `context = keep|fresh|summary` (what
+/// crosses the handoff; default `keep`) and any `#[tool]` option but `background`. Its return value
+/// is the carried note; an `Err` refuses the move. See `voqalize::stages`.
+///
+/// An inert marker that `#[brain]` reads and removes: used anywhere else it is an error.
+#[proc_macro_attribute]
+pub fn transition(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let _ = attr;
+    outside_brain(attr::TRANSITION, item)
+}
+
+/// Implements `voqalize::stages::Stages` on a fieldless enum: each variant a stage of a call's
+/// workflow, its doc comment the stage's instruction, `#[stage(tools(..), to(..), mcp(..), end)]`
+/// the rest, `#[stages(every(..))]` on the enum the tools of every stage. See `voqalize::stages`
+/// for the grammar and the checks.
+#[proc_macro_derive(Stages, attributes(stage, stages))]
+pub fn derive_stages(input: TokenStream) -> TokenStream {
+    derive::stages::expand(input.into()).into()
+}
+
 /// Derives `Serialize`, `Deserialize` and `JsonSchema` through voqalize's own serde and schemars,
 /// so the crate needs neither as a dependency. `#[json_type(Deserialize, JsonSchema)]` derives a
 /// subset. `#[serde(...)]`/`#[schemars(...)]` attributes work as usual. Put it above any

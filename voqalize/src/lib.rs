@@ -52,6 +52,7 @@
 //! | [`session`] | [`Session`], [`Turn`] and [`SpeechUnit`]: the brain's handles on a call, and their state |
 //! | [`channel`] | the transport traits every WebSocket adapter implements |
 //! | [`brain`](mod@brain) | the [`Brain`] trait and [`MakeBrain`], how a brain is made per call |
+//! | [`stages`] | a call's workflow stages: the `Stages` trait `#[derive(Stages)]` implements, what a transition carries |
 //! | [`tools`] | tool declarations, the per-provider schema rewrites, the dispatcher |
 //! | [`typescript`] | `voqalize types`: the TypeScript of a crate's actions and app events |
 //! | *`private`* | what the macros' generated code names (`__private`) |
@@ -106,6 +107,7 @@ mod recover;
 pub mod relay;
 mod runtime;
 pub mod session;
+pub mod stages;
 pub mod tools;
 pub mod typescript;
 #[cfg(feature = "model")]
@@ -133,7 +135,9 @@ pub use session::{
     Step, Turn,
 };
 /// The macros, at the root where the docs show them (also in [`prelude`]).
-pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};
+pub use voqalize_macros::{
+    Action, AppEvent, Stages, brain, json_type, needs_result_now, tool, transition,
+};
 
 // The checks and bounds that `#[brain]`'s compile errors name, re-exported (hidden) at the
 // root, outside `__private` so that rustc names them by their bare names, without an SDK-internal path.

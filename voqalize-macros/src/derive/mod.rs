@@ -1,4 +1,4 @@
-//! `#[derive(Action)]`, `#[derive(AppEvent)]` and `#[json_type]`.
+//! `#[derive(Action)]`, `#[derive(AppEvent)]`, `#[derive(Stages)]` and `#[json_type]`.
 //!
 //! A derive that finds a mistake emits its errors and a fallback impl: the trait is still
 //! implemented (with the names it read and stub bodies), so each mistake is reported once, at
@@ -7,6 +7,7 @@
 pub(crate) mod action;
 pub(crate) mod app_event;
 pub(crate) mod json_type;
+pub(crate) mod stages;
 
 use proc_macro2::TokenStream;
 use quote::quote;

@@ -19,6 +19,8 @@ mod args;
 mod returns;
 mod table;
 
+pub use crate::stages::checks as stage_checks;
+pub use crate::stages::{Context, StageTable, Transition};
 pub use crate::tools::private::{PlainKind, ResultKind, declare, parse_args};
 pub use crate::typescript::{ActionSchema, action_payload};
 pub use actions::*;

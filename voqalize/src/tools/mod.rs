@@ -159,7 +159,10 @@ pub const TOOL_BUDGET_MS: u64 = 20;
 pub mod prelude {
     pub use super::{ToolDecl, Toolbox};
     pub use crate::actions::{Action, AppEvent};
-    pub use voqalize_macros::{Action, AppEvent, brain, json_type, needs_result_now, tool};
+    pub use crate::stages::Stages;
+    pub use voqalize_macros::{
+        Action, AppEvent, Stages, brain, json_type, needs_result_now, tool, transition,
+    };
 }
 
 /// One tool's provider-neutral declaration: name, description, parameter schema and whether the
