@@ -29,6 +29,7 @@ mod replay;
 mod replay_turns;
 mod request_schemas;
 mod session;
+mod stages;
 mod support;
 mod tool_attacks;
 mod tool_lives;

@@ -18,8 +18,10 @@ pub(crate) const ACTION: &str = "action";
 pub(crate) const APP_EVENT: &str = "app_event";
 /// The one key of `#[tool]`, `#[action]` and `#[app_event]`.
 pub(crate) const NAME: &str = "name";
-/// The one option of `#[brain]`.
+/// An option of `#[brain]`: which tools the model sees.
 pub(crate) const VISIBLE: &str = "visible";
+/// An option of `#[brain]`: the brain's workflow stages.
+pub(crate) const STAGES: &str = "stages";
 /// A doc comment (`///` is `#[doc = "..."]`): a tool's description, kept on payload structs.
 pub(crate) const DOC: &str = "doc";
 /// `#[cfg(...)]` on a tool: copied onto everything generated for it.
@@ -58,18 +60,27 @@ pub(crate) fn parse_name(ctxt: &Ctxt, attr: &Attribute, helper: &str, name: &mut
 pub(crate) struct BrainOptions {
     /// `visible = method`: decides which tools the model sees each turn.
     pub(crate) visible: Option<Path>,
+    /// `stages = Type`: the `#[derive(Stages)]` enum of the brain's workflow.
+    pub(crate) stages: Option<Path>,
 }
 
 pub(crate) fn parse_brain_options(ctxt: &Ctxt, attr: TokenStream) -> BrainOptions {
-    let mut options = BrainOptions { visible: None };
+    let mut options = BrainOptions {
+        visible: None,
+        stages: None,
+    };
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident(VISIBLE) {
             options.visible = Some(meta.value()?.parse()?);
             Ok(())
+        } else if meta.path.is_ident(STAGES) {
+            options.stages = Some(meta.value()?.parse()?);
+            Ok(())
         } else {
             Err(meta.error(
-                "unknown `#[brain]` option: the only one is `visible = method`, naming a \
-                 `fn(&self, &ToolDecl) -> bool` that decides which tools the model sees each turn",
+                "unknown `#[brain]` option: the options are `visible = method`, naming a \
+                 `fn(&self, &ToolDecl) -> bool` that decides which tools the model sees each \
+                 turn, and `stages = Type`, naming the brain's `#[derive(Stages)]` enum",
             ))
         }
     });
@@ -93,9 +104,12 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
         needs_result_now: None,
     };
     attrs.retain(|attr| {
-        if is_attr(attr, TOOL) {
+        if is_attr(attr, TOOL) || is_attr(attr, TRANSITION) {
             if marks.tool.is_some() {
-                ctxt.error_spanned_by(attr, "`#[tool]` is given twice: remove one");
+                ctxt.error_spanned_by(
+                    attr,
+                    "a method is marked `#[tool]` or `#[transition(...)]` once: remove one",
+                );
             } else {
                 marks.tool = Some(crate::tool_attr::parse_tool(ctxt, attr));
             }
@@ -121,7 +135,7 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
 /// error for each when `ctxt` is given, silently where nothing is generated anyway.
 pub(crate) fn strip_tool_marks(ctxt: Option<&Ctxt>, attrs: &mut Vec<Attribute>) {
     attrs.retain(|a| {
-        if !(is_attr(a, TOOL) || is_attr(a, NEEDS_RESULT_NOW)) {
+        if !(is_attr(a, TOOL) || is_attr(a, TRANSITION) || is_attr(a, NEEDS_RESULT_NOW)) {
             return true;
         }
         if let Some(ctxt) = ctxt {

@@ -11,6 +11,7 @@
 
 use proc_macro2::Span;
 use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
 use syn::{Attribute, Ident, LitStr, Meta};
 
 use crate::ctxt::Ctxt;
@@ -47,6 +48,17 @@ impl Policy {
     }
 }
 
+/// What `#[transition(to = ..., context = ...)]` adds to a tool.
+#[derive(Clone)]
+pub(crate) struct TransitionAttr {
+    /// The stage it moves the call to, as written (a variant of the brain's stages).
+    pub(crate) to: Ident,
+    /// `keep`, `fresh` or `summary`: the `voqalize::stages::Context` variant.
+    pub(crate) context: &'static str,
+    /// Where the attribute is written (for the errors about it).
+    pub(crate) at: Span,
+}
+
 /// `#[tool]` or `#[tool(...)]`, read.
 pub(crate) struct ToolAttr {
     pub(crate) name: Option<LitStr>,
@@ -56,6 +68,8 @@ pub(crate) struct ToolAttr {
     pub(crate) filler: Option<String>,
     /// Where `background` is written (for the contradiction errors).
     background_at: Option<Span>,
+    /// `#[transition(...)]`: the tool moves the call.
+    pub(crate) transition: Option<TransitionAttr>,
 }
 
 impl ToolAttr {
@@ -73,17 +87,27 @@ struct Written {
     background: Option<Span>,
     timeout: Option<(LitStr, u64)>,
     filler: Option<LitStr>,
+    /// `to = Stage` (a transition's only).
+    to: Option<Ident>,
+    /// `context = ...` (a transition's only).
+    context: Option<&'static str>,
 }
 
 /// Reads `#[tool]`'s options. Every mistake is pushed into `ctxt`: an unknown option (with the
 /// nearest known one suggested), a repeated one, a value of the wrong shape, and the options that
 /// contradict each other.
 pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
+    let transition = crate::attr::is_attr(attr, crate::attr::TRANSITION);
     let mut written = Written::default();
     match &attr.meta {
+        Meta::Path(_) if transition => ctxt.error_spanned_by(
+            attr,
+            "a transition names the stage it moves the call to: `#[transition(to = Stage)]`",
+        ),
         Meta::Path(_) => {}
         Meta::List(_) => {
-            let parsed = attr.parse_nested_meta(|meta| read_option(ctxt, &meta, &mut written));
+            let parsed =
+                attr.parse_nested_meta(|meta| read_option(ctxt, &meta, &mut written, transition));
             if let Err(e) = parsed {
                 ctxt.syn_error(e);
             }
@@ -93,6 +117,13 @@ pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
             "write `#[tool]`, or `#[tool(name = \"...\")]` to name the tool (options go in \
              parentheses)",
         ),
+    }
+    if let (true, Some(background)) = (transition, written.background) {
+        ctxt.syn_error(syn::Error::new(
+            background,
+            "a transition cannot be `background`: the call moves when it ends, and the model \
+             goes on in the new stage at once. Remove `background`",
+        ));
     }
     if let (Some(background), Some((_, Policy::Cancel))) =
         (written.background, &written.on_barge_in)
@@ -115,17 +146,64 @@ pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
         timeout_ms: written.timeout.map(|(_, ms)| ms),
         filler: written.filler.map(|f| f.value()),
         background_at: written.background,
+        transition: match (transition, written.to) {
+            (true, Some(to)) => Some(TransitionAttr {
+                to,
+                context: written.context.unwrap_or("Keep"),
+                at: attr.span(),
+            }),
+            _ => None,
+        },
     }
 }
 
 /// One option of `#[tool(...)]`.
-fn read_option(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>, written: &mut Written) -> syn::Result<()> {
+fn read_option(
+    ctxt: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    written: &mut Written,
+    transition: bool,
+) -> syn::Result<()> {
     let Some(ident) = meta.path.get_ident() else {
         return Err(meta.error(unknown_option(&path_text(&meta.path))));
     };
     let key = ident.to_string();
     let twice = || meta.error(format!("`{key}` is given twice: remove one"));
     match key.as_str() {
+        "to" if transition => {
+            let to: Ident = meta.value()?.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "`to` names a stage, written bare: `#[transition(to = Booking)]`",
+                )
+            })?;
+            if written.to.replace(to).is_some() {
+                return Err(twice());
+            }
+        }
+        "context" if transition => {
+            let value: Ident = meta.value()?.parse()?;
+            let context = match value.to_string().as_str() {
+                "keep" => "Keep",
+                "fresh" => "Fresh",
+                "summary" => "Summary",
+                other => {
+                    ctxt.error_spanned_by(
+                        &value,
+                        format!(
+                            "`context = {other}` is not a context: write `keep` (the \
+                             conversation goes on), `fresh` (it starts again from the \
+                             transition's note) or `summary` (from a summary of what the caller \
+                             heard)"
+                        ),
+                    );
+                    return Ok(());
+                }
+            };
+            if written.context.replace(context).is_some() {
+                return Err(twice());
+            }
+        }
         "name" => {
             let lit: LitStr = meta.value()?.parse()?;
             if written.name.replace(lit).is_some() {

@@ -22,6 +22,7 @@
 //! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed); a count over `model::layer::Usage::MAX_COUNT` (100,000,000) in one request is a provider's bug and is not added (the counter never wraps back) |
 //! | `voqalize_tool_runs_total` | counter | `tool`, `outcome`, `end` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked`, `cancelled` (a barge-in stopped it), `timed_out`; `end`: `in_turn`, `after_barge_in` (it ran on after the user cut in, or was cancelled then), `background` |
 //! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
+//! | `voqalize_stage_transitions_total` | counter | `from`, `to` | a call's moves between the stages of its workflow, by the stages' names as its `#[derive(Stages)]` enum declares them |
 //!
 //! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
 //! `openai`, `anthropic`, `azure.ai.openai`, or a chat-completions layer's own name).
@@ -67,6 +68,8 @@ pub const MODEL_TOKENS: &str = "voqalize_model_tokens_total";
 pub const TOOL_RUNS: &str = "voqalize_tool_runs_total";
 /// How long each tool that ran took, in s, by `tool`.
 pub const TOOL_RUN_SECONDS: &str = "voqalize_tool_run_seconds";
+/// A call's moves between the stages of its workflow, by `from` and `to`.
+pub const STAGE_TRANSITIONS: &str = "voqalize_stage_transitions_total";
 
 /// Registers each metric's description and unit with the recorder installed now: call it once,
 /// after installing one, for the exporter's HELP lines. Recording works without it.
@@ -116,6 +119,11 @@ pub fn describe() {
         TOOL_RUN_SECONDS,
         Unit::Seconds,
         "How long each tool that ran took."
+    );
+    describe_counter!(
+        STAGE_TRANSITIONS,
+        Unit::Count,
+        "Moves between the stages of a call's workflow, by from and to."
     );
 }
 
@@ -188,6 +196,12 @@ pub(crate) fn model_request(
     if let Some(n) = output {
         counter!(MODEL_TOKENS, "provider" => provider, "kind" => "output").increment(n);
     }
+}
+
+/// The call moved from stage `from` to `to` (names a `#[derive(Stages)]` enum declares).
+#[cfg(feature = "model")]
+pub(crate) fn stage_transition(from: &'static str, to: &'static str) {
+    counter!(STAGE_TRANSITIONS, "from" => from, "to" => to).increment(1);
 }
 
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.

@@ -29,6 +29,8 @@ pub(super) struct Tool {
     pub(super) ret: Option<Type>,
     /// The method's `#[cfg(...)]` attributes, copied onto everything generated for it.
     pub(super) cfgs: Vec<Attribute>,
+    /// `#[transition(...)]`: where the tool moves the call.
+    pub(super) transition: Option<crate::tool_attr::TransitionAttr>,
 }
 
 /// `#[brain]` on a trait impl or an `unsafe impl`.
@@ -63,6 +65,7 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
         policy,
         timeout_ms,
         filler,
+        transition,
     } = tool;
     let ident = sig.ident.clone();
     check_async(&ctxt, &sig);
@@ -98,6 +101,7 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
         arg,
         ret,
         cfgs,
+        transition,
     })
 }
 

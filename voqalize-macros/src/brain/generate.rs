@@ -8,30 +8,37 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Ident, ItemImpl, Meta, Path, Type};
 
 use super::check::Tool;
+use crate::attr::BrainOptions;
 use crate::text::type_text;
 
 /// What `#[brain]` adds after the impl block: the `session` accessor (unless the block has one),
 /// the `Toolbox` impl and the argument checks.
 pub(super) fn brain(
     imp: &ItemImpl,
-    visible: Option<&Path>,
+    options: &BrainOptions,
     tools: &[Tool],
     has_session: bool,
 ) -> TokenStream {
     let session = (!has_session).then(|| session_accessor(imp));
-    let toolbox = toolbox(imp, visible, tools);
+    let toolbox = toolbox(imp, options, tools);
     let checks = arg_kind_checks(imp, tools);
+    let stage_checks = options
+        .stages
+        .as_ref()
+        .map(|s| super::stages::checks(s, &type_name(&imp.self_ty), tools));
     quote! {
         #session
 
         #toolbox
 
         #(#checks)*
+
+        #stage_checks
     }
 }
 
 /// `impl Toolbox`: the declarations in source order, and the dispatcher.
-fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStream {
+fn toolbox(imp: &ItemImpl, options: &BrainOptions, tools: &[Tool]) -> TokenStream {
     let (impl_generics, _, where_clause) = imp.generics.split_for_impl();
     let self_ty = &imp.self_ty;
     let type_name = type_name(self_ty);
@@ -43,7 +50,8 @@ fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStrea
         .iter()
         .enumerate()
         .map(|(index, tool)| dispatch_arm(tool, index, is_checked(imp, tool)));
-    let visible = visible.map(visible_method);
+    let visible = options.visible.as_ref().map(visible_method);
+    let stage_table = options.stages.as_ref().map(super::stages::stage_table);
     quote! {
         impl #impl_generics ::voqalize::tools::Toolbox for #self_ty #where_clause {
             fn tools(&self) -> &'static [::voqalize::tools::ToolDecl] {
@@ -58,6 +66,8 @@ fn toolbox(imp: &ItemImpl, visible: Option<&Path>, tools: &[Tool]) -> TokenStrea
             }
 
             #visible
+
+            #stage_table
 
             fn __run_tool(
                 &self,
@@ -116,6 +126,7 @@ fn declaration(tool: &Tool, index: usize, type_name: &str, checked: bool) -> Tok
         Some(line) => quote!(::std::option::Option::Some(#line)),
         None => quote!(::std::option::Option::None),
     };
+    let transition = super::stages::transition_info(tool);
     let info = quote! {
         ::voqalize::__private::ToolInfo {
             name: #name,
@@ -126,6 +137,7 @@ fn declaration(tool: &Tool, index: usize, type_name: &str, checked: bool) -> Tok
             filler: #filler,
             method: #method,
             index: #index,
+            transition: #transition,
         }
     };
     match &tool.arg {

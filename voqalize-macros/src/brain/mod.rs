@@ -6,6 +6,7 @@
 mod check;
 mod generate;
 mod parse;
+mod stages;
 
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
@@ -70,7 +71,22 @@ fn expand_impl(ctxt: &Ctxt, options: &BrainOptions, mut imp: ItemImpl) -> TokenS
             Err(e) => ctxt.syn_error(e),
         }
     }
-    let generated = generate::brain(&imp, options.visible.as_ref(), &tools, has_session);
+    if options.stages.is_none() {
+        for tool in &tools {
+            if let Some(transition) = &tool.transition {
+                ctxt.syn_error(syn::Error::new(
+                    transition.at,
+                    format!(
+                        "`{}` is a transition, but the brain declares no stages: name them with \
+                         `#[brain(stages = YourStages)]` on this block, where `YourStages` is a \
+                         `#[derive(Stages)]` enum",
+                        tool.ident
+                    ),
+                ));
+            }
+        }
+    }
+    let generated = generate::brain(&imp, options, &tools, has_session);
     quote! {
         #imp
 

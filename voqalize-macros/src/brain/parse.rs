@@ -5,7 +5,7 @@ use syn::{Attribute, ImplItem, ImplItemFn, ItemImpl, LitStr, Signature};
 
 use crate::attr::{self, ToolMarks};
 use crate::ctxt::Ctxt;
-use crate::tool_attr::Policy;
+use crate::tool_attr::{Policy, TransitionAttr};
 
 /// A method marked `#[tool]`, its markers removed, before its signature is checked.
 pub(super) struct ToolFn {
@@ -21,6 +21,8 @@ pub(super) struct ToolFn {
     pub(super) timeout_ms: Option<u64>,
     /// `#[tool(filler = "...")]`.
     pub(super) filler: Option<String>,
+    /// `#[transition(...)]`.
+    pub(super) transition: Option<TransitionAttr>,
 }
 
 /// Reads and strips one impl item: the tool it is, if any (every other item passes through).
@@ -72,10 +74,12 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
         sig: f.sig.clone(),
         attrs: f.attrs.clone(),
         name: tool.name,
-        needs_result_now: needs_result_now.is_some(),
+        // The model reads a transition's result at once, and goes on in the new stage.
+        needs_result_now: needs_result_now.is_some() || tool.transition.is_some(),
         policy: tool.policy,
         timeout_ms: tool.timeout_ms,
         filler: tool.filler,
+        transition: tool.transition,
     })
 }
 

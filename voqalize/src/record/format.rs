@@ -19,6 +19,8 @@ pub(crate) enum Line {
     Tool(ToolLine),
     /// An MCP toolset's tools as a turn of the call declared them (written when they change).
     McpTools(McpToolsLine),
+    /// The call moved to another stage of its workflow.
+    Stage(StageLine),
     /// The recording reached its byte bound here: nothing after it was kept.
     Truncated(TruncatedLine),
 }
@@ -100,6 +102,17 @@ pub(crate) struct McpCallLine {
     pub(crate) tool: String,
     /// What the model read: `{"result": ..}` or `{"error": ".."}` (bounded as it was).
     pub(crate) response: Value,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct StageLine {
+    pub(crate) at_ms: u64,
+    /// The turn whose transition moved the call (0: brain code, outside a turn).
+    pub(crate) turn_id: u64,
+    pub(crate) from: String,
+    pub(crate) to: String,
+    /// `keep`, `fresh` or `summary`.
+    pub(crate) context: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

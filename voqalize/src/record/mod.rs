@@ -75,7 +75,7 @@ pub(crate) use format::McpCallLine;
 pub(crate) use format::McpToolLine;
 pub use read::{
     Direction, Exchange, MAX_RECORDING_FILE_BYTES, McpRun, McpToolListed, McpToolsListed,
-    RecordError, RecordedFrame, Recording, ToolRun,
+    RecordError, RecordedFrame, Recording, StageMoved, ToolRun,
 };
 #[cfg(feature = "model")]
 pub(crate) use tape::Exchanged;

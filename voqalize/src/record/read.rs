@@ -157,6 +157,22 @@ pub struct McpToolsListed {
     pub tools: Vec<McpToolListed>,
 }
 
+/// The call moved from one stage of its workflow to another (a transition, or brain code).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StageMoved {
+    /// When, in ms after the call's upgrade.
+    pub at_ms: u64,
+    /// The turn whose transition moved it; 0 for brain code outside a turn.
+    pub turn_id: u64,
+    /// The stage it left.
+    pub from: String,
+    /// The stage it entered.
+    pub to: String,
+    /// What crossed: `keep`, `fresh` or `summary`.
+    pub context: String,
+}
+
 /// One recorded MCP tool: its declaration and the settings its calls ran with.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -196,6 +212,8 @@ pub struct Recording {
     pub tool_runs: Vec<ToolRun>,
     /// The MCP toolsets' tools, each time a turn declared a list that changed.
     pub mcp_tools: Vec<McpToolsListed>,
+    /// Every move of the call from one stage of its workflow to another, in order.
+    pub stages: Vec<StageMoved>,
     /// The recording reached its byte bound: the call went on past its end.
     pub truncated: bool,
 }
@@ -254,6 +272,7 @@ impl Recording {
             exchanges: Vec::new(),
             tool_runs: Vec::new(),
             mcp_tools: Vec::new(),
+            stages: Vec::new(),
             truncated: false,
         };
         for (line, text) in lines {
@@ -298,6 +317,13 @@ impl Recording {
                 }),
                 Line::Tool(t) => recording.tool_runs.push(tool_run(t)),
                 Line::McpTools(l) => recording.mcp_tools.push(mcp_tools(l)),
+                Line::Stage(l) => recording.stages.push(StageMoved {
+                    at_ms: l.at_ms,
+                    turn_id: l.turn_id,
+                    from: l.from,
+                    to: l.to,
+                    context: l.context,
+                }),
                 Line::Truncated(_) => recording.truncated = true,
             }
         }

@@ -9,8 +9,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use super::format::{
-    Dir, FrameLine, Header, Line, McpCallLine, McpToolLine, McpToolsLine, ModelLine, ToolLine,
-    TruncatedLine, VERSION,
+    Dir, FrameLine, Header, Line, McpCallLine, McpToolLine, McpToolsLine, ModelLine, StageLine,
+    ToolLine, TruncatedLine, VERSION,
 };
 use super::{Recorder, Sink};
 use crate::recover::lock;
@@ -148,6 +148,19 @@ impl Tape {
                 m.response = shallow(m.response);
                 m
             }),
+        });
+        self.push(&line);
+    }
+
+    /// The call moved from stage `from` to `to` in turn `turn_id`.
+    #[cfg_attr(not(feature = "model"), allow(dead_code))]
+    pub(crate) fn stage(&self, turn_id: u64, from: &str, to: &str, context: &str) {
+        let line = Line::Stage(StageLine {
+            at_ms: self.at_ms(),
+            turn_id,
+            from: from.to_owned(),
+            to: to.to_owned(),
+            context: context.to_owned(),
         });
         self.push(&line);
     }

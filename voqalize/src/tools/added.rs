@@ -79,6 +79,7 @@ impl ToolDecl {
             filler: filler.map(Cow::Owned),
             method: Cow::Owned(format!("{}:{}/{}", added.kind, added.source, added.remote)),
             origin: Origin::Added(added),
+            transition: None,
             has_arguments: true,
             schema,
             problem: None,

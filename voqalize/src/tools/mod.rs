@@ -140,6 +140,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::stages::{StageTable, Transition};
+
 /// The JSON value of the tool results in `ToolRun`, which compile errors about a tool's future
 /// name: re-exported (hidden) so that rustc does not name it through `__private::serde_json`.
 #[doc(hidden)]
@@ -177,6 +179,8 @@ pub struct ToolDecl {
     method: Cow<'static, str>,
     /// Who runs the tool: the brain's dispatcher, or a runner outside it (an MCP server).
     origin: Origin,
+    /// `#[transition(...)]`: where the tool moves the call.
+    transition: Option<Transition>,
     has_arguments: bool,
     schema: Value,
     problem: Option<String>,
@@ -209,6 +213,7 @@ impl ToolDecl {
             filler: info.filler.map(Cow::Borrowed),
             method: Cow::Borrowed(info.method),
             origin: Origin::Brain { index: info.index },
+            transition: info.transition,
             has_arguments: schema.is_some(),
             schema: schema.unwrap_or_else(schema::empty_parameters),
             problem,
@@ -271,6 +276,12 @@ impl ToolDecl {
             Origin::Brain { .. } => None,
             Origin::Added(added) => Some(&added.source),
         }
+    }
+
+    /// Where a `#[transition(to = ...)]` tool moves the call, and what crosses the handoff;
+    /// `None` for any other tool.
+    pub fn transition(&self) -> Option<Transition> {
+        self.transition
     }
 
     /// Whether the tool takes an argument struct.
@@ -612,6 +623,12 @@ pub trait Toolbox: Send + Sync + 'static {
         dispatch::call(self, turn, name, arguments)
     }
 
+    /// The brain's stages, `#[brain(stages = ...)]`: the voice core then declares each turn only
+    /// the current stage's tools and transitions (see [`stages`](crate::stages)). Default: none.
+    fn stage_table(&self) -> Option<StageTable> {
+        None
+    }
+
     #[doc(hidden)]
     fn __run_tool<'a>(&'a self, index: usize, arguments: Value) -> ToolRun<'a>;
 
@@ -654,6 +671,8 @@ pub struct ToolInfo {
     pub method: &'static str,
     /// Position in the impl block (the dispatcher's key).
     pub index: usize,
+    /// `#[transition(to = ..., context = ...)]`.
+    pub transition: Option<Transition>,
 }
 
 /// Rewrites any JSON value as a parameter schema for `dialect`, as tool declarations do. For the

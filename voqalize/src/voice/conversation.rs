@@ -316,6 +316,68 @@ impl Conversation {
         }
     }
 
+    /// The id the next entry gets: entries from it on come after now.
+    pub(crate) fn mark(&self) -> EntryId {
+        self.next_id + 1
+    }
+
+    /// Starts the conversation again from `note`, a user turn (a handoff to another stage):
+    /// every entry made before `mark` goes; those made since (the caller's words after the move)
+    /// stay, after the note. Units still speaking a removed entry find it gone when their
+    /// `Finalize` comes, and change nothing.
+    pub(crate) fn restart(&mut self, mark: EntryId, note: &str) {
+        let since = self
+            .entries
+            .iter()
+            .position(|e| e.id >= mark)
+            .unwrap_or(self.entries.len());
+        let kept: Vec<Entry> = self.entries.drain(since..).collect();
+        self.entries.clear();
+        self.bytes = 0;
+        self.push_user(note);
+        for entry in kept {
+            self.bytes += entry.bytes;
+            self.entries.push(entry);
+        }
+        self.bound();
+    }
+
+    /// What the caller heard, as a transcript (`Caller: ...` and `Agent: ...` lines), its newest
+    /// `max_bytes`: the user's turns and notes, and the model's text whose units were finalized
+    /// (a unit still speaking may not be heard; calls and results are not speech).
+    pub(crate) fn heard_transcript(&self, max_bytes: usize) -> String {
+        let mut out = String::new();
+        for entry in &self.entries {
+            let who = match entry.role {
+                Role::User => "Caller",
+                Role::Model if !self.speaking.iter().any(|(_, m)| *m == Some(entry.id)) => "Agent",
+                _ => continue,
+            };
+            let text: Vec<&str> = entry
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text { text, .. } if !text.trim().is_empty() => Some(text.trim()),
+                    _ => None,
+                })
+                .collect();
+            if !text.is_empty() {
+                out.push_str(who);
+                out.push_str(": ");
+                out.push_str(&text.join(" "));
+                out.push('\n');
+            }
+        }
+        if out.len() > max_bytes {
+            let mut from = out.len() - max_bytes;
+            while !out.is_char_boundary(from) {
+                from += 1;
+            }
+            out.drain(..from);
+        }
+        out
+    }
+
     /// Remembers that unit `speech_id` speaks model turn `model` (`None`: a line not remembered).
     pub(crate) fn speaking(&mut self, speech_id: u64, model: Option<EntryId>) {
         if self.speaking.len() == SPEAKING_KEPT {

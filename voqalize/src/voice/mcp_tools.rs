@@ -69,6 +69,9 @@ impl Model {
     ) {
         let lent = lock(&self.inner.mcp).clone();
         for (i, toolset) in lent.iter().enumerate() {
+            if !self.stage_takes_mcp(toolset.name()) {
+                continue;
+            }
             let listed = toolset.tools();
             if let Some(tape) = tape {
                 self.tape_mcp_tools(tape, i, toolset.name(), &listed);

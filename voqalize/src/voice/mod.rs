@@ -64,6 +64,7 @@ mod spans;
 mod taping;
 mod tool_guard;
 mod turn;
+mod workflow;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -85,6 +86,10 @@ use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
+pub use workflow::{
+    MAX_NOTE_BYTES, MAX_SUMMARY_BYTES, MAX_TRANSITIONS_PER_TURN, SUMMARY_TIMEOUT, StageChange,
+    StageError, Workflow,
+};
 
 /// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
 /// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
@@ -152,6 +157,8 @@ struct Settings {
     max_result_bytes: usize,
     filler: Option<Arc<str>>,
     filler_after: Duration,
+    /// The stages' settings, `Model::workflow`.
+    workflow: Option<Arc<workflow::Setup>>,
 }
 
 impl Default for Settings {
@@ -169,6 +176,7 @@ impl Default for Settings {
             max_result_bytes: MAX_RESULT_BYTES,
             filler: None,
             filler_after: FILLER_AFTER,
+            workflow: None,
         }
     }
 }
@@ -186,6 +194,12 @@ struct Inner {
     settled: tokio::sync::Notify,
     /// A `background` tool ran inside its turn (its toolbox was not the call's brain): said once.
     warned_background: AtomicBool,
+    /// The call's stage, when the `Model` follows stages.
+    workflow: Mutex<Option<workflow::Machine>>,
+    /// The brain's stages are not the `Model`'s: said once.
+    warned_stages: AtomicBool,
+    /// A handoff summary failed: said once.
+    warned_summary: AtomicBool,
     /// An MCP tool was left out of a turn for a name another tool has: said once.
     #[cfg(feature = "mcp")]
     warned_clash: AtomicBool,
@@ -201,6 +215,7 @@ struct Inner {
 impl Inner {
     fn new(layer: Arc<dyn Layer>, settings: Settings, instruction: Option<Arc<str>>) -> Self {
         Inner {
+            workflow: Mutex::new(settings.workflow.clone().map(workflow::Machine::new)),
             conversation: Mutex::new(Conversation::new(
                 settings.max_history,
                 settings.max_history_bytes,
@@ -212,6 +227,8 @@ impl Inner {
             log: Mutex::new(TurnLog::default()),
             settled: tokio::sync::Notify::new(),
             warned_background: AtomicBool::new(false),
+            warned_stages: AtomicBool::new(false),
+            warned_summary: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
             warned_clash: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
@@ -518,8 +535,13 @@ impl Model {
         *lock(&self.inner.instruction) = (!text.trim().is_empty()).then(|| Arc::from(text));
     }
 
+    /// The instruction of the next request: the `Model`'s, then the current stage's.
     fn instruction_now(&self) -> Option<Arc<str>> {
-        lock(&self.inner.instruction).clone()
+        let base = lock(&self.inner.instruction).clone();
+        match lock(&self.inner.workflow).as_mut() {
+            Some(machine) => machine.instruction(base),
+            None => base,
+        }
     }
 
     fn conversation(&self) -> MutexGuard<'_, Conversation> {

@@ -96,7 +96,18 @@ impl Settle {
             Err(e) => e.kind.name(),
         };
         self.trace(&outcome, outcome_name, end, &arguments, &response);
+        // A transition that ended well moves the call, once its result is filed.
+        let moving = match (
+            &outcome.result,
+            self.decl.as_deref().and_then(ToolDecl::transition),
+        ) {
+            (Ok(value), Some(transition)) if self.ran => Some((transition, value.clone())),
+            _ => None,
+        };
         let filed = self.file(end, response);
+        if let (true, Some((transition, value))) = (filed, moving) {
+            super::workflow::moved(&self.inner, &self.session, self.turn_id, transition, &value);
+        }
         self.inner.settled.notify_waiters();
         self.report(end, outcome_name);
         filed

@@ -17,8 +17,8 @@ use crate::model::layer::Layer;
 /// The target of every GenAI span: filter on it (`voqalize::gen_ai=info`).
 pub(crate) const TARGET: &str = "voqalize::gen_ai";
 
-/// The span of one model request, opened before it is sent: operation, provider and model now;
-/// the response's id, finish reason, usage and time to first chunk when they are known.
+/// The span of one model request, opened before it is sent: operation, provider and model now
+/// (and `voqalize.stage`, the workflow's stage, when the `Model` follows stages); the response's id, finish reason, usage and time to first chunk when they are known.
 pub(crate) fn chat(layer: &dyn Layer) -> Span {
     tracing::info_span!(
         target: TARGET,
@@ -33,6 +33,7 @@ pub(crate) fn chat(layer: &dyn Layer) -> Span {
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         voqalize.first_chunk_ms = Empty,
+        voqalize.stage = Empty,
         "error.type" = Empty,
     )
 }

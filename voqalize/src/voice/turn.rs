@@ -151,20 +151,27 @@ pub(crate) async fn run(
     turn: &Turn,
     choice: ToolChoice,
 ) -> BrainResult {
-    #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
-    let mut tools = brain.tools_for_turn();
-    #[cfg(feature = "mcp")]
-    model.add_mcp_tools(&mut tools, turn.session().tape());
+    model.begin_stages(brain, turn);
+    let mut epoch = model.stage_epoch();
+    let mut tools = model.turn_tools(brain, turn);
     let mut st = TurnState::new(model, turn);
     let max_hops = model.inner.settings.max_tool_hops;
     let (mut retried, mut note, mut followups) = (false, false, 0usize);
     loop {
+        // A transition since the last request: the conversation crosses as its context says,
+        // and the request declares the new stage's tools.
+        crate::voice::runs::all_answered(&model.inner).await;
+        super::workflow::hand_off(model, turn).await;
+        if model.stage_epoch() != epoch {
+            epoch = model.stage_epoch();
+            tools = model.turn_tools(brain, turn);
+        }
         st.tally.hops += 1;
         let capped = followups > 0 && followups == max_hops;
         if capped && allowed(model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} reached max_tool_hops={max_hops}; the last request may not call a tool",
-                model.inner.layer.model()
+                model.layer_now().model()
             );
         }
         // After a bound tripped, a follow-up the turn owes is its last request, with tools off.
@@ -183,7 +190,8 @@ pub(crate) async fn run(
         };
         note = false;
         if end.stranded && end.cut.is_none() {
-            let m = model.inner.layer.model();
+            let layer = model.layer_now();
+            let m = layer.model();
             let loud = st.loud_about_text_calls();
             if retried {
                 if loud {

@@ -30,6 +30,7 @@ fn info(name: &'static str, description: &'static str, index: usize) -> ToolInfo
         filler: None,
         method: name,
         index,
+        transition: None,
     }
 }
 

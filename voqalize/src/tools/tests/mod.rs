@@ -245,5 +245,6 @@ fn info(name: &'static str, index: usize) -> ToolInfo {
         filler: None,
         method: Box::leak(format!("Desk::{name}").into_boxed_str()),
         index,
+        transition: None,
     }
 }

@@ -50,6 +50,8 @@ struct Decided {
     started: Instant,
     /// What the guards said before it ran ([`Verdict::Allowed`] when none looked).
     before: Verdict,
+    /// Why the stage refused it (a transition past the turn's cap, a tool of another stage).
+    stage: Option<String>,
     /// Whether the tool runs (false: refused by a guard, or tools were off).
     ran: bool,
     /// A `#[needs_result_now]` tool: the model is asked again once the response is answered.
@@ -137,7 +139,7 @@ impl<'t> TurnState<'t> {
         let guards = &self.model.inner.settings.guards;
         let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
         let arguments = match decl {
-            Some(decl) if self.model.inner.layer.enums_as_strings() => {
+            Some(decl) if self.model.layer_now().enums_as_strings() => {
                 restore_enum_strings(decl, arguments)
             }
             _ => arguments,
@@ -162,7 +164,16 @@ impl<'t> TurnState<'t> {
         seen: Option<&Value>,
         (timeout, started): (Duration, Instant),
     ) -> Decided {
+        // A transition past the turn's cap, or a tool the stage does not offer: refused before
+        // any guard looks, with why.
+        let stage = if calling.off {
+            None
+        } else {
+            self.model
+                .stage_refusal(self.turn.id(), &filed.name, decl.as_deref(), calling.brain)
+        };
         let before = match seen {
+            _ if stage.is_some() => Verdict::Allowed,
             Some(seen) if !calling.off => self.model.inner.settings.guards.before(&GuardedCall {
                 name: &filed.name,
                 arguments: seen,
@@ -171,7 +182,7 @@ impl<'t> TurnState<'t> {
             }),
             _ => Verdict::Allowed,
         };
-        let ran = !calling.off && matches!(before, Verdict::Allowed);
+        let ran = !calling.off && stage.is_none() && matches!(before, Verdict::Allowed);
         let shared = if ran {
             self.shared(calling.brain)
         } else {
@@ -190,6 +201,7 @@ impl<'t> TurnState<'t> {
             timeout,
             started,
             before,
+            stage,
             ran,
             shared,
         }
@@ -264,6 +276,11 @@ impl<'t> TurnState<'t> {
     ) {
         let outcome = if tools_off {
             refused(&settle.kept)
+        } else if let Some(message) = decided.stage.clone() {
+            ToolOutcome {
+                result: Err(ToolError::new(ToolErrorKind::Refused, message)),
+                elapsed: Duration::ZERO,
+            }
         } else {
             runs::guarded(
                 &self.model.inner,

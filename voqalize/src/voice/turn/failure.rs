@@ -71,7 +71,7 @@ impl TurnState<'_> {
         if let RequestError::Deadline(after) = e {
             self.trip(Tripped::Deadline(*after));
         } else if allowed(self.model, |log| &mut log.failed_requests) {
-            let layer = &self.model.inner.layer;
+            let layer = self.model.layer_now();
             tracing::error!(
                 "turn: model={} provider={} request failed: {}",
                 layer.model(),
@@ -84,7 +84,7 @@ impl TurnState<'_> {
             r.fall_silent();
         }
         if self.clock.speak.is_none()
-            && let Some(line) = &self.model.inner.settings.fallback
+            && let Some(line) = &self.model.fallback_now()
         {
             self.model.say_aside(self.turn, line);
             self.clock.mark_speak();

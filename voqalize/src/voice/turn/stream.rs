@@ -54,7 +54,7 @@ impl TurnState<'_> {
         choice: &ToolChoice,
         note: bool,
     ) -> Result<RequestEnd, RequestError> {
-        let layer = self.model.inner.layer.clone();
+        let layer = self.model.layer_now();
         // A run that went on after a barge-in is answered before the model reads the history.
         crate::voice::runs::all_answered(&self.model.inner).await;
         let request = {
@@ -72,6 +72,9 @@ impl TurnState<'_> {
             })?
         };
         let span = spans::chat(&*layer);
+        if let Some(stage) = self.model.stage_name() {
+            span.record("voqalize.stage", stage);
+        }
         self.hop = Some(Hop::start(span.clone(), spans::provider_name(&*layer)));
         self.request_calls = 0;
         let calling = Calling {
@@ -269,7 +272,7 @@ impl TurnState<'_> {
         if stopped && self.loud_about_text_calls() {
             tracing::warn!(
                 "turn: model={} wrote a function call as text after speech began; the words before it were spoken and none of the call was",
-                self.model.inner.layer.model()
+                self.model.layer_now().model()
             );
         }
     }

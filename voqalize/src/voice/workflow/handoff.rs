@@ -1,0 +1,179 @@
+//! What a transition does to the conversation, before the next request: `keep` leaves it,
+//! `fresh` starts it again from the carried note, `summary` from a summary of what the caller
+//! heard (a model request of its own, bounded in bytes and time, cached per handoff) and the note.
+//! Then the entered stage's entry line is spoken.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::MAX_TRANSCRIPT_BYTES;
+use super::machine::Pending;
+use crate::model::ToolChoice;
+use crate::model::history::{Entry, Part, RequestSpec, Role};
+use crate::model::http;
+use crate::model::layer::{DecodeLimits, Layer};
+use crate::recover::lock;
+use crate::session::Turn;
+use crate::stages::Context;
+use crate::tools::ToolSet;
+use crate::voice::Model;
+
+/// How many summaries a call keeps for reuse.
+const SUMMARIES_KEPT: usize = 4;
+
+/// Applies the transition made since the last request, if any: the conversation as its context
+/// says, then the entered stage's entry line.
+pub(crate) async fn hand_off(model: &Model, turn: &Turn) {
+    let (pending, enter_line) = {
+        let mut machine = lock(&model.inner.workflow);
+        let Some(m) = machine.as_mut() else {
+            return;
+        };
+        let Some(pending) = m.take_pending() else {
+            return;
+        };
+        let line = m.setup().stages[pending.to].enter_line.clone();
+        (pending, line)
+    };
+    match pending.context {
+        Context::Keep => {}
+        Context::Fresh => {
+            let note = carried(model, &pending, None);
+            model.conversation().restart(pending.mark, &note);
+        }
+        Context::Summary => {
+            let summary = summary(model, &pending).await;
+            let note = carried(model, &pending, summary.as_deref());
+            model.conversation().restart(pending.mark, &note);
+        }
+    }
+    if let Some(line) = enter_line {
+        model.say_line(turn, &line);
+    }
+}
+
+/// The note the next stage starts from.
+fn carried(model: &Model, pending: &Pending, summary: Option<&str>) -> String {
+    let machine = lock(&model.inner.workflow);
+    let (from, to) = machine
+        .as_ref()
+        .map_or(("?", "?"), |m| (m.name(pending.from), m.name(pending.to)));
+    let mut note = format!("(The call moved from stage {from} to stage {to}.");
+    if let Some(summary) = summary {
+        note.push_str(" What was said before: ");
+        note.push_str(summary);
+    }
+    if !pending.note.is_empty() {
+        note.push_str(" Note: ");
+        note.push_str(&pending.note);
+    }
+    note.push(')');
+    note
+}
+
+/// A summary of what the caller heard, made once per handoff (a call that comes back to the
+/// same point reuses it); `None` when the request fails, times out or says nothing (logged
+/// once per call, then counted).
+async fn summary(model: &Model, pending: &Pending) -> Option<String> {
+    let transcript = model.conversation().heard_transcript(MAX_TRANSCRIPT_BYTES);
+    if transcript.is_empty() {
+        return None;
+    }
+    let key = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (pending.from, pending.to, &transcript).hash(&mut h);
+        h.finish()
+    };
+    let (layer, instruction, max_bytes, timeout) = {
+        let machine = lock(&model.inner.workflow);
+        let m = machine.as_ref()?;
+        if let Some((_, s)) = m.summaries.iter().find(|(k, _)| *k == key) {
+            return Some(s.to_string());
+        }
+        let setup = m.setup();
+        let layer = setup
+            .summarizer
+            .as_ref()
+            .or(setup.stages[pending.from].layer.as_ref())
+            .map_or_else(|| model.inner.layer.clone(), |l| l.0.clone());
+        (
+            layer,
+            setup.summary_instruction.clone(),
+            setup.max_summary_bytes,
+            setup.summary_timeout,
+        )
+    };
+    let asked = ask(&*layer, &instruction, transcript, max_bytes);
+    let made = match tokio::time::timeout(timeout, asked).await {
+        Ok(Ok(text)) if !text.trim().is_empty() => Some(text),
+        Ok(Ok(_)) => Err("it said nothing".to_owned()).ok(),
+        Ok(Err(why)) => failed(model, &why),
+        Err(_) => failed(model, &format!("it took over {timeout:?}")),
+    }?;
+    let made = crate::tools::shortened_to(made.trim(), max_bytes);
+    let mut machine = lock(&model.inner.workflow);
+    if let Some(m) = machine.as_mut() {
+        if m.summaries.len() == SUMMARIES_KEPT {
+            m.summaries.remove(0);
+        }
+        m.summaries.push((key, Arc::from(made.as_str())));
+    }
+    Some(made)
+}
+
+/// A failed summary: logged once per call; the carried note alone crosses.
+fn failed(model: &Model, why: &str) -> Option<String> {
+    if !model.inner.warned_summary.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "stage: the handoff summary failed ({}); the carried note alone crosses (said once per call)",
+            crate::logline::outside(why)
+        );
+    }
+    None
+}
+
+/// One summary request: `instruction`, the transcript as the user's message, no tools; its text,
+/// read within `max_bytes` (a response past four times that is cut; a call in it is ignored).
+async fn ask(
+    layer: &dyn Layer,
+    instruction: &str,
+    transcript: String,
+    max_bytes: usize,
+) -> Result<String, String> {
+    let history = [Entry::new(1, Role::User, vec![Part::text(transcript)])];
+    let tools = ToolSet::empty();
+    let spec = RequestSpec {
+        instruction: Some(instruction),
+        history: &history,
+        note: None,
+        tools: &tools,
+        choice: &ToolChoice::None,
+    };
+    let request = layer.build(&spec).map_err(|e| e.to_string())?;
+    let response_bytes = max_bytes.saturating_mul(4).max(16 * 1024);
+    let mut stream = http::open(&request, layer.timeouts(), response_bytes, layer.http())
+        .await
+        .map_err(|e| crate::logline::chain(&e))?;
+    let mut decoder = layer.decoder(DecodeLimits::new(0, 0, 64, response_bytes));
+    let mut text = String::new();
+    loop {
+        let (chunks, ended) = match stream.next().await {
+            Some(Ok(item)) => (decoder.item(item).map_err(|e| e.to_string())?, false),
+            Some(Err(e)) => return Err(crate::logline::chain(&e)),
+            None => (decoder.end().map_err(|e| e.to_string())?, true),
+        };
+        for chunk in chunks {
+            for part in chunk.parts {
+                if let Part::Text { text: t, .. } = part
+                    && text.len() < max_bytes
+                {
+                    text.push_str(&t);
+                }
+            }
+        }
+        if ended || decoder.done() || text.len() >= max_bytes {
+            return Ok(text);
+        }
+    }
+}
