@@ -12,4 +12,5 @@ mod lazy_unit_in_read_loop;
 mod needs_result_now_order;
 mod newtype_argument;
 mod result_and_arguments;
+mod stages;
 mod tool_policies;
