@@ -316,6 +316,11 @@ impl Conversation {
         }
     }
 
+    /// Where the exchange in progress starts (the user's last words), else [`mark`](Self::mark).
+    pub(crate) fn exchange_start(&self) -> EntryId {
+        self.exchange.unwrap_or_else(|| self.mark())
+    }
+
     /// The id the next entry gets: entries from it on come after now.
     pub(crate) fn mark(&self) -> EntryId {
         self.next_id + 1

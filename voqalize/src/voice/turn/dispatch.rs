@@ -189,7 +189,9 @@ impl<'t> TurnState<'t> {
             None
         };
         Decided {
-            awaited: !calling.off && decl.as_deref().is_some_and(ToolDecl::needs_result_now),
+            // A call the stage refused: the model reads why at once, and goes on.
+            awaited: !calling.off
+                && (stage.is_some() || decl.as_deref().is_some_and(ToolDecl::needs_result_now)),
             // An MCP tool's run is a task of its own: it can always outlive the turn.
             policy: self.policy(
                 decl.as_deref(),

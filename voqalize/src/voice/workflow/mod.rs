@@ -370,10 +370,20 @@ impl Model {
                 named: machine::short_name::<S>(),
             });
         }
-        let change = m.move_now(stage.index(), context, note, self.conversation().mark());
+        // In a turn, the caller's words that started it stay; elsewhere, what comes next.
+        let call = crate::session::context::current();
+        let turn_id = call.as_ref().and_then(|c| c.turn);
+        let mark = {
+            let conversation = self.conversation();
+            match turn_id {
+                Some(_) => conversation.exchange_start(),
+                None => conversation.mark(),
+            }
+        };
+        let change = m.move_now(stage.index(), context, note, mark);
         drop(machine);
-        if let (Some(change), Some(call)) = (change, crate::session::context::current()) {
-            machine::changed(&self.inner, &call.session, None, change);
+        if let (Some(change), Some(call)) = (change, call) {
+            machine::changed(&self.inner, &call.session, turn_id, change);
         }
         Ok(())
     }
