@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::MAX_TRANSCRIPT_BYTES;
-use super::machine::Pending;
+use super::state::Pending;
 use crate::model::ToolChoice;
 use crate::model::history::{Entry, Part, RequestSpec, Role};
 use crate::model::http;

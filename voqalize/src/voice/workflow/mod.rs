@@ -8,11 +8,13 @@
 //! fallback and entry lines, hooks on entering and leaving, and the handoff's bounds.
 //!
 //! By job: this file holds the settings and the brain's handles (`Model::workflow`, `stage`,
-//! `move_to`); `machine.rs` the call's stage and what each request declares; `handoff.rs` what a
+//! `move_to`); `state.rs` the call's stage and what it declares and refuses; `machine.rs` the
+//! workflow in each turn's requests and a transition's effects; `handoff.rs` what a
 //! transition does to the conversation (a fresh start, a summary).
 
 mod handoff;
 mod machine;
+mod state;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -20,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use handoff::hand_off;
-pub(crate) use machine::{Machine, moved};
+pub(crate) use machine::moved;
+pub(crate) use state::Machine;
 
 use super::{Model, ModelLayer};
 use crate::recover::lock;
@@ -367,7 +370,7 @@ impl Model {
         if !m.is::<S>() {
             return Err(StageError::OtherStages {
                 follows: m.type_name(),
-                named: machine::short_name::<S>(),
+                named: state::short_name::<S>(),
             });
         }
         // In a turn, the caller's words that started it stay; elsewhere, what comes next.

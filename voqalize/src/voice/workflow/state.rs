@@ -1,0 +1,232 @@
+//! Where the call is in its workflow: the current stage, the transition waiting to be applied,
+//! the turn's count of transitions, and what the stage declares and refuses.
+
+use std::sync::Arc;
+
+use super::{Setup, StageSetup};
+use crate::model::history::EntryId;
+use crate::stages::{Context, StageDecl, Stages, Transition};
+use crate::tools::ToolDecl;
+
+/// A transition made, waiting to be applied to the conversation before the next request.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) from: usize,
+    pub(crate) to: usize,
+    pub(crate) context: Context,
+    /// The carried note, bounded.
+    pub(crate) note: String,
+    /// Entries from this id on came after the move (the caller's next words): they stay.
+    pub(crate) mark: EntryId,
+}
+
+/// A stage change, for its hooks and reports.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Change {
+    pub(crate) from: usize,
+    pub(crate) to: usize,
+    pub(crate) context: Context,
+}
+
+/// Where the call is in its workflow.
+pub(crate) struct Machine {
+    setup: Arc<Setup>,
+    current: usize,
+    pending: Option<Pending>,
+    /// The turn `moves` counts for, and the transitions started in it.
+    turn: u64,
+    moves: usize,
+    /// Bumped at every change: a turn redeclares its tools when it moved.
+    pub(super) epoch: u64,
+    /// The last instruction composed: the `Model`'s, the stage, and the result.
+    composed: Option<(Option<Arc<str>>, usize, Arc<str>)>,
+    /// The summaries made, newest last (a few: a call that goes back and forth reuses them).
+    pub(super) summaries: Vec<(u64, Arc<str>)>,
+}
+
+impl Machine {
+    pub(crate) fn new(setup: Arc<Setup>) -> Machine {
+        Machine {
+            current: setup.start,
+            setup,
+            pending: None,
+            turn: 0,
+            moves: 0,
+            epoch: 0,
+            composed: None,
+            summaries: Vec::new(),
+        }
+    }
+
+    pub(crate) fn is<S: Stages>(&self) -> bool {
+        self.setup.table.is::<S>()
+    }
+
+    pub(crate) fn type_name(&self) -> &'static str {
+        self.setup.table.type_name
+    }
+
+    pub(crate) fn current(&self) -> usize {
+        self.current
+    }
+
+    pub(crate) fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    pub(super) fn decl(&self, index: usize) -> &'static StageDecl {
+        &self.setup.table.stages[index]
+    }
+
+    pub(crate) fn name(&self, index: usize) -> &'static str {
+        self.decl(index).name
+    }
+
+    pub(super) fn here(&self) -> &StageSetup {
+        &self.setup.stages[self.current]
+    }
+
+    /// Whether the current stage declares `decl`: a `#[tool]` it names, a transition into a
+    /// stage it leads to, an MCP tool of a toolset it names.
+    pub(crate) fn allows(&self, decl: &ToolDecl) -> bool {
+        let stage = self.decl(self.current);
+        if let Some(server) = decl.mcp_server() {
+            return stage.mcp.contains(&server);
+        }
+        match decl.transition() {
+            Some(t) => self.target(&t).is_some_and(|to| stage.leads_to(to)),
+            None => stage.tools.contains(&decl.name()),
+        }
+    }
+
+    pub(super) fn target(&self, t: &Transition) -> Option<usize> {
+        self.setup.table.index_of(t.to)
+    }
+
+    /// Moves the call now (brain code, or a transition's call that ended well); `None` when
+    /// `to` is no stage.
+    pub(crate) fn move_now(
+        &mut self,
+        to: usize,
+        context: Context,
+        note: &str,
+        mark: EntryId,
+    ) -> Option<Change> {
+        if to >= self.setup.table.stages.len() {
+            return None;
+        }
+        let from = self.current;
+        self.current = to;
+        self.epoch += 1;
+        self.pending = Some(Pending {
+            from,
+            to,
+            context,
+            note: crate::tools::shortened_to(note.trim(), self.setup.max_note_bytes),
+            mark,
+        });
+        Some(Change { from, to, context })
+    }
+
+    pub(crate) fn take_pending(&mut self) -> Option<Pending> {
+        self.pending.take()
+    }
+
+    /// The instruction for the current stage: the `Model`'s, then the stage's (the shared part
+    /// first, so it stays the prompt's cached prefix). Composed once per change.
+    pub(crate) fn instruction(&mut self, base: Option<Arc<str>>) -> Option<Arc<str>> {
+        let stage = self.decl(self.current).instruction;
+        if let Some((b, at, out)) = &self.composed
+            && *at == self.current
+            && same_text(b, &base)
+        {
+            return Some(out.clone());
+        }
+        let out: Arc<str> = match &base {
+            Some(b) if !stage.is_empty() => format!("{b}\n\n{stage}").into(),
+            Some(b) => b.clone(),
+            None if stage.is_empty() => return None,
+            None => stage.into(),
+        };
+        self.composed = Some((base, self.current, out.clone()));
+        Some(out)
+    }
+
+    /// Why the call to `name` may not run now, in words the model reads: a transition past the
+    /// turn's cap or while another is under way, a transition or tool the stage does not offer.
+    /// `decl` is the tool, when the turn declared it; `table` the brain's tools.
+    pub(crate) fn refusal(
+        &mut self,
+        turn_id: u64,
+        name: &str,
+        decl: Option<&ToolDecl>,
+        table: &[ToolDecl],
+    ) -> Option<String> {
+        if self.turn != turn_id {
+            (self.turn, self.moves) = (turn_id, 0);
+        }
+        let here = self.name(self.current);
+        if let Some(t) = decl.and_then(ToolDecl::transition) {
+            if let Some(p) = &self.pending {
+                return Some(format!(
+                    "'{name}' did not run: the call is already moving to {}; go on there",
+                    self.name(p.to)
+                ));
+            }
+            if self.moves >= self.setup.max_transitions_per_turn {
+                return Some(format!(
+                    "'{name}' did not run: this turn already moved the call {} times, the most a \
+                     turn may; answer the caller in stage {here}",
+                    self.moves
+                ));
+            }
+            self.moves += 1;
+            let _ = t;
+            return None;
+        }
+        if decl.is_some() {
+            return None;
+        }
+        let known = table.iter().find(|d| d.name() == name)?;
+        let offered = self.offered();
+        Some(match known.transition() {
+            Some(t) => format!(
+                "'{name}' did not run: it moves the call to {}, and stage {here} does not lead \
+                 there ({offered})",
+                t.to
+            ),
+            None => format!("'{name}' did not run: it is not a tool of stage {here} ({offered})"),
+        })
+    }
+
+    /// What the current stage offers, for a refusal.
+    fn offered(&self) -> String {
+        let stage = self.decl(self.current);
+        let to: Vec<&str> = stage.to.iter().map(|&i| self.name(i)).collect();
+        let tools = if stage.tools.is_empty() {
+            "no tools".to_owned()
+        } else {
+            format!("its tools: {}", stage.tools.join(", "))
+        };
+        if to.is_empty() {
+            format!("{tools}; the call ends here")
+        } else {
+            format!("{tools}; it leads to {}", to.join(", "))
+        }
+    }
+}
+
+/// Whether two instructions are the same text (the same `Arc`, usually).
+fn same_text(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// `S`'s name without its module path.
+pub(crate) fn short_name<S>() -> &'static str {
+    let full = std::any::type_name::<S>();
+    full.rsplit("::").next().unwrap_or(full)
+}
