@@ -532,3 +532,58 @@ async fn a_transition_the_caller_barged_in_on_finishes_and_the_next_turn_starts_
         .any(|s| s.turn_id == turn.turn_id && s.kind == "transition" && s.name == "Booking");
     assert!(moved, "{:#?}", v.turn_steps());
 }
+
+/// Desks on the stand-in at `base`, with `workflow`'s settings.
+fn desks(
+    base: String,
+    workflow: impl Fn() -> Workflow<Clinic> + Send + Sync + 'static,
+) -> impl Fn() -> Desk + Send + Sync + 'static {
+    move || Desk {
+        model: Model::new(layer(Provider::Gemini, &base, "gemini-test", timeouts()))
+            .instruction("You answer the Elm Street Clinic's phone.")
+            .workflow(workflow()),
+        log: Arc::new(Log::default()),
+        gate: Arc::new(Semaphore::new(0)),
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_call_replays_its_transitions_and_a_replay_that_moves_otherwise_says_where() {
+    use voqalize_testing::Replay;
+    let server = ModelServer::start(Provider::Gemini).await.expect("a port");
+    server.reply(Reply::new().call("verified_keep", json!({})).finish());
+    server.reply(Reply::new().call("start_over", json!({})).finish());
+    server.reply(Reply::new().text("Who is calling, then?").finish());
+    server.reply(Reply::new().text("Hello Bea.").finish());
+    let recording = crate::replay::recorded(desks(server.base_url(), Workflow::new), async |v| {
+        v.user_says("I'm Ana").await.unwrap();
+        v.user_says("I'm Bea").await.unwrap();
+    })
+    .await;
+    let moves: Vec<(&str, &str, &str)> = recording
+        .stages
+        .iter()
+        .map(|m| (m.from.as_str(), m.to.as_str(), m.context.as_str()))
+        .collect();
+    assert_eq!(
+        moves,
+        [("Verify", "Booking", "keep"), ("Booking", "Verify", "fresh")]
+    );
+    let mut replay = Replay::start(recording.clone()).await.unwrap();
+    let same = replay.run(desks(replay.base_url(), Workflow::new)).await.unwrap();
+    assert!(same.is_same(), "{same}");
+    // A build that allows one transition per turn moves the call otherwise: the report names the
+    // turn and the steps that differ.
+    // Its turns say nothing past the point they differ: they are cut at a short timeout (what
+    // is asserted is in the recorded side, whatever the replay managed).
+    let mut replay = Replay::start(recording)
+        .await
+        .unwrap()
+        .turn_timeout(Duration::from_secs(2));
+    let capped = || Workflow::new().max_transitions_per_turn(1);
+    let report = replay.run(desks(replay.base_url(), capped)).await.unwrap();
+    assert!(!report.is_same(), "{report}");
+    let text = report.to_string();
+    assert!(text.contains("turn 1 (I'm Ana)"), "{text}");
+    assert!(text.contains("transition Verify"), "{text}");
+}
