@@ -566,3 +566,47 @@ async fn an_mcp_tool_call_shows_in_the_console_timeline() {
         )
         .await;
 }
+
+// A workflow's stage and each move show in the page's timeline as what they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_and_its_move_show_in_the_console_timeline() {
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.reply(
+        Reply::new()
+            .call("verified", json!({"patient": "p-17"}))
+            .finish(),
+    );
+    server.reply(Reply::new().text("Which day suits you?").finish());
+    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
+    let console = Console::new(brain_url);
+    tokio::spawn(voqalize::host::serve(
+        brain_listener,
+        crate::stages::desks(server.base_url(), voqalize::voice::Workflow::new),
+        HostOptions::allow_unverified(),
+    ));
+    let mut browser = live_page(console).await;
+    browser
+        .eval(
+            r#"document.getElementById("say").value = "I'm Ana Lima.";
+               document.getElementById("send").click(); true"#,
+        )
+        .await;
+    let moved = browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.item.stage')].map(e => e.textContent)
+                 .find(t => t.includes("→")) || null"#,
+        )
+        .await;
+    assert_eq!(moved.as_str(), Some("StageVerify → Booking (fresh)"));
+    let first = browser
+        .wait_for(
+            r#"[...document.querySelectorAll('.item.stage')].map(e => e.textContent)[0] || null"#,
+        )
+        .await;
+    assert_eq!(first.as_str(), Some("StageVerify"));
+}

@@ -18,7 +18,7 @@ use crate::support::{Log, driver, layer, logs, said};
 
 /// The clinic line, stage by stage.
 #[derive(Stages, Clone, Copy, PartialEq, Eq, Debug)]
-enum Clinic {
+pub(crate) enum Clinic {
     /// Ask for the caller's name and check it with `find_patient`.
     #[stage(tools(find_patient), to(Booking))]
     Verify,
@@ -38,7 +38,7 @@ struct Verified {
 }
 
 /// The desk: tools log what they did; `verified_slowly` waits for the test's gate.
-struct Desk {
+pub(crate) struct Desk {
     model: Model,
     log: Arc<Log>,
     gate: Arc<Semaphore>,
@@ -534,7 +534,7 @@ async fn a_transition_the_caller_barged_in_on_finishes_and_the_next_turn_starts_
 }
 
 /// Desks on the stand-in at `base`, with `workflow`'s settings.
-fn desks(
+pub(crate) fn desks(
     base: String,
     workflow: impl Fn() -> Workflow<Clinic> + Send + Sync + 'static,
 ) -> impl Fn() -> Desk + Send + Sync + 'static {

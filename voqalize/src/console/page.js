@@ -124,6 +124,13 @@ function onEvent(e) {
       break;
     }
     case "turn_step": {
+      // A workflow's stage and its moves read as such: "Stage Verify", "Stage Verify → Booking".
+      if (e.kind === "stage") { item(e.turn_id, "stage", "Stage", e.name); break; }
+      if (e.kind === "transition") {
+        const context = Object.keys(e.counts || {})[0];
+        item(e.turn_id, "stage", "Stage", `${e.provider} → ${e.name}` + (context ? ` (${context})` : ""));
+        break;
+      }
       const parts = [`${e.kind} ${e.name}`];
       if (e.provider) parts.push(`(${e.provider})`);
       parts.push(`${e.duration_ms} ms`);
