@@ -60,7 +60,8 @@
 //!
 //! # `#[derive(Stages)]`
 //!
-//! *Grammar*: on a fieldless enum without generics or explicit discriminants. Each variant is a
+//! *Grammar*: on a fieldless enum without generics (explicit discriminants are allowed: a stage's
+//! place is its place in the declaration). Each variant is a
 //! stage; its doc comment is the stage's instruction (sent after the `Model`'s own, so the shared
 //! part stays the prompt's cached prefix), and `#[stage(...)]` says the rest:
 //! `tools(a, b)` (the brain's `#[tool]`s the model may call there), `to(Stage, ...)` (the stages
