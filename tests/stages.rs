@@ -58,8 +58,14 @@ impl Brain for Desk {
     }
 }
 
-#[brain(stages = Clinic)]
+#[brain(stages = Clinic, visible = shown)]
 impl Desk {
+    /// Every tool the stage offers is shown; asking the `Model` where the call is, from here,
+    /// must not block (the stage is read without the call's lock held).
+    fn shown(&self, _: &ToolDecl) -> bool {
+        self.model.stage::<Clinic>().is_some()
+    }
+
     /// Finds a patient by name.
     #[tool]
     async fn find_patient(&self) -> &'static str {
@@ -141,14 +147,24 @@ struct Rig {
 async fn rig(
     workflow: impl Fn(String) -> Option<Workflow<Clinic>> + Send + Sync + 'static,
 ) -> (Rig, Voqalize) {
+    rig_with(|m| m, workflow).await
+}
+
+/// [`rig`] with the `Model`'s own settings.
+async fn rig_with(
+    settings: impl Fn(Model) -> Model + Send + Sync + 'static,
+    workflow: impl Fn(String) -> Option<Workflow<Clinic>> + Send + Sync + 'static,
+) -> (Rig, Voqalize) {
     let server = ModelServer::start(Provider::Gemini).await.expect("a port");
     let other = ModelServer::start(Provider::OpenAi).await.expect("a port");
     let (log, gate) = (Arc::new(Log::default()), Arc::new(Semaphore::new(0)));
     let (base, other_base) = (server.base_url(), other.base_url());
     let (l, g) = (log.clone(), gate.clone());
     let v = driver(move || {
-        let model = Model::new(layer(Provider::Gemini, &base, "gemini-test", timeouts()))
-            .instruction("You answer the Elm Street Clinic's phone.");
+        let model = settings(
+            Model::new(layer(Provider::Gemini, &base, "gemini-test", timeouts()))
+                .instruction("You answer the Elm Street Clinic's phone."),
+        );
         let model = match workflow(other_base.clone()) {
             Some(w) => model.workflow(w),
             None => model,
@@ -567,10 +583,16 @@ async fn a_recorded_call_replays_its_transitions_and_a_replay_that_moves_otherwi
         .collect();
     assert_eq!(
         moves,
-        [("Verify", "Booking", "keep"), ("Booking", "Verify", "fresh")]
+        [
+            ("Verify", "Booking", "keep"),
+            ("Booking", "Verify", "fresh")
+        ]
     );
     let mut replay = Replay::start(recording.clone()).await.unwrap();
-    let same = replay.run(desks(replay.base_url(), Workflow::new)).await.unwrap();
+    let same = replay
+        .run(desks(replay.base_url(), Workflow::new))
+        .await
+        .unwrap();
     assert!(same.is_same(), "{same}");
     // A build that allows one transition per turn moves the call otherwise: the report names the
     // turn and the steps that differ.
@@ -586,4 +608,104 @@ async fn a_recorded_call_replays_its_transitions_and_a_replay_that_moves_otherwi
     let text = report.to_string();
     assert!(text.contains("turn 1 (I'm Ana)"), "{text}");
     assert!(text.contains("transition Verify"), "{text}");
+}
+
+#[tokio::test]
+async fn one_transition_moves_the_call_at_a_time_and_one_that_fails_lets_the_next_run() {
+    let (rig, mut v) = rig_with(
+        |m| {
+            m.parallel_tools(2).before_tool(|call| match call.name {
+                "verified" => Err(Refusal::new("not before the date of birth")),
+                _ => Ok(()),
+            })
+        },
+        |_| None,
+    )
+    .await;
+    v.start_silent().await.unwrap();
+    // Two at once: the second is refused while the first runs.
+    rig.server.reply(
+        Reply::new()
+            .call("verified_slowly", json!({}))
+            .call("verified_keep", json!({}))
+            .finish(),
+    );
+    rig.server.reply(Reply::new().text("Which day?").finish());
+    let log = rig.log.clone();
+    let gate = rig.gate.clone();
+    tokio::spawn(async move {
+        if log
+            .until(|l| l.events().contains(&"verifying".to_owned()))
+            .await
+        {
+            gate.add_permits(1);
+        }
+    });
+    let turn = v.user_says("I'm Ana").await.unwrap();
+    let outcomes: Vec<(&str, &str)> = turn
+        .tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [("verified_keep", "refused"), ("verified_slowly", "ok")]
+    );
+    assert!(rig.log.events().contains(&"verified".to_owned()));
+    // The one that ran moved the call (fresh): the follow-up starts from its note.
+    assert_eq!(
+        said(&rig.server, 1),
+        [
+            "user: (The call moved from stage Verify to stage Booking. Note: Verified by the back office.)"
+        ]
+    );
+    // Back to Verify; a transition a guard refuses does not move the call, and does not stop the
+    // next one.
+    rig.server
+        .reply(Reply::new().call("start_over", json!({})).finish());
+    rig.server.reply(Reply::new().text("Who is it?").finish());
+    v.user_says("someone else").await.unwrap();
+    rig.server.reply(
+        Reply::new()
+            .call("verified", json!({"patient": "p-1"}))
+            .finish(),
+    );
+    rig.server
+        .reply(Reply::new().call("verified_keep", json!({})).finish());
+    rig.server.reply(Reply::new().text("Which day?").finish());
+    v.user_says("I'm Bea").await.unwrap();
+    let last = rig.server.requests().len() - 1;
+    let request = rig.server.read_back(last).expect("the request");
+    assert_eq!(
+        request.tools,
+        ["open_slots", "book", "booked", "start_over"]
+    );
+    assert!(
+        said(&rig.server, last)
+            .iter()
+            .any(|l| l.contains("not before the date of birth")),
+        "{:#?}",
+        said(&rig.server, last)
+    );
+}
+
+#[tokio::test]
+async fn a_long_note_is_cut_to_its_bound() {
+    let (rig, mut v) = rig(|_| Some(Workflow::new().max_note_bytes(64))).await;
+    v.start_silent().await.unwrap();
+    let patient = "p".repeat(500);
+    rig.server.reply(
+        Reply::new()
+            .call("verified", json!({"patient": patient}))
+            .finish(),
+    );
+    rig.server.reply(Reply::new().text("Which day?").finish());
+    v.user_says("I'm Ana").await.unwrap();
+    let note = said(&rig.server, 1).remove(0);
+    assert!(
+        note.starts_with("user: (The call moved from stage Verify to stage Booking. Note: The caller is patient pppp")
+            && note.ends_with("... (523 bytes))"),
+        "{note}"
+    );
+    assert!(note.len() < 200, "{note}");
 }

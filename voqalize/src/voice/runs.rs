@@ -105,8 +105,25 @@ impl Settle {
             _ => None,
         };
         let filed = self.file(end, response);
-        if let (true, Some((transition, value))) = (filed, moving) {
-            super::workflow::moved(&self.inner, &self.session, self.turn_id, transition, &value);
+        match (filed, moving) {
+            (true, Some((transition, value))) => {
+                super::workflow::moved(
+                    &self.inner,
+                    &self.session,
+                    self.turn_id,
+                    transition,
+                    &value,
+                );
+            }
+            _ if self.ran
+                && self
+                    .decl
+                    .as_deref()
+                    .is_some_and(|d| d.transition().is_some()) =>
+            {
+                super::workflow::unmoved(&self.inner);
+            }
+            _ => {}
         }
         self.inner.settled.notify_waiters();
         self.report(end, outcome_name);

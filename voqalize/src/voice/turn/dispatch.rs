@@ -183,6 +183,9 @@ impl<'t> TurnState<'t> {
             _ => Verdict::Allowed,
         };
         let ran = !calling.off && stage.is_none() && matches!(before, Verdict::Allowed);
+        if ran && decl.as_deref().is_some_and(|d| d.transition().is_some()) {
+            self.model.transition_started();
+        }
         let shared = if ran {
             self.shared(calling.brain)
         } else {

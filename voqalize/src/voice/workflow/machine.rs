@@ -16,7 +16,6 @@ use crate::stages::{StageTable, Transition};
 use crate::tools::{ToolDecl, ToolSet, Toolbox};
 use crate::voice::{Inner, Model};
 
-
 impl Model {
     /// Readies the workflow for a turn of `brain`: follows the brain's stages when the `Model`
     /// was given none, and reports the stage the turn starts in.
@@ -56,13 +55,18 @@ impl Model {
     /// This turn's tools: the brain's visible tools the current stage offers (all of them
     /// without stages), then the MCP tools the stage takes.
     pub(crate) fn turn_tools(&self, brain: &dyn Toolbox, turn: &Turn) -> ToolSet {
-        let machine = lock(&self.inner.workflow);
+        // Read without the call's lock: `tool_visible` is the brain's code, and may ask the
+        // `Model` where the call is.
+        let stage = lock(&self.inner.workflow)
+            .as_ref()
+            .map(|m| (m.shared_setup(), m.current()));
         #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
-        let mut tools = match machine.as_ref() {
-            Some(m) => ToolSet::from_table(brain.tools(), |t| m.allows(t) && brain.tool_visible(t)),
+        let mut tools = match stage {
+            Some((setup, current)) => ToolSet::from_table(brain.tools(), |t| {
+                super::state::allows(&setup, current, t) && brain.tool_visible(t)
+            }),
             None => brain.tools_for_turn(),
         };
-        drop(machine);
         #[cfg(feature = "mcp")]
         self.add_mcp_tools(&mut tools, turn.session().tape());
         let _ = turn;
@@ -105,6 +109,14 @@ impl Model {
             .map(|m| m.name(m.current()))
     }
 
+    /// A transition's run starts: it counts against the turn's cap, and no other may start
+    /// until it is answered.
+    pub(crate) fn transition_started(&self) {
+        if let Some(m) = lock(&self.inner.workflow).as_mut() {
+            m.started();
+        }
+    }
+
     /// Why a call to `name` may not run in this stage (see [`Machine::refusal`]).
     pub(crate) fn stage_refusal(
         &self,
@@ -124,8 +136,7 @@ fn same(a: &StageTable, b: Option<&StageTable>) -> bool {
     b.is_some_and(|b| a.type_id == b.type_id)
 }
 
-/// A transition's call ended well (`result` is what it returned): the call moves, unless a
-/// move is under way already.
+/// A transition's call ended well (`result` is what it returned): the call moves.
 pub(crate) fn moved(
     inner: &Inner,
     session: &Session,
@@ -144,6 +155,7 @@ pub(crate) fn moved(
         let Some(m) = machine.as_mut() else {
             return;
         };
+        m.answered();
         let Some(to) = m.target(&transition) else {
             return;
         };
@@ -151,6 +163,14 @@ pub(crate) fn moved(
     };
     if let Some(change) = change {
         changed(inner, session, Some(turn_id), change);
+    }
+}
+
+/// A transition's call that ran ended without moving the call (an error, a timeout, a
+/// cancellation, a guard's refusal): another may run.
+pub(crate) fn unmoved(inner: &Inner) {
+    if let Some(m) = lock(&inner.workflow).as_mut() {
+        m.answered();
     }
 }
 

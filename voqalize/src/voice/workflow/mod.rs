@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use handoff::hand_off;
-pub(crate) use machine::moved;
+pub(crate) use machine::{moved, unmoved};
 pub(crate) use state::Machine;
 
 use super::{Model, ModelLayer};
@@ -363,6 +363,18 @@ impl Model {
         context: Context,
         note: &str,
     ) -> Result<(), StageError> {
+        // In a turn, the caller's words that started it stay; elsewhere, what comes next. Read
+        // before the call's stage is locked (a request being built holds the conversation, then
+        // the stage).
+        let call = crate::session::context::current();
+        let turn_id = call.as_ref().and_then(|c| c.turn);
+        let mark = {
+            let conversation = self.conversation();
+            match turn_id {
+                Some(_) => conversation.exchange_start(),
+                None => conversation.mark(),
+            }
+        };
         let mut machine = lock(&self.inner.workflow);
         let Some(m) = machine.as_mut() else {
             return Err(StageError::NoStages);
@@ -373,16 +385,6 @@ impl Model {
                 named: state::short_name::<S>(),
             });
         }
-        // In a turn, the caller's words that started it stay; elsewhere, what comes next.
-        let call = crate::session::context::current();
-        let turn_id = call.as_ref().and_then(|c| c.turn);
-        let mark = {
-            let conversation = self.conversation();
-            match turn_id {
-                Some(_) => conversation.exchange_start(),
-                None => conversation.mark(),
-            }
-        };
         let change = m.move_now(stage.index(), context, note, mark);
         drop(machine);
         if let (Some(change), Some(call)) = (change, call) {

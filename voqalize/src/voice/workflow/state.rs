@@ -36,6 +36,8 @@ pub(crate) struct Machine {
     /// The turn `moves` counts for, and the transitions started in it.
     turn: u64,
     moves: usize,
+    /// Transitions allowed to run that have not been answered yet.
+    running: usize,
     /// Bumped at every change: a turn redeclares its tools when it moved.
     pub(super) epoch: u64,
     /// The last instruction composed: the `Model`'s, the stage, and the result.
@@ -52,6 +54,7 @@ impl Machine {
             pending: None,
             turn: 0,
             moves: 0,
+            running: 0,
             epoch: 0,
             composed: None,
             summaries: Vec::new(),
@@ -86,17 +89,20 @@ impl Machine {
         &self.setup.stages[self.current]
     }
 
-    /// Whether the current stage declares `decl`: a `#[tool]` it names, a transition into a
-    /// stage it leads to, an MCP tool of a toolset it names.
-    pub(crate) fn allows(&self, decl: &ToolDecl) -> bool {
-        let stage = self.decl(self.current);
-        if let Some(server) = decl.mcp_server() {
-            return stage.mcp.contains(&server);
-        }
-        match decl.transition() {
-            Some(t) => self.target(&t).is_some_and(|to| stage.leads_to(to)),
-            None => stage.tools.contains(&decl.name()),
-        }
+    /// A transition starts its run (after the stage and the guards let it).
+    pub(crate) fn started(&mut self) {
+        self.moves += 1;
+        self.running += 1;
+    }
+
+    /// A transition that started was answered, however it ended.
+    pub(crate) fn answered(&mut self) {
+        self.running = self.running.saturating_sub(1);
+    }
+
+    /// The settings, shared (to read what the stage allows without holding the call's lock).
+    pub(crate) fn shared_setup(&self) -> Arc<Setup> {
+        self.setup.clone()
     }
 
     pub(super) fn target(&self, t: &Transition) -> Option<usize> {
@@ -166,11 +172,16 @@ impl Machine {
             (self.turn, self.moves) = (turn_id, 0);
         }
         let here = self.name(self.current);
-        if let Some(t) = decl.and_then(ToolDecl::transition) {
+        if decl.and_then(ToolDecl::transition).is_some() {
             if let Some(p) = &self.pending {
                 return Some(format!(
                     "'{name}' did not run: the call is already moving to {}; go on there",
                     self.name(p.to)
+                ));
+            }
+            if self.running > 0 {
+                return Some(format!(
+                    "'{name}' did not run: another transition is running; one moves the call at                      a time"
                 ));
             }
             if self.moves >= self.setup.max_transitions_per_turn {
@@ -180,8 +191,6 @@ impl Machine {
                     self.moves
                 ));
             }
-            self.moves += 1;
-            let _ = t;
             return None;
         }
         if decl.is_some() {
@@ -229,4 +238,20 @@ fn same_text(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
 pub(crate) fn short_name<S>() -> &'static str {
     let full = std::any::type_name::<S>();
     full.rsplit("::").next().unwrap_or(full)
+}
+
+/// Whether stage `current` of `setup` declares `decl`: a `#[tool]` it names, a transition into a
+/// stage it leads to, an MCP tool of a toolset it names.
+pub(crate) fn allows(setup: &Setup, current: usize, decl: &ToolDecl) -> bool {
+    let stage = &setup.table.stages[current];
+    if let Some(server) = decl.mcp_server() {
+        return stage.mcp.contains(&server);
+    }
+    match decl.transition() {
+        Some(t) => setup
+            .table
+            .index_of(t.to)
+            .is_some_and(|to| stage.leads_to(to)),
+        None => stage.tools.contains(&decl.name()),
+    }
 }
