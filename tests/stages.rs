@@ -709,3 +709,42 @@ async fn a_long_note_is_cut_to_its_bound() {
     );
     assert!(note.len() < 200, "{note}");
 }
+
+#[tokio::test]
+async fn after_a_summary_handoff_the_anthropic_prompt_prefix_stays_the_same_from_turn_to_turn() {
+    let server = ModelServer::start(Provider::Anthropic)
+        .await
+        .expect("a port");
+    let base = server.base_url();
+    let mut v = driver(move || Desk {
+        model: Model::new(layer(Provider::Anthropic, &base, "claude-test", timeouts()))
+            .instruction("You answer the Elm Street Clinic's phone."),
+        log: Arc::new(Log::default()),
+        gate: Arc::new(Semaphore::new(0)),
+    })
+    .await;
+    v.start_silent().await.unwrap();
+    server.reply(Reply::new().text("Hello, who is calling?").finish());
+    v.user_says("hi").await.unwrap();
+    // The summary (by the stage's own layer), then the Booking stage's answers.
+    server.reply(Reply::new().call("verified_summary", json!({})).finish());
+    server.reply(Reply::new().text("Ana calls to book.").finish());
+    server.reply(Reply::new().text("Which day?").finish());
+    v.user_says("I'm Ana").await.unwrap();
+    server.reply(Reply::new().text("Tuesday it is.").finish());
+    v.user_says("Tuesday").await.unwrap();
+    let bodies: Vec<serde_json::Value> = server.requests().into_iter().map(|r| r.body).collect();
+    let (first, second) = (&bodies[bodies.len() - 2], &bodies[bodies.len() - 1]);
+    // The cached prefix: the tools, the system prompt, and the summary note that opens the
+    // conversation, unchanged from one request of the stage to the next.
+    assert_eq!(first["tools"], second["tools"]);
+    assert_eq!(first["system"], second["system"]);
+    let opening = |b: &serde_json::Value| b["messages"][0]["content"][0]["text"].clone();
+    assert_eq!(opening(first), opening(second));
+    assert!(
+        opening(first)
+            .as_str()
+            .is_some_and(|t| t.contains("What was said before: Ana calls to book.")),
+        "{first}"
+    );
+}

@@ -410,3 +410,40 @@ fn a_note_keeps_the_exchange_in_progress_whole_within_twice_the_bound() {
     assert_counted(&c);
     assert!(!texts(&c).contains(&"User T(look it up)".to_owned()));
 }
+
+#[test]
+fn a_restart_keeps_only_the_note_and_what_came_after_the_mark() {
+    let mut c = Conversation::new(400, 1 << 20);
+    c.push_user("I'm Ana");
+    let model = c.push(Role::Model, vec![Part::text("Checking."), call("verify")]);
+    c.speaking(1, Some(model));
+    let mark = c.mark();
+    c.push_user("hello?");
+    c.restart(mark, "(moved)");
+    assert_eq!(texts(&c), ["User T((moved))", "User T(hello?)"]);
+    assert_eq!(
+        c.bytes(),
+        c.entries().iter().map(|e| e.bytes).sum::<usize>()
+    );
+    // The unit that spoke a removed entry finds it gone: nothing changes.
+    c.heard(1, "Check", true);
+    assert_eq!(texts(&c), ["User T((moved))", "User T(hello?)"]);
+}
+
+#[test]
+fn the_heard_transcript_leaves_out_units_still_speaking_calls_and_results_and_keeps_its_newest_bytes()
+ {
+    let mut c = Conversation::new(400, 1 << 20);
+    c.push_user("I'm Ana");
+    let heard = c.push(Role::Model, vec![Part::text("Hello Ana."), call("find")]);
+    c.speaking(1, Some(heard));
+    c.heard(1, "Hello Ana.", false);
+    c.push_user("Book me in");
+    let speaking = c.push(Role::Model, vec![Part::text("One moment.")]);
+    c.speaking(2, Some(speaking));
+    assert_eq!(
+        c.heard_transcript(1000),
+        "Caller: I'm Ana\nAgent: Hello Ana.\nCaller: Book me in\n"
+    );
+    assert_eq!(c.heard_transcript(24), "Ana.\nCaller: Book me in\n");
+}
