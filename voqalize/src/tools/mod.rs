@@ -623,8 +623,10 @@ pub trait Toolbox: Send + Sync + 'static {
         dispatch::call(self, turn, name, arguments)
     }
 
-    /// The brain's stages, `#[brain(stages = ...)]`: the voice core then declares each turn only
-    /// the current stage's tools and transitions (see [`stages`](crate::stages)). Default: none.
+    /// The brain's stages, `#[brain(stages = ...)]`: the voice core then declares each request
+    /// only the current stage's tools and transitions that [`tool_visible`](Self::tool_visible)
+    /// also shows (and no longer calls [`tools_for_turn`](Self::tools_for_turn)); see
+    /// [`stages`](crate::stages). Default: none.
     fn stage_table(&self) -> Option<StageTable> {
         None
     }
