@@ -37,6 +37,20 @@ impl Model {
     /// toolset (or a clone of it) lent to this `Model` already; the toolset is then not added.
     #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
     pub fn add_mcp(&self, toolset: crate::mcp::McpToolset) -> Result<(), crate::mcp::McpError> {
+        if let Some(m) = lock(&self.inner.workflow).as_ref() {
+            let stages = m.setup().table.stages();
+            if !stages.iter().any(|s| s.mcp().contains(&toolset.name())) {
+                return Err(crate::mcp::McpError::Config {
+                    toolset: toolset.name().to_owned(),
+                    what: format!(
+                        "no stage of `{}` names it in `mcp(..)`, so its tools would never be \
+                         declared: add `mcp({})` to the `#[stage(..)]` of the stages that use it",
+                        m.type_name(),
+                        toolset.name()
+                    ),
+                });
+            }
+        }
         let theirs = toolset.tools();
         let mut lent = lock(&self.inner.mcp);
         for earlier in lent.iter() {
@@ -58,6 +72,35 @@ impl Model {
         }
         lent.push(toolset);
         Ok(())
+    }
+
+    /// Checks, once per `Model`, what only run time can see of its stages and its toolsets: a
+    /// toolset no stage names (its tools are never declared) and a stage naming a toolset the
+    /// `Model` was not lent; each is one error log.
+    pub(crate) fn check_stage_mcp(&self, stages: &[crate::stages::StageDecl], type_name: &str) {
+        if self.inner.checked_mcp.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let lent = lock(&self.inner.mcp).clone();
+        for toolset in &lent {
+            if !stages.iter().any(|s| s.mcp().contains(&toolset.name())) {
+                tracing::error!(
+                    "the MCP toolset {} is in no stage of `{type_name}`: its tools are never declared (add `mcp({})` to the stages that use it)",
+                    toolset.name(),
+                    toolset.name()
+                );
+            }
+        }
+        for stage in stages {
+            for name in stage.mcp() {
+                if !lent.iter().any(|t| t.name() == *name) {
+                    tracing::error!(
+                        "stage {} of `{type_name}` names the MCP toolset {name}, which this Model was not lent (`Model::mcp`, `Model::add_mcp`)",
+                        stage.name()
+                    );
+                }
+            }
+        }
     }
 
     /// Adds the MCP toolsets' tools to a turn's set; a tool whose name is taken is left out,

@@ -203,6 +203,9 @@ struct Inner {
     /// An MCP tool was left out of a turn for a name another tool has: said once.
     #[cfg(feature = "mcp")]
     warned_clash: AtomicBool,
+    /// The stages' MCP toolsets were checked against the ones lent (at the first staged turn).
+    #[cfg(feature = "mcp")]
+    checked_mcp: AtomicBool,
     /// The MCP toolsets whose tools join each turn's, in the order given (`Model::mcp`, and
     /// `Model::add_mcp` during the call).
     #[cfg(feature = "mcp")]
@@ -231,6 +234,8 @@ impl Inner {
             warned_summary: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
             warned_clash: AtomicBool::new(false),
+            #[cfg(feature = "mcp")]
+            checked_mcp: AtomicBool::new(false),
             #[cfg(feature = "mcp")]
             mcp: Mutex::new(Vec::new()),
             #[cfg(feature = "mcp")]

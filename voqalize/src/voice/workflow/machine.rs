@@ -46,8 +46,12 @@ impl Model {
         let Some(m) = machine.as_ref() else {
             return;
         };
+        let (stages, type_name, current) = (m.setup().table.stages(), m.type_name(), m.current());
+        drop(machine);
+        #[cfg(feature = "mcp")]
+        self.check_stage_mcp(stages, type_name);
         if self.inner.settings.report_steps {
-            let step = Step::new("stage", m.name(m.current())).provider(m.type_name());
+            let step = Step::new("stage", stages[current].name()).provider(type_name);
             crate::voice::report::report(turn.session(), step, turn.id(), false);
         }
     }
