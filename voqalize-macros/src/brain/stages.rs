@@ -3,7 +3,7 @@
 //! mistake's message, at the mistake's span).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::Path;
 use syn::spanned::Spanned;
 
@@ -33,7 +33,7 @@ pub(super) fn stage_table(stages: &Path) -> TokenStream {
 pub(super) fn checks(stages: &Path, brain: &str, tools: &[Tool]) -> TokenStream {
     let enum_name = type_text(stages);
     let plain: Vec<&Tool> = tools.iter().filter(|t| t.transition.is_none()).collect();
-    let names = plain.iter().map(|t| &t.name);
+    let (declared_names, names) = declared_names(&plain);
     let stage_tools = quote! { <#stages as ::voqalize::stages::Stages>::__TOOLS };
     let declared = quote_spanned! {stages.span()=>
         const _: () = {
@@ -88,12 +88,40 @@ pub(super) fn checks(stages: &Path, brain: &str, tools: &[Tool]) -> TokenStream 
     quote! {
         const _: () = {
             #helpers
+            #(#declared_names)*
             const __VOQALIZE_DECLARED: &[&str] = &[#(#names),*];
             #declared
             #(#in_a_stage)*
             #(#enterable)*
         };
     }
+}
+
+/// The names of the declared tools, for `__VOQALIZE_DECLARED`: a tool under `#[cfg]`s is a
+/// constant that is its name where the cfgs hold and `""` (no stage's tool) where they do not, so
+/// a compiled-out tool a stage names is reported. Returns those constants and the list's items.
+fn declared_names(plain: &[&Tool]) -> (Vec<TokenStream>, Vec<TokenStream>) {
+    let mut constants = Vec::new();
+    let items = plain
+        .iter()
+        .enumerate()
+        .map(|(i, tool)| {
+            let name = &tool.name;
+            if tool.cfgs.is_empty() {
+                return quote!(#name);
+            }
+            let constant = format_ident!("__VOQALIZE_DECLARED_{i}");
+            let cfgs = super::generate::cfg_predicates(&tool.cfgs);
+            constants.push(quote! {
+                #[cfg(all(#(#cfgs),*))]
+                const #constant: &str = #name;
+                #[cfg(not(all(#(#cfgs),*)))]
+                const #constant: &str = "";
+            });
+            quote!(#constant)
+        })
+        .collect();
+    (constants, items)
 }
 
 /// The string tests of the checks, as `const fn`s local to the checks' block.
