@@ -1,6 +1,6 @@
 //! `#[brain(stages = ...)]` as a user writes it: tools in stages, transitions with each context,
-//! a transition back to the first stage, a compiled-out tool in no stage, and the enum named by
-//! a path. The checks pass; the table carries each transition and the brain its stages.
+//! a transition back to the first stage, a compiled-out tool in no stage, a cfg'd tool a stage
+//! names, and the enum named by a path. The checks pass; the table carries each transition and the brain its stages.
 use voqalize::prelude::*;
 use voqalize::stages::{Context, Transition};
 
@@ -42,7 +42,8 @@ impl Desk {
         "booked"
     }
 
-    /// End the call.
+    /// End the call (compiled in: its cfg holds).
+    #[cfg(not(any()))]
     #[tool]
     async fn hang_up(&self) {}
 
