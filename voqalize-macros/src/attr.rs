@@ -74,7 +74,17 @@ pub(crate) fn parse_brain_options(ctxt: &Ctxt, attr: TokenStream) -> BrainOption
             options.visible = Some(meta.value()?.parse()?);
             Ok(())
         } else if meta.path.is_ident(STAGES) {
-            options.stages = Some(meta.value()?.parse()?);
+            let shape = "`stages` names the brain's `#[derive(Stages)]` enum, written as a type \
+                         path: `#[brain(stages = Clinic)]`";
+            let value = meta
+                .value()
+                .map_err(|_| syn::Error::new_spanned(&meta.path, shape))?;
+            let stages: Path = value
+                .parse()
+                .map_err(|e| syn::Error::new(e.span(), shape))?;
+            if options.stages.replace(stages).is_some() {
+                return Err(meta.error("`stages` is given twice: a brain has one set of stages"));
+            }
             Ok(())
         } else {
             Err(meta.error(
@@ -103,14 +113,17 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
         tool: None,
         needs_result_now: None,
     };
+    // Whether the first mark was `#[transition]` (for the error on a second one).
+    let mut first_is_transition = false;
     attrs.retain(|attr| {
         if is_attr(attr, TOOL) || is_attr(attr, TRANSITION) {
             if marks.tool.is_some() {
                 ctxt.error_spanned_by(
                     attr,
-                    "a method is marked `#[tool]` or `#[transition(...)]` once: remove one",
+                    second_mark(first_is_transition, is_attr(attr, TRANSITION)),
                 );
             } else {
+                first_is_transition = is_attr(attr, TRANSITION);
                 marks.tool = Some(crate::tool_attr::parse_tool(ctxt, attr));
             }
             false
@@ -129,6 +142,22 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
         }
     });
     marks
+}
+
+/// The error on a second `#[tool]` or `#[transition]` on one method.
+fn second_mark(first_is_transition: bool, transition: bool) -> &'static str {
+    match (first_is_transition, transition) {
+        (false, false) => "`#[tool]` is given twice: remove one",
+        (true, true) => {
+            "a method is one transition, to one stage: remove this second `#[transition(...)]` \
+             (to let the model move the call to either stage, write a method for each)"
+        }
+        (true, false) | (false, true) => {
+            "a method is either a `#[tool]` or a `#[transition(...)]` (a tool that moves the \
+             call to another stage), not both: remove `#[tool]` to keep the transition, or \
+             `#[transition(...)]` to keep a plain tool"
+        }
+    }
 }
 
 /// Removes `#[tool]` and `#[needs_result_now]` from an impl item that is not a method: with an

@@ -21,21 +21,28 @@ use quote::quote;
 
 /// Generates the tool table of a brain from one impl block.
 ///
-/// **Grammar**: `#[brain]` or `#[brain(visible = method)]` on an inherent impl block. Inside it,
-/// methods marked `#[tool]` (or `#[tool(name = "...")]`), optionally `#[needs_result_now]`, are
-/// the tools; every other item passes through.
+/// **Grammar**: `#[brain]`, `#[brain(visible = method)]`, `#[brain(stages = Type)]` or both
+/// options, on an inherent impl block. Inside it, methods marked `#[tool]` (or `#[tool(name =
+/// "...")]`), optionally `#[needs_result_now]`, are the tools; with `stages = Type` (a
+/// `#[derive(Stages)]` enum), methods marked `#[transition(to = Stage, ...)]` are the tools that
+/// move the call to another stage; every other item passes through.
 ///
 /// **Typing**: a tool is `async fn name(&self) -> R` or `async fn name(&self, args: A) -> R`,
 /// with a doc comment. `A` is one owned struct implementing `Deserialize` and `JsonSchema`
 /// (`#[json_type]` gives both); `R` implements `Serialize`, or is `Result<T, E>` with
 /// `T: Serialize` and `E: Display`. The type is `Send + Sync + 'static` and each tool's future is
-/// `Send`. `visible` names a method `fn(&self, &ToolDecl) -> bool`.
+/// `Send`. `visible` names a method `fn(&self, &ToolDecl) -> bool`. `stages` names a type
+/// implementing `voqalize::stages::Stages`; a transition's `to` is one of its variants, written
+/// bare.
 ///
 /// **Semantics**: the impl block is emitted unchanged (minus these attributes), followed by
 /// `impl voqalize::tools::Toolbox for Type` (declarations in source order, the dispatcher) and a
 /// `fn session(&self) -> voqalize::Session` on the type (unless the block defines `session`).
-/// Every mistake in the block is reported at once, on the offending tokens, and the block is still
-/// emitted. What it generates, by hand:
+/// With `stages`, the `Toolbox` impl also hands the voice core the stage table, and constants
+/// check at compile time that every tool a stage names is declared (the error is on `Type`), that
+/// every `#[tool]` is in a stage (on its name), and that every transition goes to a stage that
+/// exists and that some stage's `to(..)` names (on its `to`). Every mistake in the block is
+/// reported at once, on the offending tokens, and the block is still emitted. What it generates, by hand:
 ///
 /// ```text
 /// impl Toolbox for Coach {

@@ -9,15 +9,23 @@
 //! #[tool(background)]
 //! ```
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
-use syn::spanned::Spanned;
 use syn::{Attribute, Ident, LitStr, Meta};
 
 use crate::ctxt::Ctxt;
 
 /// The options of `#[tool(...)]`, in the order the docs list them.
 pub(crate) const OPTIONS: [&str; 5] = ["name", "on_barge_in", "background", "timeout", "filler"];
+
+/// The options of `#[transition(...)]`: its own, then `#[tool]`'s but `background`.
+pub(crate) const TRANSITION_OPTIONS: [&str; 6] =
+    ["to", "context", "name", "on_barge_in", "timeout", "filler"];
+
+/// The values of `#[transition(context = ...)]`, as written and as `voqalize::stages::Context`
+/// variants.
+const CONTEXTS: [(&str, &str); 3] = [("keep", "Keep"), ("fresh", "Fresh"), ("summary", "Summary")];
 
 /// The longest timeout a tool may declare: an hour (a tool's run is the caller's wait, or in the
 /// background a task the call holds).
@@ -55,8 +63,8 @@ pub(crate) struct TransitionAttr {
     pub(crate) to: Ident,
     /// `keep`, `fresh` or `summary`: the `voqalize::stages::Context` variant.
     pub(crate) context: &'static str,
-    /// Where the attribute is written (for the errors about it).
-    pub(crate) at: Span,
+    /// The attribute as written (errors about it span all of it).
+    pub(crate) at: TokenStream,
 }
 
 /// `#[tool]` or `#[tool(...)]`, read.
@@ -70,6 +78,10 @@ pub(crate) struct ToolAttr {
     background_at: Option<Span>,
     /// `#[transition(...)]`: the tool moves the call.
     pub(crate) transition: Option<TransitionAttr>,
+    /// The attribute is `#[transition(...)]` but names no stage it could move the call to, or
+    /// `#[tool]` with a transition's option (an error already reported): nothing is generated
+    /// for the method.
+    pub(crate) broken_transition: bool,
 }
 
 impl ToolAttr {
@@ -91,6 +103,10 @@ struct Written {
     to: Option<Ident>,
     /// `context = ...` (a transition's only).
     context: Option<&'static str>,
+    /// A parse error ended the reading early (the options after it were not read).
+    stopped: bool,
+    /// `to` or `context` in `#[tool]`: a transition's options.
+    misplaced: bool,
 }
 
 /// Reads `#[tool]`'s options. Every mistake is pushed into `ctxt`: an unknown option (with the
@@ -102,13 +118,15 @@ pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
     match &attr.meta {
         Meta::Path(_) if transition => ctxt.error_spanned_by(
             attr,
-            "a transition names the stage it moves the call to: `#[transition(to = Stage)]`",
+            "a transition names the stage it moves the call to: write \
+             `#[transition(to = Stage)]`, where `Stage` is a variant of the brain's stages",
         ),
         Meta::Path(_) => {}
         Meta::List(_) => {
             let parsed =
                 attr.parse_nested_meta(|meta| read_option(ctxt, &meta, &mut written, transition));
             if let Err(e) = parsed {
+                written.stopped = true;
                 ctxt.syn_error(e);
             }
         }
@@ -135,6 +153,16 @@ pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
              when the user barges in",
         ));
     }
+    if let (true, None, Meta::List(_)) = (transition, &written.to, &attr.meta) {
+        // Unless a parse error stopped the reading: it is reported already, and `to` may follow.
+        if !written.stopped {
+            ctxt.error_spanned_by(
+                attr,
+                "a transition names the stage it moves the call to: add `to = Stage`, where \
+                 `Stage` is a variant of the brain's stages: `#[transition(to = Stage, ...)]`",
+            );
+        }
+    }
     let policy = match (written.background, &written.on_barge_in) {
         (Some(_), _) => Policy::Background,
         (None, Some((_, policy))) => *policy,
@@ -146,11 +174,12 @@ pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
         timeout_ms: written.timeout.map(|(_, ms)| ms),
         filler: written.filler.map(|f| f.value()),
         background_at: written.background,
+        broken_transition: (transition && written.to.is_none()) || written.misplaced,
         transition: match (transition, written.to) {
             (true, Some(to)) => Some(TransitionAttr {
                 to,
                 context: written.context.unwrap_or("Keep"),
-                at: attr.span(),
+                at: attr.to_token_stream(),
             }),
             _ => None,
         },
@@ -165,40 +194,20 @@ fn read_option(
     transition: bool,
 ) -> syn::Result<()> {
     let Some(ident) = meta.path.get_ident() else {
-        return Err(meta.error(unknown_option(&path_text(&meta.path))));
+        return Err(meta.error(unknown_option(&path_text(&meta.path), transition)));
     };
     let key = ident.to_string();
     let twice = || meta.error(format!("`{key}` is given twice: remove one"));
     match key.as_str() {
         "to" if transition => {
-            let to: Ident = meta.value()?.parse().map_err(|e| {
-                syn::Error::new(
-                    e.span(),
-                    "`to` names a stage, written bare: `#[transition(to = Booking)]`",
-                )
-            })?;
+            let to = read_stage(meta)?;
             if written.to.replace(to).is_some() {
                 return Err(twice());
             }
         }
         "context" if transition => {
-            let value: Ident = meta.value()?.parse()?;
-            let context = match value.to_string().as_str() {
-                "keep" => "Keep",
-                "fresh" => "Fresh",
-                "summary" => "Summary",
-                other => {
-                    ctxt.error_spanned_by(
-                        &value,
-                        format!(
-                            "`context = {other}` is not a context: write `keep` (the \
-                             conversation goes on), `fresh` (it starts again from the \
-                             transition's note) or `summary` (from a summary of what the caller \
-                             heard)"
-                        ),
-                    );
-                    return Ok(());
-                }
+            let Some(context) = read_context(ctxt, meta)? else {
+                return Ok(());
             };
             if written.context.replace(context).is_some() {
                 return Err(twice());
@@ -244,9 +253,83 @@ fn read_option(
                 return Err(twice());
             }
         }
-        other => return Err(meta.error(unknown_option(other))),
+        "to" | "context" => {
+            // Meant as a transition: nothing is generated for it, as for a broken one.
+            written.misplaced = true;
+            return Err(meta.error(misplaced_option(&key)));
+        }
+        other => return Err(meta.error(unknown_option(other, transition))),
     }
     Ok(())
+}
+
+/// `context = keep | fresh | summary`, as the `Context` variant; `None` when the value is not one
+/// (reported on `ctxt`).
+fn read_context(ctxt: &Ctxt, meta: &ParseNestedMeta<'_>) -> syn::Result<Option<&'static str>> {
+    let value: Ident = meta.value()?.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "`context` is `keep`, `fresh` or `summary`, written bare: \
+             `#[transition(to = Booking, context = fresh)]`",
+        )
+    })?;
+    let written = value.to_string();
+    let context = CONTEXTS
+        .iter()
+        .find(|(bare, _)| *bare == written)
+        .map(|(_, variant)| *variant);
+    if context.is_none() {
+        ctxt.error_spanned_by(&value, unknown_context(&written));
+    }
+    Ok(context)
+}
+
+/// The error for `context = <value>` that is not a context, with the nearest one suggested.
+fn unknown_context(written: &str) -> String {
+    let meanings = "`keep` (the conversation goes on, the default), `fresh` (it starts again \
+                    from the transition's note) or `summary` (from a summary of what the caller \
+                    heard, then the note)";
+    let bare = CONTEXTS.map(|(bare, _)| bare);
+    match nearest_in(written, &bare) {
+        Some(near) => format!(
+            "`context = {written}` is not a context: did you mean `context = {near}`? The \
+             contexts are {meanings}"
+        ),
+        None => format!("`context = {written}` is not a context: write {meanings}"),
+    }
+}
+
+/// The error for `to` or `context` in `#[tool]`: they are a transition's.
+fn misplaced_option(key: &str) -> String {
+    format!(
+        "`{key}` is an option of `#[transition(...)]`, not of `#[tool]`: to make this tool move \
+         the call to another stage, write `#[transition(to = Stage)]` in place of `#[tool]`"
+    )
+}
+
+/// `to = Stage`: a variant's name alone, not a string or a path.
+fn read_stage(meta: &ParseNestedMeta<'_>) -> syn::Result<Ident> {
+    let path: syn::Path = meta.value()?.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "`to` names a stage by its variant, written bare: `#[transition(to = Booking)]`",
+        )
+    })?;
+    match (path.get_ident(), path.segments.last()) {
+        (Some(ident), _) => Ok(ident.clone()),
+        (None, Some(last)) => Err(syn::Error::new_spanned(
+            &path,
+            format!(
+                "`to` names a stage by its variant alone (the enum is the brain's `stages = \
+                 ...`): write `to = {}`",
+                last.ident
+            ),
+        )),
+        (None, None) => Err(syn::Error::new_spanned(
+            &path,
+            "`to` names a stage by its variant, written bare: `#[transition(to = Booking)]`",
+        )),
+    }
 }
 
 /// `on_barge_in = finish | cancel`; `None` when the policy is not one (reported on `ctxt`).
@@ -303,26 +386,38 @@ fn check_filler(ctxt: &Ctxt, lit: &LitStr) {
     }
 }
 
-/// The error for an option `#[tool]` does not know, with the nearest known one suggested.
-fn unknown_option(written: &str) -> String {
-    let known = OPTIONS
+/// The error for an option `#[tool]` (or `#[transition]`) does not know, with the nearest known
+/// one suggested.
+fn unknown_option(written: &str, transition: bool) -> String {
+    let (attr, options): (&str, &[&'static str]) = if transition {
+        ("#[transition]", &TRANSITION_OPTIONS)
+    } else {
+        ("#[tool]", &OPTIONS)
+    };
+    let known = options
         .iter()
         .map(|o| format!("`{o}`"))
         .collect::<Vec<_>>()
         .join(", ");
-    match nearest(written) {
+    match nearest_in(written, options) {
         Some(near) => format!(
-            "unknown `#[tool]` option `{written}`: did you mean `{near}`? (the options are \
+            "unknown `{attr}` option `{written}`: did you mean `{near}`? (the options are \
              {known})"
         ),
-        None => format!("unknown `#[tool]` option `{written}`: the options are {known}"),
+        None => format!("unknown `{attr}` option `{written}`: the options are {known}"),
     }
 }
 
-/// The known option nearest to `written`, when it is near enough to be a typo.
+/// The `#[tool]` option nearest to `written`, when it is near enough to be a typo.
+#[cfg(test)]
 fn nearest(written: &str) -> Option<&'static str> {
+    nearest_in(written, &OPTIONS)
+}
+
+/// The word of `known` nearest to `written`, when it is near enough to be a typo.
+fn nearest_in(written: &str, known: &[&'static str]) -> Option<&'static str> {
     let written = written.to_lowercase();
-    OPTIONS
+    known
         .iter()
         .map(|o| (edit_distance(&written, o), *o))
         .filter(|(d, o)| *d <= (o.len() / 3).max(2))

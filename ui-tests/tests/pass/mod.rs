@@ -5,6 +5,7 @@
 
 mod actions_and_events;
 mod brain_options;
+mod brain_stages;
 mod cfg_tool;
 mod coach;
 mod integer_enum;

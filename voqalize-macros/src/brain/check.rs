@@ -66,6 +66,7 @@ pub(super) fn check_tool(tool: ToolFn) -> syn::Result<Tool> {
         timeout_ms,
         filler,
         transition,
+        broken_transition: _,
     } = tool;
     let ident = sig.ident.clone();
     check_async(&ctxt, &sig);

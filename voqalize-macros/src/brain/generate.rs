@@ -380,7 +380,7 @@ pub(super) fn cfg_clash(first: &Tool, tool: &Tool) -> TokenStream {
 }
 
 /// The predicates of `#[cfg(...)]` attributes.
-fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
+pub(super) fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
     cfgs.iter()
         .filter_map(|a| match &a.meta {
             Meta::List(l) => Some(l.tokens.clone()),

@@ -55,8 +55,10 @@ fn expand_impl(ctxt: &Ctxt, options: &BrainOptions, mut imp: ItemImpl) -> TokenS
         let Some(tool) = parse::read_item(ctxt, item) else {
             continue;
         };
+        let broken_transition = tool.broken_transition;
         let tool = match check::check_tool(tool) {
-            Ok(tool) => tool,
+            Ok(tool) if !broken_transition => tool,
+            Ok(_) => continue,
             Err(e) => {
                 ctxt.syn_error(e);
                 continue;
@@ -72,19 +74,7 @@ fn expand_impl(ctxt: &Ctxt, options: &BrainOptions, mut imp: ItemImpl) -> TokenS
         }
     }
     if options.stages.is_none() {
-        for tool in &tools {
-            if let Some(transition) = &tool.transition {
-                ctxt.syn_error(syn::Error::new(
-                    transition.at,
-                    format!(
-                        "`{}` is a transition, but the brain declares no stages: name them with \
-                         `#[brain(stages = YourStages)]` on this block, where `YourStages` is a \
-                         `#[derive(Stages)]` enum",
-                        tool.ident
-                    ),
-                ));
-            }
-        }
+        stages::transitions_without_stages(ctxt, &tools);
     }
     let generated = generate::brain(&imp, options, &tools, has_session);
     quote! {
@@ -254,6 +244,102 @@ mod tests {
         assert_eq!(turbofish_types(&file, "ArgProbe"), [spelled]);
     }
 
+    /// The last segment of a path expression (`Context::Fresh` gives `Fresh`).
+    fn path_end(expr: &syn::Expr) -> String {
+        match expr {
+            syn::Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        }
+        .unwrap_or_else(|| panic!("not a path: {}", quote!(#expr)))
+    }
+
+    #[test]
+    fn a_transition_is_a_tool_that_moves_the_call_and_is_read_at_once() {
+        let file = expand_str(
+            "stages = Clinic",
+            r#"impl Desk {
+                /// Look up.
+                #[tool]
+                async fn find(&self) {}
+                /// Verified.
+                #[transition(to = Booking, context = fresh)]
+                async fn verified(&self, who: Who) -> String { who.0 }
+                /// Booked.
+                #[voqalize::transition(to = Confirm, name = "done", timeout = "5s")]
+                async fn booked(&self) {}
+            }"#,
+        );
+        assert_eq!(compile_errors(&file), Vec::<String>::new());
+        let infos = tool_infos(&file);
+        let names: Vec<String> = infos.iter().map(|i| str_field(i, "name")).collect();
+        assert_eq!(names, ["find", "verified", "done"]);
+        let now: Vec<bool> = infos
+            .iter()
+            .map(|i| bool_field(i, "needs_result_now"))
+            .collect();
+        assert_eq!(now, [false, true, true]);
+        // A plain tool has no transition.
+        assert_eq!(path_end(field(infos[0], "transition")), "None");
+        let toolbox = trait_impl(&file, "Toolbox");
+        let transitions = struct_literals(method(toolbox, "tools"), "Transition");
+        let read: Vec<(String, String)> = transitions
+            .iter()
+            .map(|t| (str_field(t, "to"), path_end(field(t, "context"))))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                ("Booking".to_owned(), "Fresh".to_owned()),
+                ("Confirm".to_owned(), "Keep".to_owned()),
+            ]
+        );
+        // The brain hands the voice core its stages.
+        let table = method(toolbox, "stage_table");
+        assert!(
+            quote!(#table)
+                .to_string()
+                .contains("StageTable :: of :: < Clinic >")
+        );
+    }
+
+    #[test]
+    fn a_broken_transition_is_not_generated_and_its_mistakes_all_show() {
+        let file = expand_str(
+            "stages = Clinic",
+            "impl Desk { /// d\n #[tool] async fn good(&self) {} \
+             #[transition] fn no_to(&self) {} \
+             /// e\n #[transition(context = fresh)] async fn options_only(&self) {} \
+             /// f\n #[tool(to = Booking)] async fn tool_to(&self) {} }",
+        );
+        let errors = compile_errors(&file);
+        // `no_to`: no stage, not async, no doc comment; then one for each of the others.
+        assert_eq!(errors.len(), 5, "{errors:#?}");
+        assert!(errors[0].contains("names the stage"), "{errors:#?}");
+        assert!(errors[3].contains("add `to = Stage`"), "{errors:#?}");
+        assert!(
+            errors[4].contains("option of `#[transition(...)]`"),
+            "{errors:#?}"
+        );
+        let names: Vec<String> = tool_infos(&file)
+            .iter()
+            .map(|i| str_field(i, "name"))
+            .collect();
+        assert_eq!(names, ["good"]);
+    }
+
+    #[test]
+    fn a_context_typo_finds_its_context() {
+        let errors = compile_errors(&expand_str(
+            "stages = Clinic",
+            "impl Desk { /// d\n #[transition(to = Booking, context = sumary)] async fn f(&self) {} }",
+        ));
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert!(
+            errors[0].contains("did you mean `context = summary`?"),
+            "{errors:#?}"
+        );
+    }
+
     // Long on purpose: a table of inputs and their error counts, one row per mistake, which
     // reads best in one place.
     #[test]
@@ -396,6 +482,120 @@ mod tests {
             (
                 "",
                 "impl S { /// a\n #[tool] async fn f(&self) {} /// b\n #[tool(name = \"f\")] async fn g(&self) {} }",
+                1,
+            ),
+            // Transitions.
+            ("stages", "impl S {}", 1),
+            ("stages = ", "impl S {}", 1),
+            (
+                "",
+                "impl S { /// d\n #[transition(to = A)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition = \"A\"] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition()] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = )] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = \"A\")] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = St::A)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, to = B)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, context = fresh, context = keep)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, context = other)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, context = \"fresh\")] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, background)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A, contxt = fresh)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[tool(to = A)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[tool(context = fresh)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A)] #[tool] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[tool] #[transition(to = A)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A)] #[transition(to = B)] async fn f(&self) {} }",
+                1,
+            ),
+            (
+                "stages = St",
+                "impl S { #[transition(to = A)] const X: u8 = 1; }",
+                1,
+            ),
+            // `#[needs_result_now]` is implied, and allowed.
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition(to = A)] #[needs_result_now] async fn f(&self) {} }",
+                0,
+            ),
+            (
+                "stages = St",
+                "impl S { /// d\n #[transition] #[needs_result_now] async fn f(&self) {} }",
                 1,
             ),
         ];

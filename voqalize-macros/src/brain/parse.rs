@@ -23,6 +23,9 @@ pub(super) struct ToolFn {
     pub(super) filler: Option<String>,
     /// `#[transition(...)]`.
     pub(super) transition: Option<TransitionAttr>,
+    /// A `#[transition]` naming no stage (its error is reported): the method is checked as a
+    /// tool, so its other mistakes show too, but nothing is generated for it.
+    pub(super) broken_transition: bool,
 }
 
 /// Reads and strips one impl item: the tool it is, if any (every other item passes through).
@@ -79,6 +82,7 @@ fn read_method(ctxt: &Ctxt, f: &mut ImplItemFn) -> Option<ToolFn> {
         policy: tool.policy,
         timeout_ms: tool.timeout_ms,
         filler: tool.filler,
+        broken_transition: tool.broken_transition,
         transition: tool.transition,
     })
 }

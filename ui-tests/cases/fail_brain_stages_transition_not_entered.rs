@@ -1,0 +1,46 @@
+use voqalize::prelude::*;
+
+/// The clinic line.
+#[derive(Stages, Clone, Copy, PartialEq, Eq, Debug)]
+enum Clinic {
+    /// Check who the caller is: where a call starts, and no stage leads back here.
+    #[stage(tools(find_patient), to(Booking))]
+    Verify,
+    /// Book a slot.
+    #[stage(tools(book), to(Confirm))]
+    Booking,
+    /// Read the booking back.
+    #[stage(end)]
+    Confirm,
+}
+
+struct Desk;
+
+#[brain(stages = Clinic)]
+impl Desk {
+    /// Look a patient up.
+    #[tool]
+    async fn find_patient(&self) -> &'static str {
+        "p-17"
+    }
+
+    /// Book a slot.
+    #[tool]
+    async fn book(&self) -> &'static str {
+        "booked"
+    }
+
+    /// The caller is verified.
+    #[transition(to = Booking)]
+    async fn verified(&self) -> &'static str {
+        ""
+    }
+
+    /// Start again with another caller: no stage's `to(..)` names `Verify`.
+    #[transition(to = Verify)]
+    async fn start_over(&self) -> &'static str {
+        ""
+    }
+}
+
+fn main() {}
