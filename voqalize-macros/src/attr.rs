@@ -124,7 +124,11 @@ pub(crate) fn take_tool_marks(ctxt: &Ctxt, attrs: &mut Vec<Attribute>) -> ToolMa
                 );
             } else {
                 first_is_transition = is_attr(attr, TRANSITION);
-                marks.tool = Some(crate::tool_attr::parse_tool(ctxt, attr));
+                marks.tool = Some(crate::tool_attr::parse_tool(
+                    ctxt,
+                    attr,
+                    is_attr(attr, TRANSITION),
+                ));
             }
             false
         } else if is_attr(attr, NEEDS_RESULT_NOW) {
@@ -175,4 +179,14 @@ pub(crate) fn strip_tool_marks(ctxt: Option<&Ctxt>, attrs: &mut Vec<Attribute>) 
         }
         false
     });
+}
+
+/// The predicates of `#[cfg(...)]` attributes (what `all(..)` of them is made of).
+pub(crate) fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
+    cfgs.iter()
+        .filter_map(|a| match &a.meta {
+            Meta::List(l) => Some(l.tokens.clone()),
+            _ => None,
+        })
+        .collect()
 }

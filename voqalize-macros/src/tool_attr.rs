@@ -112,8 +112,7 @@ struct Written {
 /// Reads `#[tool]`'s options. Every mistake is pushed into `ctxt`: an unknown option (with the
 /// nearest known one suggested), a repeated one, a value of the wrong shape, and the options that
 /// contradict each other.
-pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute) -> ToolAttr {
-    let transition = crate::attr::is_attr(attr, crate::attr::TRANSITION);
+pub(crate) fn parse_tool(ctxt: &Ctxt, attr: &Attribute, transition: bool) -> ToolAttr {
     let mut written = Written::default();
     match &attr.meta {
         Meta::Path(_) if transition => ctxt.error_spanned_by(

@@ -93,6 +93,11 @@ use std::fmt;
 /// A workflow's stages: `#[derive(Stages)]` implements it on a fieldless enum (see the
 /// [module](self) for the grammar). Written by hand it loses the derive's checks: prefer the
 /// derive.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a `#[derive(Stages)]` enum, so it cannot be a brain's stages",
+    label = "not a `#[derive(Stages)]` enum",
+    note = "declare the stages on a fieldless enum, one variant a stage: `#[derive(Stages, Clone, Copy, PartialEq, Eq, Debug)] enum {Self} {{ ... }}` (see `voqalize::stages`)"
+)]
 pub trait Stages: Copy + Eq + fmt::Debug + Send + Sync + 'static {
     /// Every stage, in declaration order; the first is where a call starts.
     const STAGES: &'static [StageDecl];
@@ -277,68 +282,20 @@ fn short_type_name<S>() -> &'static str {
 pub mod checks {
     use super::StageDecl;
 
-    const fn same(a: &str, b: &str) -> bool {
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        if a.len() != b.len() {
-            return false;
-        }
-        let mut i = 0;
-        while i < a.len() {
-            if a[i] != b[i] {
-                return false;
-            }
-            i += 1;
-        }
-        true
-    }
-
-    const fn holds(names: &[&str], name: &str) -> bool {
-        let mut i = 0;
-        while i < names.len() {
-            if same(names[i], name) {
-                return true;
-            }
-            i += 1;
-        }
-        false
-    }
-
-    /// Every tool a stage names is one of the brain's `tools`; else the stage's message.
-    pub const fn stage_tools(named: &[(&str, &str)], tools: &[&str]) {
-        let mut i = 0;
-        while i < named.len() {
-            if !holds(tools, named[i].0) {
-                panic!("{}", named[i].1);
-            }
-            i += 1;
-        }
-    }
-
-    /// `tool` is in some stage; else `message`.
-    pub const fn in_a_stage(stages: &[StageDecl], tool: &str, message: &str) {
-        let mut i = 0;
-        while i < stages.len() {
-            if holds(stages[i].tools, tool) {
-                return;
-            }
-            i += 1;
-        }
-        panic!("{}", message);
-    }
-
-    /// Some stage may hand the call to the stage at `to`; else `message`.
-    pub const fn enterable(stages: &[StageDecl], to: usize, message: &str) {
+    /// Whether some stage may hand the call to the stage at `to` (the brain's check of each
+    /// transition's target, which panics with its message in its own constant).
+    pub const fn enters(stages: &[StageDecl], to: usize) -> bool {
         let mut i = 0;
         while i < stages.len() {
             let mut j = 0;
             while j < stages[i].to.len() {
                 if stages[i].to[j] == to {
-                    return;
+                    return true;
                 }
                 j += 1;
             }
             i += 1;
         }
-        panic!("{}", message);
+        false
     }
 }

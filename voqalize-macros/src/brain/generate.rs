@@ -5,7 +5,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
-use syn::{Attribute, Ident, ItemImpl, Meta, Path, Type};
+use syn::{Ident, ItemImpl, Path, Type};
 
 use super::check::Tool;
 use crate::attr::BrainOptions;
@@ -359,8 +359,8 @@ fn arg_kind_check(ty: &Type) -> TokenStream {
 /// Two tools of one name under different `#[cfg]`s: an error only in a build where both cfgs
 /// hold, which the compiler decides.
 pub(super) fn cfg_clash(first: &Tool, tool: &Tool) -> TokenStream {
-    let mut both = cfg_predicates(&first.cfgs);
-    both.extend(cfg_predicates(&tool.cfgs));
+    let mut both = crate::attr::cfg_predicates(&first.cfgs);
+    both.extend(crate::attr::cfg_predicates(&tool.cfgs));
     let message = format!(
         "two tools are named `{}` (`{}` and `{}`) and their `#[cfg]`s are both true in this \
          build: the model could not tell them apart. Make the cfgs exclusive, or give one \
@@ -377,14 +377,4 @@ pub(super) fn cfg_clash(first: &Tool, tool: &Tool) -> TokenStream {
         #[cfg(all(#(#both),*))]
         ::core::compile_error! { #message }
     }
-}
-
-/// The predicates of `#[cfg(...)]` attributes.
-pub(super) fn cfg_predicates(cfgs: &[Attribute]) -> Vec<TokenStream> {
-    cfgs.iter()
-        .filter_map(|a| match &a.meta {
-            Meta::List(l) => Some(l.tokens.clone()),
-            _ => None,
-        })
-        .collect()
 }

@@ -28,8 +28,8 @@ pub(super) fn stage_table(stages: &Path) -> TokenStream {
 /// transition goes to a stage that exists and that some stage may hand the call to.
 ///
 /// Each check is a constant of its own, spanned on the mistake's token, so each mistake is one
-/// error there. The first two panic in the constant itself (not in a function it calls): the
-/// error is then the message alone, without notes pointing into voqalize's sources.
+/// error there. Each panics in the constant itself (not in a function it calls): the error is
+/// then the message alone, without notes pointing into voqalize's sources.
 pub(super) fn checks(stages: &Path, brain: &str, tools: &[Tool]) -> TokenStream {
     let enum_name = type_text(stages);
     let plain: Vec<&Tool> = tools.iter().filter(|t| t.transition.is_none()).collect();
@@ -77,11 +77,12 @@ pub(super) fn checks(stages: &Path, brain: &str, tools: &[Tool]) -> TokenStream 
         let variant = respan(quote!(#stages::#to), to.span());
         Some(quote_spanned! {to.span()=>
             #(#cfgs)*
-            const _: () = ::voqalize::__private::stage_checks::enterable(
+            const _: () = if !::voqalize::__private::stage_checks::enters(
                 <#stages as ::voqalize::stages::Stages>::STAGES,
                 #variant.__voqalize_stage_index(),
-                #message,
-            );
+            ) {
+                ::core::panic!("{}", #message);
+            };
         })
     });
     let helpers = const_helpers();
@@ -111,7 +112,7 @@ fn declared_names(plain: &[&Tool]) -> (Vec<TokenStream>, Vec<TokenStream>) {
                 return quote!(#name);
             }
             let constant = format_ident!("__VOQALIZE_DECLARED_{i}");
-            let cfgs = super::generate::cfg_predicates(&tool.cfgs);
+            let cfgs = crate::attr::cfg_predicates(&tool.cfgs);
             constants.push(quote! {
                 #[cfg(all(#(#cfgs),*))]
                 const #constant: &str = #name;
