@@ -62,6 +62,35 @@ fn step(kind: &str, name: &str, provider: &str) -> (String, String, String) {
     (kind.into(), name.into(), provider.into())
 }
 
+/// The caller says `text` on a turn of several model requests that speaks `units` speech units:
+/// waits (30 s at most) until they have all ended, then the quiet window, and finalizes each as
+/// heard in full. `user_says` alone would end the turn at the first quiet window, which on a
+/// loaded machine can fall between two of its requests.
+async fn says(v: &mut Voqalize, text: &str, units: usize) -> voqalize_testing::TurnRecord {
+    let turn = v.send_user_message(text).await.unwrap();
+    let ended = v
+        .wait_for(Duration::from_secs(30), |v| {
+            v.units().filter(|u| u.turn_id == turn && u.ended).count() >= units
+        })
+        .await
+        .unwrap();
+    assert!(
+        ended,
+        "turn {turn} did not speak {units} units: {:#?}",
+        v.turn(turn)
+    );
+    v.quiesce(v.quiet, Duration::from_secs(2)).await.unwrap();
+    let spoken: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    for (id, heard) in spoken {
+        v.finalize(id, &heard).await.unwrap();
+    }
+    v.turn(turn)
+}
+
 fn calendar_for(patient: &str) -> serde_json::Value {
     json!({"command": "show_calendar", "payload": {"patient_id": patient}})
 }
@@ -71,8 +100,13 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
     let ledger = Arc::new(Ledger::new());
     let (server, mut v) = desk(ledger.clone()).await;
     v.start_silent().await.unwrap();
+    verify_into_booking(&server, &mut v).await;
+    book_into_confirm(&server, &mut v, &ledger).await;
+}
 
-    // Verify: the model looks the caller up, then moves the call on with what it found.
+/// The first turn of the whole call: Verify looks the caller up and moves the call on with what
+/// it found; Booking starts from the carried note, lists the slots, and shows the calendar.
+async fn verify_into_booking(server: &ModelServer, v: &mut Voqalize) {
     server.reply(
         Reply::new()
             .call(
@@ -96,7 +130,7 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
             .text("I have Tuesday at ten, Wednesday at half past three or Friday at nine.")
             .finish(),
     );
-    let first = v.user_says("I'm Ana Lima, born 1984-03-12").await.unwrap();
+    let first = says(v, "I'm Ana Lima, born 1984-03-12", 3).await;
     assert_eq!(
         first.text(),
         "Thank you, Ana. Let's find you a slot. I have Tuesday at ten, Wednesday at half past \
@@ -125,7 +159,7 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
         "the clinic's instruction, then Verify's"
     );
     assert_eq!(
-        said(&server, 1)[1..],
+        said(server, 1)[1..],
         [
             "call: find_patient",
             r#"result: {"result":{"patient_id":"p-17","name":"Ana Lima"}}"#
@@ -133,11 +167,11 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
     );
     // Fresh: Booking starts from the carried note and its entry line, nothing of Verify.
     assert_eq!(
-        said(&server, 2),
+        said(server, 2),
         [ANA_VERIFIED, "model: Let's find you a slot."]
     );
     assert_eq!(
-        said(&server, 3)[2..],
+        said(server, 3)[2..],
         [
             "call: open_slots",
             r#"result: {"result":["Tuesday 10:00","Wednesday 15:30","Friday 09:00"]}"#
@@ -146,14 +180,17 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
     // Entering Booking put the patient's calendar on the app's screen.
     assert_eq!(v.ui_commands(), [calendar_for("p-17")]);
     assert_eq!(
-        stage_steps(&v, first.turn_id),
+        stage_steps(v, first.turn_id),
         [
             step("stage", "Verify", "Clinic"),
             step("transition", "Booking", "Verify")
         ]
     );
+}
 
-    // Booking: a slot that is not open is refused and the model reads why; then one that is.
+/// The second turn: Booking refuses a slot that is not open (the model reads why), books one
+/// that is, and Confirm reads the booking back from the kept conversation and sends a reminder.
+async fn book_into_confirm(server: &ModelServer, v: &mut Voqalize, ledger: &Ledger) {
     server.reply(
         Reply::new()
             .call("booked", json!({"slot": "Saturday 09:00"}))
@@ -170,11 +207,11 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
             .call("send_reminder", json!({}))
             .finish(),
     );
-    let second = v.user_says("Saturday, or else Tuesday").await.unwrap();
+    let second = says(v, "Saturday, or else Tuesday", 1).await;
     assert_eq!(second.text(), "You're booked for Tuesday at ten. Goodbye!");
     assert_eq!(server.read_back(4).expect("a request").tools, BOOKING_TOOLS);
     assert_eq!(
-        said(&server, 5).last().map(String::as_str),
+        said(server, 5).last().map(String::as_str),
         Some(
             r#"result: {"error":"that slot is not open; the open slots are: Tuesday 10:00, Wednesday 15:30, Friday 09:00"}"#
         )
@@ -185,7 +222,7 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
         "a refused move leaves the call in Booking"
     );
     // Keep: Confirm reads the Booking conversation as it was, the carried note as the result.
-    let confirm = said(&server, 6);
+    let confirm = said(server, 6);
     assert_eq!(confirm[0], ANA_VERIFIED);
     assert_eq!(
         confirm[confirm.len() - 5..],
@@ -199,7 +236,7 @@ async fn a_whole_call_verifies_books_and_confirms_each_stage_declaring_its_own_t
     );
     assert_eq!(server.read_back(6).expect("a request").tools, CONFIRM_TOOLS);
     assert_eq!(
-        stage_steps(&v, second.turn_id),
+        stage_steps(v, second.turn_id),
         [
             step("stage", "Booking", "Clinic"),
             step("transition", "Confirm", "Booking")
@@ -259,10 +296,12 @@ async fn a_patient_find_patient_did_not_give_is_refused_and_the_call_stays_in_ve
             .finish(),
     );
     server.reply(Reply::new().text("Let me check that again.").finish());
-    let turn = v
-        .user_says("I'm Ana Lima, born 1984-03-12, booking for Ben Okafor")
-        .await
-        .unwrap();
+    let turn = says(
+        &mut v,
+        "I'm Ana Lima, born 1984-03-12, booking for Ben Okafor",
+        1,
+    )
+    .await;
     assert_eq!(turn.text(), "Let me check that again.");
     assert_eq!(
         said(&server, 2).last().map(String::as_str),
@@ -284,7 +323,7 @@ async fn a_patient_find_patient_did_not_give_is_refused_and_the_call_stays_in_ve
     assert!(v.ui_commands().is_empty(), "{:?}", v.ui_commands());
     // The next turn is still in Verify.
     server.reply(Reply::new().text("Your date of birth again?").finish());
-    let next = v.user_says("hello?").await.unwrap();
+    let next = says(&mut v, "hello?", 1).await;
     assert_eq!(server.read_back(4).expect("a request").tools, VERIFY_TOOLS);
     assert_eq!(
         stage_steps(&v, next.turn_id),
@@ -363,18 +402,7 @@ async fn a_handoff_the_caller_barged_in_on_finishes_and_the_next_turn_starts_in_
         .await
         .unwrap();
     assert!(waited.is_some_and(|w| w.is_ok()), "verified never ran");
-    v.send(Frame::Interruption { through_turn: turn })
-        .await
-        .unwrap();
-    v.quiesce(v.quiet, v.timeout).await.unwrap();
-    let cut: Vec<u64> = v
-        .units()
-        .filter(|u| u.turn_id == turn)
-        .map(|u| u.speech_id)
-        .collect();
-    for id in &cut {
-        v.finalize(*id, "Thank you").await.unwrap();
-    }
+    let cut = interrupt(&mut v, turn, "Thank you").await;
     assert!(v.ui_commands().is_empty(), "the call has not moved yet");
     // The chart opens: the transition ends after its turn, moves the call, shows the calendar.
     records.gate.add_permits(1);
@@ -405,7 +433,7 @@ async fn a_handoff_the_caller_barged_in_on_finishes_and_the_next_turn_starts_in_
     assert_eq!(after, cut, "no speech of the cut turn after the barge-in");
 
     server.reply(Reply::new().text("Which day suits you?").finish());
-    let next = v.user_says("hello?").await.unwrap();
+    let next = says(&mut v, "hello?", 2).await;
     assert_eq!(server.read_back(2).expect("a request").tools, BOOKING_TOOLS);
     assert_eq!(
         stage_steps(&v, next.turn_id),
@@ -420,4 +448,22 @@ async fn a_handoff_the_caller_barged_in_on_finishes_and_the_next_turn_starts_in_
         ]
     );
     assert_eq!(next.text(), "Let's find you a slot. Which day suits you?");
+}
+
+/// The caller barges in on `turn` now, as Voqalize plays it: `Interruption`, the quiet window,
+/// then each unit of the turn finalized as heard up to `heard`. Gives those units' speech ids.
+async fn interrupt(v: &mut Voqalize, turn: u64, heard: &str) -> Vec<u64> {
+    v.send(Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    v.quiesce(v.quiet, v.timeout).await.unwrap();
+    let cut: Vec<u64> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| u.speech_id)
+        .collect();
+    for id in &cut {
+        v.finalize(*id, heard).await.unwrap();
+    }
+    cut
 }
