@@ -4,6 +4,7 @@
 //! 127.0.0.1 or the in-memory channel of `voqalize_testing`, real RS256 tokens.
 
 mod auth;
+mod clinic;
 mod codec;
 mod console;
 mod console_guard;
