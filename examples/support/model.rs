@@ -34,7 +34,8 @@ pub enum Provider {
     AzureChat,
     /// No provider: a stand-in model in this process plays the part by the example's own rules
     /// (`coach` has some: it calls its tools when you mention a meal, your average or the
-    /// screen; `mcp_desk` calls its MCP server's tools). No key, no network.
+    /// screen; `mcp_desk` calls its MCP server's tools; `clinic` walks its stages). No key, no
+    /// network.
     Offline,
 }
 
@@ -187,7 +188,7 @@ impl ModelArgs {
             Provider::Offline => {
                 return Err(
                     "--provider offline: this example has no rules for a stand-in \
-                            model (coach and mcp_desk have): pass another --provider and its key"
+                            model (coach, mcp_desk and clinic have): pass another --provider and its key"
                         .to_owned(),
                 );
             }
@@ -219,7 +220,7 @@ impl ModelArgs {
 /// Parses the command line: the provider layer (built from the flags and the environment)
 /// and the hosting flags, to [`Args::serve`] a brain with. Exits with a message saying what to
 /// set when the layer cannot be built (no API key, no base URL for chat...).
-#[allow(dead_code)] // coach and mcp_desk parse with `model_and_host_or_offline`
+#[allow(dead_code)] // coach, mcp_desk and clinic parse with `model_and_host_or_offline`
 pub fn model_and_host() -> (ModelLayer, Args) {
     with_layer(ModelArgs::parse())
 }
