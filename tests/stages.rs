@@ -14,7 +14,7 @@ use voqalize::stages::Context;
 use voqalize::voice::Workflow;
 use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
 
-use crate::support::{Log, driver, layer, logs, said};
+use crate::support::{Log, driver, layer, logs, said, says};
 
 /// The clinic line, stage by stage.
 #[derive(Stages, Clone, Copy, PartialEq, Eq, Debug)]
@@ -203,7 +203,7 @@ async fn each_request_declares_the_stage_s_tools_and_instruction_and_a_fresh_han
     rig.server
         .reply(Reply::new().text("Which day suits you?").finish());
     v.start_silent().await.unwrap();
-    let turn = v.user_says("I'm Ana Lima").await.unwrap();
+    let turn = says(&mut v, "I'm Ana Lima", 2).await;
     assert_eq!(turn.text(), "One moment. Which day suits you?");
 
     let first = rig.server.read_back(0).expect("the first request");
@@ -440,7 +440,7 @@ async fn a_stage_on_another_provider_speaks_its_own_fallback_and_entry_line_and_
         .reply(Reply::new().call("verified_keep", json!({})).finish());
     rig.other
         .reply(Reply::new().text("Tuesday or Wednesday?").finish());
-    let turn = v.user_says("I'm Ana Lima").await.unwrap();
+    let turn = says(&mut v, "I'm Ana Lima", 2).await;
     assert_eq!(turn.text(), "Let's find you a slot. Tuesday or Wednesday?");
     let booking = rig.other.read_back(0).expect("the Booking stage's request");
     assert_eq!(

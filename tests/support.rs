@@ -391,3 +391,36 @@ pub(crate) fn said(server: &voqalize_testing::ModelServer, i: usize) -> Vec<Stri
         })
         .collect()
 }
+
+/// The caller says `text` on a turn of several model requests that speaks `units` speech units:
+/// waits (30 s at most) until they have all ended, then the quiet window, and finalizes each as
+/// heard in full. `user_says` alone would end the turn at the first quiet window, which on a
+/// loaded machine can fall between two of its requests.
+pub(crate) async fn says(
+    v: &mut Voqalize,
+    text: &str,
+    units: usize,
+) -> voqalize_testing::TurnRecord {
+    let turn = v.send_user_message(text).await.unwrap();
+    let ended = v
+        .wait_for(Duration::from_secs(30), |v| {
+            v.units().filter(|u| u.turn_id == turn && u.ended).count() >= units
+        })
+        .await
+        .unwrap();
+    assert!(
+        ended,
+        "turn {turn} did not speak {units} units: {:#?}",
+        v.turn(turn)
+    );
+    v.quiesce(v.quiet, Duration::from_secs(2)).await.unwrap();
+    let spoken: Vec<(u64, String)> = v
+        .units()
+        .filter(|u| u.turn_id == turn)
+        .map(|u| (u.speech_id, u.text()))
+        .collect();
+    for (id, heard) in spoken {
+        v.finalize(id, &heard).await.unwrap();
+    }
+    v.turn(turn)
+}

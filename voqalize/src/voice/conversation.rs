@@ -326,6 +326,11 @@ impl Conversation {
         self.next_id + 1
     }
 
+    /// Whether an entry was made at or after `mark`.
+    pub(crate) fn any_since(&self, mark: EntryId) -> bool {
+        self.entries.last().is_some_and(|e| e.id >= mark)
+    }
+
     /// Starts the conversation again from `note`, a user turn (a handoff to another stage):
     /// every entry made before `mark` goes; those made since (the caller's words after the move)
     /// stay, after the note. Units still speaking a removed entry find it gone when their

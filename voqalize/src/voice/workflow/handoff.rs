@@ -1,7 +1,7 @@
 //! What a transition does to the conversation, before the next request: `keep` leaves it,
 //! `fresh` starts it again from the carried note, `summary` from a summary of what the caller
 //! heard (a model request of its own, bounded in bytes and time, cached per handoff) and the note.
-//! Then the entered stage's entry line is spoken.
+//! Then the entered stage's entry line is spoken, unless the caller has spoken since the move.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -36,6 +36,9 @@ pub(crate) async fn hand_off(model: &Model, turn: &Turn) {
         let line = m.setup().stages[pending.to].enter_line.clone();
         (pending, line)
     };
+    // Once the caller has spoken since the move (a transition that ran on after a barge-in),
+    // the entry line's moment has passed: a request must end with the caller's words.
+    let spoke_since = model.conversation().any_since(pending.mark);
     match pending.context {
         Context::Keep => {}
         Context::Fresh => {
@@ -48,7 +51,9 @@ pub(crate) async fn hand_off(model: &Model, turn: &Turn) {
             model.conversation().restart(pending.mark, &note);
         }
     }
-    if let Some(line) = enter_line {
+    if let Some(line) = enter_line
+        && !spoke_since
+    {
         model.say_line(turn, &line);
     }
 }

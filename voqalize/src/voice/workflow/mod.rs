@@ -216,7 +216,8 @@ impl<S: Stages> Workflow<S> {
     }
 
     /// A line spoken when the call enters `stage`, before the model speaks there ("Let's book
-    /// you in."): the model reads it as its own words.
+    /// you in."): the model reads it as its own words. Not spoken when the caller has spoken
+    /// since the move (a transition that ran on after a barge-in): its moment has passed.
     #[must_use]
     pub fn enter_line(self, stage: S, line: impl Into<String>) -> Self {
         let line: Arc<str> = line.into().into();
