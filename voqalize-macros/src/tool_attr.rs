@@ -415,31 +415,7 @@ fn nearest(written: &str) -> Option<&'static str> {
 
 /// The word of `known` nearest to `written`, when it is near enough to be a typo.
 fn nearest_in(written: &str, known: &[&'static str]) -> Option<&'static str> {
-    let written = written.to_lowercase();
-    known
-        .iter()
-        .map(|o| (edit_distance(&written, o), *o))
-        .filter(|(d, o)| *d <= (o.len() / 3).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, o)| o)
-}
-
-/// Levenshtein distance, over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
+    crate::text::nearest(written, known.iter().copied())
 }
 
 fn path_text(path: &syn::Path) -> String {

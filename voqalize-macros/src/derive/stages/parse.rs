@@ -12,8 +12,9 @@ use syn::{
     Variant, token,
 };
 
-use super::{Named, Stage, StagesEnum, check::nearest};
+use super::{Named, Stage, StagesEnum};
 use crate::ctxt::Ctxt;
+use crate::text::nearest;
 use crate::text::{type_text, valid_function_name};
 
 /// `#[stage(...)]`: the helper attribute on a variant.
