@@ -11,7 +11,6 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 use voqalize::prelude::*;
 use voqalize::stages::Context;
-use voqalize::voice::Workflow;
 use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Voqalize};
 
 use crate::support::{Log, driver, layer, logs, said, says};

@@ -13,7 +13,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use voqalize::prelude::*;
-use voqalize::voice::Workflow;
 
 /// What every request is told, before the stage's own instruction.
 pub const INSTRUCTION: &str = "You answer the phone of the Elm Street Clinic. Speak in one or two \

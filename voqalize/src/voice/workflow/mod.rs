@@ -131,7 +131,6 @@ pub struct StageChange<'a, S> {
 /// ```
 /// use voqalize::prelude::*;
 /// use voqalize::model::Gemini;
-/// use voqalize::voice::Workflow;
 ///
 /// /// The support line.
 /// #[derive(Stages, Clone, Copy, PartialEq, Eq, Debug)]
