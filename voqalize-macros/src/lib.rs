@@ -10,6 +10,7 @@ mod attr;
 mod brain;
 mod ctxt;
 mod derive;
+mod near;
 mod serde_attr;
 #[cfg(test)]
 mod test_support;

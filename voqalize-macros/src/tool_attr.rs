@@ -415,7 +415,7 @@ fn nearest(written: &str) -> Option<&'static str> {
 
 /// The word of `known` nearest to `written`, when it is near enough to be a typo.
 fn nearest_in(written: &str, known: &[&'static str]) -> Option<&'static str> {
-    crate::text::nearest(written, known.iter().copied())
+    crate::near::nearest(written, known.iter().copied())
 }
 
 fn path_text(path: &syn::Path) -> String {

@@ -76,7 +76,7 @@ fn not_a_stage(
     names: &[&str],
     target: &Named,
 ) -> Option<usize> {
-    let near = crate::text::nearest(&target.text, names.iter().copied());
+    let near = crate::near::nearest(&target.text, names.iter().copied());
     let message = match near {
         Some(near) => format!(
             "`{}` is not a stage of `{}`: did you mean `{near}`?",

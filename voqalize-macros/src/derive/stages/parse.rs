@@ -14,7 +14,7 @@ use syn::{
 
 use super::{Named, Stage, StagesEnum};
 use crate::ctxt::Ctxt;
-use crate::text::nearest;
+use crate::near::nearest;
 use crate::text::{type_text, valid_function_name};
 
 /// `#[stage(...)]`: the helper attribute on a variant.
