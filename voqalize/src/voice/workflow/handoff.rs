@@ -107,7 +107,7 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
     let asked = ask(&*layer, &instruction, transcript, max_bytes);
     let made = match tokio::time::timeout(timeout, asked).await {
         Ok(Ok(text)) if !text.trim().is_empty() => Some(text),
-        Ok(Ok(_)) => Err("it said nothing".to_owned()).ok(),
+        Ok(Ok(_)) => failed(model, "it said nothing"),
         Ok(Err(why)) => failed(model, &why),
         Err(_) => failed(model, &format!("it took over {timeout:?}")),
     }?;

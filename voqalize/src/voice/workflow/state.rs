@@ -38,6 +38,9 @@ pub(crate) struct Machine {
     moves: usize,
     /// Transitions allowed to run that have not been answered yet.
     running: usize,
+    /// `epoch` when the running transition started: a change since (brain code moved the call)
+    /// wins over its move.
+    started_at: u64,
     /// Bumped at every change: a turn redeclares its tools when it moved.
     pub(super) epoch: u64,
     /// The last instruction composed: the `Model`'s, the stage, and the result.
@@ -55,6 +58,7 @@ impl Machine {
             turn: 0,
             moves: 0,
             running: 0,
+            started_at: 0,
             epoch: 0,
             composed: None,
             summaries: Vec::new(),
@@ -93,6 +97,13 @@ impl Machine {
     pub(crate) fn started(&mut self) {
         self.moves += 1;
         self.running += 1;
+        self.started_at = self.epoch;
+    }
+
+    /// Whether the call moved since the running transition started (brain code's
+    /// [`Model::move_to`](crate::voice::Model::move_to)).
+    pub(crate) fn moved_since_start(&self) -> bool {
+        self.epoch != self.started_at
     }
 
     /// A transition that started was answered, however it ended.
@@ -181,7 +192,8 @@ impl Machine {
             }
             if self.running > 0 {
                 return Some(format!(
-                    "'{name}' did not run: another transition is running; one moves the call at                      a time"
+                    "'{name}' did not run: another transition is running; one moves the call at \
+                     a time"
                 ));
             }
             if self.moves >= self.setup.max_transitions_per_turn {
@@ -197,6 +209,14 @@ impl Machine {
             return None;
         }
         let known = table.iter().find(|d| d.name() == name)?;
+        if allows(&self.setup, self.current, known) {
+            // Called in the response that moved the call: the request declared the stage it
+            // left, not this one.
+            return Some(format!(
+                "'{name}' did not run: it was not declared in this request (the call moved; \
+                 stage {here} offers it now: call it again)"
+            ));
+        }
         let offered = self.offered();
         Some(match known.transition() {
             Some(t) => format!(
