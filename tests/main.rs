@@ -29,6 +29,7 @@ mod replay;
 mod replay_turns;
 mod request_schemas;
 mod session;
+mod stage_attacks;
 mod stages;
 mod support;
 mod tool_attacks;
