@@ -9,7 +9,7 @@ use crate::stages::{Context, StageDecl, Stages, Transition};
 use crate::tools::ToolDecl;
 
 /// A transition made, waiting to be applied to the conversation before the next request.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Pending {
     pub(crate) from: usize,
     pub(crate) to: usize,
@@ -145,8 +145,20 @@ impl Machine {
         Some(Change { from, to, context })
     }
 
-    pub(crate) fn take_pending(&mut self) -> Option<Pending> {
-        self.pending.take()
+    /// The move waiting to be applied, and the epoch it belongs to (it stays until
+    /// [`take_pending`](Self::take_pending): a handoff cut short, by a barge-in during its
+    /// summary, is applied again before the next request).
+    pub(crate) fn peek_pending(&self) -> Option<(Pending, u64)> {
+        self.pending.clone().map(|p| (p, self.epoch))
+    }
+
+    /// Takes the waiting move when it is still the one of `epoch` (no other move since).
+    pub(crate) fn take_pending(&mut self, epoch: u64) -> bool {
+        if self.epoch != epoch || self.pending.is_none() {
+            return false;
+        }
+        self.pending = None;
+        true
     }
 
     /// The instruction for the current stage: the `Model`'s, then the stage's (the shared part
