@@ -2,7 +2,7 @@
 //! hold only a call; transitions that panic, time out, fail, or are called with arguments that do
 //! not fit; a tool of the next stage called in the response that moves the call; two moves at once
 //! (brain code during a transition); a brain whose stages differ from its `Model`'s; the app
-//! moving the call outside a turn. Over a real session socket, against stand-in model servers.
+//! moving the call outside a turn. Summaries attacked: `stage_summaries.rs`. Over a real session socket, against stand-in model servers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -157,16 +157,18 @@ fn timeouts() -> voqalize::model::Timeouts {
     }
 }
 
-struct Rig {
-    server: ModelServer,
+pub(crate) struct Rig {
+    pub(crate) server: ModelServer,
     /// The summarizer.
-    other: ModelServer,
-    log: Arc<Log>,
+    pub(crate) other: ModelServer,
+    pub(crate) log: Arc<Log>,
     gate: Arc<Semaphore>,
 }
 
 /// A lab on the stand-in; `model` finishes its `Model` (given the summarizer's base URL).
-async fn rig(model: impl Fn(Model, String) -> Model + Send + Sync + 'static) -> (Rig, Voqalize) {
+pub(crate) async fn rig(
+    model: impl Fn(Model, String) -> Model + Send + Sync + 'static,
+) -> (Rig, Voqalize) {
     let server = ModelServer::start(Provider::Gemini).await.expect("a port");
     let other = ModelServer::start(Provider::OpenAi).await.expect("a port");
     let (log, gate) = (Arc::new(Log::default()), Arc::new(Semaphore::new(0)));
@@ -194,7 +196,7 @@ async fn rig(model: impl Fn(Model, String) -> Model + Send + Sync + 'static) -> 
 }
 
 /// The summarizer's layer.
-fn summarizer(base: &str) -> voqalize::voice::ModelLayer {
+pub(crate) fn summarizer(base: &str) -> voqalize::voice::ModelLayer {
     layer(Provider::OpenAi, base, "gpt-test", timeouts())
 }
 
@@ -555,100 +557,6 @@ async fn a_model_given_other_stages_than_its_brain_s_logs_once_and_declares_the_
     let lines =
         logs.lines_with("follows the stages of `Clinic`, but the brain it answers declares `Line`");
     assert_eq!(lines.len(), 1, "{lines:#?}");
-}
-
-/// A turn that hands off with a summary, whatever the summarizer answers; returns what the
-/// Back stage's first request read.
-async fn summarised(rig: &Rig, v: &mut Voqalize) -> Vec<String> {
-    rig.server
-        .reply(Reply::new().text("Hello, who is calling?").finish());
-    v.user_says("hi").await.unwrap();
-    rig.server
-        .reply(Reply::new().call("to_back_summary", json!({})).finish());
-    rig.server.reply(Reply::new().text("Filing.").finish());
-    let turn = v.user_says("I'm Ana").await.unwrap();
-    assert_eq!(turn.text(), "Filing.");
-    said(&rig.server, rig.server.requests().len() - 1)
-}
-
-fn summary_workflow(base: &str) -> Workflow<Line> {
-    Workflow::<Line>::new()
-        .summarizer(summarizer(base))
-        .max_summary_bytes(256)
-        .summary_timeout(Duration::from_millis(500))
-}
-
-#[tokio::test]
-async fn a_huge_summary_is_cut_to_its_bound() {
-    let (rig, mut v) = rig(|m, base| m.workflow(summary_workflow(&base))).await;
-    v.start_silent().await.unwrap();
-    // A megabyte, in pieces of 4 KiB.
-    let piece = "s".repeat(4096);
-    let mut reply = Reply::new();
-    for _ in 0..256 {
-        reply = reply.text(&piece);
-    }
-    rig.other.reply(reply.finish());
-    let read = summarised(&rig, &mut v).await;
-    assert_eq!(read.len(), 1, "{read:#?}");
-    assert!(
-        read[0].starts_with(
-            "user: (The call moved from stage Front to stage Back. What was said before: sss"
-        ),
-        "{}",
-        &read[0][..200]
-    );
-    assert!(read[0].len() < 256 + 200, "{}", read[0].len());
-    // One piece in one event, past what a summary request reads: the note alone crosses.
-    rig.server
-        .reply(Reply::new().call("to_front", json!({})).finish());
-    rig.server.reply(Reply::new().text("Hi again.").finish());
-    v.user_says("back").await.unwrap();
-    rig.other
-        .reply(Reply::new().text(&"t".repeat(1024 * 1024)).finish());
-    let read = summarised(&rig, &mut v).await;
-    assert!(read[0].len() < 256 + 200, "{}", read[0].len());
-}
-
-#[tokio::test]
-async fn a_summary_that_never_ends_is_cut_at_its_timeout_and_the_note_alone_crosses() {
-    let logs = logs();
-    let (rig, mut v) = rig(|m, base| m.workflow(summary_workflow(&base))).await;
-    v.start_silent().await.unwrap();
-    rig.other.reply(
-        Reply::new()
-            .text("Ana calls")
-            .keep_alive(Duration::from_millis(50)),
-    );
-    let read = summarised(&rig, &mut v).await;
-    assert_eq!(
-        read,
-        ["user: (The call moved from stage Front to stage Back. Note: Summarised.)"]
-    );
-    let lines = logs.lines_with("it took over 500ms");
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("the handoff summary failed")),
-        "{lines:#?}"
-    );
-}
-
-#[tokio::test]
-async fn a_summary_that_only_calls_a_function_is_no_summary_and_says_so() {
-    let logs = logs();
-    let (rig, mut v) = rig(|m, base| m.workflow(summary_workflow(&base))).await;
-    v.start_silent().await.unwrap();
-    rig.other
-        .reply(Reply::new().call("file_ticket", json!({})).finish());
-    let read = summarised(&rig, &mut v).await;
-    assert_eq!(
-        read,
-        ["user: (The call moved from stage Front to stage Back. Note: Summarised.)"]
-    );
-    assert!(!rig.log.events().contains(&"filed".to_owned()));
-    let lines = logs.lines_with("the handoff summary failed (it said nothing)");
-    assert!(!lines.is_empty(), "{lines:#?}");
 }
 
 #[tokio::test]
