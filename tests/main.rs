@@ -30,6 +30,8 @@ mod replay;
 mod replay_turns;
 mod request_schemas;
 mod session;
+mod stage_attacks;
+mod stage_summaries;
 mod stages;
 mod support;
 mod tool_attacks;

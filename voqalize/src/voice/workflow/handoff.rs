@@ -23,38 +23,48 @@ use crate::voice::Model;
 const SUMMARIES_KEPT: usize = 4;
 
 /// Applies the transition made since the last request, if any: the conversation as its context
-/// says, then the entered stage's entry line.
+/// says, then the entered stage's entry line. The move stays waiting until the conversation is
+/// changed: a barge-in during the summary request (the turn's task aborted) leaves it for the
+/// next turn, which applies it in full.
 pub(crate) async fn hand_off(model: &Model, turn: &Turn) {
-    let (pending, enter_line) = {
-        let mut machine = lock(&model.inner.workflow);
-        let Some(m) = machine.as_mut() else {
-            return;
+    // A move made while the summary was asked for (brain code) replaces the one asked about: a
+    // few rounds at most, each a new move.
+    for _ in 0..4 {
+        let (pending, epoch, enter_line) = {
+            let machine = lock(&model.inner.workflow);
+            let Some(m) = machine.as_ref() else {
+                return;
+            };
+            let Some((pending, epoch)) = m.peek_pending() else {
+                return;
+            };
+            let line = m.setup().stages[pending.to].enter_line.clone();
+            (pending, epoch, line)
         };
-        let Some(pending) = m.take_pending() else {
-            return;
+        let summary = match pending.context {
+            Context::Summary => summary(model, &pending).await,
+            _ => None,
         };
-        let line = m.setup().stages[pending.to].enter_line.clone();
-        (pending, line)
-    };
-    // Once the caller has spoken since the move (a transition that ran on after a barge-in),
-    // the entry line's moment has passed: a request must end with the caller's words.
-    let spoke_since = model.conversation().any_since(pending.mark);
-    match pending.context {
-        Context::Keep => {}
-        Context::Fresh => {
-            let note = carried(model, &pending, None);
-            model.conversation().restart(pending.mark, &note);
+        let taken = lock(&model.inner.workflow)
+            .as_mut()
+            .is_some_and(|m| m.take_pending(epoch));
+        if !taken {
+            continue;
         }
-        Context::Summary => {
-            let summary = summary(model, &pending).await;
+        // Once the caller has spoken since the move (a transition that ran on after a
+        // barge-in), the entry line's moment has passed: a request must end with the caller's
+        // words.
+        let spoke_since = model.conversation().any_since(pending.mark);
+        if pending.context != Context::Keep {
             let note = carried(model, &pending, summary.as_deref());
             model.conversation().restart(pending.mark, &note);
         }
-    }
-    if let Some(line) = enter_line
-        && !spoke_since
-    {
-        model.say_line(turn, &line);
+        if let Some(line) = enter_line
+            && !spoke_since
+        {
+            model.say_line(turn, &line);
+        }
+        return;
     }
 }
 
@@ -112,7 +122,7 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
     let asked = ask(&*layer, &instruction, transcript, max_bytes);
     let made = match tokio::time::timeout(timeout, asked).await {
         Ok(Ok(text)) if !text.trim().is_empty() => Some(text),
-        Ok(Ok(_)) => Err("it said nothing".to_owned()).ok(),
+        Ok(Ok(_)) => failed(model, "it said nothing"),
         Ok(Err(why)) => failed(model, &why),
         Err(_) => failed(model, &format!("it took over {timeout:?}")),
     }?;

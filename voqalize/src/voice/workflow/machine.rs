@@ -24,6 +24,8 @@ impl Model {
         let mut machine = lock(&self.inner.workflow);
         match (&*machine, table) {
             (None, None) => return,
+            // A brain once answered with other stages than the `Model`'s: no stages, every turn.
+            (None, Some(_)) if self.inner.warned_stages.load(Ordering::Relaxed) => return,
             (None, Some(table)) => {
                 *machine = Some(Machine::new(Arc::new(Setup::of(table))));
             }
@@ -163,6 +165,17 @@ pub(crate) fn moved(
         let Some(to) = m.target(&transition) else {
             return;
         };
+        if m.moved_since_start() {
+            // Brain code moved the call while the transition ran: its move stands (it may have
+            // ended the call's way out).
+            tracing::info!(
+                "stage: a transition to {} ended after brain code moved the call to {}; the \
+                 call stays there",
+                m.name(to),
+                m.name(m.current())
+            );
+            return;
+        }
         m.move_now(to, transition.context, &note, mark)
     };
     if let Some(change) = change {

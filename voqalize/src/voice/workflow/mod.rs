@@ -332,7 +332,8 @@ pub enum StageError {
 impl Model {
     /// Follows `workflow`'s stages with its settings (see [`Workflow`]). The brain that this
     /// `Model` answers must declare the same stages (`#[brain(stages = ...)]`): a turn of a brain
-    /// with other stages or none logs one error and declares the brain's tools as they are.
+    /// with other stages or none logs one error and, that turn and every later one, declares the
+    /// brain's tools as they are.
     #[must_use]
     pub fn workflow<S: Stages>(self, workflow: Workflow<S>) -> Model {
         let setup = Arc::new(workflow.setup);
@@ -352,7 +353,8 @@ impl Model {
     /// Moves the call to `stage` from brain code (an app event, a check the brain made), with
     /// `context` deciding what crosses and `note` the carried note. It applies before the next
     /// request; the model reads the new stage's instruction and tools from then on. Brain code
-    /// may move the call to any stage, whatever the current one's `to(..)` says.
+    /// may move the call to any stage, whatever the current one's `to(..)` says, and its move
+    /// stands: a transition running meanwhile ends without moving the call.
     ///
     /// # Errors
     /// [`StageError::NoStages`] when this `Model` follows no stages yet,

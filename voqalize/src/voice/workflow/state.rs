@@ -9,7 +9,7 @@ use crate::stages::{Context, StageDecl, Stages, Transition};
 use crate::tools::ToolDecl;
 
 /// A transition made, waiting to be applied to the conversation before the next request.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Pending {
     pub(crate) from: usize,
     pub(crate) to: usize,
@@ -38,6 +38,9 @@ pub(crate) struct Machine {
     moves: usize,
     /// Transitions allowed to run that have not been answered yet.
     running: usize,
+    /// `epoch` when the running transition started: a change since (brain code moved the call)
+    /// wins over its move.
+    started_at: u64,
     /// Bumped at every change: a turn redeclares its tools when it moved.
     pub(super) epoch: u64,
     /// The last instruction composed: the `Model`'s, the stage, and the result.
@@ -55,6 +58,7 @@ impl Machine {
             turn: 0,
             moves: 0,
             running: 0,
+            started_at: 0,
             epoch: 0,
             composed: None,
             summaries: Vec::new(),
@@ -93,6 +97,13 @@ impl Machine {
     pub(crate) fn started(&mut self) {
         self.moves += 1;
         self.running += 1;
+        self.started_at = self.epoch;
+    }
+
+    /// Whether the call moved since the running transition started (brain code's
+    /// [`Model::move_to`](crate::voice::Model::move_to)).
+    pub(crate) fn moved_since_start(&self) -> bool {
+        self.epoch != self.started_at
     }
 
     /// A transition that started was answered, however it ended.
@@ -134,8 +145,20 @@ impl Machine {
         Some(Change { from, to, context })
     }
 
-    pub(crate) fn take_pending(&mut self) -> Option<Pending> {
-        self.pending.take()
+    /// The move waiting to be applied, and the epoch it belongs to (it stays until
+    /// [`take_pending`](Self::take_pending): a handoff cut short, by a barge-in during its
+    /// summary, is applied again before the next request).
+    pub(crate) fn peek_pending(&self) -> Option<(Pending, u64)> {
+        self.pending.clone().map(|p| (p, self.epoch))
+    }
+
+    /// Takes the waiting move when it is still the one of `epoch` (no other move since).
+    pub(crate) fn take_pending(&mut self, epoch: u64) -> bool {
+        if self.epoch != epoch || self.pending.is_none() {
+            return false;
+        }
+        self.pending = None;
+        true
     }
 
     /// The instruction for the current stage: the `Model`'s, then the stage's (the shared part
@@ -181,7 +204,8 @@ impl Machine {
             }
             if self.running > 0 {
                 return Some(format!(
-                    "'{name}' did not run: another transition is running; one moves the call at                      a time"
+                    "'{name}' did not run: another transition is running; one moves the call at \
+                     a time"
                 ));
             }
             if self.moves >= self.setup.max_transitions_per_turn {
@@ -197,6 +221,14 @@ impl Machine {
             return None;
         }
         let known = table.iter().find(|d| d.name() == name)?;
+        if allows(&self.setup, self.current, known) {
+            // Called in the response that moved the call: the request declared the stage it
+            // left, not this one.
+            return Some(format!(
+                "'{name}' did not run: it was not declared in this request (the call moved; \
+                 stage {here} offers it now: call it again)"
+            ));
+        }
         let offered = self.offered();
         Some(match known.transition() {
             Some(t) => format!(
