@@ -284,7 +284,8 @@ impl<S: Stages> Workflow<S> {
     }
 
     /// The most bytes of a summary kept (default [`MAX_SUMMARY_BYTES`], 4 KiB; 256 at least): a
-    /// longer one is cut there.
+    /// longer one is cut there. Its response is read to four times that (16 KiB at least): one
+    /// event past it fails the summary, and the note crosses alone.
     #[must_use]
     pub fn max_summary_bytes(mut self, bytes: usize) -> Self {
         self.setup.max_summary_bytes = bytes.max(256);
