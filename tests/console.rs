@@ -89,16 +89,9 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
     let base = server.base_url();
     let (heard_tx, mut heard_rx) = mpsc::unbounded_channel();
     let (app_tx, mut app_rx) = mpsc::unbounded_channel();
-    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
     // The console in front of it; the brain runs in this process, so its tool runs reach the
     // page's timeline too.
-    let console = Console::new(brain_url);
-    let shown = console.clone();
-    tokio::spawn(voqalize::host::serve(
-        brain_listener,
+    let console = console_beside(|shown| {
         move || Coach {
             model: Model::new(crate::support::layer(
                 Provider::Gemini,
@@ -110,9 +103,9 @@ async fn talk_to_a_model_brain_in_the_browser_and_barge_in() {
             .on_tool_run(shown.tool_observer()),
             heard: heard_tx.clone(),
             app: app_tx.clone(),
-        },
-        HostOptions::allow_unverified(),
-    ));
+        }
+    })
+    .await;
     let mut browser = live_page(console).await;
 
     // Say something; the model's reply streams into one unit and the clock starts "hearing" it.
@@ -508,14 +501,7 @@ async fn an_mcp_tool_call_shows_in_the_console_timeline() {
     );
     server.reply(Reply::new().text("That makes forty-two.").finish());
     let base = server.base_url();
-    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
-    let console = Console::new(brain_url);
-    let shown = console.clone();
-    tokio::spawn(voqalize::host::serve(
-        brain_listener,
+    let console = console_beside(|shown| {
         move || McpDesk {
             model: Model::new(crate::support::layer(
                 Provider::Gemini,
@@ -526,9 +512,9 @@ async fn an_mcp_tool_call_shows_in_the_console_timeline() {
             .on_tool_run(shown.tool_observer())
             .mcp(toolset.clone())
             .expect("one toolset clashes with none"),
-        },
-        HostOptions::allow_unverified(),
-    ));
+        }
+    })
+    .await;
     let mut browser = live_page(console).await;
     browser
         .eval(
@@ -579,16 +565,9 @@ async fn a_stage_and_its_move_show_in_the_console_timeline() {
             .finish(),
     );
     server.reply(Reply::new().text("Which day suits you?").finish());
-    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a port");
-    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
-    let console = Console::new(brain_url);
-    tokio::spawn(voqalize::host::serve(
-        brain_listener,
-        crate::stages::desks(server.base_url(), voqalize::voice::Workflow::new),
-        HostOptions::allow_unverified(),
-    ));
+    let console =
+        console_beside(|_| crate::stages::desks(server.base_url(), voqalize::voice::Workflow::new))
+            .await;
     let mut browser = live_page(console).await;
     browser
         .eval(
@@ -609,4 +588,20 @@ async fn a_stage_and_its_move_show_in_the_console_timeline() {
         )
         .await;
     assert_eq!(first.as_str(), Some("StageVerify"));
+}
+
+/// Serves the brains `make` builds (given the console, for its tool observer) on a free port of
+/// 127.0.0.1, in this process, and gives the console in front of them.
+async fn console_beside<M: MakeBrain>(make: impl FnOnce(Console) -> M) -> Console {
+    let brain_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let brain_url = format!("ws://{}", brain_listener.local_addr().expect("an address"));
+    let console = Console::new(brain_url);
+    tokio::spawn(voqalize::host::serve(
+        brain_listener,
+        make(console.clone()),
+        HostOptions::allow_unverified(),
+    ));
+    console
 }

@@ -385,7 +385,7 @@ impl Model {
         if !m.is::<S>() {
             return Err(StageError::OtherStages {
                 follows: m.type_name(),
-                named: state::short_name::<S>(),
+                named: StageTable::of::<S>().type_name(),
             });
         }
         let change = m.move_now(stage.index(), context, note, mark);

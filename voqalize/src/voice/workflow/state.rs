@@ -266,12 +266,6 @@ fn same_text(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
     }
 }
 
-/// `S`'s name without its module path.
-pub(crate) fn short_name<S>() -> &'static str {
-    let full = std::any::type_name::<S>();
-    full.rsplit("::").next().unwrap_or(full)
-}
-
 /// Whether stage `current` of `setup` declares `decl`: a `#[tool]` it names, a transition into a
 /// stage it leads to, an MCP tool of a toolset it names.
 pub(crate) fn allows(setup: &Setup, current: usize, decl: &ToolDecl) -> bool {
