@@ -17,6 +17,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod driver;
+pub mod eval;
 mod formats;
 #[cfg(feature = "model")]
 mod layer_kit;

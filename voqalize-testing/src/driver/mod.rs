@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 
+mod cut;
 mod link;
 mod observed;
 mod outcome;
@@ -16,6 +17,7 @@ mod pump;
 mod seen;
 
 use crate::memory::pipe;
+pub(crate) use cut::CutAt;
 use link::Link;
 use observed::Observed;
 pub use observed::{ToolCalled, TurnRecord, UnitRecord};

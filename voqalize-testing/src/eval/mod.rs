@@ -1,0 +1,27 @@
+//! Evals: play a caller against your brain over the real wire, many times, and check what
+//! happened, before a prompt or tool change reaches a real caller.
+//!
+//! * [`Scenario`]: who the caller is and what it wants (or the fixed lines it says), when it
+//!   talks over the agent ([`BargeRule`]), and what the call must show ([`Check`]s, and a rubric
+//!   for a judge); a Rust value, or a TOML file ([`Scenario::load`], [`Scenario::load_dir`]).
+//! * A caller: [`Scripted`] says fixed lines; any [`Caller`] of your own plays the part. It hears
+//!   only what the caller would: an answer it cuts in on is heard up to the cut.
+//! * [`Transcript`]: what the call said (heard and unheard), the tool calls with their arguments,
+//!   how it ended, the token counts.
+//!
+//! `docs/evals.md` in the repository is the guide.
+
+mod caller;
+mod check;
+mod run;
+mod scenario;
+mod transcript;
+
+pub use caller::{Caller, CallerError, CallerFuture, Next, Scripted};
+pub use check::{ArgsTest, Check, CheckResult, TranscriptTest};
+pub use scenario::{
+    BargeRule, DEFAULT_MAX_TURNS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
+};
+pub use transcript::{Ending, Line, Speaker, ToolUse, Transcript};
+
+// (helpers: your `mod` and `pub use` lines go below this line, one block per helper)
