@@ -347,3 +347,7 @@ impl ScenarioFile {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "scenario_tests.rs"]
+mod tests;
