@@ -6,6 +6,8 @@
 //! * [`dial`]: dial a brain as Voqalize does (the testing kit's driver over a socket);
 //! * [`watch_tools`] and [`AnsweredTool`]: be told every answered tool call of the calls hosted
 //!   with some options (the driver's turn records);
+//! * [`watch_turns`]: be told every turn that ran to its end (the evals' driver knows a turn is
+//!   over without a quiet window);
 //! * [`json_or_text`]: a body as a recording keeps it (the replay's stand-in matches requests so);
 //! * [`outside`], [`outside_n`], [`chain`]: the crate's one way to put a string from outside, or
 //!   an error and its causes, into a log line or a report;
@@ -72,6 +74,18 @@ pub fn watch_tools(
             });
         },
     )))
+}
+
+/// `options` that tell `watch` the id of every turn whose task ran to its end (the brain's
+/// `on_user_message`, `on_user_idle` or greeting returned; not a turn cut by a barge-in or the
+/// call's end), of each call hosted with them, and how many frames the session had queued to
+/// send by then (the turn's last among them): a peer that has read that many has all of it.
+#[must_use]
+pub fn watch_turns(
+    options: HostOptions,
+    watch: impl Fn(u64, u64) + Send + Sync + 'static,
+) -> HostOptions {
+    options.watch_turns(crate::session::TurnWatch(Arc::new(watch)))
 }
 
 /// A body or arguments as a recording keeps them: JSON when it parses (and nests at most 100

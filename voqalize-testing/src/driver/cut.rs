@@ -91,8 +91,9 @@ impl Observed {
 
 impl Voqalize {
     /// The caller says `text` and hears the answer as `cut` says: plays the turn out for at most
-    /// `within` (until every unit it opened has ended, the brain ends the call, or the cut is
-    /// reached), then, when the cut was reached, sends `Interruption{turn}` and finalizes every
+    /// `within` (until the turn is over, the brain ends the call, or the cut is reached: a turn
+    /// of a brain this driver runs is over when its task ended and every frame it queued
+    /// arrived, one it dialed when every unit it opened ended and the quiet window passed), then, when the cut was reached, sends `Interruption{turn}` and finalizes every
     /// unit of the turn: those before the cut with all their text, the cut one with what was
     /// heard of it, those after with `""`. Without a cut (or one the answer never reached), each
     /// ended unit is finalized with all its text, as [`user_says`](Self::user_says).
@@ -106,15 +107,37 @@ impl Voqalize {
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
         let turn_id = self.send_user_message(text).await?;
-        self.wait_until(within, |s| {
-            s.end
-                || s.turn_completed(turn_id)
-                || cut.is_some_and(|c| c.landing(&s.texts_of(turn_id)).is_some())
-        })
-        .await?;
+        let ended = self.turns_ended.clone();
+        let watched = self.watches_turns;
+        // Over when the turn's task ended and every frame it queued arrived (a brain this driver
+        // runs), else when every unit it opened ended and the quiet window passed.
+        let over = |s: &Observed| {
+            if watched {
+                ended
+                    .frames_by_end_of(turn_id)
+                    .is_some_and(|n| u64::try_from(s.frames).is_ok_and(|got| got >= n))
+            } else {
+                s.turn_completed(turn_id)
+            }
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let seen = &self.seen;
+            if seen.end
+                || over(seen)
+                || cut.is_some_and(|c| c.landing(&seen.texts_of(turn_id)).is_some())
+            {
+                break;
+            }
+            if !self.pump_waking(deadline, Some(&ended.wake)).await? {
+                break;
+            }
+        }
         let landing = cut.and_then(|c| c.landing(&self.seen.texts_of(turn_id)));
         let Some(landing) = landing else {
-            self.quiesce(self.quiet, self.timeout).await?;
+            if !watched {
+                self.quiesce(self.quiet, self.timeout).await?;
+            }
             self.finalize_turn(turn_id).await?;
             return Ok(self.turn(turn_id));
         };

@@ -190,14 +190,43 @@ pub struct Voqalize {
     seen: Observed,
     /// The tool calls answered, by turn (of a brain the driver runs itself).
     tools: Answered,
+    /// The turns that ran to their end (of a brain the driver runs itself).
+    turns_ended: Arc<TurnsEnded>,
+    /// Whether `turns_ended` is told (a brain the driver runs itself).
+    watches_turns: bool,
     brain: Option<JoinHandle<Result<(), HostError>>>,
 }
 
 /// The tool calls a driver saw answered, each with its turn id.
 type Answered = Arc<std::sync::Mutex<Vec<(u64, ToolCalled)>>>;
 
-/// A driver's list of answered tool calls, and the host options that fill it.
-fn watched(options: HostOptions) -> (HostOptions, Answered) {
+/// The turns of a brain the driver runs that ran to their end, each with how many frames the
+/// session had queued by then; and what wakes a driver waiting for one.
+#[derive(Default)]
+pub(crate) struct TurnsEnded {
+    ended: std::sync::Mutex<Vec<(u64, u64)>>,
+    pub(crate) wake: tokio::sync::Notify,
+}
+
+impl TurnsEnded {
+    /// How many frames the session had queued when `turn_id` ended, once it has.
+    pub(crate) fn frames_by_end_of(&self, turn_id: u64) -> Option<u64> {
+        crate::lock(&self.ended)
+            .iter()
+            .find(|(t, _)| *t == turn_id)
+            .map(|(_, n)| *n)
+    }
+}
+
+/// A driver's list of answered tool calls and of ended turns, and the host options that fill
+/// them.
+fn watched(options: HostOptions) -> (HostOptions, Answered, Arc<TurnsEnded>) {
+    let turns = Arc::new(TurnsEnded::default());
+    let told = turns.clone();
+    let options = voqalize::__kit::watch_turns(options, move |turn_id, queued| {
+        crate::lock(&told.ended).push((turn_id, queued));
+        told.wake.notify_one();
+    });
     let tools: Answered = Arc::default();
     let list = tools.clone();
     let options = voqalize::__kit::watch_tools(options, move |a| {
@@ -211,7 +240,7 @@ fn watched(options: HostOptions) -> (HostOptions, Answered) {
             },
         ));
     });
-    (options, tools)
+    (options, tools, turns)
 }
 
 impl Voqalize {
@@ -232,7 +261,7 @@ impl Voqalize {
             .get_or_insert_with(|| "test-session".to_owned())
             .clone();
         let (channel, peer) = pipe();
-        let (options, tools) = watched(options);
+        let (options, tools, turns) = watched(options);
         let brain = tokio::spawn(async move {
             run_session(channel, Arc::new(factory), upgrade, &options).await
         });
@@ -245,6 +274,8 @@ impl Voqalize {
             Some(brain),
         );
         driver.tools = tools;
+        driver.turns_ended = turns;
+        driver.watches_turns = true;
         driver
     }
 
@@ -268,7 +299,7 @@ impl Voqalize {
             .await
             .map_err(connect)?;
         let url = format!("ws://{}", listener.local_addr().map_err(connect)?);
-        let (options, tools) = watched(options);
+        let (options, tools, turns) = watched(options);
         let brain = tokio::spawn(async move {
             let (stream, _) = listener
                 .accept()
@@ -285,6 +316,8 @@ impl Voqalize {
         let mut driver = Self::connect(&url, "test-session", token).await?;
         driver.brain = Some(brain);
         driver.tools = tools;
+        driver.turns_ended = turns;
+        driver.watches_turns = true;
         Ok(driver)
     }
 
@@ -327,6 +360,8 @@ impl Voqalize {
             auto_answer: true,
             seen: Observed::default(),
             tools: Arc::default(),
+            turns_ended: Arc::default(),
+            watches_turns: false,
             brain,
         }
     }

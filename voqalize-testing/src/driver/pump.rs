@@ -30,12 +30,30 @@ impl Voqalize {
 
     /// Receives and handles one frame; false at the deadline or once the link is closed.
     pub(super) async fn pump_once(&mut self, deadline: Instant) -> Result<bool, DriverError> {
+        self.pump_waking(deadline, None).await
+    }
+
+    /// [`pump_once`](Self::pump_once), returning true early (with no frame) when `wake` is
+    /// notified: a frame is only ever received whole, never cut by the wake-up.
+    pub(super) async fn pump_waking(
+        &mut self,
+        deadline: Instant,
+        wake: Option<&tokio::sync::Notify>,
+    ) -> Result<bool, DriverError> {
         if self.seen.closed.is_some() {
             return Ok(false);
         }
-        let event = match timeout_at(deadline, self.link.recv()).await {
-            Err(_) => return Ok(false),
-            Ok(e) => e,
+        let event = match wake {
+            None => match timeout_at(deadline, self.link.recv()).await {
+                Err(_) => return Ok(false),
+                Ok(e) => e,
+            },
+            Some(wake) => tokio::select! {
+                biased;
+                e = self.link.recv() => e,
+                () = wake.notified() => return Ok(true),
+                () = tokio::time::sleep_until(deadline) => return Ok(false),
+            },
         };
         match event {
             Event::Closed(code, reason) => {

@@ -19,8 +19,8 @@ mod scenario;
 mod transcript;
 
 pub use caller::{Caller, CallerError, CallerFuture, Next, Scripted};
-pub use from_recording::MAX_RECORDED_LINES;
 pub use check::{ArgsTest, Check, CheckResult, TranscriptTest};
+pub use from_recording::MAX_RECORDED_LINES;
 pub use scenario::{
     BargeRule, DEFAULT_MAX_TURNS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
 };

@@ -92,7 +92,8 @@ fn a_bad_type_is_named_at_its_key() {
     assert!(why.contains("invalid type"), "{why}");
     let (key, _) = error("lines = [\"hi\", 3]");
     assert_eq!(key, "lines[1]");
-    let (key, _) = error("lines = [\"hi\"]\n[[expect]]\ntool_called = \"a\"\n[[expect]]\nturns_at_most = -1");
+    let (key, _) =
+        error("lines = [\"hi\"]\n[[expect]]\ntool_called = \"a\"\n[[expect]]\nturns_at_most = -1");
     assert_eq!(key, "expect[1].turns_at_most");
 }
 
@@ -125,10 +126,22 @@ fn a_scenario_needs_a_caller_and_sane_numbers() {
     assert_eq!(error("lines = [\"a\"]\nopening = \"b\"").0, "opening");
     assert_eq!(error("lines = [\"a\"]\nmax_turns = 0").0, "max_turns");
     assert_eq!(error("lines = [\"a\"]\nrepetitions = 0").0, "repetitions");
-    assert_eq!(error("lines = [\"a\"]\nrequired_pass_rate = 1.5").0, "required_pass_rate");
-    assert_eq!(error("lines = [\"a\"]\nbarge_in = { random = 2.0 }").0, "barge_in.random");
-    assert_eq!(error("lines = [\"a\"]\nbarge_in = { after_words = 0 }").0, "barge_in.after_words");
-    let ok = Scenario::from_toml("p.toml", "persona = \"a nurse\"\ngoal = \"book\"\nopening = \"hi\"");
+    assert_eq!(
+        error("lines = [\"a\"]\nrequired_pass_rate = 1.5").0,
+        "required_pass_rate"
+    );
+    assert_eq!(
+        error("lines = [\"a\"]\nbarge_in = { random = 2.0 }").0,
+        "barge_in.random"
+    );
+    assert_eq!(
+        error("lines = [\"a\"]\nbarge_in = { after_words = 0 }").0,
+        "barge_in.after_words"
+    );
+    let ok = Scenario::from_toml(
+        "p.toml",
+        "persona = \"a nurse\"\ngoal = \"book\"\nopening = \"hi\"",
+    );
     assert!(ok.is_ok_and(|s| !s.is_scripted()));
 }
 

@@ -309,6 +309,7 @@ impl HostBuilder<Direct> {
             load,
             recorder: self.recorder,
             tool_watch: None,
+            turn_watch: None,
         })
     }
 }

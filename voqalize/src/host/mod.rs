@@ -144,6 +144,8 @@ pub struct HostOptions {
     pub(crate) recorder: Option<crate::record::Recorder>,
     /// Told every answered tool call of every call (the testing kit's driver).
     pub(crate) tool_watch: Option<crate::session::ToolWatch>,
+    /// Told every turn that ran to its end, of every call (the testing kit's driver).
+    pub(crate) turn_watch: Option<crate::session::TurnWatch>,
 }
 
 /// The default of [`HostBuilder::max_chunk_bytes`](crate::host::HostBuilder::max_chunk_bytes): 16 KiB, far above any real text delta and far
@@ -257,6 +259,7 @@ impl HostOptions {
             load: None,
             recorder: None,
             tool_watch: None,
+            turn_watch: None,
         }
     }
 
@@ -264,6 +267,12 @@ impl HostOptions {
     /// reached as `__kit::watch_tools`).
     pub(crate) fn watch_tools(mut self, watch: crate::session::ToolWatch) -> Self {
         self.tool_watch = Some(watch);
+        self
+    }
+
+    /// Tells `watch` of every turn that ran to its end (reached as `__kit::watch_turns`).
+    pub(crate) fn watch_turns(mut self, watch: crate::session::TurnWatch) -> Self {
+        self.turn_watch = Some(watch);
         self
     }
 
@@ -503,6 +512,7 @@ fn verify_upgrade(upgrade: Upgrade, options: &HostOptions) -> Result<Verified, R
     let call = runtime::Call {
         tape: options.tape(connection.as_deref()),
         tool_watch: options.tool_watch.clone(),
+        turn_watch: options.turn_watch.clone(),
         connection,
     };
     Ok(Verified { span, hosted, call })

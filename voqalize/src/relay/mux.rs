@@ -287,6 +287,7 @@ fn session<M: MakeBrain>(
         connection: None,
         tape,
         tool_watch: None,
+        turn_watch: None,
     };
     let opened = future::lazy(move |_| tracing::info!("relay: opened session {}", uuid(&prefix)));
     let run =

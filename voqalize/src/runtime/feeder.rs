@@ -71,6 +71,8 @@ pub(super) struct Feeder<M: MakeBrain> {
     tape: Option<Arc<Tape>>,
     /// Told every answered tool call, when watched.
     tool_watch: Option<crate::session::ToolWatch>,
+    /// Told every turn that ran to its end, when watched.
+    turn_watch: Option<crate::session::TurnWatch>,
 }
 
 enum Stimulus {
@@ -115,6 +117,7 @@ impl<M: MakeBrain> Feeder<M> {
             answered_second_start: false,
             tape: call.tape,
             tool_watch: call.tool_watch,
+            turn_watch: call.turn_watch,
         }
     }
 
@@ -535,6 +538,7 @@ impl<M: MakeBrain> Feeder<M> {
         let key = turns.next_key;
         let ended = control.clone();
         let (s, flag) = (session.clone(), cancelled.clone());
+        let watch = self.turn_watch.clone();
         let task = async move {
             let mut turn = Turn::new(s, turn_id, flag);
             if let Stimulus::Message(m) = &stimulus {
@@ -563,6 +567,7 @@ impl<M: MakeBrain> Feeder<M> {
                     outside(&e)
                 );
             }
+            let watched = watch.map(|w| (w, turn.session().clone()));
             drop(turn);
             let mut turns = lock(&ended.turns);
             if let Some(at) = turns.running.iter().position(|(k, _)| *k == key) {
@@ -570,6 +575,9 @@ impl<M: MakeBrain> Feeder<M> {
             }
             drop(turns);
             ended.turn_ended.notify_waiters();
+            if let Some((watch, session)) = watched {
+                (watch.0)(turn_id, session.frames_queued());
+            }
         };
         let handle = tokio::spawn(
             context::scope_turn(session, turn_id, cancelled.clone(), task).in_current_span(),

@@ -107,6 +107,8 @@ pub(crate) struct Call {
     pub(crate) tape: Option<Arc<Tape>>,
     /// Told every answered tool call, when watched (the testing kit's driver).
     pub(crate) tool_watch: Option<crate::session::ToolWatch>,
+    /// Told every turn that ran to its end, when watched (the testing kit's driver).
+    pub(crate) turn_watch: Option<crate::session::TurnWatch>,
 }
 
 /// Runs one session over a split channel until it ends; see [`crate::host::run_session`].

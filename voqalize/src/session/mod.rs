@@ -33,7 +33,7 @@ pub(crate) use tool_call::Answered;
 pub use tool_call::MAX_PROGRESS_BYTES;
 #[cfg(feature = "model")]
 pub(crate) use tool_call::PROGRESS_QUEUE;
-pub(crate) use tool_call::ToolWatch;
+pub(crate) use tool_call::{ToolWatch, TurnWatch};
 pub use turn::{SpeechPiece, SpeechUnit, Turn};
 pub use units::Finalized;
 pub(crate) use units::shared_prefix;

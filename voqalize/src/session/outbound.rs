@@ -139,6 +139,11 @@ impl Outbound {
         .await
     }
 
+    /// How many frames were ever queued (the number of the last one).
+    pub(crate) fn queued(&self) -> u64 {
+        lock(&self.lane).queued
+    }
+
     /// The next frame if one is queued, without waiting.
     pub(crate) fn try_pop(&self) -> Option<Frame> {
         lock(&self.lane).queue.pop()

@@ -32,6 +32,18 @@ pub(crate) struct Answered {
 #[derive(Clone)]
 pub(crate) struct ToolWatch(pub(crate) Arc<dyn Fn(Answered) + Send + Sync>);
 
+/// Told the id of every turn of a session whose task ran to its end (not one cut by a barge-in
+/// or the call's end), with how many frames the session had queued by then: the testing kit's
+/// driver knows a turn is over, and has all its frames, without a quiet window.
+#[derive(Clone)]
+pub(crate) struct TurnWatch(pub(crate) Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for TurnWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnWatch")
+    }
+}
+
 impl std::fmt::Debug for ToolWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ToolWatch")
@@ -39,6 +51,11 @@ impl std::fmt::Debug for ToolWatch {
 }
 
 impl Session {
+    /// How many frames this session has queued to send, ever (what a [`TurnWatch`] is told).
+    pub(crate) fn frames_queued(&self) -> u64 {
+        self.shared.out.queued()
+    }
+
     /// Whether a watcher is told this session's answered tool calls.
     #[cfg_attr(not(feature = "model"), allow(dead_code))]
     pub(crate) fn watches_tools(&self) -> bool {
