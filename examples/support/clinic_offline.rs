@@ -225,3 +225,94 @@ fn spoken(slots: &[String]) -> String {
         [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
     }
 }
+
+/// How `--provider offline` plays the evals' simulated caller: by the facts its instruction
+/// lists (`- name: Ben Okafor`, `- date_of_birth: 1990-11-02`, `- day: Wednesday`) and what it
+/// last heard the desk say. It hangs up with its goal met once the desk says goodbye, and gives
+/// up after asking twice for something it did not follow.
+pub fn caller(request: &ReadBack) -> Reply {
+    let fact = |key: &str| fact(request.instruction.as_deref().unwrap_or_default(), key);
+    let heard = request
+        .said
+        .iter()
+        .rev()
+        .find_map(|s| match s {
+            Said::User(text) => Some(text.to_lowercase()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let line = if heard.contains("goodbye") {
+        "Thanks, bye! [hang up: goal met]".to_owned()
+    } else if heard.contains("date of birth") || heard.contains("can't find") {
+        format!("I'm {}, born {}.", fact("name"), fact("date_of_birth"))
+    } else if heard.contains("which suits you") || heard.contains("which day") {
+        format!("{} please.", fact("day"))
+    } else {
+        let asked = request
+            .said
+            .iter()
+            .filter(|s| matches!(s, Said::Model(t) if t.starts_with("Sorry, could you")))
+            .count();
+        if asked >= 2 {
+            "Never mind, I'll call back. [hang up: gave up]".to_owned()
+        } else {
+            "Sorry, could you say that again?".to_owned()
+        }
+    };
+    Reply::new().text(&line).finish()
+}
+
+/// The value of `- key: value` in `instruction` (empty when it lists none).
+fn fact(instruction: &str, key: &str) -> String {
+    let prefix = format!("- {key}:");
+    instruction
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// How `--provider offline` plays the evals' judge: each rubric item names, in double quotes,
+/// words the call must hold (`The desk confirms the slot, saying "Booked Wednesday 15:30"`). It
+/// passes when the call holds every one (quoting them), and fails quoting the desk's last line
+/// otherwise.
+pub fn judge(request: &ReadBack) -> Reply {
+    let asked = request
+        .said
+        .iter()
+        .find_map(|s| match s {
+            Said::User(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let (rubric, call) = asked.split_once("The call:").unwrap_or((asked, ""));
+    let wanted: Vec<&str> = rubric
+        .lines()
+        .filter_map(|item| item.split('"').nth(1))
+        .collect();
+    let lower = call.to_lowercase();
+    let missing: Vec<&&str> = wanted
+        .iter()
+        .filter(|w| !lower.contains(&w.to_lowercase()))
+        .collect();
+    let answer = if let Some(first) = missing.first() {
+        let last = call
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("agent: "))
+            .map(|l| l.split(" [unheard").next().unwrap_or(l))
+            .unwrap_or_default();
+        serde_json::json!({
+            "verdict": "fail",
+            "reasons": [{"item": format!("says \"{first}\""), "quote": last,
+                         "why": format!("the call never says \"{first}\"")}],
+        })
+    } else {
+        let reasons: Vec<serde_json::Value> = wanted
+            .iter()
+            .map(|w| serde_json::json!({"item": format!("says \"{w}\""), "quote": w, "why": "said"}))
+            .collect();
+        serde_json::json!({"verdict": "pass", "reasons": reasons})
+    };
+    Reply::new().text(&answer.to_string()).finish()
+}
