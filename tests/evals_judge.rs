@@ -209,6 +209,11 @@ async fn a_huge_caller_line_is_cut_and_an_empty_or_failed_reply_is_an_error() {
 // The judge
 // ------------------------------------------------------------------------------------------
 
+/// `future`, checked to be `Send`.
+fn sent<F: std::future::Future + Send>(future: F) -> F {
+    future
+}
+
 fn verdict(verdict: &str, reasons: serde_json::Value) -> String {
     json!({"verdict": verdict, "reasons": reasons}).to_string()
 }
@@ -233,7 +238,8 @@ async fn a_quoted_pass_passes_a_quoted_fail_fails_and_both_count_their_tokens() 
     let judge = Judge::new(layer);
     let call = booking_call();
 
-    let j = judge.judge(&booking(), &call).await;
+    // A runner judges calls on tasks of its own: the judgement is a `Send` future.
+    let j = sent(judge.judge(&booking(), &call)).await;
     assert_eq!(j.verdict, Verdict::Pass, "{j:?}");
     assert_eq!(j.raw, None);
     assert_eq!(j.reasons.len(), 2);
