@@ -13,6 +13,8 @@
 //!   an error and its causes, into a log line or a report;
 //! * [`http_client`] (feature `model`): the pooled provider client (the replay forwards with it);
 //! * [`bench`] (feature `model`): request building measured in isolation (benchmarks, fuzzing);
+//! * [`ask`] and [`Asked`] (feature `model`): one model request outside a turn, no tools, its
+//!   text within a byte bound and its token counts (the evals' simulated caller and judge);
 //! * [`RelayInbound`] (feature `relay`): the relay's inbound frame parser (fuzzing).
 
 use std::fmt::Display;
@@ -119,6 +121,33 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(feature = "model")]
 pub fn http_client(connect: std::time::Duration) -> Result<reqwest::Client, DialError> {
     Ok(crate::model::http::client(connect, None)?)
+}
+
+/// What [`ask`] answered: the reply's text and the tokens it used, by TurnStep count name.
+#[cfg(feature = "model")]
+pub use crate::voice::ask::Asked;
+
+/// One model request outside a turn, as the handoff summary makes it: `instruction`, then
+/// `messages` in order (each [`Role::User`](crate::model::layer::Role) or `Role::Model` text;
+/// `Role::Results` is refused), no tools. The reply's text is read until it reaches `max_bytes`
+/// (the part that reaches it is kept whole, so clip where an exact bound matters; a response past
+/// four times that, or 16 KiB, is cut); its usage is mapped to counts as a TurnStep names them.
+/// No timeout beyond the layer's own timers: bound the call with `tokio::time::timeout`.
+///
+/// # Errors
+/// The request could not be built, sent or read, or the provider answered an error: what failed
+/// and its causes, clipped and escaped as a log line shows text from outside ([`outside_n`], 500
+/// characters).
+#[cfg(feature = "model")]
+pub async fn ask(
+    layer: &dyn crate::model::layer::Layer,
+    instruction: &str,
+    messages: &[(crate::model::layer::Role, String)],
+    max_bytes: usize,
+) -> Result<Asked, String> {
+    crate::voice::ask::ask(layer, instruction, messages, max_bytes)
+        .await
+        .map_err(|why| crate::logline::outside_n(&why, 500).to_string())
 }
 
 /// Request building and SSE decoding measured in isolation (`benches/voice.rs`, the fuzz target).

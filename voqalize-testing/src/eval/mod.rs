@@ -27,3 +27,21 @@ pub use scenario::{
 pub use transcript::{Ending, Line, Speaker, ToolUse, Transcript};
 
 // (helpers: your `mod` and `pub use` lines go below this line, one block per helper)
+
+// The simulated caller and the judge: models playing the caller and grading the call.
+#[cfg(feature = "model")]
+mod judge;
+#[cfg(feature = "model")]
+mod simulated;
+
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
+pub use judge::{
+    DEFAULT_JUDGE_TIMEOUT, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_MAX_JUDGED_CALL_BYTES, Judge,
+    Judgement, MAX_RAW_BYTES, MAX_REASON_FIELD_BYTES, MAX_REASONS, Reason, Verdict,
+};
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
+pub use simulated::{
+    DEFAULT_CALLER_TIMEOUT, DEFAULT_MAX_CALL_BYTES, DEFAULT_MAX_LINE_BYTES, SimulatedCaller,
+};

@@ -48,6 +48,7 @@
 //! written. What a provider sends is bounded in bytes, counts and time (the bounds among
 //! [`Model`]'s settings, docs/protocol.md §6.14).
 
+pub(crate) mod ask;
 /// Request building measured in isolation: a hook for `tools/benches/voice.rs` and the fuzz target,
 /// reached as `__kit::bench` (not an API to build on).
 pub(crate) mod bench;

@@ -9,15 +9,12 @@ use std::sync::atomic::Ordering;
 
 use super::MAX_TRANSCRIPT_BYTES;
 use super::state::Pending;
-use crate::model::ToolChoice;
-use crate::model::history::{Entry, Part, RequestSpec, Role};
-use crate::model::http;
-use crate::model::layer::{DecodeLimits, Layer};
+use crate::model::history::Role;
 use crate::recover::lock;
 use crate::session::Turn;
 use crate::stages::Context;
-use crate::tools::ToolSet;
 use crate::voice::Model;
+use crate::voice::ask::ask;
 
 /// How many summaries a call keeps for reuse.
 const SUMMARIES_KEPT: usize = 4;
@@ -119,9 +116,11 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
             setup.summary_timeout,
         )
     };
-    let asked = ask(&*layer, &instruction, transcript, max_bytes);
+    // One request: the instruction, the transcript as the user's message, no tools.
+    let messages = [(Role::User, transcript)];
+    let asked = ask(&*layer, &instruction, &messages, max_bytes);
     let made = match tokio::time::timeout(timeout, asked).await {
-        Ok(Ok(text)) if !text.trim().is_empty() => Some(text),
+        Ok(Ok(asked)) if !asked.text.trim().is_empty() => Some(asked.text),
         Ok(Ok(_)) => failed(model, "it said nothing"),
         Ok(Err(why)) => failed(model, &why),
         Err(_) => failed(model, &format!("it took over {timeout:?}")),
@@ -146,49 +145,4 @@ fn failed(model: &Model, why: &str) -> Option<String> {
         );
     }
     None
-}
-
-/// One summary request: `instruction`, the transcript as the user's message, no tools; its text,
-/// read within `max_bytes` (a response past four times that is cut; a call in it is ignored).
-async fn ask(
-    layer: &dyn Layer,
-    instruction: &str,
-    transcript: String,
-    max_bytes: usize,
-) -> Result<String, String> {
-    let history = [Entry::new(1, Role::User, vec![Part::text(transcript)])];
-    let tools = ToolSet::empty();
-    let spec = RequestSpec {
-        instruction: Some(instruction),
-        history: &history,
-        note: None,
-        tools: &tools,
-        choice: &ToolChoice::None,
-    };
-    let request = layer.build(&spec).map_err(|e| e.to_string())?;
-    let response_bytes = max_bytes.saturating_mul(4).max(16 * 1024);
-    let mut stream = http::open(&request, layer.timeouts(), response_bytes, layer.http())
-        .await
-        .map_err(|e| crate::logline::chain(&e))?;
-    let mut decoder = layer.decoder(DecodeLimits::new(0, 0, 64, response_bytes));
-    let mut text = String::new();
-    loop {
-        let (chunks, ended) = match stream.next().await {
-            Some(Ok(item)) => (decoder.item(item).map_err(|e| e.to_string())?, false),
-            Some(Err(e)) => return Err(crate::logline::chain(&e)),
-            None => (decoder.end().map_err(|e| e.to_string())?, true),
-        };
-        for chunk in chunks {
-            for part in chunk.parts {
-                if let Part::Text { text: t, .. } = part
-                    && text.len() < max_bytes
-                {
-                    text.push_str(&t);
-                }
-            }
-        }
-        if ended || decoder.done() || text.len() >= max_bytes {
-            return Ok(text);
-        }
-    }
 }

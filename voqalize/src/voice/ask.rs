@@ -1,0 +1,93 @@
+//! One model request outside a turn: an instruction and a few messages, no tools, the reply's text
+//! read within a byte bound, and the tokens it used under their TurnStep names. The handoff
+//! summary asks with it; so do the testing kit's simulated caller and judge (`__kit::ask`).
+
+use std::collections::BTreeMap;
+
+use crate::model::ToolChoice;
+use crate::model::history::{Entry, Part, RequestSpec, Role};
+use crate::model::http;
+use crate::model::layer::{DecodeLimits, Layer, Usage};
+use crate::tools::ToolSet;
+
+/// What one request answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asked {
+    /// The reply's text, read until it reached the request's byte bound: the text part that
+    /// reached it is kept whole, so it may pass the bound by that one part (a part is itself
+    /// within what the response may keep). Clip it where an exact bound matters.
+    pub text: String,
+    /// The tokens the request used, under the names TurnSteps give them (`input_tokens`,
+    /// `cached_input_tokens`, `cache_write_tokens`, `output_tokens`, `reasoning_tokens`): only
+    /// those the provider reported (a count past `Usage::MAX_COUNT` is left out, as the voice
+    /// core does). Empty when the reply was cut at the byte bound before its usage came.
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// One request: `instruction`, then `messages` in order (each a user's or the model's text; a
+/// `Results` role is refused), no tools; its text read within `max_bytes` (a response past four
+/// times that, or 16 KiB, is cut; a call in it is ignored). No timeout of its own beyond the
+/// layer's [`Timeouts`](crate::model::Timeouts): the caller bounds the whole request in time.
+///
+/// # Errors
+/// The request could not be built, sent or read, or the provider answered an error: what failed,
+/// with its causes, unclipped (a log line shows it through `logline::outside`).
+pub(crate) async fn ask(
+    layer: &dyn Layer,
+    instruction: &str,
+    messages: &[(Role, String)],
+    max_bytes: usize,
+) -> Result<Asked, String> {
+    let mut history = Vec::with_capacity(messages.len());
+    for (id, (role, text)) in (1..).zip(messages) {
+        if *role == Role::Results {
+            return Err("a message is the user's or the model's text, not call results".to_owned());
+        }
+        history.push(Entry::new(id, *role, vec![Part::text(text.clone())]));
+    }
+    let tools = ToolSet::empty();
+    let spec = RequestSpec {
+        instruction: Some(instruction),
+        history: &history,
+        note: None,
+        tools: &tools,
+        choice: &ToolChoice::None,
+    };
+    let request = layer.build(&spec).map_err(|e| e.to_string())?;
+    let response_bytes = max_bytes.saturating_mul(4).max(16 * 1024);
+    let mut stream = http::open(&request, layer.timeouts(), response_bytes, layer.http())
+        .await
+        .map_err(|e| crate::logline::chain(&e))?;
+    let mut decoder = layer.decoder(DecodeLimits::new(0, 0, 64, response_bytes));
+    let mut text = String::new();
+    let mut usage: Option<Usage> = None;
+    loop {
+        let (chunks, ended) = match stream.next().await {
+            Some(Ok(item)) => (decoder.item(item).map_err(|e| e.to_string())?, false),
+            Some(Err(e)) => return Err(crate::logline::chain(&e)),
+            None => (decoder.end().map_err(|e| e.to_string())?, true),
+        };
+        for chunk in chunks {
+            // As a turn's request reports it: a later usage replaces an earlier one.
+            if let Some(u) = chunk.usage {
+                usage = Some(u.bounded().0);
+            }
+            for part in chunk.parts {
+                if let Part::Text { text: t, .. } = part
+                    && text.len() < max_bytes
+                {
+                    text.push_str(&t);
+                }
+            }
+        }
+        if ended || decoder.done() || text.len() >= max_bytes {
+            let counts = usage
+                .unwrap_or_default()
+                .counts()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            return Ok(Asked { text, counts });
+        }
+    }
+}
