@@ -310,7 +310,9 @@ pub fn judge(request: &ReadBack) -> Reply {
     } else {
         let reasons: Vec<serde_json::Value> = wanted
             .iter()
-            .map(|w| serde_json::json!({"item": format!("says \"{w}\""), "quote": w, "why": "said"}))
+            .map(
+                |w| serde_json::json!({"item": format!("says \"{w}\""), "quote": w, "why": "said"}),
+            )
             .collect();
         serde_json::json!({"verdict": "pass", "reasons": reasons})
     };

@@ -127,6 +127,15 @@ pub fn http_client(connect: std::time::Duration) -> Result<reqwest::Client, Dial
 #[cfg(feature = "model")]
 pub use crate::voice::ask::Asked;
 
+/// The layer inside a [`ModelLayer`](crate::voice::ModelLayer) (the evals' caller and judge
+/// take any layer, as `Model::new` does).
+#[cfg(feature = "model")]
+pub fn layer_of(
+    layer: &crate::voice::ModelLayer,
+) -> std::sync::Arc<dyn crate::model::layer::Layer> {
+    layer.layer().clone()
+}
+
 /// One model request outside a turn, as the handoff summary makes it: `instruction`, then
 /// `messages` in order (each [`Role::User`](crate::model::layer::Role) or `Role::Model` text;
 /// `Role::Results` is refused), no tools. The reply's text is read until it reaches `max_bytes`

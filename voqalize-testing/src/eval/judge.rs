@@ -158,8 +158,11 @@ impl Judge {
     /// A judge asking `layer`, with the built-in instruction and the defaults
     /// ([`DEFAULT_MAX_ANSWER_BYTES`], [`DEFAULT_MAX_JUDGED_CALL_BYTES`],
     /// [`DEFAULT_JUDGE_TIMEOUT`]).
-    pub fn new(layer: impl Layer) -> Judge {
-        Judge::shared(Arc::new(layer))
+    ///
+    /// `layer` is any layer, as `Model::new` takes it: a built-in provider's, one of your own,
+    /// or a [`ModelLayer`](voqalize::voice::ModelLayer).
+    pub fn new(layer: impl Into<voqalize::voice::ModelLayer>) -> Judge {
+        Judge::shared(voqalize::__kit::layer_of(&layer.into()))
     }
 
     /// [`new`](Self::new) with a layer already shared.
@@ -333,7 +336,7 @@ pub(super) fn read_answer(answer: &str, transcript: &str) -> Judgement {
 
 /// The first JSON object in `text` that has a `verdict` key (else the first object at all): each
 /// `{` tried as its start (at most [`MAX_OBJECT_STARTS`]), whatever comes after it.
-fn find_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+pub(super) fn find_object(text: &str) -> Option<serde_json::Map<String, Value>> {
     let mut first = None;
     for (at, _) in text.match_indices('{').take(MAX_OBJECT_STARTS) {
         let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();

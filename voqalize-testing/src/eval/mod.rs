@@ -21,6 +21,9 @@ mod transcript;
 pub use caller::{Caller, CallerError, CallerFuture, Next, Scripted};
 pub use check::{ArgsTest, Check, CheckResult, TranscriptTest};
 pub use from_recording::MAX_RECORDED_LINES;
+#[cfg(feature = "model")]
+#[cfg_attr(docsrs, doc(cfg(feature = "model")))]
+pub use from_recording::{MAX_PERSONA_SOURCE_BYTES, PersonaError};
 pub use scenario::{
     BargeRule, DEFAULT_MAX_TURNS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
 };

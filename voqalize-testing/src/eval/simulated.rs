@@ -84,8 +84,11 @@ impl SimulatedCaller {
     /// A simulated caller asking `layer`, with the built-in role-play instruction and the
     /// defaults ([`DEFAULT_MAX_LINE_BYTES`], [`DEFAULT_MAX_CALL_BYTES`],
     /// [`DEFAULT_CALLER_TIMEOUT`]).
-    pub fn new(layer: impl Layer) -> SimulatedCaller {
-        SimulatedCaller::shared(Arc::new(layer))
+    ///
+    /// `layer` is any layer, as `Model::new` takes it: a built-in provider's, one of your own,
+    /// or a [`ModelLayer`](voqalize::voice::ModelLayer) shared with the brain.
+    pub fn new(layer: impl Into<voqalize::voice::ModelLayer>) -> SimulatedCaller {
+        SimulatedCaller::shared(voqalize::__kit::layer_of(&layer.into()))
     }
 
     /// [`new`](Self::new) with a layer already shared (the judge's, or the brain's).

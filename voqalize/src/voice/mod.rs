@@ -108,6 +108,11 @@ impl ModelLayer {
     pub fn shared(layer: Arc<dyn Layer>) -> ModelLayer {
         ModelLayer(layer)
     }
+
+    /// The layer itself (`__kit::layer_of`).
+    pub(crate) fn layer(&self) -> &Arc<dyn Layer> {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for ModelLayer {
