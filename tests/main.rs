@@ -5,6 +5,7 @@
 
 mod auth;
 mod clinic;
+mod clinic_evals;
 mod codec;
 mod console;
 mod console_guard;
