@@ -13,6 +13,7 @@ mod deploy;
 mod drain_logs;
 mod end_race;
 mod endpoints;
+mod evals_suite;
 mod hosting;
 mod kit;
 mod layer_attacks;
