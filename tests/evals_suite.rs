@@ -183,6 +183,21 @@ async fn a_failing_check_reaches_the_table_the_junit_failure_and_the_exit_code()
         "{xml}"
     );
     assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
+    let dir = std::env::temp_dir().join(format!("voqalize-evals-{}", std::process::id()));
+    report.write_to(&dir).expect("the report is written");
+    let written = std::fs::read_to_string(dir.join("report.txt")).expect("report.txt");
+    assert_eq!(written, table);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("junit.xml")).ok(),
+        Some(xml.clone())
+    );
+    assert!(dir.join("transcripts.txt").is_file());
+    let blocked = dir.join("report.txt").join("below a file");
+    let err = report
+        .write_to(&blocked)
+        .expect_err("a folder below a file");
+    assert!(err.to_string().contains("below a file"), "{err}");
+    std::fs::remove_dir_all(&dir).expect("removed");
     assert!(
         xml.contains(
             "<system-out>agent: Hello.&#10;caller: hello&#10;agent: hello&#10;ended: script_done"

@@ -505,4 +505,44 @@ mod tests {
             "no run: no pass"
         );
     }
+
+    #[cfg(feature = "model")]
+    #[test]
+    fn an_unsure_judge_fails_the_run_and_the_table_says_unsure() {
+        use super::super::{Judgement, Reason};
+        let mut judgement = Judgement::unsure("the call was too short to tell");
+        judgement.reasons.push(Reason {
+            item: "the agent confirms the slot".into(),
+            quote: "Friday at nine?".into(),
+            why: "asked, never confirmed".into(),
+            quoted: false,
+        });
+        judgement.counts.insert("input_tokens".into(), 120);
+        let run = RunReport {
+            repetition: 2,
+            seed: 9,
+            transcript: Transcript::empty(super::super::Ending::GoalMet),
+            checks: Vec::new(),
+            judgement: Some(judgement),
+            problems: vec!["the judge said unsure".into()],
+            passed: false,
+            wall_ms: 1500,
+        };
+        let report = SuiteReport {
+            scenarios: vec![ScenarioReport::new("booking".into(), vec![run], 1.0)],
+            wall_ms: 1500,
+        };
+        let table = report.to_string();
+        for want in [
+            "booking — run 2 of 1 (seed 9, 1500 ms, ended goal_met):",
+            "  - the judge said unsure",
+            "  judge: unsure",
+            "    - the agent confirms the slot: \"Friday at nine?\" (the quote is not in the call) \
+             — asked, never confirmed",
+            "judge input_tokens=120",
+        ] {
+            assert!(table.contains(want), "{want:?} in:\n{table}");
+        }
+        assert_eq!(report.token_counts().judge.get("input_tokens"), Some(&120));
+    }
 }
