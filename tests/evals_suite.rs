@@ -43,7 +43,7 @@ impl Brain for EveryOther {
 fn every_other() -> impl Fn() -> EveryOther + Send + Sync + 'static {
     let made = AtomicUsize::new(0);
     move || EveryOther {
-        right: made.fetch_add(1, Ordering::SeqCst) % 2 == 0,
+        right: made.fetch_add(1, Ordering::SeqCst).is_multiple_of(2),
     }
 }
 
