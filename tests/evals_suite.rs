@@ -343,7 +343,11 @@ async fn the_junit_xml_escapes_what_the_brain_said_and_stays_well_formed() {
 #[tokio::test]
 async fn a_scenario_the_suite_cannot_play_fails_saying_why() {
     let report = run(Suite::new(|| Echo)
-        .scenario(Scenario::new("persona").persona("a patient", "book a visit"))
+        .scenario(
+            Scenario::new("persona")
+                .persona("a patient", "book a visit")
+                .check(Check::Ended(vec!["failed".into()])),
+        )
         .scenario(
             Scenario::new("rubric")
                 .lines(["hi"])
@@ -364,6 +368,10 @@ async fn a_scenario_the_suite_cannot_play_fails_saying_why() {
     assert!(
         rubric.contains("has a rubric but the suite has no judge: Suite::judge(...)"),
         "{rubric}"
+    );
+    assert!(
+        !report.scenarios[0].runs[0].passed,
+        "unplayable, even with its failure expected"
     );
     assert!(!report.passed());
     assert!(report.to_string().contains("has a persona"), "{report}");

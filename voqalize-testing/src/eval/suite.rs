@@ -341,8 +341,9 @@ async fn run_one<M: MakeBrain>(
 ) -> RunReport {
     let started = Instant::now();
     let scenario = &*job.scenario;
-    let transcript = match helpers.cannot_play(scenario) {
-        Some(why) => Transcript::empty(Ending::Failed(why)),
+    let unplayable = helpers.cannot_play(scenario);
+    let transcript = match &unplayable {
+        Some(why) => Transcript::empty(Ending::Failed(why.clone())),
         None => {
             let mut caller = helpers.caller_for(scenario);
             run_call(factory, scenario, caller.as_mut(), job.seed, &settings).await
@@ -354,8 +355,11 @@ async fn run_one<M: MakeBrain>(
         .filter(|c| !c.passed)
         .map(|c| format!("check `{}` failed: {}", c.check, c.why))
         .collect();
-    let ending_ok = ending_accepted(scenario, &transcript.ending);
-    if !ending_ok {
+    // A scenario the suite cannot play fails, whatever ending its checks accept.
+    let ending_ok = unplayable.is_none() && ending_accepted(scenario, &transcript.ending);
+    if let Some(why) = unplayable {
+        problems.insert(0, why);
+    } else if !ending_ok {
         problems.push(format!("the call ended: {}", transcript.ending));
     }
     #[cfg(feature = "model")]
