@@ -38,8 +38,3 @@ pub use report::{
 };
 pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, Suite};
 
-// TEMPORARY: stand-ins for judge.rs and simulated.rs until they merge (remove these lines then).
-#[cfg(feature = "model")]
-mod judge_standin;
-#[cfg(feature = "model")]
-pub use judge_standin::{Judge, Judgement, Reason, SimulatedCaller, Verdict};
