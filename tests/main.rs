@@ -15,6 +15,7 @@ mod drain_logs;
 mod end_race;
 mod endpoints;
 mod evals_judge;
+mod evals_suite;
 mod hosting;
 mod kit;
 mod layer_attacks;

@@ -29,8 +29,6 @@ pub use scenario::{
 };
 pub use transcript::{Ending, Line, Speaker, ToolUse, Transcript};
 
-// (helpers: your `mod` and `pub use` lines go below this line, one block per helper)
-
 // The simulated caller and the judge: models playing the caller and grading the call.
 #[cfg(feature = "model")]
 mod judge;
@@ -48,3 +46,15 @@ pub use judge::{
 pub use simulated::{
     DEFAULT_CALLER_TIMEOUT, DEFAULT_MAX_CALL_BYTES, DEFAULT_MAX_LINE_BYTES, SimulatedCaller,
 };
+// The suite runner: runs scenarios a number of times against a brain, and reports.
+mod junit;
+mod report;
+mod suite;
+
+pub use junit::MAX_JUNIT_OUT_BYTES;
+pub use report::{
+    MAX_REPORT_TEXT_BYTES, MAX_TRANSCRIPT_BYTES, ReportError, RunReport, ScenarioReport,
+    SuiteReport, TokenCounts,
+};
+pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, Suite};
+

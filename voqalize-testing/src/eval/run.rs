@@ -36,7 +36,7 @@ impl<M: MakeBrain> MakeBrain for Shared<M> {
 
 /// Runs `scenario` once against a brain from `factory`, with `caller` playing the caller and
 /// `seed` drawing its random barge-ins. Never fails and never outlives `settings.deadline` (and
-/// a short hang-up after it): what went wrong is the transcript's [`Ending`].
+/// a hang-up of at most 4 s after it: `End`, then closing): what went wrong is the transcript's [`Ending`].
 pub(crate) async fn run_call<M: MakeBrain>(
     factory: Arc<M>,
     scenario: &Scenario,
@@ -65,11 +65,32 @@ pub(crate) async fn run_call<M: MakeBrain>(
         Ok(ending) => ending,
     };
     call.caller_counts = caller.counts();
+    // The call ends as Voqalize ends one (`End`, then the brain closes), so the brain handles
+    // every frame sent before it (the last answer's Finalizes: its heard truth); bounded, then
+    // the pipe is closed all the same.
+    driver.timeout = HANG_UP_WAIT;
+    let _ = tokio::time::timeout(HANG_UP_WAIT, driver.end()).await;
+    let _ = tokio::time::timeout(HANG_UP_WAIT, driver.hang_up()).await;
     fill(&driver, &mut call);
-    // Hanging up is closing a pipe; bounded all the same.
-    let _ = tokio::time::timeout(Duration::from_secs(1), driver.hang_up()).await;
+    if let Some(e) = driver.errors().iter().find(|e| e.fatal)
+        && !matches!(call.ending, Ending::Failed(_))
+    {
+        // A fatal Error is the brain failing the call (a refused session, a failed greeting):
+        // never a call that may pass.
+        call.ending = Ending::Failed(format!(
+            "the brain sent a fatal Error ({:?}): {}",
+            e.code,
+            super::report::clip(&e.message, MAX_ERROR_BYTES)
+        ));
+    }
     call
 }
+
+/// How long the end of a call waits for the brain to close, after `End`.
+const HANG_UP_WAIT: Duration = Duration::from_secs(2);
+
+/// The most bytes of a brain's fatal Error message an ending keeps.
+const MAX_ERROR_BYTES: usize = 512;
 
 /// The conversation, line by line, into `call.lines`; how it ended.
 async fn converse(
