@@ -28,14 +28,16 @@ mod cli;
 mod clinic;
 #[path = "support/clinic_offline.rs"]
 mod clinic_offline;
+// The model flags, not the console or the hosting this example does not serve.
+#[allow(dead_code)]
 #[path = "support/model.rs"]
 mod model;
 
-/// The eval runner's flags, beside the model's (`--provider`, `--model`, ...).
+/// Run the clinic's eval suite: its scenarios against the clinic's desk.
 #[derive(Parser, Debug)]
 struct EvalArgs {
     #[command(flatten)]
-    model: model::ModelArgs,
+    provider: model::ProviderArgs,
     /// The folder of scenario files.
     #[arg(long, value_name = "DIR", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/evals/clinic"))]
     scenarios: PathBuf,
@@ -57,15 +59,15 @@ struct EvalArgs {
 async fn main() -> Result<std::process::ExitCode, Box<dyn std::error::Error>> {
     let args = EvalArgs::parse();
     let scenarios = Scenario::load_dir(&args.scenarios)?;
-    let offline = args.model.provider == model::Provider::Offline;
+    let offline = args.provider.which == model::Provider::Offline;
     let (desk, caller, judge) = if offline {
         (
             stand_in(clinic_offline::desk).await?,
-            stand_in(clinic_offline::caller).await?,
+            stand_in(clinic_offline::simulated_caller).await?,
             stand_in(clinic_offline::judge).await?,
         )
     } else {
-        let layer = args.model.layer()?;
+        let layer = args.provider.layer()?;
         (layer.clone(), layer.clone(), layer)
     };
     let report = Suite::new(move || {
@@ -89,6 +91,9 @@ async fn main() -> Result<std::process::ExitCode, Box<dyn std::error::Error>> {
     Ok(report.exit_code())
 }
 
+/// The stand-in models of `--provider offline`, kept for the process.
+static STAND_INS: std::sync::Mutex<Vec<ModelServer>> = std::sync::Mutex::new(Vec::new());
+
 /// A stand-in model on a free port of 127.0.0.1 answering by `rules`, and a layer that talks to
 /// it (the server lives as long as the process).
 async fn stand_in(
@@ -100,7 +105,10 @@ async fn stand_in(
         .model("stand-in")
         .base_url(server.base_url())
         .build()?;
-    // The server stops when dropped: keep it for the process.
-    std::mem::forget(server);
+    // A server stops when dropped: these serve until the process ends.
+    STAND_INS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(server);
     Ok(ModelLayer::from(layer))
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use voqalize::prelude::*;
-use voqalize_testing::eval::{Ending, Judge, Scenario, SimulatedCaller, Speaker, Suite, SuiteReport};
+use voqalize_testing::eval::{
+    Ending, Judge, Scenario, SimulatedCaller, Speaker, Suite, SuiteReport,
+};
 use voqalize_testing::{ModelServer, Provider, ReadBack, Reply};
 
 use crate::support::layer;
@@ -58,7 +60,7 @@ async fn run<R: Records>(
 ) -> SuiteReport {
     let (desk, caller, judge) = (
         stand_in(clinic_offline::desk).await,
-        stand_in(clinic_offline::caller).await,
+        stand_in(clinic_offline::simulated_caller).await,
         stand_in(clinic_offline::judge).await,
     );
     let at = |s: &ModelServer, name| layer(Provider::Gemini, &s.base_url(), name, timeouts());
@@ -79,7 +81,11 @@ async fn the_clinic_suite_passes_offline_with_its_cuts_heard_as_cut() {
     assert_eq!(report.exit_code(), ExitCode::SUCCESS);
     assert_eq!(report.scenarios.len(), 6, "{report}");
     let call = |name: &str| {
-        let s = report.scenarios.iter().find(|s| s.name == name).expect(name);
+        let s = report
+            .scenarios
+            .iter()
+            .find(|s| s.name == name)
+            .expect(name);
         s.runs[0].transcript.clone()
     };
     // Cut when "Tuesday" was said: heard through it, the rest not.
@@ -103,12 +109,19 @@ async fn the_clinic_suite_passes_offline_with_its_cuts_heard_as_cut() {
         .runs[0];
     assert_eq!(simulated.transcript.ending, Ending::GoalMet);
     assert_eq!(
-        simulated.transcript.lines.first().map(|l| (l.speaker, l.heard.as_str())),
+        simulated
+            .transcript
+            .lines
+            .first()
+            .map(|l| (l.speaker, l.heard.as_str())),
         Some((Speaker::Caller, "Hi, I'd like to book an appointment."))
     );
     let judged = simulated.judgement.as_ref().expect("judged");
     assert!(judged.reasons.iter().all(|r| r.quoted), "{judged:?}");
-    assert!(!simulated.transcript.caller_counts.is_empty(), "the caller's tokens are counted");
+    assert!(
+        !simulated.transcript.caller_counts.is_empty(),
+        "the caller's tokens are counted"
+    );
 }
 
 /// The clinic's records with a planted bug: a caller is found by name alone, so a misheard date
@@ -166,10 +179,17 @@ async fn a_judges_fail_reaches_the_report_the_junit_and_the_exit_code() {
     assert!(!report.passed(), "{report}");
     assert_eq!(report.exit_code(), ExitCode::FAILURE);
     let run = &report.scenarios[0].runs[0];
-    assert!(run.checks.iter().all(|c| c.passed), "only the judge fails: {report}");
+    assert!(
+        run.checks.iter().all(|c| c.passed),
+        "only the judge fails: {report}"
+    );
     let text = report.to_string();
     assert!(text.contains("fail"), "{text}");
-    assert!(text.contains(r#"the call never says \"Booked Saturday\""#) || text.contains("the call never says \"Booked Saturday\""), "{text}");
+    assert!(
+        text.contains(r#"the call never says \"Booked Saturday\""#)
+            || text.contains("the call never says \"Booked Saturday\""),
+        "{text}"
+    );
     let junit = report.junit_xml();
     assert!(junit.contains("<failure"), "{junit}");
     assert!(junit.contains("Booked Saturday"), "{junit}");
@@ -203,7 +223,11 @@ async fn the_example_runs_a_folder_writes_its_reports_and_exits_by_the_result() 
         .await
         .expect("the example runs");
     let said = String::from_utf8_lossy(&passing.stdout);
-    assert!(passing.status.success(), "{said}\n{}", String::from_utf8_lossy(&passing.stderr));
+    assert!(
+        passing.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&passing.stderr)
+    );
     let junit = std::fs::read_to_string(out.join("passing/junit.xml")).expect("junit.xml written");
     assert_eq!(junit.matches("<testcase").count(), 6, "{junit}");
     assert!(!junit.contains("<failure"), "{junit}");
@@ -224,7 +248,12 @@ async fn the_example_runs_a_folder_writes_its_reports_and_exits_by_the_result() 
         .output()
         .await
         .expect("the example runs");
-    assert_eq!(failing.status.code(), Some(1), "{}", String::from_utf8_lossy(&failing.stdout));
+    assert_eq!(
+        failing.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&failing.stdout)
+    );
     let junit = std::fs::read_to_string(out.join("failing/junit.xml")).expect("junit.xml written");
     assert!(junit.contains("<failure"), "{junit}");
     let _ = std::fs::remove_dir_all(&out);

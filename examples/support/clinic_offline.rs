@@ -90,7 +90,7 @@ fn booking(request: &ReadBack) -> Reply {
         }
         _ => {}
     }
-    let Some(slots) = slots else {
+    let Some(slots) = &slots else {
         return Reply::new()
             .call("open_slots", voqalize::json!({}))
             .finish();
@@ -104,7 +104,7 @@ fn booking(request: &ReadBack) -> Reply {
     match picked {
         Some(slot) => book(slot),
         None => Reply::new()
-            .text(&format!("Which day suits you: {}?", spoken(&slots)))
+            .text(&format!("Which day suits you: {}?", spoken(slots)))
             .finish(),
     }
 }
@@ -230,7 +230,8 @@ fn spoken(slots: &[String]) -> String {
 /// lists (`- name: Ben Okafor`, `- date_of_birth: 1990-11-02`, `- day: Wednesday`) and what it
 /// last heard the desk say. It hangs up with its goal met once the desk says goodbye, and gives
 /// up after asking twice for something it did not follow.
-pub fn caller(request: &ReadBack) -> Reply {
+#[allow(dead_code)] // the evals' (examples/clinic_evals.rs), not the clinic example's
+pub fn simulated_caller(request: &ReadBack) -> Reply {
     let fact = |key: &str| fact(request.instruction.as_deref().unwrap_or_default(), key);
     let heard = request
         .said
@@ -259,10 +260,29 @@ pub fn caller(request: &ReadBack) -> Reply {
             "Sorry, could you say that again?".to_owned()
         }
     };
-    Reply::new().text(&line).finish()
+    Reply::new()
+        .text(&line)
+        .usage(tokens(request), (line.len() / 4).max(1) as u64)
+        .finish()
+}
+
+/// About how many tokens `request` holds (a byte in four), for the stand-ins' usage.
+#[allow(dead_code)] // as `simulated_caller`
+fn tokens(request: &ReadBack) -> u64 {
+    let said: usize = request
+        .said
+        .iter()
+        .map(|s| match s {
+            Said::User(t) | Said::Model(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    let instruction = request.instruction.as_deref().map_or(0, str::len);
+    ((said + instruction) / 4).max(1) as u64
 }
 
 /// The value of `- key: value` in `instruction` (empty when it lists none).
+#[allow(dead_code)] // as `simulated_caller`
 fn fact(instruction: &str, key: &str) -> String {
     let prefix = format!("- {key}:");
     instruction
@@ -276,6 +296,7 @@ fn fact(instruction: &str, key: &str) -> String {
 /// words the call must hold (`The desk confirms the slot, saying "Booked Wednesday 15:30"`). It
 /// passes when the call holds every one (quoting them), and fails quoting the desk's last line
 /// otherwise.
+#[allow(dead_code)] // the evals' (examples/clinic_evals.rs), not the clinic example's
 pub fn judge(request: &ReadBack) -> Reply {
     let asked = request
         .said
@@ -316,5 +337,9 @@ pub fn judge(request: &ReadBack) -> Reply {
             .collect();
         serde_json::json!({"verdict": "pass", "reasons": reasons})
     };
-    Reply::new().text(&answer.to_string()).finish()
+    let answer = answer.to_string();
+    Reply::new()
+        .text(&answer)
+        .usage(tokens(request), (answer.len() / 4).max(1) as u64)
+        .finish()
 }

@@ -44,9 +44,16 @@ pub enum Provider {
 pub struct ModelArgs {
     #[command(flatten)]
     pub host: Args,
+    #[command(flatten)]
+    pub provider: ProviderArgs,
+}
+
+/// Which provider answers, and how it is reached (the model flags without the hosting ones).
+#[derive(clap::Args, Debug)]
+pub struct ProviderArgs {
     /// The provider that answers each turn.
-    #[arg(long, value_enum, default_value = "gemini")]
-    pub provider: Provider,
+    #[arg(long = "provider", value_enum, default_value = "gemini")]
+    pub which: Provider,
     /// The provider's API root: a proxy for gemini/openai; the server for chat, such as
     /// http://localhost:4000 (LiteLLM), http://localhost:8000/v1 (vLLM) or
     /// http://localhost:11434/v1 (Ollama). Default: OPENAI_BASE_URL for chat, the
@@ -73,11 +80,11 @@ pub struct ModelArgs {
     pub api_version: Option<String>,
 }
 
-impl ModelArgs {
+impl ProviderArgs {
     /// The provider layer these flags and the environment describe, or a message saying
     /// what to set.
     pub fn layer(&self) -> Result<ModelLayer, String> {
-        let built = match self.provider {
+        let built = match self.which {
             Provider::Gemini => {
                 let mut b = Gemini::from_env();
                 if let Some(m) = &self.model {
@@ -171,7 +178,7 @@ impl ModelArgs {
                 let key = std::env::var("AZURE_OPENAI_API_KEY").map_err(|_| {
                     "--provider azure needs a key in AZURE_OPENAI_API_KEY".to_owned()
                 })?;
-                if self.provider == Provider::Azure {
+                if self.which == Provider::Azure {
                     let mut b = OpenAi::azure(endpoint, deployment).api_key(key);
                     if let Some(v) = &self.api_version {
                         b = b.api_version(v);
@@ -203,7 +210,7 @@ impl ModelArgs {
     }
 
     fn provider_name(&self) -> &'static str {
-        match self.provider {
+        match self.which {
             Provider::Gemini => "gemini",
             Provider::Openai => "openai",
             Provider::Chat => "chat",
@@ -228,7 +235,7 @@ pub fn model_and_host() -> (ModelLayer, Args) {
 /// The layer the parsed flags describe, with the hosting flags; exits saying what to set when it
 /// cannot be built.
 fn with_layer(args: ModelArgs) -> (ModelLayer, Args) {
-    match args.layer() {
+    match args.provider.layer() {
         Ok(layer) => (layer, args.host),
         Err(message) => {
             eprintln!("error: {message}");
@@ -257,7 +264,7 @@ pub async fn layer_and_host_or_offline(
     args: ModelArgs,
     rules: impl Fn(&ReadBack) -> Reply + Send + Sync + 'static,
 ) -> (ModelLayer, Args) {
-    if args.provider != Provider::Offline {
+    if args.provider.which != Provider::Offline {
         return with_layer(args);
     }
     match stand_in(rules).await {

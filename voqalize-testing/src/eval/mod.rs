@@ -57,4 +57,3 @@ pub use report::{
     SuiteReport, TokenCounts,
 };
 pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, Suite};
-

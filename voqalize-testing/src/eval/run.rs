@@ -204,9 +204,11 @@ fn fill(driver: &Voqalize, call: &mut Transcript) {
             end: t.end,
         })
         .collect();
+    // Token counts only: a TurnStep also counts other things (a transition's context).
     for step in driver.turn_steps() {
-        for (name, n) in &step.counts {
-            *call.counts.entry(name.clone()).or_default() += n;
+        for (name, n) in step.counts.iter().filter(|(k, _)| k.ends_with("tokens")) {
+            let sum = call.counts.entry(name.clone()).or_default();
+            *sum = sum.saturating_add(*n);
         }
     }
     call.ui_commands = driver.ui_commands().to_vec();
