@@ -145,41 +145,10 @@ impl Check {
 
     /// `Err(why)` when the check fails on `call`.
     fn fails(&self, call: &Transcript) -> Result<(), String> {
-        let called = |tool: &str| {
-            let seen: Vec<String> = calls_of(call, tool)
-                .map(|t| t.arguments.to_string())
-                .collect();
-            if seen.is_empty() {
-                let names: Vec<&str> = call.tools.iter().map(|t| t.name.as_str()).collect();
-                format!("it was never called (calls made: [{}])", names.join(", "))
-            } else {
-                format!("it was called with {}", seen.join(", "))
-            }
-        };
         match self {
-            Check::ToolCalled { tool, args } => {
-                let ok = calls_of(call, tool)
-                    .any(|t| args.as_ref().is_none_or(|a| holds(&t.arguments, a)));
-                if ok { Ok(()) } else { Err(called(tool)) }
-            }
-            Check::ToolCalledWhere { tool, test, .. } => {
-                if calls_of(call, tool).any(|t| test(&t.arguments)) {
-                    Ok(())
-                } else {
-                    Err(called(tool))
-                }
-            }
-            Check::ToolNotCalled { tool, args } => {
-                match calls_of(call, tool)
-                    .find(|t| args.as_ref().is_none_or(|a| holds(&t.arguments, a)))
-                {
-                    None => Ok(()),
-                    Some(t) => Err(format!(
-                        "it was called in turn {} with {}",
-                        t.turn_id, t.arguments
-                    )),
-                }
-            }
+            Check::ToolCalled { .. }
+            | Check::ToolCalledWhere { .. }
+            | Check::ToolNotCalled { .. } => self.fails_on_tools(call),
             Check::Said(p) => {
                 if call.agent_lines().any(|l| contains(&l.generated(), p)) {
                     Ok(())
@@ -230,6 +199,47 @@ impl Check {
                 )),
             },
             Check::Custom { test, .. } => test(call),
+        }
+    }
+
+    /// `Err(why)` when a check of the tool record fails on `call`.
+    fn fails_on_tools(&self, call: &Transcript) -> Result<(), String> {
+        let called = |tool: &str| {
+            let seen: Vec<String> = calls_of(call, tool)
+                .map(|t| t.arguments.to_string())
+                .collect();
+            if seen.is_empty() {
+                let names: Vec<&str> = call.tools.iter().map(|t| t.name.as_str()).collect();
+                format!("it was never called (calls made: [{}])", names.join(", "))
+            } else {
+                format!("it was called with {}", seen.join(", "))
+            }
+        };
+        match self {
+            Check::ToolCalled { tool, args } => {
+                let ok = calls_of(call, tool)
+                    .any(|t| args.as_ref().is_none_or(|a| holds(&t.arguments, a)));
+                if ok { Ok(()) } else { Err(called(tool)) }
+            }
+            Check::ToolCalledWhere { tool, test, .. } => {
+                if calls_of(call, tool).any(|t| test(&t.arguments)) {
+                    Ok(())
+                } else {
+                    Err(called(tool))
+                }
+            }
+            Check::ToolNotCalled { tool, args } => {
+                match calls_of(call, tool)
+                    .find(|t| args.as_ref().is_none_or(|a| holds(&t.arguments, a)))
+                {
+                    None => Ok(()),
+                    Some(t) => Err(format!(
+                        "it was called in turn {} with {}",
+                        t.turn_id, t.arguments
+                    )),
+                }
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -16,8 +16,19 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 /// The most bytes of a failure's body, before escaping.
 const MAX_FAILURE_BYTES: usize = 16 * 1024;
 
+impl SuiteReport {
+    /// The report as JUnit XML, for CI: `<testsuites>` holding one `<testsuite>` per scenario
+    /// holding one `<testcase>` per run (`time` in seconds), a failed run with a `<failure>`
+    /// saying why, every run's transcript in `<system-out>` (at most
+    /// [`MAX_JUNIT_OUT_BYTES`](super::MAX_JUNIT_OUT_BYTES) of it). Every text is escaped, and
+    /// characters XML 1.0 forbids are dropped.
+    pub fn junit_xml(&self) -> String {
+        render(self)
+    }
+}
+
 /// The report as JUnit XML.
-pub(crate) fn render(report: &SuiteReport) -> String {
+fn render(report: &SuiteReport) -> String {
     let runs: usize = report.scenarios.iter().map(|s| s.runs.len()).sum();
     let failures: usize = report
         .scenarios

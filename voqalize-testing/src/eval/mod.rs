@@ -50,10 +50,12 @@ pub use simulated::{
 mod junit;
 mod report;
 mod suite;
+mod write;
 
 pub use junit::MAX_JUNIT_OUT_BYTES;
 pub use report::{
-    MAX_REPORT_TEXT_BYTES, MAX_TRANSCRIPT_BYTES, ReportError, RunReport, ScenarioReport,
-    SuiteReport, TokenCounts,
+    MAX_REPORT_TEXT_BYTES, MAX_TRANSCRIPT_BYTES, RunReport, ScenarioReport, SuiteReport,
+    TokenCounts,
 };
 pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, Suite};
+pub use write::ReportError;

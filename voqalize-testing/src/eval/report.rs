@@ -8,7 +8,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -122,21 +121,6 @@ pub struct SuiteReport {
     pub wall_ms: u64,
 }
 
-/// A report that could not be written.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReportError {
-    /// A file (or the folder) could not be written.
-    #[error("could not write the eval report {}", path.display())]
-    Write {
-        /// The file or folder.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
 impl SuiteReport {
     /// Every scenario passed (its pass rate is at least its required rate). A suite with no
     /// scenario passes.
@@ -189,38 +173,6 @@ impl SuiteReport {
             }
         }
         out
-    }
-
-    /// The report as JUnit XML, for CI: `<testsuites>` holding one `<testsuite>` per scenario
-    /// holding one `<testcase>` per run (`time` in seconds), a failed run with a `<failure>`
-    /// saying why, every run's transcript in `<system-out>` (at most
-    /// [`MAX_JUNIT_OUT_BYTES`](super::MAX_JUNIT_OUT_BYTES) of it). Every text is escaped, and
-    /// characters XML 1.0 forbids are dropped.
-    pub fn junit_xml(&self) -> String {
-        super::junit::render(self)
-    }
-
-    /// Writes the report into `dir` (made when missing): `report.txt` (the table, as
-    /// `Display`), `transcripts.txt` ([`transcripts`](Self::transcripts)) and `junit.xml`
-    /// ([`junit_xml`](Self::junit_xml)), replacing files of those names.
-    ///
-    /// # Errors
-    /// [`ReportError::Write`] naming the folder or file that could not be written.
-    pub fn write_to(&self, dir: impl AsRef<Path>) -> Result<(), ReportError> {
-        let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        for (name, text) in [
-            ("report.txt", self.to_string()),
-            ("transcripts.txt", self.transcripts()),
-            ("junit.xml", self.junit_xml()),
-        ] {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })?;
-        }
-        Ok(())
     }
 }
 

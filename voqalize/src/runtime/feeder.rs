@@ -537,8 +537,7 @@ impl<M: MakeBrain> Feeder<M> {
         turns.next_key += 1;
         let key = turns.next_key;
         let ended = control.clone();
-        let (s, flag) = (session.clone(), cancelled.clone());
-        let watch = self.turn_watch.clone();
+        let (s, flag, watch) = (session.clone(), cancelled.clone(), self.turn_watch.clone());
         let task = async move {
             let mut turn = Turn::new(s, turn_id, flag);
             if let Stimulus::Message(m) = &stimulus {
