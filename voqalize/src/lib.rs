@@ -179,6 +179,11 @@ struct GuideDoctests;
 #[doc = include_str!("../../docs/model-brains.md")]
 struct ModelBrainsGuideDoctests;
 
+/// The Rust snippets of the evals guide compile (and run) as doctests.
+#[cfg(all(doctest, feature = "model"))]
+#[doc = include_str!("../../docs/evals.md")]
+struct EvalsGuideDoctests;
+
 /// The Rust snippets of the MCP guide compile as doctests.
 #[cfg(all(doctest, feature = "mcp"))]
 #[doc = include_str!("../../docs/mcp.md")]
