@@ -258,3 +258,86 @@ async fn the_example_runs_a_folder_writes_its_reports_and_exits_by_the_result() 
     assert!(junit.contains("<failure"), "{junit}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A call to the desk, recorded: the caller gives their details, then picks Friday.
+async fn a_recorded_call() -> voqalize::record::Recording {
+    let desk = stand_in(clinic_offline::desk).await;
+    let base = desk.base_url();
+    crate::replay::recorded(
+        move || {
+            let model = Model::new(layer(Provider::Gemini, &base, "desk", timeouts()));
+            Desk::new(model, Arc::new(Ledger::new()))
+        },
+        async |v| {
+            for line in ["Hi, I'm Ana Lima, born 1984-03-12", "Friday please"] {
+                // What the desk answered does not matter here: the caller's lines do.
+                let _ = v.user_says_within(line, Duration::from_secs(10)).await;
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_recorded_call_becomes_a_scripted_scenario_and_a_simulated_one() {
+    let recording = a_recorded_call().await;
+    let scripted = Scenario::from_recording("recorded", &recording).check(
+        voqalize_testing::eval::Check::ToolCalled {
+            tool: "booked".into(),
+            args: Some(voqalize::json!({"slot": "Friday 09:00"})),
+        },
+    );
+    assert_eq!(
+        scripted.lines,
+        ["Hi, I'm Ana Lima, born 1984-03-12", "Friday please"]
+    );
+    // A model summarises the recorded caller into a persona (here a stand-in that checks it
+    // was given the caller's lines, and only theirs).
+    let summariser = stand_in(|request: &ReadBack| {
+        let asked = format!("{:?}", request.said);
+        if !asked.contains("caller: Friday please") || asked.contains("Booked") {
+            return Reply::new().text("no").finish();
+        }
+        let persona = voqalize::json!({
+            "persona": "Ana Lima, a patient who wants the Friday slot",
+            "goal": "Book Friday's appointment",
+            "facts": {"name": "Ana Lima", "date_of_birth": "1984-03-12", "day": "Friday"},
+        });
+        Reply::new().text(&format!("Here: {persona}")).finish()
+    })
+    .await;
+    let at = layer(
+        Provider::Gemini,
+        &summariser.base_url(),
+        "summariser",
+        timeouts(),
+    );
+    let simulated =
+        Scenario::persona_from_recording("persona", &recording, at, Duration::from_secs(10))
+            .await
+            .expect("summarised");
+    assert_eq!(simulated.goal, "Book Friday's appointment");
+    assert_eq!(
+        simulated.opening.as_deref(),
+        Some("Hi, I'm Ana Lima, born 1984-03-12")
+    );
+    assert_eq!(simulated.facts["day"], "Friday");
+    let simulated = simulated.check(voqalize_testing::eval::Check::Ended(vec![
+        "goal_met".into(),
+    ]));
+    let report = run(Ledger::new, vec![scripted, simulated]).await;
+    assert!(report.passed(), "{report}\n{}", report.transcripts());
+    // A summariser that answers no JSON is an error saying so.
+    let garbage =
+        stand_in(|_: &ReadBack| Reply::new().text("Sure! She sounded nice.").finish()).await;
+    let at = layer(
+        Provider::Gemini,
+        &garbage.base_url(),
+        "summariser",
+        timeouts(),
+    );
+    let e = Scenario::persona_from_recording("p", &recording, at, Duration::from_secs(10))
+        .await
+        .expect_err("no JSON");
+    assert!(e.why.contains("no JSON object"), "{e}");
+}
