@@ -25,6 +25,7 @@ mod main_job;
 mod mcp_attacks;
 mod mcp_calls;
 mod mcp_servers;
+mod newuser_evals;
 mod port;
 mod recording_files;
 mod relay;
