@@ -8,6 +8,9 @@
 //! against a layer of your own. [`ToolHarness`] and [`Voqalize::call_tool`] unit-test one tool
 //! inside a real session, and [`offline_model`] builds a model-backed brain for that with no
 //! provider at all. [`Replay`] plays a recorded call against a new build of the brain.
+//! [`eval`] plays a caller, scripted or simulated by a model, against the brain as it is now,
+//! many times, and checks and judges what happened: a suite a team runs before every prompt
+//! change ([`eval::Suite`]).
 //!
 //! The kit reaches the runtime only through voqalize's public API (and a few seams voqalize keeps
 //! hidden for it). Feature `model` (on by default) brings [`LayerKit`], [`offline_model`] and

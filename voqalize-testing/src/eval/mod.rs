@@ -6,10 +6,15 @@
 //!   for a judge); a Rust value, or a TOML file ([`Scenario::load`], [`Scenario::load_dir`]).
 //! * A caller: [`Scripted`] says fixed lines; any [`Caller`] of your own plays the part. It hears
 //!   only what the caller would: an answer it cuts in on is heard up to the cut.
+//! * [`SimulatedCaller`] (feature `model`): a model plays a scenario's persona; [`Judge`] (feature
+//!   `model`): a model grades a call against the scenario's rubric.
 //! * [`Transcript`]: what the call said (heard and unheard), the tool calls with their arguments,
 //!   how it ended, the token counts.
+//! * [`Suite`]: every scenario, N times each, a few at once, with a seed and a deadline per run;
+//!   its [`SuiteReport`] is a table, transcripts, JUnit XML and an exit code.
 //!
-//! `docs/evals.md` in the repository is the guide.
+//! `docs/evals.md` in the repository (voqalize-rs) is the guide: the scenario file format, every
+//! check, what the simulated caller and the judge are sent and must answer, the runner's settings.
 
 mod caller;
 mod check;
