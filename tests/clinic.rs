@@ -17,7 +17,7 @@ use crate::support::{driver, layer, said, says};
 // The example's `pub` items are what a user copies; in this crate they reach no further.
 #[allow(unreachable_pub)]
 #[path = "../examples/support/clinic.rs"]
-mod clinic_desk;
+pub(crate) mod clinic_desk;
 
 use clinic_desk::{Desk, Ledger, Patient, Records};
 

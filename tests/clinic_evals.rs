@@ -20,13 +20,10 @@ use crate::support::layer;
 
 // The example's `pub` items are what a user copies; in this crate they reach no further.
 #[allow(unreachable_pub, dead_code)]
-#[path = "../examples/support/clinic.rs"]
-mod clinic_desk;
-#[allow(unreachable_pub, dead_code)]
 #[path = "../examples/support/clinic_offline.rs"]
 mod clinic_offline;
 
-use clinic_desk::{Desk, Ledger, Patient, Records};
+use crate::clinic::clinic_desk::{Desk, Ledger, Patient, Records};
 
 /// The scenario folder the example runs.
 fn folder() -> PathBuf {

@@ -145,6 +145,11 @@ impl Check {
 
     /// `Err(why)` when the check fails on `call`.
     fn fails(&self, call: &Transcript) -> Result<(), String> {
+        if let Check::Said(p) | Check::Heard(p) | Check::NeverSaid(p) = self
+            && p.trim().is_empty()
+        {
+            return Err("its phrase is empty, so it would check nothing".to_owned());
+        }
         match self {
             Check::ToolCalled { .. }
             | Check::ToolCalledWhere { .. }
@@ -320,6 +325,15 @@ impl CheckSpec {
         }
         if let Some(tool) = self.tool_not_called {
             found.push(Check::ToolNotCalled { tool, args });
+        }
+        for (key, phrase) in [
+            ("said", &self.said),
+            ("heard", &self.heard),
+            ("never_said", &self.never_said),
+        ] {
+            if phrase.as_ref().is_some_and(|p| p.trim().is_empty()) {
+                return Err((format!(".{key}"), "is empty: it would check nothing".to_owned()));
+            }
         }
         found.extend(self.said.map(Check::Said));
         found.extend(self.heard.map(Check::Heard));

@@ -274,9 +274,19 @@ struct ScenarioFile {
 impl ScenarioFile {
     /// The scenario, or the key at fault and why.
     fn into_scenario(self, origin: &str) -> Result<Scenario, (String, String)> {
-        if self.lines.is_empty() && self.goal.trim().is_empty() {
+        let simulated = !self.persona.trim().is_empty() || !self.goal.trim().is_empty();
+        if !self.lines.is_empty() && simulated {
+            let key = if self.goal.trim().is_empty() { "persona" } else { "goal" };
             return Err((
-                "lines".to_owned(),
+                key.to_owned(),
+                "a caller is scripted (`lines`) or simulated (`persona` and `goal`), not both"
+                    .to_owned(),
+            ));
+        }
+        if self.lines.is_empty() && self.goal.trim().is_empty() {
+            let key = if simulated { "goal" } else { "lines" };
+            return Err((
+                key.to_owned(),
                 "a scenario needs a caller: `lines = [..]` (scripted), or `persona` and `goal` \
                  (a simulated caller)"
                     .to_owned(),

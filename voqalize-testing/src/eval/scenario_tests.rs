@@ -115,6 +115,8 @@ fn each_mistake_a_check_can_hold_is_named() {
     let (key, why) = error("lines = [\"hi\"]\n[[expect]]\nended = \"hung_up\"");
     assert_eq!(key, "expect[0].ended");
     assert!(why.contains("goal_met"), "{why}");
+    let (key, _) = error("lines = [\"hi\"]\n[[expect]]\nnever_said = \" \"");
+    assert_eq!(key, "expect[0].never_said");
     let (key, why) = error("lines = [\"hi\"]\n[[expect]]\n");
     assert_eq!(key, "expect[0]");
     assert!(why.contains("tool_called"), "{why}");
@@ -123,6 +125,9 @@ fn each_mistake_a_check_can_hold_is_named() {
 #[test]
 fn a_scenario_needs_a_caller_and_sane_numbers() {
     assert_eq!(error("name = \"x\"").0, "lines");
+    assert_eq!(error("persona = \"a nurse\"").0, "goal");
+    assert_eq!(error("lines = [\"a\"]\ngoal = \"book\"").0, "goal");
+    assert_eq!(error("lines = [\"a\"]\npersona = \"a nurse\"").0, "persona");
     assert_eq!(error("lines = [\"a\"]\nopening = \"b\"").0, "opening");
     assert_eq!(error("lines = [\"a\"]\nmax_turns = 0").0, "max_turns");
     assert_eq!(error("lines = [\"a\"]\nrepetitions = 0").0, "repetitions");

@@ -271,6 +271,9 @@ impl<M: MakeBrain> Suite<M> {
     fn plan(&self) -> Vec<Job> {
         let mut plan = Vec::new();
         for (index, scenario) in self.scenarios.iter().enumerate() {
+            let named_before = self.scenarios[..index]
+                .iter()
+                .any(|s| s.name == scenario.name);
             let scenario = Arc::new(scenario.clone());
             let times = scenario.repetitions.unwrap_or(self.repetitions).max(1);
             for repetition in 1..=times {
@@ -279,6 +282,7 @@ impl<M: MakeBrain> Suite<M> {
                     repetition,
                     seed: run_seed(self.seed, &scenario.name, repetition),
                     scenario: scenario.clone(),
+                    named_before,
                 });
             }
         }
@@ -295,6 +299,8 @@ struct Job {
     repetition: u32,
     seed: u64,
     scenario: Arc<Scenario>,
+    /// An earlier scenario of the suite has the same name.
+    named_before: bool,
 }
 
 /// Why a run's task did not return: its panic's message (clipped), or that it was cancelled.
@@ -341,7 +347,14 @@ async fn run_one<M: MakeBrain>(
 ) -> RunReport {
     let started = Instant::now();
     let scenario = &*job.scenario;
-    let unplayable = helpers.cannot_play(scenario);
+    let unplayable = match job.named_before {
+        true => Some(format!(
+            "another scenario of the suite is named {:?}: names must differ (a run's seed and \
+             the report's rows follow the name)",
+            scenario.name
+        )),
+        false => helpers.cannot_play(scenario),
+    };
     let transcript = match &unplayable {
         Some(why) => Transcript::empty(Ending::Failed(why.clone())),
         None => {
@@ -349,7 +362,11 @@ async fn run_one<M: MakeBrain>(
             run_call(factory, scenario, caller.as_mut(), job.seed, &settings).await
         }
     };
-    let checks: Vec<CheckResult> = scenario.checks.iter().map(|c| c.run(&transcript)).collect();
+    // A call never played has nothing to check.
+    let checks: Vec<CheckResult> = match unplayable {
+        Some(_) => Vec::new(),
+        None => scenario.checks.iter().map(|c| c.run(&transcript)).collect(),
+    };
     let mut problems: Vec<String> = checks
         .iter()
         .filter(|c| !c.passed)
@@ -364,7 +381,13 @@ async fn run_one<M: MakeBrain>(
     }
     #[cfg(feature = "model")]
     let judgement = helpers
-        .judge_run(scenario, &transcript, ending_ok, &settings, &mut problems)
+        .judge_run(
+            scenario,
+            &transcript,
+            ending_ok && problems.is_empty(),
+            &settings,
+            &mut problems,
+        )
         .await;
     RunReport {
         repetition: job.repetition,
@@ -403,6 +426,13 @@ impl Helpers {
         let needs = "";
         #[cfg(not(feature = "model"))]
         let needs = " (with the testing kit's `model` feature)";
+        if !scenario.is_scripted() && scenario.goal.trim().is_empty() {
+            return Some(format!(
+                "the scenario {:?} has no caller: give it `lines` (a scripted caller) or a \
+                 persona and a goal (a simulated one)",
+                scenario.name
+            ));
+        }
         if !scenario.is_scripted() && !has_caller {
             return Some(format!(
                 "the scenario {:?} has a persona but the suite has no caller: \
@@ -430,20 +460,21 @@ impl Helpers {
         Box::new(Scripted::new(scenario.lines.iter().cloned()))
     }
 
-    /// The judge's judgement of the run, when the scenario has a rubric and the call reached an
-    /// ending that may pass (a failed call is not judged: it fails anyway), within the run's
-    /// deadline; a verdict but `Pass` is added to `problems`.
+    /// The judge's judgement of the run, when the scenario has a rubric and the run may still
+    /// pass (`may_pass`: a call that ended `failed` or `deadline`, or whose checks failed, is not
+    /// judged, which spends no tokens on a run that fails anyway), within the run's deadline; a
+    /// verdict but `Pass` is added to `problems`.
     #[cfg(feature = "model")]
     async fn judge_run(
         &self,
         scenario: &Scenario,
         call: &Transcript,
-        ending_ok: bool,
+        may_pass: bool,
         settings: &RunSettings,
         problems: &mut Vec<String>,
     ) -> Option<Judgement> {
         let judge = self.judge.as_ref()?;
-        if scenario.rubric.is_empty() || !ending_ok {
+        if scenario.rubric.is_empty() || !may_pass {
             return None;
         }
         let judgement = tokio::time::timeout(settings.deadline, judge.judge(scenario, call))
