@@ -98,12 +98,7 @@ async fn the_clinic_suite_passes_offline_with_its_cuts_heard_as_cut() {
     }
     assert!(rushed.agent_lines().any(|l| l.cut), "{rushed:?}");
     // The simulated caller hung up with its goal met, and the judge passed on a quote.
-    let simulated = &report
-        .scenarios
-        .iter()
-        .find(|s| s.name == "simulated_caller")
-        .expect("the simulated scenario")
-        .runs[0];
+    let simulated = &report.scenario("simulated_caller").expect("simulated").runs[0];
     assert_eq!(simulated.transcript.ending, Ending::GoalMet);
     assert_eq!(
         simulated
@@ -154,12 +149,7 @@ async fn a_planted_bug_fails_the_suite_by_the_check_it_breaks() {
     let report = run(|| NameOnly(Ledger::new()), scenarios()).await;
     assert!(!report.passed(), "{report}");
     assert_eq!(report.exit_code(), ExitCode::FAILURE);
-    let failed: Vec<&str> = report
-        .scenarios
-        .iter()
-        .filter(|s| !s.passed)
-        .map(|s| s.name.as_str())
-        .collect();
+    let failed: Vec<&str> = report.failed().map(|s| s.name.as_str()).collect();
     assert_eq!(failed, ["tool_fails"], "{report}");
     let text = report.to_string();
     assert!(text.contains(r#"heard "can't find you""#), "{text}");

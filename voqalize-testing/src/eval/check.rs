@@ -332,7 +332,10 @@ impl CheckSpec {
             ("never_said", &self.never_said),
         ] {
             if phrase.as_ref().is_some_and(|p| p.trim().is_empty()) {
-                return Err((format!(".{key}"), "is empty: it would check nothing".to_owned()));
+                return Err((
+                    format!(".{key}"),
+                    "is empty: it would check nothing".to_owned(),
+                ));
             }
         }
         found.extend(self.said.map(Check::Said));

@@ -128,6 +128,16 @@ impl SuiteReport {
         self.scenarios.iter().all(|s| s.passed)
     }
 
+    /// The scenarios below their required pass rate, in the suite's order.
+    pub fn failed(&self) -> impl Iterator<Item = &ScenarioReport> {
+        self.scenarios.iter().filter(|s| !s.passed)
+    }
+
+    /// The scenario named `name`, if the suite ran one.
+    pub fn scenario(&self, name: &str) -> Option<&ScenarioReport> {
+        self.scenarios.iter().find(|s| s.name == name)
+    }
+
     /// What a test or CI binary should exit with: success when [`passed`](Self::passed),
     /// failure when any scenario's pass rate is below its required rate.
     pub fn exit_code(&self) -> ExitCode {

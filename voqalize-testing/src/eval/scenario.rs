@@ -276,7 +276,11 @@ impl ScenarioFile {
     fn into_scenario(self, origin: &str) -> Result<Scenario, (String, String)> {
         let simulated = !self.persona.trim().is_empty() || !self.goal.trim().is_empty();
         if !self.lines.is_empty() && simulated {
-            let key = if self.goal.trim().is_empty() { "persona" } else { "goal" };
+            let key = if self.goal.trim().is_empty() {
+                "persona"
+            } else {
+                "goal"
+            };
             return Err((
                 key.to_owned(),
                 "a caller is scripted (`lines`) or simulated (`persona` and `goal`), not both"
