@@ -352,6 +352,13 @@ async fn a_scenario_the_suite_cannot_play_fails_saying_why() {
             Scenario::new("rubric")
                 .lines(["hi"])
                 .rubric("the agent is polite"),
+        )
+        .scenario(Scenario::new("nobody").check(Check::TurnsAtLeast(1)))
+        .scenario(Scenario::new("rubric").lines(["hello"]))
+        .scenario(
+            Scenario::new("empty")
+                .lines(["hi"])
+                .check(Check::Said(" ".into())),
         ))
     .await;
 
@@ -373,6 +380,24 @@ async fn a_scenario_the_suite_cannot_play_fails_saying_why() {
         !report.scenarios[0].runs[0].passed,
         "unplayable, even with its failure expected"
     );
+    let nobody = &report.scenarios[2].runs[0];
+    assert!(
+        why(nobody).contains("has no caller: give it `lines`"),
+        "{}",
+        why(nobody)
+    );
+    assert!(
+        nobody.checks.is_empty(),
+        "a call never played is not checked"
+    );
+    let twin = why(&report.scenarios[3].runs[0]);
+    assert!(
+        twin.contains("another scenario of the suite is named"),
+        "{twin}"
+    );
+    let empty = &report.scenarios[4].runs[0];
+    assert!(!empty.passed, "an empty phrase checks nothing, so it fails");
+    assert!(empty.checks[0].why.contains("empty"), "{:?}", empty.checks);
     assert!(!report.passed());
     assert!(report.to_string().contains("has a persona"), "{report}");
 }
@@ -481,4 +506,47 @@ fn attributes_ok(attributes: &str) {
         entities_ok(&rest[eq + 2..value_end]);
         rest = rest[value_end + 1..].trim_start();
     }
+}
+
+#[tokio::test]
+async fn the_judge_is_asked_only_about_a_run_that_may_still_pass() {
+    let server = voqalize_testing::ModelServer::start(voqalize_testing::Provider::Gemini)
+        .await
+        .expect("a port");
+    server.answer_with(|_: &voqalize_testing::ReadBack| {
+        voqalize_testing::Reply::new()
+            .text(
+                r#"{"verdict": "pass", "reasons": [{"item": "1", "quote": "hi", "why": "said"}]}"#,
+            )
+            .finish()
+    });
+    let judge = voqalize_testing::eval::Judge::new(crate::support::layer(
+        voqalize_testing::Provider::Gemini,
+        &server.base_url(),
+        "judge",
+        voqalize::model::Timeouts::default(),
+    ));
+    let report = run(Suite::new(|| Echo)
+        .judge(judge)
+        .scenario(Scenario::new("fine").lines(["hi"]).rubric("it echoes"))
+        .scenario(
+            Scenario::new("broken")
+                .lines(["hi"])
+                .rubric("it echoes")
+                .check(Check::Said("goodbye".into())),
+        ))
+    .await;
+    assert!(report.scenarios[0].passed, "{report}");
+    assert!(report.scenarios[0].runs[0].judgement.is_some());
+    let broken = &report.scenarios[1].runs[0];
+    assert!(!broken.passed);
+    assert!(
+        broken.judgement.is_none(),
+        "a run whose check failed is not judged"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "one judge request, for the run that may pass"
+    );
 }
