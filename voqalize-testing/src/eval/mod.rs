@@ -27,7 +27,9 @@ pub use from_recording::{MAX_PERSONA_SOURCE_BYTES, PersonaError};
 pub use scenario::{
     BargeRule, DEFAULT_MAX_TURNS, MAX_REPETITIONS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
 };
-pub use transcript::{Ending, Line, Speaker, ToolUse, Transcript};
+pub use transcript::{
+    Ending, Line, MAX_CALL_TEXT_BYTES, MAX_LINE_BYTES, Speaker, ToolUse, Transcript,
+};
 
 // The simulated caller and the judge: models playing the caller and grading the call.
 #[cfg(feature = "model")]
