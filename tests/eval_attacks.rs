@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use voqalize::prelude::*;
 use voqalize_testing::eval::{
-    Ending, MAX_CALL_TEXT_BYTES, MAX_LINE_BYTES, Scenario, Speaker, Suite, SuiteReport,
+    BargeRule, Ending, MAX_CALL_TEXT_BYTES, MAX_LINE_BYTES, Scenario, Speaker, Suite, SuiteReport,
 };
 
 /// Runs `suite`, bounded so a hang fails the test instead of stalling the binary.
@@ -224,4 +224,42 @@ async fn a_suite_with_no_practical_timeouts_still_plays() {
     let run = &report.scenarios[0].runs[0];
     assert!(run.passed, "{report}");
     assert_eq!(run.transcript.ending, Ending::ScriptDone);
+}
+
+/// Answers with one unit of 20,000 one-word chunks, yielding as a streamed answer does.
+struct Chatty;
+
+impl Brain for Chatty {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        let mut unit = turn.open_unit();
+        for i in 0..20_000 {
+            unit.write("la ");
+            if i % 20 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        unit.close();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_answer_of_many_tiny_chunks_is_played_out_whole_under_a_phrase_rule() {
+    // The phrase never comes: the driver looks for it as each chunk arrives, and must keep up
+    // (a driver that falls behind makes the runtime shed the brain's speech).
+    let report = run(Suite::new(|| Chatty)
+        .scenario(
+            Scenario::new("chatty")
+                .lines(["hi"])
+                .barge_in(BargeRule::WhenSaid("never said".into())),
+        )
+        .greeting(false)
+        .turn_timeout(Duration::from_secs(60)))
+    .await;
+    let run = &report.scenarios[0].runs[0];
+    assert_eq!(run.transcript.ending, Ending::ScriptDone, "{report}");
+    assert_eq!(
+        run.transcript.lines[1].heard.len(),
+        "la ".len() * 20_000 - 1
+    );
 }
