@@ -263,3 +263,22 @@ async fn an_answer_of_many_tiny_chunks_is_played_out_whole_under_a_phrase_rule()
         "la ".len() * 20_000 - 1
     );
 }
+
+#[tokio::test]
+async fn a_huge_scenario_name_is_bounded_in_every_report() {
+    let name = "n".repeat(100_000);
+    let report = run(Suite::new(|| Echo)
+        .scenario(Scenario::new(name).lines(["ping"]).repetitions(20))
+        .greeting(false))
+    .await;
+    assert!(report.passed(), "{report}");
+    let junit = report.junit_xml();
+    assert!(junit.len() < 256 * 1024, "JUnit of {} bytes", junit.len());
+    let transcripts = report.transcripts();
+    assert!(
+        transcripts.len() < 256 * 1024,
+        "transcripts of {} bytes",
+        transcripts.len()
+    );
+    assert!(report.to_string().len() < 64 * 1024);
+}
