@@ -282,3 +282,108 @@ async fn a_huge_scenario_name_is_bounded_in_every_report() {
     );
     assert!(report.to_string().len() < 64 * 1024);
 }
+
+/// Ends the call in the middle of its answer, then goes on talking.
+struct Leaves;
+
+impl Brain for Leaves {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        turn.say("One moment please, let me");
+        turn.session().end("bye");
+        turn.say("check that for you");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_brain_that_ends_the_call_mid_answer_ends_the_run_as_agent_ended() {
+    let report = run(Suite::new(|| Leaves)
+        .scenario(Scenario::new("leaves").lines(["hi", "hello?"]))
+        .scenario(
+            Scenario::new("leaves, cut")
+                .lines(["hi", "hello?"])
+                .barge_in(BargeRule::AfterWords(2)),
+        )
+        .greeting(false)
+        .deadline(Duration::from_secs(20)))
+    .await;
+    for s in &report.scenarios {
+        let t = &s.runs[0].transcript;
+        assert_eq!(t.ending, Ending::AgentEnded, "{}: {report}", s.name);
+        assert_eq!(t.caller_turns(), 1, "{}", s.name);
+    }
+}
+
+/// Says one sentence as three units, then keeps opening units for a while after.
+struct Stubborn;
+
+impl Brain for Stubborn {
+    async fn on_user_message(&self, turn: &mut Turn, _m: UserMessage) -> BrainResult {
+        turn.say("one two three");
+        turn.say("four five");
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            turn.say("six");
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_brain_talking_on_after_the_barge_in_is_heard_only_to_the_cut() {
+    let report = run(Suite::new(|| Stubborn)
+        .scenario(
+            Scenario::new("stubborn")
+                .lines(["hi"])
+                .barge_in(BargeRule::AfterWords(2)),
+        )
+        .greeting(false))
+    .await;
+    let t = &report.scenarios[0].runs[0].transcript;
+    assert_eq!(t.lines[1].heard, "one two", "{report}");
+    assert!(t.lines[1].cut);
+}
+
+#[tokio::test]
+async fn a_caller_model_hanging_up_at_once_or_answering_a_megabyte_in_one_piece_ends_in_bounds() {
+    use voqalize::model::Gemini;
+    use voqalize_testing::eval::SimulatedCaller;
+    use voqalize_testing::{ModelServer, Provider, Reply};
+    let server = ModelServer::start(Provider::Gemini).await.expect("a port");
+    let layer = Gemini::builder("test-key")
+        .model("gemini-test")
+        .base_url(server.base_url())
+        .build()
+        .expect("a valid layer");
+    // The first move of each run decides: a bare marker, or a megabyte with no marker.
+    server.answer_with(|asked| {
+        let goal = asked.instruction.as_deref().unwrap_or_default();
+        if goal.contains("hang up at once") {
+            Reply::new().text("[HANG UP: goal met]").finish()
+        } else {
+            Reply::new().text(&"blah ".repeat(200_000)).finish()
+        }
+    });
+    let report = run(Suite::new(|| Echo)
+        .scenario(Scenario::new("at once").persona("a caller", "hang up at once"))
+        .scenario(
+            Scenario::new("megabyte")
+                .persona("a caller", "talk a lot")
+                .max_turns(3),
+        )
+        .caller(SimulatedCaller::new(layer).timeout(Duration::from_secs(30)))
+        .greeting(false))
+    .await;
+    let at_once = &report.scenarios[0].runs[0].transcript;
+    assert_eq!(at_once.ending, Ending::GoalMet, "{report}");
+    assert_eq!(at_once.caller_turns(), 0);
+    // A megabyte in one streamed event passes the response's own byte bound: the request fails,
+    // and the run with it (a reply streamed in pieces is cut to the line bound instead).
+    let megabyte = &report.scenarios[1].runs[0].transcript;
+    assert!(
+        matches!(&megabyte.ending, Ending::Failed(why) if why.contains("bound")),
+        "{report}"
+    );
+    assert!(megabyte.lines.is_empty());
+    assert!(report.to_string().len() < 16 * 1024);
+}

@@ -30,8 +30,8 @@ pub enum BargeRule {
     Never,
     /// On each answer once it has said this many words: the caller hears exactly those words.
     AfterWords(usize),
-    /// On each answer once it says this phrase (any case): the caller hears up to the phrase's
-    /// end.
+    /// On each answer once it says this phrase (any ASCII case, within one speech unit): the
+    /// caller hears up to the phrase's end.
     WhenSaid(String),
     /// On each answer with this chance (0.0 to 1.0), after a number of words drawn from 1 to 10;
     /// the draws follow the run's seed, so a run repeats exactly.
