@@ -14,6 +14,7 @@ mod deploy;
 mod drain_logs;
 mod end_race;
 mod endpoints;
+mod eval_attacks;
 mod evals_judge;
 mod evals_suite;
 mod hosting;

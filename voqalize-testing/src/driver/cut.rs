@@ -82,6 +82,128 @@ fn word_ends(text: &str) -> Vec<usize> {
     ends
 }
 
+/// Whether an answer has reached its cut yet, told as frames arrive: each unit's text grows by
+/// its new chunks only, and only the new text is searched, so an answer of many small chunks
+/// costs the driver time in proportion to its length (a full rescan per frame was quadratic: the
+/// driver fell behind and the runtime shed the brain's speech).
+struct Reach {
+    /// Speech units of the turn are at or above this id (ids only grow).
+    from: u64,
+    /// The turn's units seen so far, in opening order.
+    units: Vec<UnitScan>,
+    /// The phrase of a [`CutAt::Phrase`], in ASCII lower case.
+    phrase: String,
+}
+
+/// One unit's text as scanned so far.
+#[derive(Default)]
+struct UnitScan {
+    speech_id: u64,
+    /// Its chunks taken so far.
+    chunks: usize,
+    text: String,
+    /// Where each word ends; the last is provisional while `in_word` (the word may go on).
+    ends: Vec<usize>,
+    in_word: bool,
+    /// The phrase was found in it.
+    has_phrase: bool,
+}
+
+impl Reach {
+    fn new(from: u64, cut: &CutAt) -> Reach {
+        let phrase = match cut {
+            CutAt::Phrase(p) => p.to_ascii_lowercase(),
+            CutAt::Words(_) => String::new(),
+        };
+        Reach {
+            from,
+            units: Vec::new(),
+            phrase,
+        }
+    }
+
+    /// Takes the new chunks of `turn_id`'s units from `seen`; whether `cut` is reached.
+    fn reached(&mut self, seen: &Observed, turn_id: u64, cut: &CutAt) -> bool {
+        let mut place = 0;
+        for unit in seen.units.range(self.from..).map(|(_, u)| u) {
+            if unit.turn_id != turn_id {
+                continue;
+            }
+            while self
+                .units
+                .get(place)
+                .is_some_and(|u| u.speech_id < unit.speech_id)
+            {
+                place += 1;
+            }
+            if self
+                .units
+                .get(place)
+                .is_none_or(|u| u.speech_id != unit.speech_id)
+            {
+                let scan = UnitScan {
+                    speech_id: unit.speech_id,
+                    ..UnitScan::default()
+                };
+                self.units.insert(place, scan);
+            }
+            if let Some(scan) = self.units.get_mut(place) {
+                scan.take(&unit.chunks, &self.phrase);
+            }
+            place += 1;
+        }
+        match cut {
+            CutAt::Phrase(_) => self.units.iter().any(|u| u.has_phrase),
+            CutAt::Words(n) => {
+                let mut seen_words = 0usize;
+                self.units.iter().any(|u| {
+                    seen_words = seen_words.saturating_add(u.ends.len());
+                    seen_words > *n
+                })
+            }
+        }
+    }
+}
+
+impl UnitScan {
+    /// Adds the chunks past those taken: their words, and a search for `phrase` in the new text
+    /// (from a phrase's length before it, for a phrase that spans chunks).
+    fn take(&mut self, chunks: &[String], phrase: &str) {
+        let Some(new) = chunks.get(self.chunks..).filter(|n| !n.is_empty()) else {
+            return;
+        };
+        self.chunks = chunks.len();
+        let old = self.text.len();
+        for chunk in new {
+            self.text.push_str(chunk);
+        }
+        if self.in_word {
+            self.ends.pop();
+        }
+        let mut in_word = self.in_word;
+        for (i, c) in self.text[old..].char_indices() {
+            if c.is_whitespace() {
+                if in_word {
+                    self.ends.push(old + i);
+                }
+                in_word = false;
+            } else {
+                in_word = true;
+            }
+        }
+        if in_word {
+            self.ends.push(self.text.len());
+        }
+        self.in_word = in_word;
+        if !phrase.is_empty() && !self.has_phrase {
+            let start = self
+                .text
+                .floor_char_boundary(old.saturating_sub(phrase.len()));
+            self.has_phrase = self.text[start..].to_ascii_lowercase().contains(phrase);
+        }
+    }
+}
+
 impl Observed {
     /// The texts of `turn_id`'s units, in opening order.
     fn texts_of(&self, turn_id: u64) -> Vec<String> {
@@ -106,7 +228,9 @@ impl Voqalize {
         cut: Option<&CutAt>,
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
+        let from = self.seen.last_speech_id.saturating_add(1);
         let turn_id = self.send_user_message(text).await?;
+        let mut reach = cut.map(|c| Reach::new(from, c));
         let ended = self.turns_ended.clone();
         let watched = self.watches_turns;
         // Over when the turn's task ended and every frame it queued arrived (a brain this driver
@@ -123,10 +247,11 @@ impl Voqalize {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let seen = &self.seen;
-            if seen.end
-                || over(seen)
-                || cut.is_some_and(|c| c.landing(&seen.texts_of(turn_id)).is_some())
-            {
+            let reached = match (reach.as_mut(), cut) {
+                (Some(reach), Some(cut)) => reach.reached(seen, turn_id, cut),
+                _ => false,
+            };
+            if seen.end || over(seen) || reached {
                 break;
             }
             if !self.pump_waking(deadline, Some(&ended.wake)).await? {
@@ -213,6 +338,49 @@ mod tests {
             Some((1, 0)),
             "cut as unit 1 starts"
         );
+    }
+
+    #[test]
+    fn the_scan_as_chunks_arrive_agrees_with_a_full_landing() {
+        // Two units of small chunks: words and a phrase split across chunks.
+        let units: [&[&str]; 2] = [
+            &["Hel", "lo th", "ere, ", "Tu"],
+            &["es", "DAY at", " ten", " ok"],
+        ];
+        let cuts = [
+            CutAt::Words(1),
+            CutAt::Words(3),
+            CutAt::Words(5),
+            CutAt::Words(50),
+            CutAt::Phrase("tuesday".into()),
+            CutAt::Phrase("there, tu".into()),
+            CutAt::Phrase("at ten".into()),
+            CutAt::Phrase("never".into()),
+        ];
+        for cut in &cuts {
+            let mut seen = Observed::default();
+            seen.opened_turns.push(1);
+            let mut reach = Reach::new(1, cut);
+            for (i, chunks) in units.iter().enumerate() {
+                let speech_id = u64::try_from(i).unwrap_or(0) + 1;
+                seen.record(Frame::SpeechStart {
+                    speech_id,
+                    turn_id: 1,
+                });
+                for chunk in *chunks {
+                    seen.record(Frame::SpeechChunk {
+                        speech_id,
+                        text: (*chunk).to_owned(),
+                    });
+                    let full = cut.landing(&seen.texts_of(1)).is_some();
+                    assert_eq!(
+                        reach.reached(&seen, 1, cut),
+                        full,
+                        "{cut:?} after {chunk:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

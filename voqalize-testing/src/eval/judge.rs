@@ -90,8 +90,9 @@ pub struct Reason {
     pub quote: String,
     /// Why, in the judge's words (at most [`MAX_REASON_FIELD_BYTES`]).
     pub why: String,
-    /// The quote is in the transcript (heard or unheard), compared in any case with runs of
-    /// whitespace as one space: a quote the call does not hold backs nothing.
+    /// The quote is words of the call (heard or unheard; not the transcript's labels such as
+    /// `agent:` or `[unheard: ...]`), compared in any case with runs of whitespace as one space:
+    /// a quote the call does not hold backs nothing.
     pub quoted: bool,
 }
 
@@ -246,7 +247,7 @@ impl Judge {
             }
         };
         let answer = clip(&asked.text, self.max_answer_bytes);
-        let mut judgement = read_answer(&answer, &text);
+        let mut judgement = read_answer(&answer, &quotable(call));
         judgement.counts = asked.counts;
         judgement
     }
@@ -277,7 +278,19 @@ fn question(scenario: &Scenario, call: &str, max_call_bytes: usize) -> String {
     out
 }
 
-/// The judgement `answer` gives on the call whose transcript is `transcript`.
+/// What a quote may come from: every line's words, heard and unheard, one line each; not the
+/// transcript's labels (`caller:`, `agent:`, `[unheard: ...]`), which would back any verdict.
+fn quotable(call: &Transcript) -> String {
+    let mut out = String::new();
+    for line in &call.lines {
+        out.push_str(&line.generated());
+        out.push('\n');
+    }
+    out
+}
+
+/// The judgement `answer` gives on the call whose words (every line, heard and unheard) are
+/// `transcript`.
 pub(super) fn read_answer(answer: &str, transcript: &str) -> Judgement {
     let Some(object) = find_object(answer) else {
         return Judgement::unsure(format!("the answer holds no JSON object: {answer}"));

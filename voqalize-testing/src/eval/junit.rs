@@ -10,6 +10,9 @@ use super::report::{RunReport, ScenarioReport, SuiteReport, clip, seconds};
 /// rest is cut and marked.
 pub const MAX_JUNIT_OUT_BYTES: usize = 64 * 1024;
 
+/// The most bytes of a scenario's name in its `testsuite` and each `testcase`, before escaping.
+const MAX_NAME_BYTES: usize = 256;
+
 /// The most bytes of a failure's `message` attribute, before escaping.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
@@ -55,7 +58,7 @@ fn suite(out: &mut String, scenario: &ScenarioReport) {
     let _ = writeln!(
         out,
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.3}\">",
-        escape(&scenario.name),
+        escape(&clip(&scenario.name, MAX_NAME_BYTES)),
         scenario.runs.len(),
         scenario.runs.len() - scenario.passed_runs(),
         seconds(time)
@@ -69,7 +72,7 @@ fn suite(out: &mut String, scenario: &ScenarioReport) {
     );
     let total = scenario.runs.len();
     for run in &scenario.runs {
-        case(out, &scenario.name, total, run);
+        case(out, &clip(&scenario.name, MAX_NAME_BYTES), total, run);
     }
     out.push_str("  </testsuite>\n");
 }

@@ -30,9 +30,11 @@ pub use from_recording::MAX_RECORDED_LINES;
 #[cfg_attr(docsrs, doc(cfg(feature = "model")))]
 pub use from_recording::{MAX_PERSONA_SOURCE_BYTES, PersonaError};
 pub use scenario::{
-    BargeRule, DEFAULT_MAX_TURNS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
+    BargeRule, DEFAULT_MAX_TURNS, MAX_REPETITIONS, MAX_SCENARIO_FILE_BYTES, Scenario, ScenarioError,
 };
-pub use transcript::{Ending, Line, Speaker, ToolUse, Transcript};
+pub use transcript::{
+    Ending, Line, MAX_CALL_TEXT_BYTES, MAX_LINE_BYTES, Speaker, ToolUse, Transcript,
+};
 
 // The simulated caller and the judge: models playing the caller and grading the call.
 #[cfg(feature = "model")]
@@ -62,5 +64,5 @@ pub use report::{
     MAX_REPORT_TEXT_BYTES, MAX_TRANSCRIPT_BYTES, RunReport, ScenarioReport, SuiteReport,
     TokenCounts,
 };
-pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, Suite};
+pub use suite::{DEFAULT_CONCURRENCY, DEFAULT_RUN_DEADLINE, DEFAULT_TURN_TIMEOUT, MAX_WAIT, Suite};
 pub use write::ReportError;

@@ -172,7 +172,7 @@ impl SuiteReport {
                 let _ = writeln!(
                     out,
                     "=== {} — run {} of {total} (seed {}, {}, {} ms) ===",
-                    scenario.name,
+                    one_line(&scenario.name, 120),
                     run.repetition,
                     run.seed,
                     if run.passed { "passed" } else { "FAILED" },

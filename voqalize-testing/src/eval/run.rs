@@ -9,7 +9,9 @@ use voqalize::brain::{BrainError, MakeBrain};
 
 use super::caller::{Caller, Next};
 use super::scenario::{BargeRule, Scenario};
-use super::transcript::{Ending, Line, Speaker, ToolUse, Transcript};
+use super::transcript::{
+    Ending, Line, MAX_CALL_TEXT_BYTES, MAX_LINE_BYTES, Speaker, ToolUse, Transcript,
+};
 use crate::Voqalize;
 use crate::driver::{CutAt, TurnRecord};
 
@@ -110,9 +112,13 @@ async fn converse(
         return failed(&e);
     }
     let mut said = 0;
+    let mut text = TextCount::default();
     loop {
         if driver.brain_ended() {
             return Ending::AgentEnded;
+        }
+        if let Some(too_much) = text.past_bound(call) {
+            return too_much;
         }
         let next = if said == 0 && scenario.opening.is_some() && !scenario.is_scripted() {
             Next::Say(scenario.opening.clone().unwrap_or_default())
@@ -163,32 +169,95 @@ async fn converse(
     }
 }
 
+/// The bytes of text (heard and unheard) of a call's lines counted so far.
+#[derive(Default)]
+struct TextCount {
+    lines: usize,
+    bytes: usize,
+}
+
+impl TextCount {
+    /// [`Ending::Failed`] once the call's text (heard and unheard, every line) passes
+    /// [`MAX_CALL_TEXT_BYTES`]; counts only the lines added since the last time.
+    fn past_bound(&mut self, call: &Transcript) -> Option<Ending> {
+        for l in call.lines.get(self.lines..).unwrap_or_default() {
+            self.bytes = self.bytes.saturating_add(l.heard.len() + l.unheard.len());
+        }
+        self.lines = call.lines.len();
+        (self.bytes > MAX_CALL_TEXT_BYTES).then(|| {
+            Ending::Failed(format!(
+                "the call passed {MAX_CALL_TEXT_BYTES} bytes of text ({}): a transcript is \
+                 bounded",
+                self.bytes
+            ))
+        })
+    }
+}
+
 /// A driver failure as an ending.
 fn failed(e: &crate::DriverError) -> Ending {
     Ending::Failed(voqalize::__kit::chain(e))
 }
 
-/// The agent's line for `answer`: what the caller heard of each unit, and the rest unheard.
+/// The agent's line for `answer`: what the caller heard of each unit, and the rest unheard; each
+/// at most [`MAX_LINE_BYTES`].
 fn push_answer(call: &mut Transcript, answer: &TurnRecord) {
-    let (mut heard, mut unheard) = (Vec::new(), Vec::new());
+    let (mut heard, mut unheard) = (Bounded::default(), Bounded::default());
     for unit in &answer.units {
         let all = unit.text();
-        let got = unit.heard.clone().unwrap_or_else(|| all.clone());
+        let got = unit.heard.as_deref().unwrap_or(&all);
         let rest = all.get(got.len()..).unwrap_or_default();
-        if !got.trim().is_empty() {
-            heard.push(got.trim().to_owned());
-        }
-        if !rest.trim().is_empty() {
-            unheard.push(rest.trim().to_owned());
-        }
+        heard.push(got);
+        unheard.push(rest);
     }
     call.lines.push(Line {
         speaker: Speaker::Agent,
         turn_id: answer.turn_id,
-        heard: heard.join(" "),
-        unheard: unheard.join(" "),
+        heard: heard.finish(),
+        unheard: unheard.finish(),
         cut: answer.interrupted,
     });
+}
+
+/// Texts joined with one space (each without the spaces around it, the blank ones left out),
+/// kept to [`MAX_LINE_BYTES`]; the bytes past it only counted.
+#[derive(Default)]
+struct Bounded {
+    text: String,
+    cut: usize,
+}
+
+impl Bounded {
+    /// Adds `text`.
+    fn push(&mut self, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        let gap = usize::from(!self.text.is_empty());
+        let room = MAX_LINE_BYTES.saturating_sub(self.text.len() + gap);
+        if self.cut > 0 || room == 0 {
+            self.cut = self.cut.saturating_add(text.len() + gap);
+            return;
+        }
+        if gap == 1 {
+            self.text.push(' ');
+        }
+        let keep = text.floor_char_boundary(room);
+        self.text.push_str(&text[..keep]);
+        self.cut = text.len() - keep;
+    }
+
+    /// The text, marked when cut.
+    fn finish(mut self) -> String {
+        if self.cut > 0 {
+            let _ = std::fmt::Write::write_fmt(
+                &mut self.text,
+                format_args!("… [{} more bytes cut]", self.cut),
+            );
+        }
+        self.text
+    }
 }
 
 /// What the driver saw beside the lines: tool calls, counts, UI commands, violations.

@@ -3,6 +3,7 @@
 //! repository documents the format), so a team keeps dozens in a folder.
 
 use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -15,6 +16,11 @@ pub const DEFAULT_MAX_TURNS: usize = 12;
 /// The most bytes a scenario file may hold (a file past it is refused before it is read).
 pub const MAX_SCENARIO_FILE_BYTES: u64 = 256 * 1024;
 
+/// The most runs of one scenario a suite plays (a scenario file asking for more is refused; a
+/// suite or a scenario built in Rust asking for more gets this many): 10,000. Every run's report
+/// is kept until the suite ends, so the count bounds its memory.
+pub const MAX_REPETITIONS: u32 = 10_000;
+
 /// When the caller cuts in on the agent's answers.
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -24,8 +30,8 @@ pub enum BargeRule {
     Never,
     /// On each answer once it has said this many words: the caller hears exactly those words.
     AfterWords(usize),
-    /// On each answer once it says this phrase (any case): the caller hears up to the phrase's
-    /// end.
+    /// On each answer once it says this phrase (any ASCII case, within one speech unit): the
+    /// caller hears up to the phrase's end.
     WhenSaid(String),
     /// On each answer with this chance (0.0 to 1.0), after a number of words drawn from 1 to 10;
     /// the draws follow the run's seed, so a run repeats exactly.
@@ -60,7 +66,8 @@ pub struct Scenario {
     pub checks: Vec<Check>,
     /// What the judge checks, one item each; none: no judge.
     pub rubric: Vec<String>,
-    /// How many times the suite runs it (the suite's number when `None`).
+    /// How many times the suite runs it (the suite's number when `None`; at most
+    /// [`MAX_REPETITIONS`]).
     pub repetitions: Option<u32>,
     /// The share of its runs that must pass (the suite's when `None`), 0.0 to 1.0.
     pub required_pass_rate: Option<f64>,
@@ -138,7 +145,8 @@ impl Scenario {
         self
     }
 
-    /// This scenario run `n` times.
+    /// This scenario run `n` times (1 to [`MAX_REPETITIONS`]: the suite plays it at least
+    /// once and at most that many times).
     #[must_use]
     pub fn repetitions(mut self, n: u32) -> Scenario {
         self.repetitions = Some(n);
@@ -200,7 +208,20 @@ impl Scenario {
                 "the file has {size} bytes; a scenario file may have {MAX_SCENARIO_FILE_BYTES}"
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        // Read within the bound too: a file that grows as it is read (or a FIFO, which says it
+        // has 0 bytes) is refused at the bound, never read whole.
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_SCENARIO_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(e.to_string()))?;
+        if bytes.len() as u64 > MAX_SCENARIO_FILE_BYTES {
+            return Err(fail(format!(
+                "the file grew past {MAX_SCENARIO_FILE_BYTES} bytes as it was read; a scenario \
+                 file may have {MAX_SCENARIO_FILE_BYTES}"
+            )));
+        }
+        let text =
+            String::from_utf8(bytes).map_err(|_| fail("the file is not UTF-8 text".to_owned()))?;
         let mut scenario = Scenario::from_toml(&origin, &text)?;
         if scenario.name.is_empty() {
             scenario.name = path
@@ -314,8 +335,15 @@ impl ScenarioFile {
                 format!("{rate} is not between 0.0 and 1.0"),
             ));
         }
-        if self.repetitions == Some(0) {
-            return Err(("repetitions".to_owned(), "must be at least 1".to_owned()));
+        match self.repetitions {
+            Some(0) => return Err(("repetitions".to_owned(), "must be at least 1".to_owned())),
+            Some(n) if n > MAX_REPETITIONS => {
+                return Err((
+                    "repetitions".to_owned(),
+                    format!("{n} is more than {MAX_REPETITIONS}, the most a suite plays"),
+                ));
+            }
+            _ => {}
         }
         match &self.barge_in {
             BargeRule::Random(p) if !(0.0..=1.0).contains(p) => {

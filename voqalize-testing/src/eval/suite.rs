@@ -12,7 +12,7 @@ use super::caller::{Caller, Scripted};
 use super::check::{Check, CheckResult};
 use super::report::{RunReport, ScenarioReport, SuiteReport, clip, millis};
 use super::run::{RunSettings, run_call};
-use super::scenario::Scenario;
+use super::scenario::{MAX_REPETITIONS, Scenario};
 use super::transcript::{Ending, Transcript};
 #[cfg(feature = "model")]
 use super::{Judge, Judgement, SimulatedCaller, Verdict};
@@ -25,6 +25,10 @@ pub const DEFAULT_RUN_DEADLINE: Duration = Duration::from_secs(120);
 
 /// The most one answer may take to play out when [`Suite::turn_timeout`] is not called: 15 s.
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The longest a run's deadline or turn timeout may be: a day. A longer one is taken as this, so
+/// an instant computed from it never overflows (`Duration::MAX` reads "no practical limit").
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Runs scenarios against a brain and reports what passed.
 ///
@@ -152,11 +156,12 @@ impl<M: MakeBrain> Suite<M> {
         self
     }
 
-    /// This suite running each scenario `n` times (1 by default; 0 is taken as 1); a scenario's
-    /// own [`Scenario::repetitions`] wins.
+    /// This suite running each scenario `n` times (1 by default; 0 is taken as 1, more than
+    /// [`MAX_REPETITIONS`](super::MAX_REPETITIONS) as that); a scenario's own
+    /// [`Scenario::repetitions`] wins.
     #[must_use]
     pub fn repetitions(mut self, n: u32) -> Suite<M> {
-        self.repetitions = n.max(1);
+        self.repetitions = n.clamp(1, MAX_REPETITIONS);
         self
     }
 
@@ -179,18 +184,19 @@ impl<M: MakeBrain> Suite<M> {
 
     /// The most one run (one call, and then its judging) may take ([`DEFAULT_RUN_DEADLINE`],
     /// 120 s, by default): past it the call is cut and the run fails as
-    /// [`Ending::Deadline`].
+    /// [`Ending::Deadline`]. One past [`MAX_WAIT`] (a day) is taken as that: `Duration::MAX`
+    /// reads "no practical limit".
     #[must_use]
     pub fn deadline(mut self, deadline: Duration) -> Suite<M> {
-        self.settings.deadline = deadline;
+        self.settings.deadline = deadline.min(MAX_WAIT);
         self
     }
 
     /// The most one answer may take to play out ([`DEFAULT_TURN_TIMEOUT`], 15 s, by default); an
-    /// answer that says nothing waits it out.
+    /// answer that says nothing waits it out. One past [`MAX_WAIT`] (a day) is taken as that.
     #[must_use]
     pub fn turn_timeout(mut self, timeout: Duration) -> Suite<M> {
-        self.settings.turn_timeout = timeout;
+        self.settings.turn_timeout = timeout.min(MAX_WAIT);
         self
     }
 
@@ -275,7 +281,10 @@ impl<M: MakeBrain> Suite<M> {
                 .iter()
                 .any(|s| s.name == scenario.name);
             let scenario = Arc::new(scenario.clone());
-            let times = scenario.repetitions.unwrap_or(self.repetitions).max(1);
+            let times = scenario
+                .repetitions
+                .unwrap_or(self.repetitions)
+                .clamp(1, MAX_REPETITIONS);
             for repetition in 1..=times {
                 plan.push(Job {
                     index,

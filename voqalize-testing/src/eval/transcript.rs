@@ -7,6 +7,17 @@ use std::fmt::{self, Write as _};
 
 use serde_json::Value;
 
+/// The most bytes of an agent line's heard text, and again of its unheard text, a transcript
+/// keeps: 64 KiB each (about an hour of speech). Past it the text is cut at a character
+/// boundary and ends with `… [N more bytes cut]`, so a brain that streams without end leaves a
+/// bounded transcript.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// The most bytes of text (heard and unheard, every line) one call may say: 4 MiB. A call that
+/// passes it ends [`Ending::Failed`] there, so a brain answering fast without end over many turns
+/// leaves a bounded transcript too.
+pub const MAX_CALL_TEXT_BYTES: usize = 4 * 1024 * 1024;
+
 /// Who spoke a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Speaker {
@@ -34,10 +45,10 @@ pub struct Line {
     /// The turn it belongs to (the driver's turn id; the greeting is turn 1).
     pub turn_id: u64,
     /// What the caller heard of it: all of a caller's line; of an agent line, the text of every
-    /// unit heard in full plus the heard prefix of a cut unit.
+    /// unit heard in full plus the heard prefix of a cut unit (at most [`MAX_LINE_BYTES`]).
     pub heard: String,
     /// What the agent generated that the caller never heard (the rest of a cut unit and every
-    /// unit after it); empty unless the caller cut in.
+    /// unit after it); empty unless the caller cut in (at most [`MAX_LINE_BYTES`]).
     pub unheard: String,
     /// The caller cut in on this agent line (a barge-in).
     pub cut: bool,
