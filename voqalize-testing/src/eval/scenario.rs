@@ -183,8 +183,7 @@ impl Scenario {
             let key = if key == "." { String::new() } else { key };
             fail(key, e.into_inner().message().trim().to_owned())
         })?;
-        file.into_scenario(origin)
-            .map_err(|(key, why)| fail(key, why))
+        file.into_scenario().map_err(|(key, why)| fail(key, why))
     }
 
     /// Reads the scenario file at `path` (TOML, at most [`MAX_SCENARIO_FILE_BYTES`]).
@@ -294,7 +293,36 @@ struct ScenarioFile {
 
 impl ScenarioFile {
     /// The scenario, or the key at fault and why.
-    fn into_scenario(self, origin: &str) -> Result<Scenario, (String, String)> {
+    fn into_scenario(self) -> Result<Scenario, (String, String)> {
+        self.check_caller()?;
+        self.check_numbers()?;
+        let checks = self
+            .expect
+            .into_iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                spec.into_check()
+                    .map_err(|(k, why)| (format!("expect[{i}]{k}"), why))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Scenario {
+            name: self.name,
+            persona: self.persona,
+            goal: self.goal,
+            opening: self.opening,
+            lines: self.lines,
+            facts: self.facts,
+            max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            barge_in: self.barge_in,
+            checks,
+            rubric: self.rubric,
+            repetitions: self.repetitions,
+            required_pass_rate: self.required_pass_rate,
+        })
+    }
+
+    /// The caller's part: scripted or simulated, not both, and not neither.
+    fn check_caller(&self) -> Result<(), (String, String)> {
         let simulated = !self.persona.trim().is_empty() || !self.goal.trim().is_empty();
         if !self.lines.is_empty() && simulated {
             let key = if self.goal.trim().is_empty() {
@@ -324,6 +352,11 @@ impl ScenarioFile {
                     .to_owned(),
             ));
         }
+        Ok(())
+    }
+
+    /// The numbers and the barge-in rule, each within its range.
+    fn check_numbers(&self) -> Result<(), (String, String)> {
         if self.max_turns == Some(0) {
             return Err(("max_turns".to_owned(), "must be at least 1".to_owned()));
         }
@@ -363,30 +396,7 @@ impl ScenarioFile {
             }
             _ => {}
         }
-        let checks = self
-            .expect
-            .into_iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                spec.into_check()
-                    .map_err(|(k, why)| (format!("expect[{i}]{k}"), why))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let _ = origin;
-        Ok(Scenario {
-            name: self.name,
-            persona: self.persona,
-            goal: self.goal,
-            opening: self.opening,
-            lines: self.lines,
-            facts: self.facts,
-            max_turns: self.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
-            barge_in: self.barge_in,
-            checks,
-            rubric: self.rubric,
-            repetitions: self.repetitions,
-            required_pass_rate: self.required_pass_rate,
-        })
+        Ok(())
     }
 }
 
