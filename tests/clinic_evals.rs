@@ -182,21 +182,9 @@ async fn a_judges_fail_reaches_the_report_the_junit_and_the_exit_code() {
     assert!(junit.contains("Booked Saturday"), "{junit}");
 }
 
-/// The built `clinic_evals` example beside this test binary (`scripts/test-all` builds it).
+/// The built `clinic_evals` example (`scripts/test-all` builds it).
 fn example() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .join("examples")
-        .join("clinic_evals");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --example clinic_evals` first (scripts/test-all does)",
-        path.display()
-    );
-    path
+    crate::deploy::example("clinic_evals")
 }
 
 #[tokio::test]

@@ -148,19 +148,25 @@ pub(crate) fn get(address: &str, path: &str) -> (u16, String) {
 /// examples as test harnesses only, and a build from inside a test would race the doc tests or
 /// wait on the outer cargo's lock.)
 pub(crate) fn coach() -> PathBuf {
+    example("coach")
+}
+
+/// The built example `name` beside this test binary (`target/<profile>/examples/<name>`), as
+/// [`coach`].
+pub(crate) fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    let coach = exe
+    let path = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>/deps/<test>")
         .join("examples")
-        .join("coach");
+        .join(name);
     assert!(
-        coach.exists(),
-        "{} is missing: run `cargo build --example coach` first (scripts/test-all does)",
-        coach.display()
+        path.exists(),
+        "{} is missing: run `cargo build --example {name}` first (scripts/test-all does)",
+        path.display()
     );
-    coach
+    path
 }
 
 #[test]

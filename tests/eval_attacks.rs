@@ -170,15 +170,9 @@ fn short_call() -> voqalize_testing::eval::Transcript {
 
 #[tokio::test]
 async fn a_judge_quoting_only_the_transcripts_labels_backs_nothing() {
-    use voqalize::model::Gemini;
+    use voqalize_testing::Reply;
     use voqalize_testing::eval::{Judge, Verdict};
-    use voqalize_testing::{ModelServer, Provider, Reply};
-    let server = ModelServer::start(Provider::Gemini).await.expect("a port");
-    let layer = Gemini::builder("test-key")
-        .model("gemini-test")
-        .base_url(server.base_url())
-        .build()
-        .expect("a valid layer");
+    let (server, layer) = crate::evals_judge::gemini().await;
     let judge = Judge::new(layer);
     let scenario = Scenario::new("labels")
         .persona("a caller", "book a table")
@@ -346,15 +340,9 @@ async fn a_brain_talking_on_after_the_barge_in_is_heard_only_to_the_cut() {
 
 #[tokio::test]
 async fn a_caller_model_hanging_up_at_once_or_answering_a_megabyte_in_one_piece_ends_in_bounds() {
-    use voqalize::model::Gemini;
+    use voqalize_testing::Reply;
     use voqalize_testing::eval::SimulatedCaller;
-    use voqalize_testing::{ModelServer, Provider, Reply};
-    let server = ModelServer::start(Provider::Gemini).await.expect("a port");
-    let layer = Gemini::builder("test-key")
-        .model("gemini-test")
-        .base_url(server.base_url())
-        .build()
-        .expect("a valid layer");
+    let (server, layer) = crate::evals_judge::gemini().await;
     // The first move of each run decides: a bare marker, or a megabyte with no marker.
     server.answer_with(|asked| {
         let goal = asked.instruction.as_deref().unwrap_or_default();

@@ -12,7 +12,8 @@ use voqalize_testing::eval::{
 };
 use voqalize_testing::{ModelServer, Provider, Reply, Said};
 
-async fn gemini() -> (ModelServer, Gemini) {
+/// A stand-in Gemini server and a layer that talks to it.
+pub(crate) async fn gemini() -> (ModelServer, Gemini) {
     let server = ModelServer::start(Provider::Gemini).await.expect("a port");
     let layer = Gemini::builder("test-key")
         .model("gemini-test")
