@@ -151,13 +151,7 @@ fn a_scenario_file_asking_for_billions_of_runs_is_refused_by_key() {
 /// A call where the agent said little: "Hello." then "Goodbye." (its second cut short).
 fn short_call() -> voqalize_testing::eval::Transcript {
     use voqalize_testing::eval::{Line, Transcript};
-    let line = |speaker, heard: &str, unheard: &str| Line {
-        speaker,
-        turn_id: 0,
-        heard: heard.to_owned(),
-        unheard: unheard.to_owned(),
-        cut: !unheard.is_empty(),
-    };
+    let line = |speaker, heard: &str, unheard: &str| Line::new(speaker, heard, unheard);
     let mut call = Transcript::empty(Ending::GoalMet);
     call.lines = vec![
         line(Speaker::Caller, "Hi", ""),

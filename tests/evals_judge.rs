@@ -35,13 +35,7 @@ async fn anthropic() -> (ModelServer, Anthropic) {
 }
 
 fn line(speaker: Speaker, heard: &str, unheard: &str) -> Line {
-    Line {
-        speaker,
-        turn_id: 0,
-        heard: heard.to_owned(),
-        unheard: unheard.to_owned(),
-        cut: !unheard.is_empty(),
-    }
+    Line::new(speaker, heard, unheard)
 }
 
 /// A booking call: the caller cut in on the agent's first offer (it never heard "or Monday at

@@ -316,13 +316,7 @@ mod tests {
     use crate::eval::Line;
 
     fn line(speaker: Speaker, heard: &str, unheard: &str) -> Line {
-        Line {
-            speaker,
-            turn_id: 0,
-            heard: heard.to_owned(),
-            unheard: unheard.to_owned(),
-            cut: !unheard.is_empty(),
-        }
+        Line::new(speaker, heard, unheard)
     }
 
     #[test]

@@ -55,6 +55,19 @@ pub struct Line {
 }
 
 impl Line {
+    /// A line of `speaker` with its heard and unheard text, cut when some of it went unheard, in
+    /// no particular turn (0): for a transcript built by hand (a test of a caller or a judge).
+    pub fn new(speaker: Speaker, heard: impl Into<String>, unheard: impl Into<String>) -> Line {
+        let unheard = unheard.into();
+        Line {
+            speaker,
+            turn_id: 0,
+            heard: heard.into(),
+            cut: !unheard.is_empty(),
+            unheard,
+        }
+    }
+
     /// Everything the line said, heard or not (`heard` then `unheard`, joined with a space when
     /// both are present).
     pub fn generated(&self) -> String {
