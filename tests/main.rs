@@ -17,6 +17,7 @@ mod endpoints;
 mod eval_attacks;
 mod evals_judge;
 mod evals_suite;
+mod failover;
 mod hosting;
 mod kit;
 mod layer_attacks;

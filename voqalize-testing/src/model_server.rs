@@ -88,6 +88,7 @@ pub struct Reply {
     status: Option<(u16, ErrorBody)>,
     hang: bool,
     keep_alive: Option<Duration>,
+    headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -187,6 +188,14 @@ impl Reply {
         (self, gate)
     }
 
+    /// Sends the header `name: value` with the answer (a stream or an error status): a
+    /// `Retry-After` on a 429 or a 529, a request id.
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     /// After the steps, keeps the connection open without writing (a stalled stream).
     #[must_use]
     pub fn hang(mut self) -> Reply {
@@ -223,6 +232,8 @@ struct Shared {
     answerer: Mutex<Option<Arc<Answerer>>>,
     requests: Mutex<Vec<Recorded>>,
     seen: watch::Sender<usize>,
+    /// Streams whose client went away before the reply was over.
+    hung_up: watch::Sender<usize>,
 }
 
 /// A function that answers a request read back in neutral terms.
@@ -281,6 +292,7 @@ impl ModelServer {
             answerer: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             seen: watch::channel(0).0,
+            hung_up: watch::channel(0).0,
         });
         let app = axum::Router::new()
             .fallback(answer)
@@ -328,6 +340,21 @@ impl ModelServer {
     pub fn read_back(&self, i: usize) -> Option<ReadBack> {
         let request = lock(&self.shared.requests).get(i).cloned()?;
         Some(self.shared.format.read(&request))
+    }
+
+    /// How many streamed replies the client went away from before they were over (a barge-in,
+    /// a hedged request cancelled, a stream the client stopped reading): seen when the server
+    /// next writes, or at once for a reply that [`hang`](Reply::hang)s.
+    pub fn hung_up(&self) -> usize {
+        *self.shared.hung_up.borrow()
+    }
+
+    /// Waits until the client went away from `n` streamed replies (5 s at most); true if it did.
+    pub async fn wait_hung_up(&self, n: usize) -> bool {
+        let mut rx = self.shared.hung_up.subscribe();
+        tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|s| *s >= n))
+            .await
+            .is_ok()
     }
 
     /// Waits until `n` requests have arrived (5 s at most); true if they did.
@@ -383,22 +410,39 @@ async fn answer(
     let Some(reply) = next_reply(&shared) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply").into_response();
     };
-    if let Some((status, body)) = reply.status {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = match body {
-            ErrorBody::Given(body) => body,
-            ErrorBody::Message(m) => shared.format.error_body(&m).to_string(),
-        };
-        return (status, [("content-type", "application/json")], body).into_response();
+    let extra = reply.headers.clone();
+    let mut response = match reply.status.clone() {
+        Some((status, body)) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let body = match body {
+                ErrorBody::Given(body) => body,
+                ErrorBody::Message(m) => shared.format.error_body(&m).to_string(),
+            };
+            (status, [("content-type", "application/json")], body).into_response()
+        }
+        None => stream_reply(reply, shared.format.writer(), shared.hung_up.clone()),
+    };
+    for (name, value) in extra {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
     }
-    stream_reply(reply, shared.format.writer())
+    response
 }
 
 /// The response streaming `reply`'s steps as `writer` writes them, from a task of its own: it
 /// waits at each gate, then keeps the stream alive or hanging when the reply says so, and stops
 /// when the client goes away.
-fn stream_reply(reply: Reply, mut writer: Box<dyn StreamWriter>) -> Response {
+fn stream_reply(
+    reply: Reply,
+    mut writer: Box<dyn StreamWriter>,
+    hung_up: watch::Sender<usize>,
+) -> Response {
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(16);
+    let gone = move || hung_up.send_modify(|n| *n += 1);
     tokio::spawn(async move {
         for step in reply.steps {
             let events = match &step {
@@ -417,6 +461,7 @@ fn stream_reply(reply: Reply, mut writer: Box<dyn StreamWriter>) -> Response {
             };
             for event in events {
                 if tx.send(Ok(Bytes::from(event))).await.is_err() {
+                    gone();
                     return; // the client went away (a barge-in dropped the stream)
                 }
             }
@@ -426,12 +471,14 @@ fn stream_reply(reply: Reply, mut writer: Box<dyn StreamWriter>) -> Response {
             loop {
                 tick.tick().await;
                 if tx.send(Ok(Bytes::from(writer.keep_alive()))).await.is_err() {
+                    gone();
                     return;
                 }
             }
         }
         if reply.hang {
             tx.closed().await;
+            gone();
         }
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {

@@ -61,7 +61,7 @@
 //! | `relay` | (feature `relay`, on by default) the relay leg: every call over one outbound connection to the Cortex relay |
 //! | [`model`] | (feature `model`, on by default) the layer trait; the Gemini, OpenAI Responses, Anthropic, Interactions and chat-completions layers; our SSE parser, the pooled HTTP client |
 //! | [`mcp`] | (feature `mcp`) MCP servers' tools beside the brain's: the connection (stdio, streamable HTTP), the tool list, each call |
-//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns, runs its tools and walks its stages ([`Workflow`](voice::Workflow)) |
+//! | [`voice`] | (feature `model`) the voice core: [`Model`](voice::Model), one call's conversation with a model, which answers a brain's turns (from one layer, or a [`Fallback`](voice::Fallback) chain that moves on before the first words), runs its tools and walks its stages ([`Workflow`](voice::Workflow)) |
 //! | `console` | (feature `console`) a local web page to talk to a brain in a browser: plays Voqalize against it on the direct leg |
 //! | `logging` | (feature `logging`) one-call log set-up: human or JSON lines with the session's fields |
 //! | [`prelude`] | every name a brain file needs |

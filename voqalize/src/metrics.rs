@@ -17,11 +17,15 @@
 //! | `voqalize_barge_ins_total` | counter | | `Interruption`s read |
 //! | `voqalize_frames_shed_total` | counter | `lane` | droppable frames shed by a congested lane: `inbound`, `outbound`, `rtvi` |
 //! | `voqalize_bounds_tripped_total` | counter | `bound` | a bound hit: the session's `lane`, `inbound_message`, `outbound_frame` (each ends the call); the voice core's `response_bytes`, `kept_bytes`, `parts`, `calls`, `argument_bytes`, `tool_runs`, `turn_deadline` (each cuts a response) |
-//! | `voqalize_model_requests_total` | counter | `provider`, `outcome` | model requests: `ok`, `cancelled` (a barge-in), `timeout`, `rate_limited` (429), `status_4xx`, `status_5xx`, `http`, `stream` |
+//! | `voqalize_model_requests_total` | counter | `provider`, `outcome` | model requests: `ok`, `cancelled` (a barge-in), `hedged_out` (a hedged request the other one beat), `timeout`, `rate_limited` (429), `status_4xx`, `status_5xx`, `http`, `stream` |
 //! | `voqalize_model_first_byte_seconds` | histogram | `provider` | from a request sent to its first decoded chunk |
 //! | `voqalize_model_tokens_total` | counter | `provider`, `kind` | tokens the provider reported: `input`, `output` (reasoning included, as billed); a count over `model::layer::Usage::MAX_COUNT` (100,000,000) in one request is a provider's bug and is not added (the counter never wraps back) |
 //! | `voqalize_tool_runs_total` | counter | `tool`, `outcome`, `end` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked`, `cancelled` (a barge-in stopped it), `timed_out`; `end`: `in_turn`, `after_barge_in` (it ran on after the user cut in, or was cancelled then), `background` |
 //! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
+//! | `voqalize_model_fallbacks_total` | counter | `from`, `to`, `reason` | a request of a [fallback chain](crate::voice::Fallback) that moved on before the model's first words, by the models of the layer left and the layer asked next (`none` when no layer was left to ask) and why: a request outcome above, or `breaker_open` (the layer was skipped), `unbuildable` (the layer could not express the request) |
+//! | `voqalize_model_breaker_state` | gauge | `provider`, `model` | a chain layer's circuit breaker: 0 closed, 1 half-open (one request probes it), 2 open (skipped by every call) |
+//! | `voqalize_model_breaker_transitions_total` | counter | `provider`, `model`, `state` | a breaker's changes, by the state it moved to: `open`, `half_open`, `closed` |
+//! | `voqalize_model_hedges_total` | counter | `won` | hedged requests (a chain's [`hedge_after`](crate::voice::Fallback::hedge_after)), by which brought the first words: `first` (the hedge was cancelled) or `second` |
 //! | `voqalize_stage_transitions_total` | counter | `from`, `to` | a call's moves between the stages of its workflow, by the stages' names as its `#[derive(Stages)]` enum declares them |
 //!
 //! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
@@ -68,6 +72,14 @@ pub const MODEL_TOKENS: &str = "voqalize_model_tokens_total";
 pub const TOOL_RUNS: &str = "voqalize_tool_runs_total";
 /// How long each tool that ran took, in s, by `tool`.
 pub const TOOL_RUN_SECONDS: &str = "voqalize_tool_run_seconds";
+/// A fallback chain's requests that moved on to the next layer, by `from`, `to` and `reason`.
+pub const MODEL_FALLBACKS: &str = "voqalize_model_fallbacks_total";
+/// A chain layer's circuit breaker: 0 closed, 1 half-open, 2 open; by `provider` and `model`.
+pub const MODEL_BREAKER_STATE: &str = "voqalize_model_breaker_state";
+/// A chain layer's breaker changes, by `provider`, `model` and `state`.
+pub const MODEL_BREAKER_TRANSITIONS: &str = "voqalize_model_breaker_transitions_total";
+/// Hedged requests, by which brought the first words (`won`: `first` or `second`).
+pub const MODEL_HEDGES: &str = "voqalize_model_hedges_total";
 /// A call's moves between the stages of its workflow, by `from` and `to`.
 pub const STAGE_TRANSITIONS: &str = "voqalize_stage_transitions_total";
 
@@ -119,6 +131,26 @@ pub fn describe() {
         TOOL_RUN_SECONDS,
         Unit::Seconds,
         "How long each tool that ran took."
+    );
+    describe_counter!(
+        MODEL_FALLBACKS,
+        Unit::Count,
+        "Fallback chain requests that moved on to the next layer before the first words."
+    );
+    describe_gauge!(
+        MODEL_BREAKER_STATE,
+        Unit::Count,
+        "A chain layer's circuit breaker: 0 closed, 1 half-open, 2 open."
+    );
+    describe_counter!(
+        MODEL_BREAKER_TRANSITIONS,
+        Unit::Count,
+        "A chain layer's circuit breaker changes, by the state it moved to."
+    );
+    describe_counter!(
+        MODEL_HEDGES,
+        Unit::Count,
+        "Hedged model requests, by which brought the first words."
     );
     describe_counter!(
         STAGE_TRANSITIONS,
@@ -196,6 +228,30 @@ pub(crate) fn model_request(
     if let Some(n) = output {
         counter!(MODEL_TOKENS, "provider" => provider, "kind" => "output").increment(n);
     }
+}
+
+/// A chain's request moved on from the layer of model `from` to that of `to` (`none`: no layer
+/// was left), for `reason`. Model names are the brain's configuration: a handful per process.
+#[cfg(feature = "model")]
+pub(crate) fn model_fallback(from: &str, to: &str, reason: &'static str) {
+    counter!(MODEL_FALLBACKS, "from" => from.to_owned(), "to" => to.to_owned(), "reason" => reason)
+        .increment(1);
+}
+
+/// A chain layer's breaker moved to `state` (its gauge `value`).
+#[cfg(feature = "model")]
+pub(crate) fn breaker_state(provider: &str, model: &str, state: &'static str, value: f64) {
+    let (provider, model) = (provider.to_owned(), model.to_owned());
+    gauge!(MODEL_BREAKER_STATE, "provider" => provider.clone(), "model" => model.clone())
+        .set(value);
+    counter!(MODEL_BREAKER_TRANSITIONS, "provider" => provider, "model" => model, "state" => state)
+        .increment(1);
+}
+
+/// A hedged request was answered first by the `first` request or the `second`.
+#[cfg(feature = "model")]
+pub(crate) fn hedge(won: &'static str) {
+    counter!(MODEL_HEDGES, "won" => won).increment(1);
 }
 
 /// The call moved from stage `from` to `to` (names a `#[derive(Stages)]` enum declares).

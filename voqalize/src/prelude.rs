@@ -12,7 +12,7 @@ pub use crate::session::{
 };
 pub use crate::tools::prelude::*;
 #[cfg(feature = "model")]
-pub use crate::voice::{GuardedCall, Model, Refusal, ToolChoice, Workflow};
+pub use crate::voice::{Breaker, Fallback, GuardedCall, Model, Refusal, ToolChoice, Workflow};
 pub use crate::wire::{
     Capability, Config, ErrorCode, ErrorFrame, Language, Rtvi, RtviType, UserIdle, UserMessage,
     Voice,

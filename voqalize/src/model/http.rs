@@ -232,6 +232,14 @@ impl ModelError {
         }
     }
 
+    /// The `Retry-After` the provider answered with, when it gave one in seconds.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
     /// Whether this is a quota (billing) error rather than a rate limit: a 429 whose body mentions
     /// `quota` (`insufficient_quota`, `RESOURCE_EXHAUSTED … quota`). Waiting does not fix it.
     #[cfg(test)]
@@ -349,12 +357,27 @@ pub(crate) async fn open(
     max_response_bytes: usize,
     http: Option<&HttpOptions>,
 ) -> Result<EventStream, ModelError> {
+    open_with(req, t, max_response_bytes, http, true).await
+}
+
+/// [`open`], with its one retry only when `retry` (a fallback chain's layer before the last
+/// moves on to the next layer instead).
+///
+/// # Errors
+/// As [`open`].
+pub(crate) async fn open_with(
+    req: &HttpRequest,
+    t: Timeouts,
+    max_response_bytes: usize,
+    http: Option<&HttpOptions>,
+    retry: bool,
+) -> Result<EventStream, ModelError> {
     let client = client(t.connect, http)?;
     let err = match attempt(&client, req, t, max_response_bytes).await {
         Ok(stream) => return Ok(stream),
         Err(err) => err,
     };
-    let Some(delay) = err.retry_delay() else {
+    let Some(delay) = err.retry_delay().filter(|_| retry) else {
         return Err(err);
     };
     tracing::debug!(

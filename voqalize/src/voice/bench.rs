@@ -76,7 +76,7 @@ impl RequestBench {
             tools: &self.tools,
             choice: &ToolChoice::Auto,
         };
-        let request = self.layer.0.build(&spec).map_err(Box::new)?;
+        let request = self.layer.layer().build(&spec).map_err(Box::new)?;
         Ok(request.body.len())
     }
 
@@ -88,7 +88,7 @@ impl RequestBench {
     /// The SSE parser refused the bytes (an event over its size limit).
     pub fn decode(&self, sse: &[u8]) -> Result<usize, BenchError> {
         let mut parser = SseParser::new(DEFAULT_MAX_EVENT_BYTES);
-        let mut decoder = self.layer.0.decoder(DecodeLimits::UNBOUNDED);
+        let mut decoder = self.layer.layer().decoder(DecodeLimits::UNBOUNDED);
         parser.push(sse);
         let mut chunks = 0;
         let boxed =

@@ -56,6 +56,7 @@ mod bounds;
 mod conversation;
 mod filing;
 mod guard;
+mod layers;
 #[cfg(feature = "mcp")]
 mod mcp_tools;
 mod report;
@@ -79,56 +80,21 @@ use tool_guard::Guards;
 
 use crate::brain::BrainResult;
 use crate::model::http;
-use crate::model::layer::Layer;
 use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
+pub use layers::{
+    BREAKER_COOLING, BREAKER_FAILURES, Breaker, Fallback, FallbackError, MAX_FALLBACK_LAYERS,
+    MAX_RETRY_AFTER, ModelLayer,
+};
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
 pub use workflow::{
     MAX_NOTE_BYTES, MAX_SUMMARY_BYTES, MAX_TRANSITIONS_PER_TURN, SUMMARY_TIMEOUT, StageChange,
     StageError, Workflow,
 };
-
-/// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
-/// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
-/// [`Layer`] of your own; each converts into it. Cloning shares the layer.
-#[derive(Clone)]
-pub struct ModelLayer(Arc<dyn Layer>);
-
-impl ModelLayer {
-    /// The layer, shared.
-    pub fn new(layer: impl Layer) -> ModelLayer {
-        ModelLayer(Arc::new(layer))
-    }
-
-    /// A layer already shared (one layer for many `Model`s).
-    pub fn shared(layer: Arc<dyn Layer>) -> ModelLayer {
-        ModelLayer(layer)
-    }
-
-    /// The layer itself (`__kit::layer_of`).
-    pub(crate) fn layer(&self) -> &Arc<dyn Layer> {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for ModelLayer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelLayer")
-            .field("provider", &self.0.provider())
-            .field("model", &self.0.model())
-            .finish()
-    }
-}
-
-impl<L: Layer> From<L> for ModelLayer {
-    fn from(layer: L) -> Self {
-        ModelLayer(Arc::new(layer))
-    }
-}
 
 /// The most tool calls of one response [`Model::parallel_tools`] lets run at once.
 pub const MAX_PARALLEL_TOOLS: usize = 16;
@@ -188,7 +154,7 @@ impl Default for Settings {
 }
 
 struct Inner {
-    layer: Arc<dyn Layer>,
+    layer: ModelLayer,
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
     conversation: Mutex<Conversation>,
@@ -222,7 +188,7 @@ struct Inner {
 }
 
 impl Inner {
-    fn new(layer: Arc<dyn Layer>, settings: Settings, instruction: Option<Arc<str>>) -> Self {
+    fn new(layer: ModelLayer, settings: Settings, instruction: Option<Arc<str>>) -> Self {
         Inner {
             workflow: Mutex::new(settings.workflow.clone().map(workflow::Machine::new)),
             conversation: Mutex::new(Conversation::new(
@@ -284,8 +250,7 @@ pub struct Model {
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model")
-            .field("provider", &self.inner.layer.provider())
-            .field("model", &self.inner.layer.model())
+            .field("layer", &self.inner.layer)
             .field("settings", &self.inner.settings)
             .finish_non_exhaustive()
     }
@@ -297,7 +262,7 @@ impl Model {
     /// response bound at its default (see the bounds below and docs/protocol.md §6.14).
     pub fn new(layer: impl Into<ModelLayer>) -> Model {
         let model = Model {
-            inner: Arc::new(Inner::new(layer.into().0, Settings::default(), None)),
+            inner: Arc::new(Inner::new(layer.into(), Settings::default(), None)),
         };
         if let Some(call) = context::current() {
             model.attach(&call.session);
@@ -657,15 +622,17 @@ impl Model {
         }
     }
 
-    /// Opens a pooled connection to the provider in the background, when there is a runtime to
-    /// run it on.
+    /// Opens a pooled connection to each provider of the layer (every layer of a chain) in the
+    /// background, when there is a runtime to run it on.
     fn warm(&self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let layer = self.inner.layer.clone();
-        runtime.spawn(async move {
-            http::warm(layer.base_url(), layer.timeouts().connect, layer.http()).await;
-        });
+        for layer in self.inner.layer.layers() {
+            let layer = layer.clone();
+            runtime.spawn(async move {
+                http::warm(layer.base_url(), layer.timeouts().connect, layer.http()).await;
+            });
+        }
     }
 }

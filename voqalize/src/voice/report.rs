@@ -37,6 +37,8 @@ pub(crate) struct TurnLog {
     pub guard_failures: Repeated,
     /// A token count over [`Usage::MAX_COUNT`] (left out).
     pub token_counts: Repeated,
+    /// A fallback chain's request that moved on to the next layer before its first words.
+    pub fallbacks: Repeated,
 }
 
 impl Default for TurnLog {
@@ -54,6 +56,7 @@ impl Default for TurnLog {
             guard_refusals: Repeated::new("tool calls or results a guard refused"),
             guard_failures: Repeated::new("tool guards that failed"),
             token_counts: Repeated::new("token counts over the sanity bound"),
+            fallbacks: Repeated::new("requests that moved on to the next layer of their chain"),
         }
     }
 }
@@ -74,6 +77,9 @@ pub(crate) struct Tally {
     pub stop: Option<String>,
     /// Calls a stop cut off before their arguments were complete (none of them ran).
     pub cut_calls: u32,
+    /// The first layer the turn's requests left for the next of their chain, and why:
+    /// `model:reason`.
+    pub fallback: Option<String>,
 }
 
 impl Tally {
@@ -121,7 +127,9 @@ fn ms_or_none(d: Option<Duration>) -> String {
 /// The one `turn:` line: `turn: model=.. hops=.. calls=.. awaited=.. speechless=yes|no open=..
 /// speak=.. total=.. prompt=.. cached=.. output=.. thoughts=..` (or `— no usage reported` after
 /// `total` when no request reported usage), then ` cut_calls=N` when a stop cut calls off,
-/// ` request_id=..` when the provider gave one, and last ` stop=..` when a request stopped short
+/// ` fallback=model:reason` when a request left a layer of its chain for the next (the first such
+/// of the turn; `model=` names the layer that answered last), ` request_id=..` when the provider
+/// gave one, and last ` stop=..` when a request stopped short
 /// of a normal end: the provider's reason and detail, escaped and cut ([`outside`]), so it may
 /// hold spaces and runs to the end of the line.
 pub(crate) fn turn_line(
@@ -156,6 +164,9 @@ pub(crate) fn turn_line(
     if tally.cut_calls > 0 {
         let _ = write!(line, " cut_calls={}", tally.cut_calls);
     }
+    if let Some(fallback) = &tally.fallback {
+        let _ = write!(line, " fallback={}", outside(fallback));
+    }
     if let Some(id) = request_id {
         let _ = write!(line, " request_id={}", outside(id));
     }
@@ -183,11 +194,21 @@ pub(crate) struct Hop {
     pub outcome: &'static str,
     /// The provider's name in the metrics (and the span); none once the request is counted.
     pub provider: Option<String>,
+    /// Set when the request lost a hedged race: dropped, it counts as `hedged_out`.
+    pub lost: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Drop for Hop {
     /// A request the turn dropped before it ended (a barge-in) is counted too.
     fn drop(&mut self) {
+        let lost = self
+            .lost
+            .as_ref()
+            .is_some_and(|l| l.load(std::sync::atomic::Ordering::Relaxed));
+        if lost && self.provider.is_some() {
+            self.outcome = "hedged_out";
+            self.span.record("error.type", "hedged_out");
+        }
         self.count();
     }
 }
@@ -203,6 +224,7 @@ impl Hop {
             finish_reason: None,
             outcome: "cancelled",
             provider: Some(provider.to_owned()),
+            lost: None,
         }
     }
 

@@ -18,7 +18,11 @@ use crate::model::layer::Layer;
 pub(crate) const TARGET: &str = "voqalize::gen_ai";
 
 /// The span of one model request, opened before it is sent: operation, provider and model now
-/// (and `voqalize.stage`, the workflow's stage, when the `Model` follows stages); the response's id, finish reason, usage and time to first chunk when they are known.
+/// (and `voqalize.stage`, the workflow's stage, when the `Model` follows stages; and
+/// `voqalize.fallback.from` and `voqalize.fallback.reason`, the model of the layer this request
+/// took over from and why, when a fallback chain moved on); the response's id, finish reason,
+/// usage and time to first chunk when they are known. A request a hedge beat has the
+/// `error.type` `hedged_out`.
 pub(crate) fn chat(layer: &dyn Layer) -> Span {
     tracing::info_span!(
         target: TARGET,
@@ -34,6 +38,8 @@ pub(crate) fn chat(layer: &dyn Layer) -> Span {
         gen_ai.usage.output_tokens = Empty,
         voqalize.first_chunk_ms = Empty,
         voqalize.stage = Empty,
+        voqalize.fallback.from = Empty,
+        voqalize.fallback.reason = Empty,
         "error.type" = Empty,
     )
 }

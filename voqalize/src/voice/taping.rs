@@ -50,7 +50,7 @@ impl Taping {
 
     /// No stream came: the status and error body of an answer that was not a 2xx, or why no
     /// answer came.
-    pub(super) fn unanswered(mut self, e: &ModelError) {
+    pub(super) fn unanswered(&mut self, e: &ModelError) {
         let Some(p) = self.pending.take() else {
             return;
         };
@@ -65,7 +65,7 @@ impl Taping {
     }
 
     /// The turn's deadline passed before an answer came.
-    pub(super) fn unsent(mut self, why: &dyn std::fmt::Display) {
+    pub(super) fn unsent(&mut self, why: &dyn std::fmt::Display) {
         if let Some(p) = self.pending.take() {
             p.write(None, &[], Some(why.to_string()));
         }
@@ -82,8 +82,13 @@ impl Taping {
 
     /// The stream was read to its end, or stopped with `error`: its line is written and the
     /// stream dropped (its connection closed).
-    pub(super) fn ended(mut self, error: Option<String>) {
+    pub(super) fn ended(&mut self, error: Option<String>) {
         self.write(error);
+    }
+
+    /// The response's stream, once [`read`](Self::read) holds it (and until its line is written).
+    pub(super) fn stream(&mut self) -> Option<&mut EventStream> {
+        self.stream.as_mut()
     }
 
     fn write(&mut self, error: Option<String>) {

@@ -18,14 +18,19 @@
 //! request's stream into the response; `turn/dispatch.rs` starts each call's tool;
 //! `turn/waiting.rs` waits for the runs (with the filler and the tools' progress);
 //! `turn/bookkeeping.rs` keeps the turn's tally, bounds, response and `turn:` line;
-//! `turn/failure.rs` handles a request that fails.
+//! `turn/failure.rs` handles a request that fails; `turn/attempt.rs` takes a request to its first
+//! words on the layer (of a fallback chain) that answers it, and `turn/reading.rs` reads one item
+//! of a stream for both.
 
+mod attempt;
 mod bookkeeping;
 mod dispatch;
 mod failure;
+mod reading;
 mod stream;
 mod waiting;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -37,6 +42,7 @@ use super::response::Response;
 use crate::brain::BrainResult;
 use crate::logline::Repeated;
 use crate::model::ToolChoice;
+use crate::model::layer::Layer;
 use crate::session::{Session, Turn};
 use crate::tools::{ToolSet, Toolbox};
 
@@ -85,6 +91,11 @@ pub(crate) struct TurnState<'t> {
     hop: Option<Hop>,
     /// The provider's id of the last request, for the `turn:` line.
     request_id: Option<String>,
+    /// The layer of the request in flight, or of the last one: which answered.
+    answering: Option<Arc<dyn Layer>>,
+    /// Where in its fallback chain (by the chain's address) the turn was last answered: the
+    /// turn's later requests ask there first.
+    sticky: Option<(usize, usize)>,
     bounds: Bounds,
     /// When the turn's deadline passes.
     deadline: tokio::time::Instant,
@@ -122,6 +133,8 @@ impl<'t> TurnState<'t> {
             response: None,
             hop: None,
             request_id: None,
+            answering: None,
+            sticky: None,
             bounds,
             deadline: deadline_after(bounds.turn_deadline),
             runs: 0,
@@ -135,6 +148,16 @@ impl<'t> TurnState<'t> {
             next_key: 0,
             done: false,
         }
+    }
+}
+
+impl TurnState<'_> {
+    /// The layer that answers the turn (of the request in flight, or the last): the first the
+    /// turn asks, before any request went out.
+    fn layer(&self) -> Arc<dyn Layer> {
+        self.answering
+            .clone()
+            .unwrap_or_else(|| self.model.layer_now())
     }
 }
 
@@ -171,7 +194,7 @@ pub(crate) async fn run(
         if capped && allowed(model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} reached max_tool_hops={max_hops}; the last request may not call a tool",
-                model.layer_now().model()
+                st.layer().model()
             );
         }
         // After a bound tripped, a follow-up the turn owes is its last request, with tools off.
@@ -190,7 +213,7 @@ pub(crate) async fn run(
         };
         note = false;
         if end.stranded && end.cut.is_none() {
-            let layer = model.layer_now();
+            let layer = st.layer();
             let m = layer.model();
             let loud = st.loud_about_text_calls();
             if retried {

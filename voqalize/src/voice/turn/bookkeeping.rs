@@ -35,7 +35,7 @@ impl<'t> TurnState<'t> {
         if allowed(self.model, |log| &mut log.bounds) {
             tracing::warn!(
                 "turn: model={} cut a response: {}; what was said stays",
-                self.model.layer_now().model(),
+                self.layer().model(),
                 bound.what()
             );
         }
@@ -77,7 +77,7 @@ impl<'t> TurnState<'t> {
             hop.record(self.turn.is_cancelled());
             self.tally.add(hop.usage);
             if self.steps_on() {
-                let layer = self.model.layer_now();
+                let layer = self.layer();
                 let step = hop.step(layer.model(), layer.provider());
                 report(&self.session, step, self.turn.id(), true);
             }
@@ -122,7 +122,7 @@ impl<'t> TurnState<'t> {
         if !allowed(self.model, |log| &mut log.turns) {
             return;
         }
-        let layer = self.model.layer_now();
+        let layer = self.layer();
         let line = turn_line(
             layer.model(),
             &self.tally,
@@ -143,7 +143,7 @@ impl<'t> TurnState<'t> {
         if let Some((name, n)) = over
             && allowed(self.model, |log| &mut log.token_counts)
         {
-            let layer = self.model.layer_now();
+            let layer = self.layer();
             tracing::warn!(
                 "turn: model={} provider={} reported {name}={n}, over the {} a request may \
                  report: not counted",

@@ -139,9 +139,7 @@ impl<'t> TurnState<'t> {
         let guards = &self.model.inner.settings.guards;
         let arguments = std::mem::replace(&mut filed.arguments, Arguments::Raw(String::new()));
         let arguments = match decl {
-            Some(decl) if self.model.layer_now().enums_as_strings() => {
-                restore_enum_strings(decl, arguments)
-            }
+            Some(decl) if self.layer().enums_as_strings() => restore_enum_strings(decl, arguments),
             _ => arguments,
         };
         filed.arguments = if guards.any() {

@@ -22,6 +22,9 @@ pub(super) enum RequestError {
     Stream(#[from] StreamError),
     #[error("the turn passed its {0:?} deadline")]
     Deadline(Duration),
+    /// Every layer of a fallback chain is cooling down: no request was sent.
+    #[error("every layer of the fallback chain is cooling down after failures; none was asked")]
+    Unavailable,
 }
 
 impl RequestError {
@@ -35,7 +38,33 @@ impl RequestError {
                 "timeout"
             }
             RequestError::Http(_) => "http",
+            RequestError::Stream(StreamError::Unbuildable { .. }) => "unbuildable",
             RequestError::Stream(_) => "stream",
+            RequestError::Unavailable => "breaker_open",
+        }
+    }
+
+    /// Whether this failure says the provider is down or overloaded, so a fallback chain's
+    /// breaker counts it: no connection, a timeout before the first words, an HTTP 408, 429 or
+    /// 5xx, a broken stream, or the provider's own error (or garbage) in the stream. A request the
+    /// provider refuses (another 4xx) or that could not be built says nothing of that.
+    pub(super) fn outage(&self) -> bool {
+        match self {
+            RequestError::Http(ModelError::Status { status, .. }) => {
+                *status == 408 || *status == 429 || *status >= 500
+            }
+            RequestError::Http(e) => e.is_retryable(),
+            RequestError::Stream(StreamError::Unbuildable { .. }) => false,
+            RequestError::Stream(_) => true,
+            RequestError::Deadline(_) | RequestError::Unavailable => false,
+        }
+    }
+
+    /// The provider's `Retry-After`, when it answered with one.
+    pub(super) fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RequestError::Http(e) => e.retry_after(),
+            _ => None,
         }
     }
 
@@ -48,6 +77,7 @@ impl RequestError {
             }
             RequestError::Http(_) => "http".into(),
             RequestError::Stream(_) => "stream".into(),
+            RequestError::Unavailable => "breaker_open".into(),
         }
     }
 }
@@ -71,7 +101,7 @@ impl TurnState<'_> {
         if let RequestError::Deadline(after) = e {
             self.trip(Tripped::Deadline(*after));
         } else if allowed(self.model, |log| &mut log.failed_requests) {
-            let layer = self.model.layer_now();
+            let layer = self.layer();
             tracing::error!(
                 "turn: model={} provider={} request failed: {}",
                 layer.model(),

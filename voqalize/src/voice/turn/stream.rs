@@ -3,27 +3,23 @@
 //! handed to `dispatch` the moment it is read (its tool runs while the stream is read on).
 
 use std::iter::Peekable;
-use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::failure::{RequestError, layer_code};
+use super::attempt::{Asking, Attempt};
+use super::failure::RequestError;
+use super::reading::{Read, decode};
 use super::waiting::Answering;
 use super::{Calling, RequestEnd, TurnState, WORK_PER_YIELD};
-use crate::model::history::{Call, Chunk, Part, RequestSpec};
-use crate::model::http::{self, EventStream};
-use crate::model::layer::{Decoder, HttpRequest, Layer};
-use crate::model::sse::SseItem;
-use crate::model::{ModelError, ToolChoice};
+use crate::model::ToolChoice;
+use crate::model::history::{Call, Chunk, Part};
+use crate::model::http::EventStream;
+use crate::model::layer::{Decoder, Layer};
 use crate::tools::{ToolSet, Toolbox};
 use crate::voice::bounds::Tripped;
-use crate::voice::guard::RETRY_NOTE;
-use crate::voice::report::Hop;
 use crate::voice::response::{Closed, Ending, Response};
-use crate::voice::spans;
-use crate::voice::taping::Taping;
 
 /// What [`TurnState::write_parts`] stopped at.
 enum Next {
@@ -35,18 +31,16 @@ enum Next {
     Done,
 }
 
-/// What one read from the stream gave.
-enum Read {
-    /// The chunks of one event; the stream goes on.
-    Chunks(Vec<Chunk>),
-    /// The chunks the decoder still held when the stream ended: the last.
-    Last(Vec<Chunk>),
-    /// The response passed the bytes a response may take: it is cut there.
-    Cut(Tripped),
+/// What a request read before its first words, handed on to be written.
+struct Early {
+    chunks: Vec<Chunk>,
+    /// The stream ended with them.
+    ended: bool,
 }
 
 impl TurnState<'_> {
-    /// One request and its stream, read within the turn's bounds and deadline.
+    /// One request and its stream, read within the turn's bounds and deadline: up to its first
+    /// words on the layer (of a chain, maybe) that answers (`attempt.rs`), then on from there.
     pub(super) async fn request(
         &mut self,
         brain: &dyn Toolbox,
@@ -54,67 +48,78 @@ impl TurnState<'_> {
         choice: &ToolChoice,
         note: bool,
     ) -> Result<RequestEnd, RequestError> {
-        let layer = self.model.layer_now();
         // A run that went on after a barge-in is answered before the model reads the history.
         crate::voice::runs::all_answered(&self.model.inner).await;
-        let request = {
-            let conversation = self.model.conversation();
-            let instruction = self.model.instruction_now();
-            let spec = RequestSpec {
-                instruction: instruction.as_deref(),
-                history: conversation.entries(),
-                note: note.then_some(RETRY_NOTE),
-                tools,
-                choice,
-            };
-            layer_code(layer.provider(), "building the request", || {
-                layer.build(&spec)
-            })?
+        let asking = Asking {
+            tools,
+            choice,
+            note,
         };
-        let span = spans::chat(&*layer);
-        if let Some(stage) = self.model.stage_name() {
-            span.record("voqalize.stage", stage);
-        }
-        self.hop = Some(Hop::start(span.clone(), spans::provider_name(&*layer)));
+        let mut attempt = self.until_first_words(asking).await?;
+        self.answering = Some(attempt.layer.clone());
+        self.hop = attempt.hop.take();
+        let span = self
+            .hop
+            .as_ref()
+            .map_or_else(tracing::Span::none, |hop| hop.span.clone());
         self.request_calls = 0;
         let calling = Calling {
             brain,
             tools,
             off: matches!(choice, ToolChoice::None),
         };
-        self.stream(calling, &*layer, &request)
-            .instrument(span)
-            .await
+        self.stream(calling, attempt).instrument(span).await
     }
 
-    /// Sends `request` and reads its stream (inside the request's span): the calls it makes are
-    /// all answered, and the response cut or closed, before it returns.
+    /// Reads on the stream of the request that brought its first words (inside the request's
+    /// span): the calls it makes are all answered, and the response cut or closed, before it
+    /// returns.
     async fn stream(
         &mut self,
         calling: Calling<'_>,
-        layer: &dyn Layer,
-        request: &HttpRequest,
+        attempt: Attempt,
     ) -> Result<RequestEnd, RequestError> {
-        let (mut taping, opened) = self.open(layer, request).await?;
-        let stream = taping.read(opened);
-        self.request_id = stream.request_id().map(str::to_owned);
-        let mut decoder: Box<dyn Decoder> = layer.decoder(self.bounds.decode());
-        let mut end = RequestEnd::default();
+        let Attempt {
+            layer,
+            taping,
+            decoder,
+            early,
+            ended,
+            cut,
+            ..
+        } = attempt;
+        let (Some(mut taping), Some(mut decoder)) = (taping, decoder) else {
+            return Ok(RequestEnd::default());
+        };
+        let mut end = RequestEnd {
+            cut,
+            ..RequestEnd::default()
+        };
         // The calls being answered: their tools run while the stream is read on. A barge-in
         // drops them (their tools are cancelled).
         let mut answering: Answering<'_> = FuturesUnordered::new();
         // A failed read (the deadline, a stall, a broken stream) ends the reading, not the tools
         // already running: they finish and file their results first, as one tool at a time would.
-        let read = self
-            .read(
-                calling,
-                layer,
-                stream,
-                &mut *decoder,
-                &mut answering,
-                &mut end,
-            )
-            .await;
+        let read = match taping.stream() {
+            Some(stream) => {
+                self.request_id = stream.request_id().map(str::to_owned);
+                let early = Early {
+                    chunks: early,
+                    ended,
+                };
+                self.read(
+                    calling,
+                    &*layer,
+                    stream,
+                    early,
+                    &mut *decoder,
+                    &mut answering,
+                    &mut end,
+                )
+                .await
+            }
+            None => Ok(()),
+        };
         // The stream is dropped (its connection closed) before the tools are waited for.
         taping.ended(read.as_ref().err().map(ToString::to_string));
         // Every call has its result before the response is cut or closed, before a follow-up, and
@@ -131,48 +136,32 @@ impl TurnState<'_> {
         Ok(end)
     }
 
-    /// Sends `request` before the turn's deadline: its stream, and the taping that writes the
-    /// request's line on a recorded call however it ends (a barge-in drops the turn mid-stream).
-    async fn open(
-        &self,
-        layer: &dyn Layer,
-        request: &HttpRequest,
-    ) -> Result<(Taping, EventStream), RequestError> {
-        let taping = Taping::sent(self.session.tape(), layer, request);
-        let bounds = self.bounds;
-        let open = http::open(
-            request,
-            layer.timeouts(),
-            bounds.response_bytes,
-            layer.http(),
-        );
-        match before(self.deadline, bounds.turn_deadline, open).await {
-            Ok(Ok(stream)) => Ok((taping, stream)),
-            Ok(Err(e)) => {
-                taping.unanswered(&e);
-                Err(e.into())
-            }
-            Err(e) => {
-                taping.unsent(&e);
-                Err(e)
-            }
-        }
-    }
-
     /// Reads `stream` until it ends, the decoder saw its terminal event, a bound cuts the
     /// response, or the turn's deadline passes; answers the runs that end meanwhile.
     ///
     /// # Errors
     /// The deadline, a failed read, or an event the decoder cannot read.
+    #[allow(clippy::too_many_arguments)]
     async fn read<'a>(
         &mut self,
         calling: Calling<'a>,
         layer: &dyn Layer,
         stream: &mut EventStream,
+        early: Early,
         decoder: &mut dyn Decoder,
         answering: &mut Answering<'a>,
         end: &mut RequestEnd,
     ) -> Result<(), RequestError> {
+        // What came before the first words (and they) first.
+        for chunk in early.chunks {
+            if end.cut.is_some() {
+                return Ok(());
+            }
+            end.add(self.chunk(calling, chunk, answering).await);
+        }
+        if early.ended || end.cut.is_some() || decoder.done() {
+            return Ok(());
+        }
         let (deadline, limit) = (self.deadline, self.bounds.turn_deadline);
         // One timer for the whole stream (one made per read would be registered with the runtime
         // and removed again for every event).
@@ -272,7 +261,7 @@ impl TurnState<'_> {
         if stopped && self.loud_about_text_calls() {
             tracing::warn!(
                 "turn: model={} wrote a function call as text after speech began; the words before it were spoken and none of the call was",
-                self.model.layer_now().model()
+                self.layer().model()
             );
         }
     }
@@ -328,48 +317,6 @@ impl TurnState<'_> {
             self.tally.cut_calls += 1;
         }
     }
-}
-
-/// Decodes what one read from the stream gave (a panic in the layer's decoder fails the request).
-///
-/// # Errors
-/// A failed read, or an event (or the stream's end) the decoder cannot read.
-fn decode(
-    layer: &dyn Layer,
-    decoder: &mut dyn Decoder,
-    next: Option<Result<SseItem, ModelError>>,
-) -> Result<Read, RequestError> {
-    let provider = layer.provider();
-    match next {
-        Some(Ok(item)) => Ok(Read::Chunks(layer_code(
-            provider,
-            "decoding the stream",
-            || decoder.item(item),
-        )?)),
-        Some(Err(ModelError::ResponseTooLarge { limit })) => {
-            Ok(Read::Cut(Tripped::ResponseBytes(limit)))
-        }
-        Some(Err(e)) => Err(e.into()),
-        None => Ok(Read::Last(layer_code(
-            provider,
-            "ending the stream",
-            || decoder.end(),
-        )?)),
-    }
-}
-
-/// Waits for `future` until the turn's `deadline`.
-async fn before<T>(
-    deadline: tokio::time::Instant,
-    limit: Duration,
-    future: impl Future<Output = T>,
-) -> Result<T, RequestError> {
-    if tokio::time::Instant::now() >= deadline {
-        return Err(RequestError::Deadline(limit));
-    }
-    tokio::time::timeout_at(deadline, future)
-        .await
-        .map_err(|_| RequestError::Deadline(limit))
 }
 
 /// The parts of one chunk with each run of plain text joined into one piece (one event may hold

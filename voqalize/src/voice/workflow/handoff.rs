@@ -108,7 +108,7 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
             .summarizer
             .as_ref()
             .or(setup.stages[pending.from].layer.as_ref())
-            .map_or_else(|| model.inner.layer.clone(), |l| l.0.clone());
+            .map_or_else(|| model.inner.layer.layer().clone(), |l| l.layer().clone());
         (
             layer,
             setup.summary_instruction.clone(),

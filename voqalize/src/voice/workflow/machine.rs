@@ -14,7 +14,7 @@ use crate::recover::lock;
 use crate::session::{Session, Step, Turn};
 use crate::stages::{StageTable, Transition};
 use crate::tools::{ToolDecl, ToolSet, Toolbox};
-use crate::voice::{Inner, Model};
+use crate::voice::{Inner, Model, ModelLayer};
 
 impl Model {
     /// Readies the workflow for a turn of `brain`: follows the brain's stages when the `Model`
@@ -92,11 +92,17 @@ impl Model {
         lock(&self.inner.workflow).as_ref().map_or(0, |m| m.epoch)
     }
 
-    /// The layer the current stage's requests go to.
+    /// The layer the current stage's requests go to first.
     pub(crate) fn layer_now(&self) -> Arc<dyn Layer> {
+        self.chain_now().layer().clone()
+    }
+
+    /// The current stage's layer (a chain, maybe), else the `Model`'s: what the next request
+    /// asks.
+    pub(crate) fn chain_now(&self) -> ModelLayer {
         lock(&self.inner.workflow)
             .as_ref()
-            .and_then(|m| m.here().layer.as_ref().map(|l| l.0.clone()))
+            .and_then(|m| m.here().layer.clone())
             .unwrap_or_else(|| self.inner.layer.clone())
     }
 
