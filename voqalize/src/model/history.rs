@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+pub use super::origin::Origin;
 use crate::tools::Arguments;
 
 /// A history entry's stable id, unique within one conversation.
@@ -35,19 +36,24 @@ pub struct Entry {
     pub role: Role,
     /// What, in order.
     pub parts: Vec<Part>,
+    /// Which layer wrote it (a model turn of a response; `None` for every other entry): its
+    /// provider's JSON goes back only to that layer (see [`Origin`]).
+    pub origin: Option<Origin>,
     /// What the parts hold, in bytes ([`Part::bytes`] summed): kept up to date by the
     /// conversation for its byte bound; layers never read it.
     pub(crate) bytes: usize,
 }
 
 impl Entry {
-    /// An entry whose held bytes are counted from its parts.
+    /// An entry whose held bytes are counted from its parts, of no origin (rendered as it is by
+    /// any layer: [`Entry::with_origin`] marks a model turn as a layer's).
     pub fn new(id: EntryId, role: Role, parts: Vec<Part>) -> Entry {
         let bytes = parts.iter().map(Part::bytes).sum();
         Entry {
             id,
             role,
             parts,
+            origin: None,
             bytes,
         }
     }

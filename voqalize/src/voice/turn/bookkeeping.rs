@@ -87,8 +87,9 @@ impl<'t> TurnState<'t> {
     /// The response being written, opened at its first part (of any kind).
     pub(super) fn response(&mut self, conversation: &mut Conversation) -> &mut Response<'t> {
         let turn = self.turn;
+        let model = self.model;
         self.response
-            .get_or_insert_with(|| Response::open(turn, conversation))
+            .get_or_insert_with(|| Response::open(turn, conversation, &*model.layer_now()))
     }
 
     /// A bound cut the open response: it ends where it is (see [`Response::abandon`]).

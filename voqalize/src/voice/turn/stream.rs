@@ -15,6 +15,7 @@ use super::{Calling, RequestEnd, TurnState, WORK_PER_YIELD};
 use crate::model::history::{Call, Chunk, Part, RequestSpec};
 use crate::model::http::{self, EventStream};
 use crate::model::layer::{Decoder, HttpRequest, Layer};
+use crate::model::origin::for_layer;
 use crate::model::sse::SseItem;
 use crate::model::{ModelError, ToolChoice};
 use crate::tools::{ToolSet, Toolbox};
@@ -60,9 +61,11 @@ impl TurnState<'_> {
         let request = {
             let conversation = self.model.conversation();
             let instruction = self.model.instruction_now();
+            // Borrowed unless a turn in it is another layer's (docs/protocol.md §6.15).
+            let history = for_layer(conversation.entries(), &*layer);
             let spec = RequestSpec {
                 instruction: instruction.as_deref(),
-                history: conversation.entries(),
+                history: &history,
                 note: note.then_some(RETRY_NOTE),
                 tools,
                 choice,
