@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use voqalize::model::{Anthropic, Gemini, OpenAi, Timeouts};
 use voqalize::prelude::*;
-use voqalize_testing::{ModelServer, Provider, Reply};
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
 use crate::request_schemas::{check_gemini, check_openai, gemini_request, openai_validator};
 use crate::support::{Log, driver, says};
@@ -83,8 +83,7 @@ const GEMINI_SIGS: [&str; 3] = ["R0VNLVNJRy0x", "R0VNLVNJRy0y", "R0VNLVNJRy0z"];
 
 /// One Gemini response of `parts` (written as a real stream: one chunk, then the finish).
 fn gemini(parts: Value) -> Reply {
-    let chunk =
-        json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]});
+    let chunk = json!({"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]});
     Reply::new().raw(&format!("data: {chunk}\r\n\r\n")).finish()
 }
 
@@ -126,7 +125,14 @@ fn check_anthropic(body: &Value, what: &str) {
     {
         let kind = block["type"].as_str().unwrap_or_default();
         assert!(
-            ["text", "tool_use", "tool_result", "thinking", "redacted_thinking"].contains(&kind),
+            [
+                "text",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "redacted_thinking"
+            ]
+            .contains(&kind),
             "{what}: a foreign block {block}"
         );
     }
@@ -156,8 +162,17 @@ fn assert_none(body: &Value, marks: &[&str], what: &str) {
     }
 }
 
-#[tokio::test]
-async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
+/// The three stand-in providers and what the brain's tools did.
+struct Desks {
+    gemini: ModelServer,
+    openai: ModelServer,
+    anthropic: ModelServer,
+    log: Arc<Log>,
+}
+
+/// A shop whose call starts on Gemini, with a stage on OpenAI Responses (reasoning on) and one
+/// on Anthropic (thinking on), each on its own stand-in; the session started.
+async fn shop() -> (Desks, Voqalize) {
     let gemini_server = ModelServer::start(Provider::Gemini).await.expect("a port");
     let openai_server = ModelServer::start(Provider::OpenAi).await.expect("a port");
     let anthropic_server = ModelServer::start(Provider::Anthropic)
@@ -202,13 +217,25 @@ async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
     })
     .await;
     v.start_silent().await.expect("a session");
+    let desks = Desks {
+        gemini: gemini_server,
+        openai: openai_server,
+        anthropic: anthropic_server,
+        log,
+    };
+    (desks, v)
+}
 
+/// Five turns: Gemini alone; Gemini handing over to OpenAI mid-turn; OpenAI handing over to
+/// Anthropic mid-turn; Anthropic handing back to Gemini mid-turn; Gemini alone.
+async fn talk(d: &Desks, v: &mut Voqalize) {
+    let (gemini_server, openai_server, anthropic_server) = (&d.gemini, &d.openai, &d.anthropic);
     // Turn 0: Gemini thinks and speaks, signed.
     gemini_server.reply(gemini(json!([
         {"text": "The caller wants their order.", "thought": true, "thoughtSignature": GEMINI_SIGS[0]},
         {"text": "Hello, the shop.", "thoughtSignature": GEMINI_SIGS[1]},
     ])));
-    says(&mut v, "Hello?", 1).await;
+    says(v, "Hello?", 1).await;
 
     // Turn 1: Gemini calls (signed, no call id), then hands over to OpenAI, which answers the
     // same turn.
@@ -224,7 +251,7 @@ async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
             .text("It ships Tuesday.")
             .finish(),
     );
-    says(&mut v, "Where is my order?", 1).await;
+    says(v, "Where is my order?", 1).await;
 
     // Turn 2: OpenAI reasons (encrypted), calls, hands over to Anthropic mid-turn.
     openai_server.reply(
@@ -240,7 +267,7 @@ async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
             .finish(),
     );
     anthropic_server.reply(Reply::new().text("Still Tuesday.").finish());
-    says(&mut v, "Can you check again?", 1).await;
+    says(v, "Can you check again?", 1).await;
 
     // Turn 3: Anthropic thinks (signed), calls, hands back to Gemini mid-turn.
     anthropic_server.reply(
@@ -256,22 +283,31 @@ async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
             .finish(),
     );
     gemini_server.reply(gemini(json!([{"text": "Cancelled."}])));
-    says(&mut v, "Please cancel it.", 1).await;
+    says(v, "Please cancel it.", 1).await;
 
     // Turn 4: Gemini again, its own turns of turn 1 still signed.
     gemini_server.reply(gemini(json!([{"text": "Goodbye."}])));
-    says(&mut v, "Thanks, bye.", 1).await;
-    assert_eq!(log.events(), ["find_order", "find_order", "find_order"]);
+    says(v, "Thanks, bye.", 1).await;
+}
 
-    let gemini_bodies: Vec<Value> = gemini_server.requests().into_iter().map(|r| r.body).collect();
-    let openai_bodies: Vec<Value> = openai_server.requests().into_iter().map(|r| r.body).collect();
-    let anthropic_bodies: Vec<Value> = anthropic_server
-        .requests()
-        .into_iter()
-        .map(|r| r.body)
-        .collect();
+/// The request bodies `server` received, in order.
+fn bodies(server: &ModelServer) -> Vec<Value> {
+    server.requests().into_iter().map(|r| r.body).collect()
+}
+
+#[tokio::test]
+async fn a_call_that_alternates_providers_sends_each_a_body_it_accepts() {
+    let (d, mut v) = shop().await;
+    talk(&d, &mut v).await;
+    assert_eq!(d.log.events(), ["find_order", "find_order", "find_order"]);
+    let (gemini_bodies, openai_bodies, anthropic_bodies) =
+        (bodies(&d.gemini), bodies(&d.openai), bodies(&d.anthropic));
     assert_eq!(
-        (gemini_bodies.len(), openai_bodies.len(), anthropic_bodies.len()),
+        (
+            gemini_bodies.len(),
+            openai_bodies.len(),
+            anthropic_bodies.len()
+        ),
         (5, 3, 3)
     );
 

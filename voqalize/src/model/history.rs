@@ -2,7 +2,8 @@
 //!
 //! History is a list of [`Entry`]s (user turns, model turns, results turns), each holding [`Part`]s.
 //! Model parts carry the provider's own JSON (`raw`) so signatures and encrypted reasoning are
-//! replayed byte for byte; the fields the SDK reads (text, call name and arguments) sit beside it.
+//! replayed byte for byte to the layer that wrote them (see `origin`); the fields the SDK reads
+//! (text, call name and arguments) sit beside it.
 //! Entries have stable ids: the core finds a model turn again by id (to file a result right after
 //! it, to file a call's result, to apply what the user heard), never by comparing values.
 

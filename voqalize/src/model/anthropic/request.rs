@@ -152,7 +152,8 @@ fn push<'a>(out: &mut Vec<Message<'a>>, role: &'static str, blocks: Vec<Json<'a>
 /// (its `tool_use` has no thinking block before it).
 fn foreign_call_from(layer: &dyn Layer, history: &[Entry]) -> Option<usize> {
     let current = current_turn(history);
-    history.get(current..)?
+    history
+        .get(current..)?
         .iter()
         .any(|e| e.foreign_to(layer) && e.parts.iter().any(|p| matches!(p, Part::Call { .. })))
         .then_some(current)
@@ -160,7 +161,10 @@ fn foreign_call_from(layer: &dyn Layer, history: &[Entry]) -> Option<usize> {
 
 /// The conversation as Messages `messages`; model turns from `unthinking` on without their
 /// thinking.
-fn messages<'a>(spec: &RequestSpec<'a>, unthinking: usize) -> Result<Vec<Message<'a>>, StreamError> {
+fn messages<'a>(
+    spec: &RequestSpec<'a>,
+    unthinking: usize,
+) -> Result<Vec<Message<'a>>, StreamError> {
     let mut out: Vec<Message<'a>> = Vec::with_capacity(spec.history.len() + 2);
     for (i, entry) in spec.history.iter().enumerate() {
         match entry.role {

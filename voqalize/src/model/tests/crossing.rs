@@ -21,7 +21,10 @@ const INTERACTIONS: (&str, &str) = ("google.interactions", "gemini-3-flash");
 const MARKS: [(&str, &[&str]); 4] = [
     ("google.generateContent", &["GEM-SIG", "gem-thinks"]),
     ("openai.responses", &["OAI-ENC", "rs_1", "fc_1", "msg_1"]),
-    ("anthropic.messages", &["ANT-THINK", "ANT-SIG", "ANT-REDACTED"]),
+    (
+        "anthropic.messages",
+        &["ANT-THINK", "ANT-SIG", "ANT-REDACTED"],
+    ),
     ("google.interactions", &["INT-SIG", "int-thinks"]),
 ];
 
@@ -37,6 +40,17 @@ fn args(json: &str) -> Arguments {
 /// reasoning before a call and before a message), Anthropic (thinking, redacted thinking, a call)
 /// and Interactions (a signed thought before a call, in the current turn).
 fn history() -> Vec<Entry> {
+    [
+        gemini_turns(),
+        openai_turns(),
+        anthropic_turns(),
+        interactions_turns(),
+    ]
+    .concat()
+}
+
+/// Gemini: a signed thought, signed text, a signed call without an id, and its result.
+fn gemini_turns() -> Vec<Entry> {
     vec![
         user(1, "Book Paris."),
         of(
@@ -61,7 +75,16 @@ fn history() -> Vec<Entry> {
                 ],
             ),
         ),
-        results(3, vec![result(None, "open_booking", json!({"result": "ok"}))]),
+        results(
+            3,
+            vec![result(None, "open_booking", json!({"result": "ok"}))],
+        ),
+    ]
+}
+
+/// OpenAI Responses: encrypted reasoning before a call, then before a message.
+fn openai_turns() -> Vec<Entry> {
+    vec![
         user(4, "And help?"),
         of(
             OPENAI,
@@ -81,7 +104,14 @@ fn history() -> Vec<Entry> {
                 ],
             ),
         ),
-        results(6, vec![result(Some("call_1"), "show_help", json!({"result": "shown"}))]),
+        results(
+            6,
+            vec![result(
+                Some("call_1"),
+                "show_help",
+                json!({"result": "shown"}),
+            )],
+        ),
         of(
             OPENAI,
             model(
@@ -98,6 +128,12 @@ fn history() -> Vec<Entry> {
                 ],
             ),
         ),
+    ]
+}
+
+/// Anthropic: thinking, redacted thinking, text and a call.
+fn anthropic_turns() -> Vec<Entry> {
+    vec![
         user(8, "Thanks. Help again?"),
         of(
             ANTHROPIC,
@@ -115,7 +151,20 @@ fn history() -> Vec<Entry> {
                 ],
             ),
         ),
-        results(10, vec![result(Some("toolu_1"), "show_help", json!({"result": "shown"}))]),
+        results(
+            10,
+            vec![result(
+                Some("toolu_1"),
+                "show_help",
+                json!({"result": "shown"}),
+            )],
+        ),
+    ]
+}
+
+/// Interactions: a signed thought before a call, in the current turn.
+fn interactions_turns() -> Vec<Entry> {
+    vec![
         of(
             INTERACTIONS,
             model(
@@ -125,11 +174,23 @@ fn history() -> Vec<Entry> {
                         raw: json!({"type": "thought", "signature": "INT-SIG",
                             "summary": [{"type": "text", "text": "int-thinks"}]}),
                     },
-                    call(Some("int_1"), "open_booking", args(r#"{"city":"Rome"}"#), Value::Null),
+                    call(
+                        Some("int_1"),
+                        "open_booking",
+                        args(r#"{"city":"Rome"}"#),
+                        Value::Null,
+                    ),
                 ],
             ),
         ),
-        results(12, vec![result(Some("int_1"), "open_booking", json!({"result": "ok"}))]),
+        results(
+            12,
+            vec![result(
+                Some("int_1"),
+                "open_booking",
+                json!({"result": "ok"}),
+            )],
+        ),
     ]
 }
 
@@ -138,7 +199,12 @@ fn render(layer: &dyn Layer, history: &[Entry]) -> Value {
     let history = for_layer(history, layer);
     let tools = tools();
     let req = layer
-        .build(&spec(Some("Be brief."), &history, &tools, &ToolChoice::Auto))
+        .build(&spec(
+            Some("Be brief."),
+            &history,
+            &tools,
+            &ToolChoice::Auto,
+        ))
         .expect("a buildable history");
     body(&req)
 }
@@ -170,7 +236,10 @@ fn gemini_gets_foreign_turns_as_words_and_calls_and_a_placeholder_on_this_turn_s
     let body = render(&layer, &history());
     assert_no_foreign(&body, None);
     let contents = body["contents"].as_array().unwrap();
-    let roles: Vec<&str> = contents.iter().map(|c| c["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = contents
+        .iter()
+        .map(|c| c["role"].as_str().unwrap())
+        .collect();
     assert!(
         roles.windows(2).all(|w| w != ["model", "model"]),
         "{roles:?}"
@@ -232,7 +301,10 @@ fn openai_gets_no_foreign_reasoning_and_every_output_follows_its_call() {
                 called.push(item["call_id"].as_str().unwrap());
             }
             Some("function_call_output") => {
-                assert!(called.contains(&item["call_id"].as_str().unwrap()), "{item}");
+                assert!(
+                    called.contains(&item["call_id"].as_str().unwrap()),
+                    "{item}"
+                );
             }
             _ => assert!(item.get("id").is_none(), "{item}"),
         }
@@ -284,7 +356,14 @@ fn assert_anthropic_shape(body: &Value) {
     {
         let kind = block["type"].as_str().unwrap();
         assert!(
-            ["text", "tool_use", "tool_result", "thinking", "redacted_thinking"].contains(&kind),
+            [
+                "text",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "redacted_thinking"
+            ]
+            .contains(&kind),
             "{block}"
         );
     }
@@ -327,7 +406,9 @@ fn anthropic_keeps_its_own_model_s_thinking_before_the_turn_and_drops_it_in_a_fo
 
 #[test]
 fn chat_gets_every_call_answered_after_it() {
-    let layer = Chat::builder("https://llm.example/v1", "m").build().unwrap();
+    let layer = Chat::builder("https://llm.example/v1", "m")
+        .build()
+        .unwrap();
     let body = render(&layer, &history());
     assert_no_foreign(&body, None);
     let mut called: Vec<String> = Vec::new();
@@ -345,7 +426,10 @@ fn chat_gets_every_call_answered_after_it() {
 
 #[test]
 fn interactions_gets_no_foreign_thought_and_every_result_follows_its_call() {
-    let layer = Interactions::builder("k").model("gemini-other").build().unwrap();
+    let layer = Interactions::builder("k")
+        .model("gemini-other")
+        .build()
+        .unwrap();
     let body = render(&layer, &history());
     assert_no_foreign(&body, None);
     let steps = body["input"].as_array().unwrap();
@@ -355,13 +439,19 @@ fn interactions_gets_no_foreign_thought_and_every_result_follows_its_call() {
         match step["type"].as_str() {
             Some("function_call") => called.push(step["id"].as_str().unwrap()),
             Some("function_result") => {
-                assert!(called.contains(&step["call_id"].as_str().unwrap()), "{step}");
+                assert!(
+                    called.contains(&step["call_id"].as_str().unwrap()),
+                    "{step}"
+                );
             }
             _ => {}
         }
     }
     assert_eq!(called.len(), 4);
-    let own = Interactions::builder("k").model(INTERACTIONS.1).build().unwrap();
+    let own = Interactions::builder("k")
+        .model(INTERACTIONS.1)
+        .build()
+        .unwrap();
     let body = render(&own, &history());
     assert_no_foreign(&body, Some(INTERACTIONS.0));
     assert!(body.to_string().contains("INT-SIG"));
@@ -390,16 +480,34 @@ fn all_own(layer: &dyn Layer) -> Vec<Entry> {
 fn a_history_all_the_layer_s_own_is_borrowed_and_renders_as_before_origins() {
     let layers: Vec<Box<dyn Layer>> = vec![
         Box::new(Gemini::builder("k").model("gemini-3-pro").build().unwrap()),
-        Box::new(OpenAi::builder("k", "gpt-5").reasoning("low").build().unwrap()),
-        Box::new(Anthropic::builder("k", "claude").thinking(1024).build().unwrap()),
-        Box::new(Chat::builder("https://llm.example/v1", "m").build().unwrap()),
+        Box::new(
+            OpenAi::builder("k", "gpt-5")
+                .reasoning("low")
+                .build()
+                .unwrap(),
+        ),
+        Box::new(
+            Anthropic::builder("k", "claude")
+                .thinking(1024)
+                .build()
+                .unwrap(),
+        ),
+        Box::new(
+            Chat::builder("https://llm.example/v1", "m")
+                .build()
+                .unwrap(),
+        ),
         Box::new(Interactions::builder("k").model("g").build().unwrap()),
     ];
     let tools = tools();
     for layer in &layers {
         let own = all_own(&**layer);
         let borrowed = for_layer(&own, &**layer);
-        assert!(matches!(borrowed, std::borrow::Cow::Borrowed(_)), "{}", layer.format());
+        assert!(
+            matches!(borrowed, std::borrow::Cow::Borrowed(_)),
+            "{}",
+            layer.format()
+        );
         // The same turns with no origin: what the layer rendered before turns had one.
         let before: Vec<Entry> = history()
             .into_iter()

@@ -61,7 +61,7 @@ impl TurnState<'_> {
         let request = {
             let conversation = self.model.conversation();
             let instruction = self.model.instruction_now();
-            // Borrowed unless a turn in it is another layer's (docs/protocol.md §6.15).
+            // Borrowed unless a turn in it is another layer's (docs/protocol.md §6.9).
             let history = for_layer(conversation.entries(), &*layer);
             let spec = RequestSpec {
                 instruction: instruction.as_deref(),
