@@ -29,6 +29,7 @@ mod mcp_calls;
 mod mcp_servers;
 mod newuser_evals;
 mod port;
+mod provider_crossing;
 mod recording_files;
 mod relay;
 mod relay_limits;

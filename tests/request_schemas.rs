@@ -144,7 +144,7 @@ fn root() -> std::path::PathBuf {
 }
 
 /// The validator for one component of the trimmed OpenAPI document.
-fn openai_validator(file: &str, component: &str) -> jsonschema::Validator {
+pub(crate) fn openai_validator(file: &str, component: &str) -> jsonschema::Validator {
     let text = std::fs::read_to_string(root().join("openai").join(file)).expect("the schema");
     let doc: Value = serde_json::from_str(&text).expect("JSON");
     let schema = json!({
@@ -154,7 +154,8 @@ fn openai_validator(file: &str, component: &str) -> jsonschema::Validator {
     jsonschema::draft202012::new(&schema).expect("a valid schema")
 }
 
-fn check_openai(validator: &jsonschema::Validator, body: &Value, what: &str) {
+/// Asserts `body` validates against `validator`, naming `what` and every error.
+pub(crate) fn check_openai(validator: &jsonschema::Validator, body: &Value, what: &str) {
     let errors: Vec<String> = validator
         .iter_errors(body)
         .map(|e| format!("{} at {}", e, e.instance_path()))
@@ -237,17 +238,43 @@ fn upper_schema_types(v: &mut Value, in_schema: bool) {
     }
 }
 
-#[tokio::test]
-async fn gemini_bodies_validate_against_generate_content_request() {
+/// Gemini's `GenerateContentRequest`, from the googleapis protos.
+pub(crate) fn gemini_request() -> prost_reflect::MessageDescriptor {
     let protos = root().join("gemini");
     let mut compiler = protox::Compiler::new([&protos]).expect("the protos");
     compiler
         .open_file("google/ai/generativelanguage/v1beta/generative_service.proto")
         .expect("generative_service.proto compiles");
-    let request = compiler
+    compiler
         .descriptor_pool()
         .get_message_by_name("google.ai.generativelanguage.v1beta.GenerateContentRequest")
-        .expect("GenerateContentRequest");
+        .expect("GenerateContentRequest")
+}
+
+/// Asserts `body` reads as a `request` (the proto3 JSON mapping, unknown fields refused), naming
+/// `what`.
+pub(crate) fn check_gemini(request: &prost_reflect::MessageDescriptor, body: &Value, what: &str) {
+    let mut body = body.clone();
+    upper_schema_types(&mut body, false);
+    // The one field the SDK sends that these protos do not carry yet: the Gemini API documents
+    // `thinkingConfig.thinkingLevel` for its thinking models (Vertex's v1 `ThinkingConfig`
+    // has `thinking_level`; generativelanguage v1beta at this commit has only the budget).
+    if let Some(Value::Object(config)) = body.pointer_mut("/generationConfig/thinkingConfig") {
+        config.remove("thinkingLevel");
+    }
+    let text = body.to_string();
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let read = DynamicMessage::deserialize_with_options(
+        request.clone(),
+        &mut de,
+        &DeserializeOptions::new().deny_unknown_fields(true),
+    );
+    assert!(read.is_ok(), "{what}: {:?}\nbody: {body:#}", read.err());
+}
+
+#[tokio::test]
+async fn gemini_bodies_validate_against_generate_content_request() {
+    let request = gemini_request();
     let bodies = bodies(Provider::Gemini, false).await;
     assert!(
         bodies[2].to_string().contains("functionResponse"),
@@ -255,25 +282,6 @@ async fn gemini_bodies_validate_against_generate_content_request() {
         bodies[2]
     );
     for (i, body) in bodies.iter().enumerate() {
-        let mut body = body.clone();
-        upper_schema_types(&mut body, false);
-        // The one field the SDK sends that these protos do not carry yet: the Gemini API documents
-        // `thinkingConfig.thinkingLevel` for its thinking models (Vertex's v1 `ThinkingConfig`
-        // has `thinking_level`; generativelanguage v1beta at this commit has only the budget).
-        if let Some(Value::Object(config)) = body.pointer_mut("/generationConfig/thinkingConfig") {
-            config.remove("thinkingLevel");
-        }
-        let text = body.to_string();
-        let mut de = serde_json::Deserializer::from_str(&text);
-        let read = DynamicMessage::deserialize_with_options(
-            request.clone(),
-            &mut de,
-            &DeserializeOptions::new().deny_unknown_fields(true),
-        );
-        assert!(
-            read.is_ok(),
-            "request {i}: {:?}\nbody: {body:#}",
-            read.err()
-        );
+        check_gemini(&request, body, &format!("request {i}"));
     }
 }

@@ -2,12 +2,14 @@
 //!
 //! History is a list of [`Entry`]s (user turns, model turns, results turns), each holding [`Part`]s.
 //! Model parts carry the provider's own JSON (`raw`) so signatures and encrypted reasoning are
-//! replayed byte for byte; the fields the SDK reads (text, call name and arguments) sit beside it.
+//! replayed byte for byte to the layer that wrote them (see `origin`); the fields the SDK reads
+//! (text, call name and arguments) sit beside it.
 //! Entries have stable ids: the core finds a model turn again by id (to file a result right after
 //! it, to file a call's result, to apply what the user heard), never by comparing values.
 
 use serde_json::Value;
 
+pub use super::origin::Origin;
 use crate::tools::Arguments;
 
 /// A history entry's stable id, unique within one conversation.
@@ -35,19 +37,24 @@ pub struct Entry {
     pub role: Role,
     /// What, in order.
     pub parts: Vec<Part>,
+    /// Which layer wrote it (a model turn of a response; `None` for every other entry): its
+    /// provider's JSON goes back only to that layer (see [`Origin`]).
+    pub origin: Option<Origin>,
     /// What the parts hold, in bytes ([`Part::bytes`] summed): kept up to date by the
     /// conversation for its byte bound; layers never read it.
     pub(crate) bytes: usize,
 }
 
 impl Entry {
-    /// An entry whose held bytes are counted from its parts.
+    /// An entry whose held bytes are counted from its parts, of no origin (rendered as it is by
+    /// any layer: [`Entry::with_origin`] marks a model turn as a layer's).
     pub fn new(id: EntryId, role: Role, parts: Vec<Part>) -> Entry {
         let bytes = parts.iter().map(Part::bytes).sum();
         Entry {
             id,
             role,
             parts,
+            origin: None,
             bytes,
         }
     }

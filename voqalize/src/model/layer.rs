@@ -87,7 +87,8 @@
 
 pub use super::error::StreamError;
 pub use super::history::{
-    Call, Chunk, Entry, EntryId, Kept, Part, RequestSpec, Role, ToolChoice, ToolResult, Usage,
+    Call, Chunk, Entry, EntryId, Kept, Origin, Part, RequestSpec, Role, ToolChoice, ToolResult,
+    Usage,
 };
 pub use super::http::{HttpRequest, Timeouts};
 pub use super::http_options::HttpOptions;
@@ -108,6 +109,20 @@ pub trait Layer: Send + Sync + 'static {
     fn provider(&self) -> &str;
     /// The model as configured (what TurnSteps and the `turn:` line name).
     fn model(&self) -> &str;
+    /// The request format this layer writes and reads, for the history: a model turn keeps its
+    /// provider's own JSON (signatures, encrypted reasoning, thinking blocks) and replays it only
+    /// to a layer of the same format and the same [`model`](Self::model); any other layer is sent
+    /// that turn neutrally (its words, its calls and their results), since no provider accepts
+    /// another's signed reasoning. The built-in layers say `google.generateContent` (Gemini),
+    /// `google.interactions` (Interactions), `openai.responses` (OpenAI), `anthropic.messages`
+    /// (Anthropic) and `chat.completions` (Chat, whatever its provider).
+    ///
+    /// Default: [`provider`](Self::provider), which never equals a built-in format. Override it
+    /// when two of your layers for one provider write different JSON, or when your layer writes
+    /// and reads a built-in format's parts as they are.
+    fn format(&self) -> &str {
+        self.provider()
+    }
     /// The base URL, warmed (one `HEAD`, so the TLS handshake is done) when a session starts.
     fn base_url(&self) -> &str;
     /// Connect, first-byte and between-event timeouts. Default: [`Timeouts::default`].
@@ -116,7 +131,9 @@ pub trait Layer: Send + Sync + 'static {
     }
     /// Builds the HTTP request for one model request: the instruction, the history (heard truth
     /// already applied: render text from [`Part::Text::text`], replay `raw` as your provider's
-    /// rules say), the tools and the tool choice of `spec`.
+    /// rules say), the tools and the tool choice of `spec`. A model turn another layer wrote
+    /// ([`Entry::foreign_to`]) reaches it already without that layer's JSON: its text and calls
+    /// with `raw` null, ids every provider takes, no thoughts.
     ///
     /// # Errors
     /// A history or a tool choice the provider cannot express ([`StreamError::unbuildable`]);

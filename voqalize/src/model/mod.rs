@@ -7,6 +7,7 @@
 //! layer and its builder (`mod.rs`), the request (`request.rs`), the stream decoder (`decode.rs`).
 //!
 //! * `history`: the conversation as provider-native parts, and what a layer decodes from a stream;
+//! * `origin`: which layer wrote each model turn, and the history as another layer may be sent it;
 //! * [`layer`]: what a provider layer is to the voice core, and what a layer of your own implements;
 //! * `render`: the JSON helpers and construction checks the layers share;
 //! * `body`: a request body as a tree borrowing from the history, serialised straight to bytes;
@@ -34,6 +35,7 @@ pub(crate) mod http_options;
 pub(crate) mod interactions;
 pub mod layer;
 pub(crate) mod openai;
+pub(crate) mod origin;
 pub(crate) mod partial_args;
 pub(crate) mod render;
 pub(crate) mod sse;
@@ -59,3 +61,7 @@ mod test_support;
 #[cfg(test)]
 #[path = "tests/stops.rs"]
 mod stops_tests;
+
+#[cfg(test)]
+#[path = "tests/crossing.rs"]
+mod crossing_tests;

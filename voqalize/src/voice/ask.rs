@@ -46,6 +46,8 @@ pub(crate) async fn ask(
         history.push(Entry::new(id, *role, vec![Part::text(text.clone())]));
     }
     let tools = ToolSet::empty();
+    // Text of no origin: borrowed as it is, the one path every request takes.
+    let history = crate::model::origin::for_layer(&history, layer);
     let spec = RequestSpec {
         instruction: Some(instruction),
         history: &history,

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 
 use super::filing::Filings;
-use crate::model::history::{Entry, EntryId, Part, Role, ToolResult};
+use crate::model::history::{Entry, EntryId, Origin, Part, Role, ToolResult};
 
 /// How many speaking units the conversation remembers while their `Finalize` is due; the runtime
 /// finalizes every unit, so this only bounds memory against a runtime that does not.
@@ -70,6 +70,16 @@ impl Conversation {
         self.bytes += entry.bytes;
         self.entries.push(entry);
         self.bound();
+        id
+    }
+
+    /// Appends an empty model turn, written by the layer of `origin` (a response), and returns
+    /// its id.
+    pub(crate) fn push_response(&mut self, origin: Origin) -> EntryId {
+        let id = self.push(Role::Model, Vec::new());
+        if let Some(entry) = self.entries.last_mut() {
+            entry.origin = Some(origin);
+        }
         id
     }
 

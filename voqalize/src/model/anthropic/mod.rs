@@ -285,6 +285,10 @@ impl AnthropicBuilder {
 }
 
 impl Layer for Anthropic {
+    fn format(&self) -> &str {
+        "anthropic.messages"
+    }
+
     fn provider(&self) -> &str {
         PROVIDER
     }

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use crate::model::body::Json;
 use crate::model::history::{Entry, Part, RequestSpec, Role, ToolChoice};
-use crate::model::layer::StreamError;
+use crate::model::layer::{Layer, StreamError};
+use crate::model::origin::current_turn;
 use crate::model::render::{build_error, check_only, instruction, user_text};
 use crate::tools::{Arguments, Dialect};
 
@@ -22,7 +23,15 @@ impl Anthropic {
         let mut body = Vec::with_capacity(8 + cfg.options.len());
         body.push(("model", Json::Str(&cfg.model)));
         body.push(("max_tokens", Json::Owned(json!(cfg.max_tokens))));
-        if let Some(budget) = cfg.thinking_budget {
+        // With thinking on, the last assistant turn of a tool loop must start with a thinking
+        // block, and a turn must keep one thinking mode throughout
+        // (<https://docs.claude.com/en/docs/build-with-claude/extended-thinking#extended-thinking-with-tool-use>):
+        // a call another layer made in this turn has none, so this request goes without
+        // thinking, and without the thinking of this turn's earlier steps.
+        let unthinking = cfg
+            .thinking_budget
+            .and_then(|_| foreign_call_from(self, spec.history));
+        if let Some(budget) = cfg.thinking_budget.filter(|_| unthinking.is_none()) {
             body.push((
                 "thinking",
                 Json::Owned(json!({"type": "enabled", "budget_tokens": budget})),
@@ -68,7 +77,7 @@ impl Anthropic {
         } else if let ToolChoice::Only(name) = spec.choice {
             check_only(PROVIDER, spec.tools, name)?;
         }
-        let mut messages = messages(spec)?;
+        let mut messages = messages(spec, unthinking.unwrap_or(usize::MAX))?;
         if cfg.prompt_caching
             && let Some((_, blocks)) = messages.last_mut()
             && let Some(block) = blocks.last_mut()
@@ -139,10 +148,25 @@ fn push<'a>(out: &mut Vec<Message<'a>>, role: &'static str, blocks: Vec<Json<'a>
     out.push((role, blocks));
 }
 
-/// The conversation as Messages `messages`.
-fn messages<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Message<'a>>, StreamError> {
+/// Where the current turn starts, when a model turn of it that another layer wrote holds a call
+/// (its `tool_use` has no thinking block before it).
+fn foreign_call_from(layer: &dyn Layer, history: &[Entry]) -> Option<usize> {
+    let current = current_turn(history);
+    history
+        .get(current..)?
+        .iter()
+        .any(|e| e.foreign_to(layer) && e.parts.iter().any(|p| matches!(p, Part::Call { .. })))
+        .then_some(current)
+}
+
+/// The conversation as Messages `messages`; model turns from `unthinking` on without their
+/// thinking.
+fn messages<'a>(
+    spec: &RequestSpec<'a>,
+    unthinking: usize,
+) -> Result<Vec<Message<'a>>, StreamError> {
     let mut out: Vec<Message<'a>> = Vec::with_capacity(spec.history.len() + 2);
-    for entry in spec.history {
+    for (i, entry) in spec.history.iter().enumerate() {
         match entry.role {
             Role::User => {
                 let text = user_text(PROVIDER, &entry.parts)?;
@@ -151,7 +175,7 @@ fn messages<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Message<'a>>, StreamError>
                 }
             }
             Role::Model => {
-                let blocks = assistant(entry)?;
+                let blocks = assistant(entry, i >= unthinking)?;
                 if out.is_empty() && !blocks.is_empty() {
                     push(&mut out, "user", vec![text_block(Json::Str(CALL_STARTED))]);
                 }
@@ -169,12 +193,13 @@ fn messages<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Message<'a>>, StreamError>
 /// A model turn's blocks in stream order: thinking replayed verbatim (with its signature), text,
 /// calls. When heard truth cut this response's text, its thinking is dropped with it: it led to
 /// words the user never heard. Empty text blocks (refused by the API) and blocks this layer does
-/// not read are left out.
-fn assistant(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
-    let cut = entry
-        .parts
-        .iter()
-        .any(|p| matches!(p, Part::Text { trimmed: true, .. }));
+/// not read are left out; so is thinking when `unthinking` (a request sent without thinking).
+fn assistant(entry: &Entry, unthinking: bool) -> Result<Vec<Json<'_>>, StreamError> {
+    let cut = unthinking
+        || entry
+            .parts
+            .iter()
+            .any(|p| matches!(p, Part::Text { trimmed: true, .. }));
     let mut blocks = Vec::with_capacity(entry.parts.len());
     for part in &entry.parts {
         match part {

@@ -408,6 +408,10 @@ fn error_name(provider: &str) -> &str {
 }
 
 impl Layer for Chat {
+    fn format(&self) -> &str {
+        "chat.completions"
+    }
+
     fn provider(&self) -> &str {
         &self.inner.provider
     }

@@ -21,7 +21,7 @@ use crate::model::render::{
 };
 
 mod decode;
-mod request;
+pub(crate) mod request;
 
 pub(crate) use decode::GeminiDecoder;
 
@@ -421,6 +421,10 @@ fn generation_config(
 }
 
 impl Layer for Gemini {
+    fn format(&self) -> &str {
+        "google.generateContent"
+    }
+
     fn provider(&self) -> &str {
         PROVIDER
     }

@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use crate::model::body::Json;
 use crate::model::history::{Call, Entry, Part, RequestSpec, Role, ToolChoice};
-use crate::model::layer::StreamError;
+use crate::model::layer::{Layer, StreamError};
+use crate::model::origin::current_turn;
 use crate::model::render::{build_error, check_only, instruction, user_texts};
 use crate::tools::{Arguments, ToolDecl};
 
@@ -16,7 +17,7 @@ impl Gemini {
     pub(super) fn body<'a>(&'a self, spec: &RequestSpec<'a>) -> Result<Json<'a>, StreamError> {
         let cfg = &self.inner;
         let mut body = Vec::with_capacity(5 + cfg.options.len());
-        body.push(("contents", Json::Array(contents(spec)?)));
+        body.push(("contents", Json::Array(contents(self, spec)?)));
         if let Some(text) = instruction(spec.instruction) {
             body.push((
                 "systemInstruction",
@@ -96,14 +97,23 @@ fn text_part(text: &str) -> Json<'_> {
     Json::Object(vec![("text", Json::Str(text))])
 }
 
+/// The signature Gemini documents for a function call it did not write (history from another
+/// model or provider): with it, Gemini 3 skips the check that every call of the current turn
+/// carries its signature, which otherwise answers HTTP 400.
+/// <https://ai.google.dev/gemini-api/docs/thought-signatures#faqs>
+pub(crate) const FOREIGN_SIGNATURE: &str = "skip_thought_signature_validator";
+
 /// The `contents` of a request: one content per entry, adjacent user entries (and the note)
-/// merged into one content since Gemini wants turns to alternate; empty turns left out.
-fn contents<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
+/// merged into one content since Gemini wants turns to alternate; empty turns left out. A model
+/// turn another layer wrote (already without its JSON) that falls in the current turn gets
+/// [`FOREIGN_SIGNATURE`] on its first call, where Gemini puts a step's signature.
+fn contents<'a>(layer: &dyn Layer, spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
+    let current = current_turn(spec.history);
     // The contents, each a role and its parts; made into JSON at the end, once merged.
     let mut out: Vec<(&'static str, Vec<Json<'a>>)> = Vec::with_capacity(spec.history.len() + 1);
     // Whether the last content pushed is a plain user content (text), open for merging.
     let mut open_user = false;
-    for entry in spec.history {
+    for (i, entry) in spec.history.iter().enumerate() {
         match entry.role {
             Role::User => {
                 let parts = user_texts(PROVIDER, &entry.parts)?
@@ -112,7 +122,8 @@ fn contents<'a>(spec: &RequestSpec<'a>) -> Result<Vec<Json<'a>>, StreamError> {
                 push_user(&mut out, &mut open_user, parts);
             }
             Role::Model => {
-                let parts = model_parts(entry)?;
+                let placeholder = i >= current && entry.foreign_to(layer);
+                let parts = model_parts(entry, placeholder)?;
                 if !parts.is_empty() {
                     out.push(("model", parts));
                     open_user = false;
@@ -156,9 +167,11 @@ fn push_user<'a>(
 
 /// A model turn's parts as Gemini sent them: text from `text` over the rest of `raw` (so a
 /// signature stays on its part), everything else verbatim. A part that would be nothing but
-/// empty text is left out: Gemini refuses it.
-fn model_parts(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
+/// empty text is left out: Gemini refuses it. `placeholder`: the first call gets
+/// [`FOREIGN_SIGNATURE`].
+fn model_parts(entry: &Entry, placeholder: bool) -> Result<Vec<Json<'_>>, StreamError> {
     let mut out = Vec::with_capacity(entry.parts.len());
+    let mut placeholder = placeholder;
     for part in &entry.parts {
         let value = match part {
             Part::Text { text, raw, .. } => {
@@ -173,7 +186,16 @@ fn model_parts(entry: &Entry) -> Result<Vec<Json<'_>>, StreamError> {
                 }
                 Json::Value(raw)
             }
-            Part::Call { call, raw } => call_part(call, raw),
+            Part::Call { call, raw } => {
+                let mut part = call_part(call, raw);
+                if std::mem::take(&mut placeholder)
+                    && let Json::Object(entries) = &mut part
+                    && !entries.iter().any(|(k, _)| *k == "thoughtSignature")
+                {
+                    entries.push(("thoughtSignature", Json::Str(FOREIGN_SIGNATURE)));
+                }
+                part
+            }
             Part::Result(_) => {
                 return Err(build_error(PROVIDER, "a model turn holds a call's result"));
             }

@@ -246,6 +246,10 @@ impl InteractionsBuilder {
 }
 
 impl Layer for Interactions {
+    fn format(&self) -> &str {
+        "google.interactions"
+    }
+
     fn provider(&self) -> &str {
         PROVIDER
     }

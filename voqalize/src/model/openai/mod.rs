@@ -359,6 +359,10 @@ impl OpenAiBuilder {
 }
 
 impl Layer for OpenAi {
+    fn format(&self) -> &str {
+        "openai.responses"
+    }
+
     fn provider(&self) -> &str {
         self.inner.provider
     }

@@ -15,6 +15,7 @@ use super::reading::{Read, before, decode};
 use super::{TurnState, WORK_PER_YIELD};
 use crate::model::ToolChoice;
 use crate::model::history::{Chunk, Kept, Part, RequestSpec};
+use crate::model::origin::for_layer;
 use crate::model::http;
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::tools::ToolSet;
@@ -352,9 +353,11 @@ impl TurnState<'_> {
     fn build(&self, layer: &dyn Layer, asking: Asking<'_>) -> Result<HttpRequest, RequestError> {
         let conversation = self.model.conversation();
         let instruction = self.model.instruction_now();
+        // Borrowed unless a turn in it is another layer's (docs/protocol.md §6.9).
+        let history = for_layer(conversation.entries(), layer);
         let spec = RequestSpec {
             instruction: instruction.as_deref(),
-            history: conversation.entries(),
+            history: &history,
             note: asking.note.then_some(RETRY_NOTE),
             tools: asking.tools,
             choice: asking.choice,

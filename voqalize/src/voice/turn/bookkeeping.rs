@@ -86,9 +86,13 @@ impl<'t> TurnState<'t> {
 
     /// The response being written, opened at its first part (of any kind).
     pub(super) fn response(&mut self, conversation: &mut Conversation) -> &mut Response<'t> {
-        let turn = self.turn;
-        self.response
-            .get_or_insert_with(|| Response::open(turn, conversation))
+        let response = match self.response.take() {
+            Some(response) => response,
+            // Written by the layer that answers, so a later request to another renders it as
+            // foreign (docs/protocol.md §6.9).
+            None => Response::open(self.turn, conversation, &*self.layer()),
+        };
+        self.response.insert(response)
     }
 
     /// A bound cut the open response: it ends where it is (see [`Response::abandon`]).
