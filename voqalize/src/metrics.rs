@@ -23,6 +23,7 @@
 //! | `voqalize_tool_runs_total` | counter | `tool`, `outcome`, `end` | tool calls answered: `ok`, or the error's kind: `refused` (a guard), `hidden` (tools off for the reply), `unknown`, `invalid_arguments`, `failed`, `panicked`, `cancelled` (a barge-in stopped it), `timed_out`; `end`: `in_turn`, `after_barge_in` (it ran on after the user cut in, or was cancelled then), `background` |
 //! | `voqalize_tool_run_seconds` | histogram | `tool` | how long each tool that ran took |
 //! | `voqalize_stage_transitions_total` | counter | `from`, `to` | a call's moves between the stages of its workflow, by the stages' names as its `#[derive(Stages)]` enum declares them |
+//! | `voqalize_history_summaries_total` | counter | `outcome` | summaries of a long call's older history: `replaced` (in place), `stale` (the call ended or a handoff restarted the history meanwhile), `failed`, `timeout`, `empty` (no text, or only a function call); each but the first two leaves the bounds to drop |
 //!
 //! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
 //! `openai`, `anthropic`, `azure.ai.openai`, or a chat-completions layer's own name).
@@ -70,6 +71,8 @@ pub const TOOL_RUNS: &str = "voqalize_tool_runs_total";
 pub const TOOL_RUN_SECONDS: &str = "voqalize_tool_run_seconds";
 /// A call's moves between the stages of its workflow, by `from` and `to`.
 pub const STAGE_TRANSITIONS: &str = "voqalize_stage_transitions_total";
+/// Summaries of a long call's older history, by `outcome`.
+pub const HISTORY_SUMMARIES: &str = "voqalize_history_summaries_total";
 
 /// Registers each metric's description and unit with the recorder installed now: call it once,
 /// after installing one, for the exporter's HELP lines. Recording works without it.
@@ -124,6 +127,11 @@ pub fn describe() {
         STAGE_TRANSITIONS,
         Unit::Count,
         "Moves between the stages of a call's workflow, by from and to."
+    );
+    describe_counter!(
+        HISTORY_SUMMARIES,
+        Unit::Count,
+        "Summaries of a long call's older history, by outcome."
     );
 }
 
@@ -202,6 +210,12 @@ pub(crate) fn model_request(
 #[cfg(feature = "model")]
 pub(crate) fn stage_transition(from: &'static str, to: &'static str) {
     counter!(STAGE_TRANSITIONS, "from" => from, "to" => to).increment(1);
+}
+
+/// A summary of a long call's older history ended with `outcome`.
+#[cfg(feature = "model")]
+pub(crate) fn history_summary(outcome: &'static str) {
+    counter!(HISTORY_SUMMARIES, "outcome" => outcome).increment(1);
 }
 
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.

@@ -56,6 +56,7 @@ mod bounds;
 mod conversation;
 mod filing;
 mod guard;
+mod long_call;
 #[cfg(feature = "mcp")]
 mod mcp_tools;
 mod report;
@@ -86,6 +87,10 @@ use crate::session::{Finalized, Listener, Session, Turn};
 use crate::tools::Toolbox;
 
 pub use crate::model::ToolChoice;
+pub use long_call::{
+    HIGH_WATER_PERCENT, HISTORY_SUMMARY_TIMEOUT, HISTORY_TOKEN_BUDGET, HistorySummary,
+    MAX_HISTORY_SUMMARY_BYTES, MAX_PINNED_BYTES, MAX_PINNED_NOTES, SummaryError,
+};
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
 pub use workflow::{
     MAX_NOTE_BYTES, MAX_SUMMARY_BYTES, MAX_TRANSITIONS_PER_TURN, SUMMARY_TIMEOUT, StageChange,
@@ -165,6 +170,8 @@ struct Settings {
     filler_after: Duration,
     /// The stages' settings, `Model::workflow`.
     workflow: Option<Arc<workflow::Setup>>,
+    /// Summaries of a long call's history, `Model::summarize_history`.
+    summary: Option<Arc<long_call::HistorySummary>>,
 }
 
 impl Default for Settings {
@@ -183,6 +190,7 @@ impl Default for Settings {
             filler: None,
             filler_after: FILLER_AFTER,
             workflow: None,
+            summary: None,
         }
     }
 }
@@ -191,7 +199,9 @@ struct Inner {
     layer: Arc<dyn Layer>,
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
-    conversation: Mutex<Conversation>,
+    conversation: Arc<Mutex<Conversation>>,
+    /// The summary of older history in flight, if any (`long_call.rs`).
+    summaries: long_call::Summaries,
     /// It follows a session (see [`Model::new`]).
     attached: AtomicBool,
     /// What the session's turns log, each kind summed up (docs/protocol.md §6.14).
@@ -225,10 +235,15 @@ impl Inner {
     fn new(layer: Arc<dyn Layer>, settings: Settings, instruction: Option<Arc<str>>) -> Self {
         Inner {
             workflow: Mutex::new(settings.workflow.clone().map(workflow::Machine::new)),
-            conversation: Mutex::new(Conversation::new(
+            conversation: Arc::new(Mutex::new(Conversation::new(
                 settings.max_history,
-                settings.max_history_bytes,
-            )),
+                long_call::history_bytes(
+                    settings.summary.as_deref(),
+                    settings.max_history_bytes,
+                    &*layer,
+                ),
+            ))),
+            summaries: long_call::Summaries::default(),
             layer,
             settings,
             instruction: Mutex::new(instruction),
@@ -262,6 +277,7 @@ impl Listener for Inner {
             &finalized.heard,
             finalized.interrupted(),
         );
+        long_call::after(self);
     }
 }
 
@@ -596,7 +612,9 @@ impl Model {
         choice: ToolChoice,
     ) -> BrainResult {
         self.follow(turn);
-        turn::run(self, brain, turn, choice).await
+        let done = turn::run(self, brain, turn, choice).await;
+        long_call::after(&self.inner);
+        done
     }
 
     /// Speaks `line` as one unit without asking the model; the model reads it as its own words
