@@ -1,4 +1,4 @@
-//! Long calls: the history summarised, not dropped (docs/protocol.md §6.15).
+//! Long calls: the history summarised, not dropped (docs/protocol.md §6.18).
 //!
 //! Opt in with [`Model::summarize_history`]. After each turn and each `Finalize`, when the
 //! history has passed its high-water mark (a share of its budgets: entries, bytes, and tokens

@@ -1,5 +1,5 @@
 //! Long calls: the summary that replaces older exchanges the caller heard, and the notes the brain
-//! pinned (docs/protocol.md §6.15).
+//! pinned (docs/protocol.md §6.18).
 //!
 //! The summary is one user turn, first in the history, so the instruction and it make a prefix
 //! that changes only when the call is summarised again (a provider's prompt cache keeps it). What
