@@ -146,8 +146,8 @@ impl HistorySummary {
 
     /// The most tokens of history (default [`HISTORY_TOKEN_BUDGET`], 32,000), estimated as the
     /// history's bytes (as [`max_history_bytes`](Model::max_history_bytes) counts them) divided
-    /// by [`bytes_per_token`](Self::bytes_per_token). It excludes the instruction, but must hold
-    /// it and one summary ([`SummaryError::BelowInstruction`]).
+    /// by [`bytes_per_token`](Self::bytes_per_token). The instruction is not counted in it, but
+    /// it must exceed the instruction and one summary ([`SummaryError::BelowInstruction`]).
     #[must_use]
     pub fn token_budget(mut self, tokens: usize) -> HistorySummary {
         self.token_budget = tokens;
@@ -317,8 +317,8 @@ impl Model {
     }
 }
 
-/// The byte bound of a history under `settings` over `layer`: `max_history_bytes`, or the token
-/// budget in bytes when summaries are on and it is lower.
+/// The byte bound of a history over `layer`: `bytes` (`max_history_bytes`), or the token budget
+/// in bytes when `summary` is on and it is lower.
 pub(crate) fn history_bytes(
     summary: Option<&HistorySummary>,
     bytes: usize,

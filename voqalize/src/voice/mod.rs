@@ -391,7 +391,7 @@ impl Model {
     }
 
     /// The most history entries kept (default 400; 8 at least); the oldest whole exchanges go
-    /// first.
+    /// first (unless [`summarize_history`](Self::summarize_history) summarised them before).
     #[must_use]
     pub fn max_history(self, entries: usize) -> Model {
         self.with(|s| s.max_history = entries)
