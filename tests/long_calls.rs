@@ -355,4 +355,24 @@ fn budgets_that_cannot_work_are_refused_at_build() {
         "{e}"
     );
     assert!(model().summarize_history(summary()).is_ok());
+    // The estimate is the summarised model's provider's: 3,000 tokens hold 12,000 bytes for
+    // Gemini, 10,500 for Anthropic (3.5 bytes a token), less than 10,000 and a 512-byte summary.
+    let fits = |provider| {
+        Model::new(layer(provider, "http://127.0.0.1:9", "m", timeouts()))
+            .instruction("x".repeat(10_000))
+            .summarize_history(summary().token_budget(3_000).max_summary_bytes(512))
+    };
+    assert!(fits(Provider::Gemini).is_ok());
+    assert!(matches!(
+        fits(Provider::Anthropic),
+        Err(SummaryError::BelowInstruction {
+            budget_bytes: 10_500,
+            ..
+        })
+    ));
+    assert!(
+        model()
+            .summarize_history(summary().token_budget(3_000).bytes_per_token(3.0))
+            .is_err()
+    );
 }
