@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use voqalize::prelude::*;
 use voqalize::voice::{HistorySummary, SummaryError};
-use voqalize_testing::{ModelServer, Provider, Reply, Said, Voqalize};
+use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Said, Voqalize};
 
 use crate::support::{driver, layer, logs, said};
 
@@ -375,4 +375,46 @@ fn budgets_that_cannot_work_are_refused_at_build() {
             .summarize_history(summary().token_budget(3_000).bytes_per_token(3.0))
             .is_err()
     );
+}
+
+#[tokio::test]
+async fn a_summary_reads_only_what_the_caller_heard() {
+    let mut rig = rig("sum-heard", |s| s).await;
+    knows_ana(&rig.summarizer);
+    rig.v.user_says("I'm Ana.").await.expect("turn 1");
+    rig.server.reply(
+        Reply::new()
+            .text("Your code is 1234, keep it safe.")
+            .finish(),
+    );
+    rig.v
+        .barge_in(
+            "What is my code?",
+            BargeIn {
+                at: BargeAt::FirstText,
+                heard_prefix: Some("Your code is".into()),
+            },
+        )
+        .await
+        .expect("turn 2");
+    for i in 3..=20 {
+        rig.v
+            .user_says(&format!("Question {i}."))
+            .await
+            .expect("a turn");
+    }
+    assert!(rig.summarizer.wait_requests(1).await, "a summary request");
+    let first = said(&rig.summarizer, 0);
+    assert!(
+        first[0].contains("Caller: I'm Ana.\n")
+            && first[0].contains("Caller: What is my code?\nAgent: Your code is\n"),
+        "{first:#?}"
+    );
+    for request in rig.summarizer.requests() {
+        assert!(
+            !request.body.to_string().contains("1234"),
+            "{}",
+            request.body
+        );
+    }
 }
