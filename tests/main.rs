@@ -23,6 +23,7 @@ mod kit;
 mod layer_attacks;
 mod layer_kit;
 mod listeners;
+mod long_calls;
 mod main_job;
 mod mcp_attacks;
 mod mcp_calls;

@@ -27,6 +27,7 @@
 //! | `voqalize_model_breaker_transitions_total` | counter | `provider`, `model`, `state` | a breaker's changes, by the state it moved to: `open`, `half_open`, `closed` |
 //! | `voqalize_model_hedges_total` | counter | `won` | hedged requests (a chain's [`hedge_after`](crate::voice::Fallback::hedge_after)), by which brought the first words: `first` (the hedge was cancelled) or `second` |
 //! | `voqalize_stage_transitions_total` | counter | `from`, `to` | a call's moves between the stages of its workflow, by the stages' names as its `#[derive(Stages)]` enum declares them |
+//! | `voqalize_history_summaries_total` | counter | `outcome` | summaries of a long call's older history: `replaced` (in place), `stale` (the call ended or a handoff restarted the history meanwhile), `failed`, `timeout`, `empty` (no text, or only a function call); each but the first two leaves the bounds to drop |
 //!
 //! `provider` is the OpenTelemetry GenAI provider name the request's span carries (`gcp.gemini`,
 //! `openai`, `anthropic`, `azure.ai.openai`, or a chat-completions layer's own name).
@@ -82,6 +83,8 @@ pub const MODEL_BREAKER_TRANSITIONS: &str = "voqalize_model_breaker_transitions_
 pub const MODEL_HEDGES: &str = "voqalize_model_hedges_total";
 /// A call's moves between the stages of its workflow, by `from` and `to`.
 pub const STAGE_TRANSITIONS: &str = "voqalize_stage_transitions_total";
+/// Summaries of a long call's older history, by `outcome`.
+pub const HISTORY_SUMMARIES: &str = "voqalize_history_summaries_total";
 
 /// Registers each metric's description and unit with the recorder installed now: call it once,
 /// after installing one, for the exporter's HELP lines. Recording works without it.
@@ -156,6 +159,11 @@ pub fn describe() {
         STAGE_TRANSITIONS,
         Unit::Count,
         "Moves between the stages of a call's workflow, by from and to."
+    );
+    describe_counter!(
+        HISTORY_SUMMARIES,
+        Unit::Count,
+        "Summaries of a long call's older history, by outcome."
     );
 }
 
@@ -258,6 +266,12 @@ pub(crate) fn hedge(won: &'static str) {
 #[cfg(feature = "model")]
 pub(crate) fn stage_transition(from: &'static str, to: &'static str) {
     counter!(STAGE_TRANSITIONS, "from" => from, "to" => to).increment(1);
+}
+
+/// A summary of a long call's older history ended with `outcome`.
+#[cfg(feature = "model")]
+pub(crate) fn history_summary(outcome: &'static str) {
+    counter!(HISTORY_SUMMARIES, "outcome" => outcome).increment(1);
 }
 
 /// A tool call was answered with `outcome`; `ran` is how long the tool ran, when it did.

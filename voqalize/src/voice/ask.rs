@@ -93,3 +93,58 @@ pub(crate) async fn ask(
         }
     }
 }
+
+/// Why a summary request gave no summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unsummarised {
+    /// The request could not be built, sent or read, or the provider answered an error
+    /// (unclipped: a log line shows it through `logline::outside`).
+    Failed(String),
+    /// It took longer than its timeout.
+    Timeout(std::time::Duration),
+    /// It said nothing: no text, or only a function call (which is neither run nor kept).
+    Empty,
+}
+
+impl Unsummarised {
+    /// What went wrong, for the one log line.
+    pub(crate) fn why(&self) -> String {
+        match self {
+            Unsummarised::Failed(why) => why.clone(),
+            Unsummarised::Timeout(t) => format!("it took over {t:?}"),
+            Unsummarised::Empty => "it said nothing".to_owned(),
+        }
+    }
+
+    /// The outcome's label in `voqalize_history_summaries_total`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Unsummarised::Failed(_) => "failed",
+            Unsummarised::Timeout(_) => "timeout",
+            Unsummarised::Empty => "empty",
+        }
+    }
+}
+
+/// A summary: one [`ask`] within `timeout`, its text trimmed and cut to `max_bytes` (marked with
+/// its length when cut). The handoff summary and the long-call summary both ask with it.
+///
+/// # Errors
+/// [`Unsummarised`]: the request failed, timed out, or said nothing.
+pub(crate) async fn summarise(
+    layer: &dyn Layer,
+    instruction: &str,
+    messages: &[(Role, String)],
+    max_bytes: usize,
+    timeout: std::time::Duration,
+) -> Result<String, Unsummarised> {
+    let asked = ask(layer, instruction, messages, max_bytes);
+    match tokio::time::timeout(timeout, asked).await {
+        Ok(Ok(asked)) if !asked.text.trim().is_empty() => {
+            Ok(crate::tools::shortened_to(asked.text.trim(), max_bytes))
+        }
+        Ok(Ok(_)) => Err(Unsummarised::Empty),
+        Ok(Err(why)) => Err(Unsummarised::Failed(why)),
+        Err(_) => Err(Unsummarised::Timeout(timeout)),
+    }
+}

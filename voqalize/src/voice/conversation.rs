@@ -5,6 +5,9 @@
 //! Every operation here is synchronous and runs under the conversation's lock, so a turn cut by a
 //! barge-in can still clean up from a `Drop`. Every operation that changes an entry keeps its
 //! [`Entry::bytes`] and the conversation's total up to date, so the byte bound costs no walk.
+//!
+//! A summary of older exchanges and the brain's pinned notes (`compact.rs`) are never dropped by
+//! the bounds: the summary stays first, the pins in their place.
 
 use std::collections::VecDeque;
 
@@ -38,6 +41,12 @@ pub(crate) struct Conversation {
     filings: Filings,
     /// The user's last words: where the exchange in progress starts.
     exchange: Option<EntryId>,
+    /// The summary of the older exchanges, first in the history (`compact.rs`).
+    summary: Option<EntryId>,
+    /// The notes the brain pinned, oldest first: kept verbatim, never dropped nor summarised.
+    pinned: VecDeque<EntryId>,
+    /// Counts the restarts (handoffs): a summary of the history before one is stale.
+    epoch: u64,
 }
 
 impl Conversation {
@@ -346,13 +355,15 @@ impl Conversation {
     /// stay, after the note. Units still speaking a removed entry find it gone when their
     /// `Finalize` comes, and change nothing.
     pub(crate) fn restart(&mut self, mark: EntryId, note: &str) {
-        let since = self
-            .entries
-            .iter()
-            .position(|e| e.id >= mark)
-            .unwrap_or(self.entries.len());
-        let kept: Vec<Entry> = self.entries.drain(since..).collect();
-        self.entries.clear();
+        // The summary and the pins go too: they tell of the history before the move (a
+        // summary made after `mark` has an id past it, so it is left out by name).
+        let summary = self.summary.take();
+        self.pinned.clear();
+        self.epoch += 1;
+        let kept: Vec<Entry> = std::mem::take(&mut self.entries)
+            .into_iter()
+            .filter(|e| e.id >= mark && Some(e.id) != summary)
+            .collect();
         self.bytes = 0;
         self.push_user(note);
         for entry in kept {
@@ -366,11 +377,20 @@ impl Conversation {
     /// `max_bytes`: the user's turns and notes, and the model's text whose units were finalized
     /// (a unit still speaking may not be heard; calls and results are not speech).
     pub(crate) fn heard_transcript(&self, max_bytes: usize) -> String {
+        self.transcript_of(self.entries.iter(), max_bytes)
+    }
+
+    /// [`heard_transcript`](Self::heard_transcript) of `entries` (of this conversation).
+    fn transcript_of<'e>(
+        &self,
+        entries: impl Iterator<Item = &'e Entry>,
+        max_bytes: usize,
+    ) -> String {
         let mut out = String::new();
-        for entry in &self.entries {
+        for entry in entries {
             let who = match entry.role {
                 Role::User => "Caller",
-                Role::Model if !self.speaking.iter().any(|(_, m)| *m == Some(entry.id)) => "Agent",
+                Role::Model if !self.still_speaking(entry.id) => "Agent",
                 _ => continue,
             };
             let text: Vec<&str> = entry
@@ -396,6 +416,11 @@ impl Conversation {
             out.drain(..from);
         }
         out
+    }
+
+    /// Whether model turn `id` is spoken by a unit whose `Finalize` has not come.
+    fn still_speaking(&self, id: EntryId) -> bool {
+        self.speaking.iter().any(|(_, m)| *m == Some(id))
     }
 
     /// Remembers that unit `speech_id` speaks model turn `model` (`None`: a line not remembered).
@@ -458,33 +483,53 @@ impl Conversation {
             .exchange
             .filter(|_| within_twice)
             .and_then(|id| self.position(id));
-        // The first cut in front of a user turn after which the rest fits.
+        // The first cut in front of a user turn after which the rest fits; the summary and the
+        // pinned notes in front of it stay (they count as the rest).
         let mut rest = self.bytes;
+        let mut held = 0;
         let mut first_fit = None;
         for (i, entry) in self.entries.iter().enumerate() {
             if start.is_some_and(|start| i > start) {
                 break;
             }
-            if i > 0 && user(entry) && fits(len - i, rest) {
+            let kept = self.kept(entry.id);
+            if i > 0 && user(entry) && !kept && fits(len - i + held, rest) {
                 first_fit = Some(i);
                 break;
             }
-            rest = rest.saturating_sub(entry.bytes);
+            if kept {
+                held += 1;
+            } else {
+                rest = rest.saturating_sub(entry.bytes);
+            }
         }
         let cut = match first_fit.or(start) {
             Some(i) => i,
             // Nothing fits: never cut into an exchange (that would leave a result without its
             // call, or a request that starts with the model's words).
-            None => match self.entries.iter().rposition(user) {
+            None => match self
+                .entries
+                .iter()
+                .rposition(|e| user(e) && !self.kept(e.id))
+            {
                 Some(last) => last,
                 // No user turn at all (lines spoken without one): the first model turn after
                 // which the rest fits, else the last one.
                 None => self.model_cut(),
             },
         };
-        let dropped: usize = self.entries[..cut].iter().map(|e| e.bytes).sum();
+        let (summary, pinned) = (self.summary, &self.pinned);
+        let mut dropped = 0;
+        let mut at = 0;
+        self.entries.retain(|e| {
+            let gone = at < cut && Some(e.id) != summary && !pinned.contains(&e.id);
+            at += 1;
+            if gone {
+                dropped += e.bytes;
+            }
+            !gone
+        });
         self.bytes = self.bytes.saturating_sub(dropped);
-        self.entries.drain(..cut);
     }
 
     /// Where [`bound`](Self::bound) cuts a history with no user turn: in front of the first
@@ -561,5 +606,7 @@ fn signature_only(raw: Value) -> Option<Value> {
     Some(Value::Object(m))
 }
 
+mod compact;
+pub(crate) use compact::Window;
 #[cfg(test)]
 mod tests;

@@ -57,6 +57,7 @@ mod conversation;
 mod filing;
 mod guard;
 mod layers;
+mod long_call;
 #[cfg(feature = "mcp")]
 mod mcp_tools;
 mod report;
@@ -89,6 +90,10 @@ pub use crate::model::ToolChoice;
 pub use layers::{
     BREAKER_COOLING, BREAKER_FAILURES, Breaker, Fallback, FallbackError, MAX_FALLBACK_LAYERS,
     MAX_RETRY_AFTER, ModelLayer,
+};
+pub use long_call::{
+    HIGH_WATER_PERCENT, HISTORY_SUMMARY_TIMEOUT, HISTORY_TOKEN_BUDGET, HistorySummary,
+    MAX_HISTORY_SUMMARY_BYTES, MAX_PINNED_BYTES, MAX_PINNED_NOTES, SummaryError,
 };
 pub use tool_guard::{GuardedCall, Refusal, ToolRun};
 pub use workflow::{
@@ -131,6 +136,8 @@ struct Settings {
     filler_after: Duration,
     /// The stages' settings, `Model::workflow`.
     workflow: Option<Arc<workflow::Setup>>,
+    /// Summaries of a long call's history, `Model::summarize_history`.
+    summary: Option<Arc<long_call::HistorySummary>>,
 }
 
 impl Default for Settings {
@@ -149,6 +156,7 @@ impl Default for Settings {
             filler: None,
             filler_after: FILLER_AFTER,
             workflow: None,
+            summary: None,
         }
     }
 }
@@ -157,7 +165,9 @@ struct Inner {
     layer: ModelLayer,
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
-    conversation: Mutex<Conversation>,
+    conversation: Arc<Mutex<Conversation>>,
+    /// The summary of older history in flight, if any (`long_call.rs`).
+    summaries: long_call::Summaries,
     /// It follows a session (see [`Model::new`]).
     attached: AtomicBool,
     /// What the session's turns log, each kind summed up (docs/protocol.md §6.14).
@@ -191,10 +201,15 @@ impl Inner {
     fn new(layer: ModelLayer, settings: Settings, instruction: Option<Arc<str>>) -> Self {
         Inner {
             workflow: Mutex::new(settings.workflow.clone().map(workflow::Machine::new)),
-            conversation: Mutex::new(Conversation::new(
+            conversation: Arc::new(Mutex::new(Conversation::new(
                 settings.max_history,
-                settings.max_history_bytes,
-            )),
+                long_call::history_bytes(
+                    settings.summary.as_deref(),
+                    settings.max_history_bytes,
+                    &**layer.layer(),
+                ),
+            ))),
+            summaries: long_call::Summaries::default(),
             layer,
             settings,
             instruction: Mutex::new(instruction),
@@ -228,6 +243,7 @@ impl Listener for Inner {
             &finalized.heard,
             finalized.interrupted(),
         );
+        long_call::after(self);
     }
 }
 
@@ -340,7 +356,7 @@ impl Model {
     }
 
     /// The most history entries kept (default 400; 8 at least); the oldest whole exchanges go
-    /// first.
+    /// first (unless [`summarize_history`](Self::summarize_history) summarised them before).
     #[must_use]
     pub fn max_history(self, entries: usize) -> Model {
         self.with(|s| s.max_history = entries)
@@ -561,7 +577,9 @@ impl Model {
         choice: ToolChoice,
     ) -> BrainResult {
         self.follow(turn);
-        turn::run(self, brain, turn, choice).await
+        let done = turn::run(self, brain, turn, choice).await;
+        long_call::after(&self.inner);
+        done
     }
 
     /// Speaks `line` as one unit without asking the model; the model reads it as its own words

@@ -447,3 +447,145 @@ fn the_heard_transcript_leaves_out_units_still_speaking_calls_and_results_and_ke
     );
     assert_eq!(c.heard_transcript(24), "Ana.\nCaller: Book me in\n");
 }
+
+/// A heard exchange: the caller's words and the agent's answer, finalized as heard whole.
+fn exchange(c: &mut Conversation, said: &str, answer: &str, unit: u64) {
+    c.push_user(said);
+    let m = c.push(Role::Model, vec![Part::text(answer)]);
+    c.speaking(unit, Some(m));
+    c.heard(unit, answer, false);
+}
+
+#[test]
+fn a_summary_replaces_heard_exchanges_and_keeps_pins_and_calls_verbatim() {
+    let mut c = Conversation::new(100, 1 << 20);
+    exchange(&mut c, "I'm Ana", "Hi Ana", 1);
+    c.pin("(Order 4411.)", 8, 8 * 1024);
+    c.push_user("where is it?");
+    let m = c.push(Role::Model, vec![Part::text("Checking."), call("track")]);
+    let mut r = None;
+    c.file(m, &mut r, result("track"));
+    exchange(&mut c, "thanks", "You're welcome", 2);
+    // Still speaking: neither it nor what follows is summarised.
+    c.push_user("and the refund?");
+    let unheard = c.push(Role::Model, vec![Part::text("Let me see")]);
+    c.speaking(3, Some(unheard));
+    c.push_user("hello?");
+
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert_eq!(
+        w.transcript,
+        "Caller: I'm Ana\nAgent: Hi Ana\nCaller: where is it?\nCaller: thanks\nAgent: You're welcome\n"
+    );
+    assert_eq!(w.previous, None);
+    assert!(c.replace(&w, "Ana, order 4411, asked where it is."));
+    assert_eq!(
+        texts(&c),
+        [
+            "User T((Earlier in this call, summarised: Ana, order 4411, asked where it is.))",
+            "User T((Order 4411.))",
+            "Model T(Checking.)C(track)",
+            "Results =(track)",
+            "User T(and the refund?)",
+            "Model T(Let me see)",
+            "User T(hello?)",
+        ]
+    );
+    assert_counted(&c);
+    assert_eq!(
+        c.summary_text(),
+        Some("Ana, order 4411, asked where it is.")
+    );
+}
+
+#[test]
+fn a_later_summary_folds_in_the_previous_one_and_entries_dropped_meanwhile_are_no_matter() {
+    let mut c = Conversation::new(100, 1 << 20);
+    for i in 0..4 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    c.push_user("now");
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert!(c.replace(&w, "first"));
+    for i in 4..8 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert_eq!(w.previous.as_deref(), Some("first"));
+    assert!(
+        w.transcript.starts_with("Caller: now\n"),
+        "{}",
+        w.transcript
+    );
+    // The bound drops some of what the window chose before the summary comes back.
+    c.max_entries = 8;
+    for i in 8..12 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    assert!(c.replace(&w, "second"));
+    let t = texts(&c);
+    assert_eq!(
+        t[0], "User T((Earlier in this call, summarised: second))",
+        "{t:#?}"
+    );
+    assert_eq!(
+        t.iter().filter(|l| l.contains("summarised")).count(),
+        1,
+        "{t:#?}"
+    );
+    assert!(t.len() <= 8, "{t:#?}");
+    assert_counted(&c);
+}
+
+#[test]
+fn a_restart_since_the_window_makes_its_summary_stale() {
+    let mut c = Conversation::new(100, 1 << 20);
+    exchange(&mut c, "q", "a", 1);
+    c.push_user("now");
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let mark = c.mark();
+    c.restart(mark, "(moved)");
+    assert!(!c.replace(&w, "old news"));
+    assert_eq!(texts(&c), ["User T((moved))"]);
+}
+
+#[test]
+fn the_bounds_drop_around_the_summary_and_the_pins() {
+    let mut c = Conversation::new(8, 1 << 20);
+    exchange(&mut c, "I'm Ana", "Hi", 1);
+    c.pin("(Order 4411.)", 8, 8 * 1024);
+    c.push_user("go on");
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert!(c.replace(&w, "Ana called."));
+    for i in 2..40 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    let t = texts(&c);
+    assert!(t.len() <= 8, "{t:#?}");
+    assert_eq!(
+        t[0],
+        "User T((Earlier in this call, summarised: Ana called.))"
+    );
+    assert_eq!(t[1], "User T((Order 4411.))");
+    assert_eq!(t.last().map(String::as_str), Some("Model T(a39)"));
+    assert_counted(&c);
+}
+
+#[test]
+fn pins_are_bounded_in_count_and_bytes_the_oldest_unpinned() {
+    let mut c = Conversation::new(1000, 1 << 20);
+    for i in 0..12 {
+        c.pin(&format!("(pin {i})"), 8, 8 * 1024);
+    }
+    assert_eq!(c.pinned.len(), 8);
+    assert!(!c.kept(c.entries()[0].id), "the oldest is unpinned");
+    c.pin(&"x".repeat(1 << 20), 8, 8 * 1024);
+    let bytes: usize = c
+        .entries()
+        .iter()
+        .filter(|e| c.kept(e.id))
+        .map(|e| e.bytes)
+        .sum();
+    assert!(bytes <= 8 * 1024, "{bytes}");
+    assert!(c.kept(c.entries().last().expect("the pin").id));
+}

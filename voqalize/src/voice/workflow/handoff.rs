@@ -14,7 +14,7 @@ use crate::recover::lock;
 use crate::session::Turn;
 use crate::stages::Context;
 use crate::voice::Model;
-use crate::voice::ask::ask;
+use crate::voice::ask::summarise;
 
 /// How many summaries a call keeps for reuse.
 const SUMMARIES_KEPT: usize = 4;
@@ -118,14 +118,10 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
     };
     // One request: the instruction, the transcript as the user's message, no tools.
     let messages = [(Role::User, transcript)];
-    let asked = ask(&*layer, &instruction, &messages, max_bytes);
-    let made = match tokio::time::timeout(timeout, asked).await {
-        Ok(Ok(asked)) if !asked.text.trim().is_empty() => Some(asked.text),
-        Ok(Ok(_)) => failed(model, "it said nothing"),
-        Ok(Err(why)) => failed(model, &why),
-        Err(_) => failed(model, &format!("it took over {timeout:?}")),
-    }?;
-    let made = crate::tools::shortened_to(made.trim(), max_bytes);
+    let made = match summarise(&*layer, &instruction, &messages, max_bytes, timeout).await {
+        Ok(made) => made,
+        Err(why) => return failed(model, &why.why()),
+    };
     let mut machine = lock(&model.inner.workflow);
     if let Some(m) = machine.as_mut() {
         if m.summaries.len() == SUMMARIES_KEPT {
