@@ -324,6 +324,50 @@ async fn a_known_outage_is_skipped_by_every_call_and_probed_once_per_cooling_per
 }
 
 #[tokio::test]
+async fn a_probe_a_barge_in_drops_is_given_back_for_the_next_request() {
+    let down = ModelServer::start(Provider::Gemini).await.unwrap();
+    let up = ModelServer::start(Provider::OpenAi).await.unwrap();
+    down.answer_with(|_| Reply::error_status(503, "overloaded"));
+    up.answer_with(|_| Reply::new().text("From the second.").finish());
+    let cooling = Duration::from_millis(300);
+    let layers = Fallback::new(layer(
+        Provider::Gemini,
+        &down.base_url(),
+        "gemini-probe-dropped",
+        timeouts(Duration::from_secs(20)),
+    ))
+    .then(layer(
+        Provider::OpenAi,
+        &up.base_url(),
+        "gpt-probe-dropped",
+        timeouts(Duration::from_secs(5)),
+    ))
+    .breaker(Breaker::new().failures(1).cooling(cooling))
+    .build()
+    .unwrap();
+    let mut v = driver(desks(layers)).await;
+    v.start_silent().await.unwrap();
+    assert_eq!(v.user_says("One").await.unwrap().text(), "From the second.");
+    assert_eq!(down.requests().len(), 1, "one failure opened the breaker");
+
+    // Once the cooling ends, a request probes the first layer, which stalls; the caller cuts in
+    // and the turn is dropped with the probe in flight.
+    down.answer_with(|_| Reply::new().hang());
+    tokio::time::sleep(cooling * 2).await;
+    let turn = v.send_user_message("Two").await.unwrap();
+    assert!(down.wait_requests(2).await, "the probe went out");
+    v.send(voqalize::wire::Frame::Interruption { through_turn: turn })
+        .await
+        .unwrap();
+    assert!(down.wait_hung_up(1).await, "the probe was dropped");
+
+    // The probe was given back: the next request probes again, and the provider is back.
+    down.answer_with(|_| Reply::new().text("From the first.").finish());
+    assert_eq!(v.user_says("Three").await.unwrap().text(), "From the first.");
+    assert_eq!(down.requests().len(), 3);
+}
+
+#[tokio::test]
 async fn a_hedged_request_takes_the_first_words_and_cancels_the_other() {
     let metrics = MetricLog::default();
     let _recording = metrics::set_default_local_recorder(&metrics);

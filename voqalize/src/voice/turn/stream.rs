@@ -36,6 +36,8 @@ struct Early {
     chunks: Vec<Chunk>,
     /// The stream ended with them.
     ended: bool,
+    /// The response passed its byte bound after them.
+    cut: Option<Tripped>,
 }
 
 impl TurnState<'_> {
@@ -91,10 +93,7 @@ impl TurnState<'_> {
         let (Some(mut taping), Some(mut decoder)) = (taping, decoder) else {
             return Ok(RequestEnd::default());
         };
-        let mut end = RequestEnd {
-            cut,
-            ..RequestEnd::default()
-        };
+        let mut end = RequestEnd::default();
         // The calls being answered: their tools run while the stream is read on. A barge-in
         // drops them (their tools are cancelled).
         let mut answering: Answering<'_> = FuturesUnordered::new();
@@ -106,6 +105,7 @@ impl TurnState<'_> {
                 let early = Early {
                     chunks: early,
                     ended,
+                    cut,
                 };
                 self.read(
                     calling,
@@ -159,6 +159,7 @@ impl TurnState<'_> {
             }
             end.add(self.chunk(calling, chunk, answering).await);
         }
+        end.cut = end.cut.or(early.cut);
         if early.ended || end.cut.is_some() || decoder.done() {
             return Ok(());
         }
