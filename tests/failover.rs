@@ -13,7 +13,9 @@ use voqalize::voice::{Breaker, Fallback, FallbackError, ModelLayer};
 use voqalize::wire::TurnStep;
 use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
 
-use crate::support::{MetricLog, driver, layer, logs};
+use crate::provider_crossing::check_anthropic;
+use crate::request_schemas::{check_gemini, gemini_request};
+use crate::support::{MetricLog, driver, layer, logs, refusing};
 
 /// A desk that hands every turn to its model.
 struct Desk {
@@ -72,14 +74,6 @@ fn steps(v: &Voqalize, turn: u64) -> Vec<String> {
         .collect()
 }
 
-/// A base URL nothing listens on: connections to it are refused.
-async fn refusing() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}")
-}
-
 #[tokio::test]
 async fn an_outage_of_the_first_layer_is_answered_by_the_second_within_the_turn() {
     // (case, what the first layer does, the reason the fallback step names)
@@ -103,6 +97,7 @@ async fn an_outage_of_the_first_layer_is_answered_by_the_second_within_the_turn(
         ("stall", Some(Reply::new().hang()), "timeout"),
     ];
     logs();
+    let gemini = gemini_request();
     for (case, first, reason) in cases {
         let down = ModelServer::start(Provider::Gemini).await.unwrap();
         let up = ModelServer::start(Provider::Anthropic).await.unwrap();
@@ -132,6 +127,11 @@ async fn an_outage_of_the_first_layer_is_answered_by_the_second_within_the_turn(
         let sent = usize::from(case != "refused");
         assert_eq!(down.requests().len(), sent, "{case}: no retry on the first");
         assert_eq!(up.requests().len(), 1, "{case}");
+        // Each layer was sent the turn in its own provider's request schema.
+        for request in down.requests() {
+            check_gemini(&gemini, &request.body, &format!("{case}: the first layer"));
+        }
+        check_anthropic(&up.requests()[0].body, &format!("{case}: the second layer"));
         assert_eq!(
             steps(&v, turn.turn_id),
             [
@@ -363,7 +363,10 @@ async fn a_probe_a_barge_in_drops_is_given_back_for_the_next_request() {
 
     // The probe was given back: the next request probes again, and the provider is back.
     down.answer_with(|_| Reply::new().text("From the first.").finish());
-    assert_eq!(v.user_says("Three").await.unwrap().text(), "From the first.");
+    assert_eq!(
+        v.user_says("Three").await.unwrap().text(),
+        "From the first."
+    );
     assert_eq!(down.requests().len(), 3);
 }
 

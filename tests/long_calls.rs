@@ -11,7 +11,7 @@ use voqalize::prelude::*;
 use voqalize::voice::{HistorySummary, SummaryError};
 use voqalize_testing::{BargeAt, BargeIn, ModelServer, Provider, Reply, Said, Voqalize};
 
-use crate::support::{driver, layer, logs, said};
+use crate::support::{driver, layer, logs, refusing, said};
 
 /// A help desk whose one tool pins the caller's order number.
 struct Desk {
@@ -56,13 +56,31 @@ struct Rig {
 /// A desk on a Gemini stand-in answering "Noted." to every turn, its summaries by `summary`
 /// (given the summarizer's layer, named `name`).
 async fn rig(name: &'static str, summary: fn(HistorySummary) -> HistorySummary) -> Rig {
+    rig_over(name, summary, None).await
+}
+
+/// As [`rig`]; with `down`, the summaries come from a fallback chain whose first layer is at
+/// that base URL, before the summarizer's.
+async fn rig_over(
+    name: &'static str,
+    summary: fn(HistorySummary) -> HistorySummary,
+    down: Option<String>,
+) -> Rig {
     let server = ModelServer::start(Provider::Gemini).await.expect("a port");
     let summarizer = ModelServer::start(Provider::OpenAi).await.expect("a port");
     server.answer_with(|_| Reply::new().text("Noted.").finish());
     let (base, other) = (server.base_url(), summarizer.base_url());
     let mut v = driver(move || {
+        let summarizer = layer(Provider::OpenAi, &other, name, timeouts());
+        let layers = match &down {
+            Some(down) => Fallback::new(layer(Provider::Anthropic, down, "sum-down", timeouts()))
+                .then(summarizer)
+                .build()
+                .expect("a chain"),
+            None => summarizer.into(),
+        };
         let summarise = summary(
-            HistorySummary::new(layer(Provider::OpenAi, &other, name, timeouts()))
+            HistorySummary::new(layers)
                 .token_budget(TOKENS)
                 .max_summary_bytes(512),
         );
@@ -143,6 +161,26 @@ async fn a_300_turn_call_stays_within_its_budgets_and_remembers_the_caller_s_nam
     assert!(
         folded[0].contains("Summary so far:\nThe caller is Ana."),
         "{folded:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_summary_over_a_fallback_chain_moves_past_a_layer_that_is_down() {
+    let down = refusing().await;
+    let mut rig = rig_over("sum-chain", |s| s, Some(down)).await;
+    knows_ana(&rig.summarizer);
+    rig.v.user_says("Hi, I'm Ana.").await.expect("turn 1");
+    for i in 2..=40 {
+        rig.v
+            .user_says(&format!("Question {i}."))
+            .await
+            .expect("a turn");
+    }
+    assert!(!rig.summarizer.requests().is_empty());
+    let last = said(&rig.server, rig.server.requests().len() - 1);
+    assert_eq!(
+        last[0], "user: (Earlier in this call, summarised: The caller is Ana.)",
+        "{last:#?}"
     );
 }
 

@@ -91,7 +91,7 @@ fn gemini(parts: Value) -> Reply {
 /// `tool_use` answered by a `tool_result` in the next message under the same id (of the
 /// characters its ids allow), only Anthropic's block kinds; with thinking on, the last assistant
 /// message of a tool loop starts with a thinking block.
-fn check_anthropic(body: &Value, what: &str) {
+pub(crate) fn check_anthropic(body: &Value, what: &str) {
     let messages = body["messages"].as_array().expect("messages");
     assert_eq!(messages[0]["role"], "user", "{what}: {body:#}");
     for pair in messages.windows(2) {

@@ -424,3 +424,13 @@ pub(crate) async fn says(
     }
     v.turn(turn)
 }
+
+/// A base URL nothing listens on: connections to it are refused.
+pub(crate) async fn refusing() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("its address");
+    drop(listener);
+    format!("http://{addr}")
+}

@@ -9,6 +9,7 @@ use crate::model::history::{Entry, Part, RequestSpec, Role};
 use crate::model::http;
 use crate::model::layer::{DecodeLimits, Layer, Usage};
 use crate::tools::ToolSet;
+use crate::voice::ModelLayer;
 
 /// What one request answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -126,25 +127,43 @@ impl Unsummarised {
     }
 }
 
-/// A summary: one [`ask`] within `timeout`, its text trimmed and cut to `max_bytes` (marked with
-/// its length when cut). The handoff summary and the long-call summary both ask with it.
+/// A summary: one [`ask`] of `layers` within `timeout`, its text trimmed and cut to `max_bytes`
+/// (marked with its length when cut). Over a fallback chain, a layer whose breaker is open is
+/// skipped and a failed request moves on to the next layer, within the one timeout; a summary
+/// request's verdict leaves the breakers as they were (it is not a caller's turn). The handoff
+/// summary and the long-call summary both ask with it.
 ///
 /// # Errors
-/// [`Unsummarised`]: the request failed, timed out, or said nothing.
+/// [`Unsummarised`]: every layer failed (the last one's error), the whole took longer than
+/// `timeout`, or the answer said nothing.
 pub(crate) async fn summarise(
-    layer: &dyn Layer,
+    layers: &ModelLayer,
     instruction: &str,
     messages: &[(Role, String)],
     max_bytes: usize,
     timeout: std::time::Duration,
 ) -> Result<String, Unsummarised> {
-    let asked = ask(layer, instruction, messages, max_bytes);
-    match tokio::time::timeout(timeout, asked).await {
-        Ok(Ok(asked)) if !asked.text.trim().is_empty() => {
-            Ok(crate::tools::shortened_to(asked.text.trim(), max_bytes))
+    let asked = async {
+        let mut why = Unsummarised::Failed("every layer's breaker is open".to_owned());
+        for (i, layer) in layers.layers().enumerate() {
+            // Held while it asks, so it is the one probe of a half-open breaker; dropped untold.
+            let ticket = layers.fallback().map(|chain| chain.admit(i));
+            if matches!(ticket, Some(None)) {
+                continue;
+            }
+            match ask(&**layer, instruction, messages, max_bytes).await {
+                Ok(asked) if !asked.text.trim().is_empty() => {
+                    return Ok(crate::tools::shortened_to(asked.text.trim(), max_bytes));
+                }
+                // An answer of no text is the model's, not an outage: no other layer is asked.
+                Ok(_) => return Err(Unsummarised::Empty),
+                Err(failed) => why = Unsummarised::Failed(failed),
+            }
         }
-        Ok(Ok(_)) => Err(Unsummarised::Empty),
-        Ok(Err(why)) => Err(Unsummarised::Failed(why)),
+        Err(why)
+    };
+    match tokio::time::timeout(timeout, asked).await {
+        Ok(made) => made,
         Err(_) => Err(Unsummarised::Timeout(timeout)),
     }
 }

@@ -70,7 +70,8 @@ impl RequestBench {
     /// The layer refused the conversation.
     pub fn build(&self) -> Result<usize, BenchError> {
         // The path a turn's request takes (the history is the layer's own: borrowed).
-        let history = crate::model::origin::for_layer(self.conversation.entries(), &*self.layer.0);
+        let history =
+            crate::model::origin::for_layer(self.conversation.entries(), &**self.layer.layer());
         let spec = RequestSpec {
             instruction: Some("You are a helpful booking assistant. Be brief."),
             history: &history,

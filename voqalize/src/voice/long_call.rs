@@ -387,9 +387,8 @@ async fn ask_and_replace(
         None => format!("Transcript:\n{}", window.transcript),
     };
     let messages = [(Role::User, message)];
-    let layer = setup.layer.layer().clone();
     let made = summarise(
-        &*layer,
+        &setup.layer,
         &setup.instruction,
         &messages,
         setup.max_summary_bytes,
@@ -401,7 +400,7 @@ async fn ask_and_replace(
             Some(c) if lock(&c).replace(&window, &summary) => "replaced",
             _ => "stale",
         },
-        Err(why) => failed(&tally, &why, &*layer),
+        Err(why) => failed(&tally, &why, &**setup.layer.layer()),
     };
     crate::metrics::history_summary(outcome);
 }

@@ -64,7 +64,7 @@ impl ModelLayer {
     }
 
     /// Every layer, in the order they are asked.
-    pub(crate) fn layers(&self) -> Box<dyn Iterator<Item = &Arc<dyn Layer>> + '_> {
+    pub(crate) fn layers(&self) -> Box<dyn Iterator<Item = &Arc<dyn Layer>> + Send + '_> {
         match &self.chain {
             Some(chain) => Box::new(chain.layers()),
             None => Box::new(std::iter::once(&self.first)),

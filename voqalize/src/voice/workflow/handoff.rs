@@ -108,7 +108,7 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
             .summarizer
             .as_ref()
             .or(setup.stages[pending.from].layer.as_ref())
-            .map_or_else(|| model.inner.layer.layer().clone(), |l| l.layer().clone());
+            .map_or_else(|| model.inner.layer.clone(), Clone::clone);
         (
             layer,
             setup.summary_instruction.clone(),
@@ -118,7 +118,7 @@ async fn summary(model: &Model, pending: &Pending) -> Option<String> {
     };
     // One request: the instruction, the transcript as the user's message, no tools.
     let messages = [(Role::User, transcript)];
-    let made = match summarise(&*layer, &instruction, &messages, max_bytes, timeout).await {
+    let made = match summarise(&layer, &instruction, &messages, max_bytes, timeout).await {
         Ok(made) => made,
         Err(why) => return failed(model, &why.why()),
     };
