@@ -77,7 +77,7 @@ async fn rig_over(
                 .then(summarizer)
                 .build()
                 .expect("a chain"),
-            None => summarizer.into(),
+            None => summarizer,
         };
         let summarise = summary(
             HistorySummary::new(layers)

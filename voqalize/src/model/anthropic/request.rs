@@ -46,37 +46,7 @@ impl Anthropic {
             }
             body.push(("system", Json::Array(vec![block])));
         }
-        if !spec.tools.is_empty() {
-            let mut tools: Vec<Json<'a>> = spec
-                .tools
-                .iter()
-                .map(|t| {
-                    Json::Object(vec![
-                        ("name", Json::Str(t.name())),
-                        ("description", Json::Str(t.description())),
-                        ("input_schema", Json::Value(t.parameters(Dialect::OpenAi))),
-                    ])
-                })
-                .collect();
-            if cfg.prompt_caching
-                && instruction(spec.instruction).is_none()
-                && let Some(last) = tools.last_mut()
-            {
-                mark(last);
-            }
-            body.push(("tools", Json::Array(tools)));
-            let choice = match spec.choice {
-                ToolChoice::Auto => json!({"type": "auto"}),
-                ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Only(name) => {
-                    check_only(PROVIDER, spec.tools, name)?;
-                    json!({"type": "tool", "name": name})
-                }
-            };
-            body.push(("tool_choice", Json::Owned(choice)));
-        } else if let ToolChoice::Only(name) = spec.choice {
-            check_only(PROVIDER, spec.tools, name)?;
-        }
+        tools(cfg.prompt_caching, spec, &mut body)?;
         let mut messages = messages(spec, unthinking.unwrap_or(usize::MAX))?;
         if cfg.prompt_caching
             && let Some((_, blocks)) = messages.last_mut()
@@ -99,6 +69,47 @@ impl Anthropic {
         body.extend(Json::entries(&cfg.options));
         Ok(Json::Object(body))
     }
+}
+
+/// The `tools` and `tool_choice` entries for `spec` (none without tools); with `caching`, the
+/// last tool carries the cache mark when there is no instruction to carry it.
+fn tools<'a>(
+    caching: bool,
+    spec: &RequestSpec<'a>,
+    body: &mut Vec<(&'a str, Json<'a>)>,
+) -> Result<(), StreamError> {
+    if !spec.tools.is_empty() {
+        let mut tools: Vec<Json<'a>> = spec
+            .tools
+            .iter()
+            .map(|t| {
+                Json::Object(vec![
+                    ("name", Json::Str(t.name())),
+                    ("description", Json::Str(t.description())),
+                    ("input_schema", Json::Value(t.parameters(Dialect::OpenAi))),
+                ])
+            })
+            .collect();
+        if caching
+            && instruction(spec.instruction).is_none()
+            && let Some(last) = tools.last_mut()
+        {
+            mark(last);
+        }
+        body.push(("tools", Json::Array(tools)));
+        let choice = match spec.choice {
+            ToolChoice::Auto => json!({"type": "auto"}),
+            ToolChoice::None => json!({"type": "none"}),
+            ToolChoice::Only(name) => {
+                check_only(PROVIDER, spec.tools, name)?;
+                json!({"type": "tool", "name": name})
+            }
+        };
+        body.push(("tool_choice", Json::Owned(choice)));
+    } else if let ToolChoice::Only(name) = spec.choice {
+        check_only(PROVIDER, spec.tools, name)?;
+    }
+    Ok(())
 }
 
 /// A `{"type": "text", "text": ..}` block.

@@ -18,7 +18,7 @@ use breaker::{BreakerState, registered};
 
 use crate::model::layer::Layer;
 
-/// A provider a [`Model`] talks to: [`Gemini`](crate::model::Gemini),
+/// A provider a [`Model`](super::Model) talks to: [`Gemini`](crate::model::Gemini),
 /// [`OpenAi`](crate::model::OpenAi), [`Chat`](crate::model::Chat), or any
 /// [`Layer`] of your own; each converts into it. It may also be a [`Fallback`] chain of several,
 /// asked in order. Cloning shares the layer (and a chain's breakers).
