@@ -46,6 +46,18 @@ fn timeouts(first_byte: Duration) -> Timeouts {
     }
 }
 
+/// A chain of two stand-ins: `first` (its provider, base URL, model and first-byte timeout),
+/// then `second` (its provider, base URL and model; 5 s to its first byte).
+fn two(first: (Provider, &str, &str, Duration), second: (Provider, &str, &str)) -> Fallback {
+    let (provider, base, model, first_byte) = first;
+    Fallback::new(layer(provider, base, model, timeouts(first_byte))).then(layer(
+        second.0,
+        second.1,
+        second.2,
+        timeouts(Duration::from_secs(5)),
+    ))
+}
+
 /// A desk over `layers`, its fallback line set (it must never be heard when a layer answers).
 fn desks(layers: ModelLayer) -> impl Fn() -> Desk + Send + Sync + 'static {
     move || Desk {
@@ -111,15 +123,12 @@ async fn an_outage_of_the_first_layer_is_answered_by_the_second_within_the_turn(
         up.reply(Reply::new().text("Your room is ready.").finish());
         let model = format!("gemini-{case}");
         let stall = Duration::from_millis(if case == "stall" { 300 } else { 5000 });
-        let layers = Fallback::new(layer(Provider::Gemini, &base, &model, timeouts(stall)))
-            .then(layer(
-                Provider::Anthropic,
-                &up.base_url(),
-                "claude-test",
-                timeouts(Duration::from_secs(5)),
-            ))
-            .build()
-            .unwrap();
+        let layers = two(
+            (Provider::Gemini, &base, &model, stall),
+            (Provider::Anthropic, &up.base_url(), "claude-test"),
+        )
+        .build()
+        .unwrap();
         let mut v = driver(desks(layers)).await;
         v.start_silent().await.unwrap();
         let turn = v.user_says("Is my room ready?").await.unwrap();
@@ -168,18 +177,15 @@ async fn an_error_after_the_first_words_is_not_asked_of_the_next_layer() {
     let down = ModelServer::start(Provider::OpenAi).await.unwrap();
     let up = ModelServer::start(Provider::Chat).await.unwrap();
     down.reply(Reply::new().text("Your room").error("server had an error"));
-    let layers = Fallback::new(layer(
-        Provider::OpenAi,
-        &down.base_url(),
-        "gpt-after-words",
-        timeouts(Duration::from_secs(5)),
-    ))
-    .then(layer(
-        Provider::Chat,
-        &up.base_url(),
-        "chat-after-words",
-        timeouts(Duration::from_secs(5)),
-    ))
+    let layers = two(
+        (
+            Provider::OpenAi,
+            &down.base_url(),
+            "gpt-after-words",
+            Duration::from_secs(5),
+        ),
+        (Provider::Chat, &up.base_url(), "chat-after-words"),
+    )
     .build()
     .unwrap();
     let mut v = driver(desks(layers)).await;
@@ -204,18 +210,15 @@ async fn a_tool_follow_up_asks_the_layer_that_answered_first() {
             .finish(),
     );
     up.reply(Reply::new().text("Booking 4411 is confirmed.").finish());
-    let layers = Fallback::new(layer(
-        Provider::Gemini,
-        &down.base_url(),
-        "gemini-sticky",
-        timeouts(Duration::from_secs(5)),
-    ))
-    .then(layer(
-        Provider::OpenAi,
-        &up.base_url(),
-        "gpt-sticky",
-        timeouts(Duration::from_secs(5)),
-    ))
+    let layers = two(
+        (
+            Provider::Gemini,
+            &down.base_url(),
+            "gemini-sticky",
+            Duration::from_secs(5),
+        ),
+        (Provider::OpenAi, &up.base_url(), "gpt-sticky"),
+    )
     .build()
     .unwrap();
     let mut v = driver(move || Desk {
@@ -257,18 +260,15 @@ async fn a_known_outage_is_skipped_by_every_call_and_probed_once_per_cooling_per
     down.answer_with(|_| Reply::error_status(503, "overloaded"));
     up.answer_with(|_| Reply::new().text("Hello from the second.").finish());
     let cooling = Duration::from_secs(2);
-    let layers = Fallback::new(layer(
-        Provider::Gemini,
-        &down.base_url(),
-        "gemini-outage",
-        timeouts(Duration::from_secs(5)),
-    ))
-    .then(layer(
-        Provider::Chat,
-        &up.base_url(),
-        "chat-outage",
-        timeouts(Duration::from_secs(5)),
-    ))
+    let layers = two(
+        (
+            Provider::Gemini,
+            &down.base_url(),
+            "gemini-outage",
+            Duration::from_secs(5),
+        ),
+        (Provider::Chat, &up.base_url(), "chat-outage"),
+    )
     .breaker(Breaker::new().failures(3).cooling(cooling))
     .build()
     .unwrap();
@@ -330,18 +330,15 @@ async fn a_probe_a_barge_in_drops_is_given_back_for_the_next_request() {
     down.answer_with(|_| Reply::error_status(503, "overloaded"));
     up.answer_with(|_| Reply::new().text("From the second.").finish());
     let cooling = Duration::from_millis(300);
-    let layers = Fallback::new(layer(
-        Provider::Gemini,
-        &down.base_url(),
-        "gemini-probe-dropped",
-        timeouts(Duration::from_secs(20)),
-    ))
-    .then(layer(
-        Provider::OpenAi,
-        &up.base_url(),
-        "gpt-probe-dropped",
-        timeouts(Duration::from_secs(5)),
-    ))
+    let layers = two(
+        (
+            Provider::Gemini,
+            &down.base_url(),
+            "gemini-probe-dropped",
+            Duration::from_secs(20),
+        ),
+        (Provider::OpenAi, &up.base_url(), "gpt-probe-dropped"),
+    )
     .breaker(Breaker::new().failures(1).cooling(cooling))
     .build()
     .unwrap();
@@ -428,18 +425,15 @@ async fn a_recorded_switch_replays_the_same() {
     down.reply(Reply::error_status(503, "overloaded"));
     up.reply(Reply::new().text("Checkout is at noon.").finish());
     let chain = |first: &str, second: &str| {
-        Fallback::new(layer(
-            Provider::Gemini,
-            first,
-            "gemini-replayed",
-            timeouts(Duration::from_secs(5)),
-        ))
-        .then(layer(
-            Provider::OpenAi,
-            second,
-            "gpt-replayed",
-            timeouts(Duration::from_secs(5)),
-        ))
+        two(
+            (
+                Provider::Gemini,
+                first,
+                "gemini-replayed",
+                Duration::from_secs(5),
+            ),
+            (Provider::OpenAi, second, "gpt-replayed"),
+        )
         .build()
         .unwrap()
     };

@@ -53,6 +53,21 @@ struct Rig {
     v: Voqalize,
 }
 
+impl Rig {
+    /// Asks `Question {i}.` for each `i` of `range`, checks that every request the desk's model
+    /// read stayed within its budgets, and gives the last one's history (`said`).
+    async fn questions(&mut self, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+        for i in range {
+            self.v
+                .user_says(&format!("Question {i}."))
+                .await
+                .expect("a turn");
+        }
+        assert_within_budgets(&self.server);
+        said(&self.server, self.server.requests().len() - 1)
+    }
+}
+
 /// A desk on a Gemini stand-in answering "Noted." to every turn, its summaries by `summary`
 /// (given the summarizer's layer, named `name`).
 async fn rig(name: &'static str, summary: fn(HistorySummary) -> HistorySummary) -> Rig {
@@ -170,14 +185,8 @@ async fn a_summary_over_a_fallback_chain_moves_past_a_layer_that_is_down() {
     let mut rig = rig_over("sum-chain", |s| s, Some(down)).await;
     knows_ana(&rig.summarizer);
     rig.v.user_says("Hi, I'm Ana.").await.expect("turn 1");
-    for i in 2..=40 {
-        rig.v
-            .user_says(&format!("Question {i}."))
-            .await
-            .expect("a turn");
-    }
+    let last = rig.questions(2..=40).await;
     assert!(!rig.summarizer.requests().is_empty());
-    let last = said(&rig.server, rig.server.requests().len() - 1);
     assert_eq!(
         last[0], "user: (Earlier in this call, summarised: The caller is Ana.)",
         "{last:#?}"
@@ -198,14 +207,7 @@ async fn pinned_notes_and_a_call_with_its_result_stay_verbatim() {
         .user_says("I'm Ana, where is my order?")
         .await
         .expect("turn 1");
-    for i in 2..=80 {
-        rig.v
-            .user_says(&format!("Question {i}."))
-            .await
-            .expect("a turn");
-    }
-    assert_within_budgets(&rig.server);
-    let last = said(&rig.server, rig.server.requests().len() - 1);
+    let last = rig.questions(2..=80).await;
     assert_eq!(
         &last[..4],
         [
@@ -319,14 +321,7 @@ async fn a_huge_summary_is_cut_to_its_bound() {
         }
         reply.finish()
     });
-    for i in 1..=40 {
-        rig.v
-            .user_says(&format!("Question {i}."))
-            .await
-            .expect("a turn");
-    }
-    assert_within_budgets(&rig.server);
-    let last = said(&rig.server, rig.server.requests().len() - 1);
+    let last = rig.questions(1..=40).await;
     assert!(
         last[0].starts_with("user: (Earlier in this call, summarised: sss"),
         "{}",
@@ -435,12 +430,7 @@ async fn a_summary_reads_only_what_the_caller_heard() {
         )
         .await
         .expect("turn 2");
-    for i in 3..=20 {
-        rig.v
-            .user_says(&format!("Question {i}."))
-            .await
-            .expect("a turn");
-    }
+    rig.questions(3..=20).await;
     assert!(rig.summarizer.wait_requests(1).await, "a summary request");
     let first = said(&rig.summarizer, 0);
     assert!(
