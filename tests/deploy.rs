@@ -3,6 +3,7 @@
 //! gives the drain its time. The built `coach` example is run with those arguments (addresses moved
 //! to free loopback ports), its probes and metrics are read over HTTP, and SIGTERM drains it.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -101,6 +102,71 @@ fn manifest(yaml: &str) -> Manifest {
         }
     }
     m
+}
+
+/// The manifest's documents (split at `---`), each flattened to `path = value`, as
+/// `spec.metrics[1].pods.metric.name = voqalize_calls_open`: keys joined with `.`, list items
+/// numbered. Comments and quotes go; a flow value (`["ALL"]`) stays text. Our files keep to
+/// block style with indented lists, which is all this reads.
+fn documents(yaml: &str) -> Vec<BTreeMap<String, String>> {
+    let mut docs = vec![BTreeMap::new()];
+    // (indent, path) of the keys and items open above the line.
+    let mut open: Vec<(usize, String)> = Vec::new();
+    let mut items: BTreeMap<String, usize> = BTreeMap::new();
+    for line in yaml.lines() {
+        let text = line.trim_start();
+        if text == "---" {
+            docs.push(BTreeMap::new());
+            open.clear();
+            items.clear();
+            continue;
+        }
+        if text.is_empty() || text.starts_with('#') {
+            continue;
+        }
+        let mut indent = line.len() - text.len();
+        while open.last().is_some_and(|(i, _)| *i >= indent) {
+            open.pop();
+        }
+        let mut path = open.last().map(|(_, p)| p.clone()).unwrap_or_default();
+        let mut entry = text;
+        if let Some(item) = text.strip_prefix("- ") {
+            let n = items.entry(path.clone()).or_insert(0);
+            path = format!("{path}[{n}]");
+            *n += 1;
+            open.push((indent, path.clone()));
+            indent += 2;
+            entry = item;
+        }
+        let doc = docs.last_mut().expect("one document at least");
+        let unquote = |v: &str| v.trim().trim_matches('"').trim_matches('\'').to_owned();
+        match entry.split_once(':') {
+            Some((key, value)) if !key.contains(' ') || key.starts_with('"') => {
+                let key = unquote(key);
+                let path = if path.is_empty() {
+                    key
+                } else {
+                    format!("{path}.{key}")
+                };
+                if value.trim().is_empty() {
+                    open.push((indent, path));
+                } else {
+                    doc.insert(path, unquote(value));
+                }
+            }
+            _ => {
+                doc.insert(path, unquote(entry));
+            }
+        }
+    }
+    docs
+}
+
+/// The document of `kind` in `docs`.
+fn kind<'a>(docs: &'a [BTreeMap<String, String>], kind: &str) -> &'a BTreeMap<String, String> {
+    docs.iter()
+        .find(|d| d.get("kind").is_some_and(|k| k == kind))
+        .unwrap_or_else(|| panic!("the manifest has no {kind}"))
 }
 
 /// The value after `flag` in `args`.
@@ -280,7 +346,10 @@ fn the_manifest_runs_the_images_command_and_probes_what_it_serves() {
         }
     };
     assert_eq!(closed, Some(4000), "refused for its missing token");
-    assert_eq!(get(&probe_at, "/metrics").0, 200);
+    let (status, metrics) = get(&probe_at, "/metrics");
+    assert_eq!(status, 200);
+    // The autoscaler's calls per pod (the second test) are this gauge.
+    assert!(metrics.contains(voqalize::metrics::CALLS_OPEN), "{metrics}");
 
     // SIGTERM: it drains (no call is running) and exits on its own.
     // SAFETY: kill takes a pid and a signal number; the child is ours and still running.
@@ -338,4 +407,73 @@ impl Drop for Running {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn the_autoscaler_scales_before_a_pod_refuses_calls_and_the_budget_lets_a_node_drain() {
+    let docs = documents(&read("deploy/kubernetes.yaml"));
+    let cmd = exec_form(&read("deploy/Dockerfile"), "CMD");
+    let deployment = kind(&docs, "Deployment");
+    let hpa = kind(&docs, "HorizontalPodAutoscaler");
+    let pdb = kind(&docs, "PodDisruptionBudget");
+    let get = |doc: &BTreeMap<String, String>, path: &str| -> String {
+        doc.get(path)
+            .unwrap_or_else(|| panic!("no {path} in {doc:#?}"))
+            .clone()
+    };
+    let number = |doc: &BTreeMap<String, String>, path: &str| -> f64 {
+        get(doc, path)
+            .parse()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+
+    // The autoscaler owns the Deployment's count.
+    assert_eq!(get(hpa, "apiVersion"), "autoscaling/v2");
+    assert_eq!(get(hpa, "spec.scaleTargetRef.kind"), "Deployment");
+    assert_eq!(
+        get(hpa, "spec.scaleTargetRef.name"),
+        get(deployment, "metadata.name")
+    );
+    assert!(
+        !deployment.contains_key("spec.replicas"),
+        "an apply would reset the autoscaler's count"
+    );
+    let min = number(hpa, "spec.minReplicas");
+    assert!(min >= 2.0 && number(hpa, "spec.maxReplicas") > min);
+
+    // It scales on CPU below the share at which a pod refuses calls, and on calls in progress
+    // below what a pod holds: new pods come before calls are refused.
+    assert_eq!(get(hpa, "spec.metrics[0].resource.name"), "cpu");
+    let cpu = number(hpa, "spec.metrics[0].resource.target.averageUtilization");
+    let max_load: f64 = flag(&cmd, "--max-load").parse().expect("a share");
+    assert!(
+        cpu < max_load * 100.0,
+        "{cpu} % against --max-load {max_load}"
+    );
+    assert_eq!(get(hpa, "spec.metrics[1].type"), "Pods");
+    let calls = number(hpa, "spec.metrics[1].pods.target.averageValue");
+    let max_sessions: f64 = flag(&cmd, "--max-sessions").parse().expect("a count");
+    assert!(calls < max_sessions, "{calls} calls against {max_sessions}");
+    // The calls are the brain's own gauge, served under that name by the adapter's rule.
+    let metric = get(hpa, "spec.metrics[1].pods.metric.name");
+    assert_eq!(metric, voqalize::metrics::CALLS_OPEN);
+    let adapter = documents(&read("deploy/prometheus-adapter.yaml"));
+    let rule = &adapter[0];
+    assert!(get(rule, "rules.custom[0].seriesQuery").starts_with(&format!("{metric}{{")));
+    assert_eq!(get(rule, "rules.custom[0].name.as"), metric);
+    // Scaling down ends calls after a drain: slowly, one pod at a time.
+    assert_eq!(get(hpa, "spec.behavior.scaleDown.policies[0].type"), "Pods");
+    assert_eq!(
+        number(hpa, "spec.behavior.scaleDown.policies[0].value"),
+        1.0
+    );
+
+    // The budget selects the Deployment's pods and allows one eviction at any size the
+    // autoscaler keeps: a node drain always goes on, one pod (and its drain) at a time.
+    assert_eq!(get(pdb, "apiVersion"), "policy/v1");
+    assert_eq!(
+        get(pdb, "spec.selector.matchLabels.app"),
+        get(deployment, "spec.template.metadata.labels.app")
+    );
+    assert_eq!(number(pdb, "spec.maxUnavailable"), 1.0);
 }

@@ -8,7 +8,7 @@
 //!
 //! | name | kind | labels | what |
 //! |---|---|---|---|
-//! | `voqalize_calls_open` | gauge | `leg` | calls hosted now (`direct` or `relay`) |
+//! | `voqalize_calls_open` | gauge | `leg` | calls hosted now (`direct` or `relay`), 0 from when the leg serves (an autoscaler finds every pod's series) |
 //! | `voqalize_calls_started_total` | counter | `leg` | calls whose `SessionStart` made a brain |
 //! | `voqalize_calls_ended_total` | counter | `leg`, `reason` | calls ended, by [`EndReason`](crate::EndReason): `ended`, `cancelled`, `by_brain`, `transport_lost`, `bound_exceeded`, `shutdown` |
 //! | `voqalize_calls_refused_total` | counter | `reason` | calls refused before they started: `draining`, `overloaded`, `at_capacity`, `web_page` |
@@ -170,6 +170,12 @@ pub fn describe() {
 /// Which way a call came: over its own WebSocket, or over the Cortex relay.
 pub(crate) fn leg(direct: bool) -> &'static str {
     if direct { "direct" } else { "relay" }
+}
+
+/// A leg began to serve: its calls gauge exists from now on, at 0 until a call starts (an
+/// autoscaler reading calls per pod finds every pod's series, a pod with no call included).
+pub(crate) fn leg_serving(leg: &'static str) {
+    gauge!(CALLS_OPEN, "leg" => leg).increment(0.0);
 }
 
 /// A call started.

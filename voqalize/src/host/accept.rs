@@ -44,6 +44,7 @@ pub async fn serve<M: MakeBrain>(
 ) -> std::io::Result<DrainReport> {
     let factory = Arc::new(factory);
     let admission = Admission::new(&options);
+    crate::metrics::leg_serving(crate::metrics::leg(true));
     // Shared: a clone in each call's task would be a quarter of a kilobyte of every call.
     let options = Arc::new(options);
     let shutdown = options.shutting().cloned();

@@ -235,6 +235,7 @@ impl Relay {
         factory: M,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<DrainReport, RelayError> {
+        crate::metrics::leg_serving(crate::metrics::leg(false));
         mux::serve(self, Arc::new(factory), shutdown).await
     }
 }
