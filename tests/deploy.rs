@@ -1,7 +1,9 @@
 //! `deploy/Dockerfile` and `deploy/kubernetes.yaml` kept honest: the manifest runs the image's
 //! command, names the ports that command listens on, probes paths the example serves there, and
 //! gives the drain its time. The built `coach` example is run with those arguments (addresses moved
-//! to free loopback ports), its probes and metrics are read over HTTP, and SIGTERM drains it.
+//! to free loopback ports), its probes and metrics are read over HTTP, and SIGTERM drains it. The
+//! autoscaler scales on what the image exports before a pod refuses calls, and the disruption
+//! budget lets a node drain.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
