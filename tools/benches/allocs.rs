@@ -1,0 +1,265 @@
+//! Allocations a turn of the brain alone: a counting global allocator counts what the brain's
+//! runtime thread allocates (its session, its voice core, its HTTP client), not the driver or the
+//! stand-in provider, which run on other threads of this process.
+//!
+//! ```text
+//! cargo bench -p voqalize-tools --bench allocs
+//! ```
+//!
+//! A turn's count is the difference between whole calls (connect, `SessionStart`, the turns with
+//! their `Finalize`s, `End`, the brain's `on_session_end`) of `N` and `N - 1` turns, the median
+//! of `ROUNDS` pairs: for the model-backed brain (Gemini, two tools) the turn at nine turns of
+//! history, for the echo brain its tenth turn.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+use voqalize::prelude::*;
+use voqalize_testing::{ModelServer, Provider, Reply, Voqalize};
+
+/// Counts allocations (and reallocations, by their new size) made on a thread marked counted.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread is the brain's.
+    static COUNTED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count(bytes: usize) {
+    if COUNTED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Pairs of calls measured for each figure (after as many to warm up).
+const ROUNDS: usize = 30;
+
+/// A booking.
+#[json_type]
+struct Booking {
+    /// The city.
+    city: String,
+    /// How many people.
+    party: u32,
+}
+
+/// The model-backed brain: Gemini with two tools, as the `voice` bench's.
+struct Desk {
+    model: Model,
+    ended: mpsc::UnboundedSender<()>,
+}
+
+impl Brain for Desk {
+    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
+        self.model.respond(self, turn).await
+    }
+
+    async fn on_session_end(&self, _: &Session, _: EndReason) {
+        let _ = self.ended.send(());
+    }
+}
+
+#[brain]
+impl Desk {
+    /// Put the booking form on screen.
+    #[tool]
+    async fn open_booking(&self, args: Booking) -> String {
+        format!("opened for {} in {}", args.party, args.city)
+    }
+
+    /// Show help.
+    #[tool]
+    async fn show_help(&self) -> &'static str {
+        "shown"
+    }
+}
+
+/// The echo brain: says the user's words back.
+struct Echo {
+    ended: mpsc::UnboundedSender<()>,
+}
+
+impl Brain for Echo {
+    async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+        turn.say(&m.text);
+        Ok(())
+    }
+
+    async fn on_session_end(&self, _: &Session, _: EndReason) {
+        let _ = self.ended.send(());
+    }
+}
+
+/// The brains' addresses (echo, model-backed), served on a thread of their own whose allocations
+/// count; each tells `ended` when a call's `on_session_end` ran.
+fn brains(model_url: String, ended: mpsc::UnboundedSender<()>) -> (String, String) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_start(|| COUNTED.set(true))
+            .build()
+            .expect("a runtime");
+        COUNTED.set(true);
+        rt.block_on(async move {
+            let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await;
+            let desk = tokio::net::TcpListener::bind("127.0.0.1:0").await;
+            let (echo, desk) = (echo.expect("a port"), desk.expect("a port"));
+            let address = |l: &tokio::net::TcpListener| {
+                format!("ws://{}", l.local_addr().expect("an address"))
+            };
+            tx.send((address(&echo), address(&desk)))
+                .expect("the bench waits");
+            let gemini = Gemini::builder("k")
+                .base_url(&model_url)
+                .build()
+                .expect("a layer");
+            let echo_ended = ended.clone();
+            let echoes = voqalize::host::serve(
+                echo,
+                move || Echo {
+                    ended: echo_ended.clone(),
+                },
+                HostOptions::allow_unverified(),
+            );
+            let desks = voqalize::host::serve(
+                desk,
+                move || Desk {
+                    model: Model::new(gemini.clone()),
+                    ended: ended.clone(),
+                },
+                HostOptions::allow_unverified(),
+            );
+            let _ = tokio::join!(echoes, desks);
+        });
+    });
+    rx.recv().expect("the brains listen")
+}
+
+/// What the brain allocated for one call of `turns` turns: (allocations, bytes).
+async fn call(url: &str, turns: usize, ended: &mut mpsc::UnboundedReceiver<()>) -> (u64, u64) {
+    let before = (
+        ALLOCATIONS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
+    let mut v = Voqalize::connect(url, "allocs", None)
+        .await
+        .expect("a call");
+    v.start_silent().await.expect("started");
+    for i in 0..turns {
+        let turn = v
+            .user_says(&format!("I would like to book a table, question {i}."))
+            .await
+            .expect("a turn");
+        assert!(!turn.text().is_empty(), "the brain answered");
+    }
+    v.end().await.expect("ended");
+    ended.recv().await.expect("the brain runs");
+    (
+        ALLOCATIONS.load(Ordering::Relaxed) - before.0,
+        BYTES.load(Ordering::Relaxed) - before.1,
+    )
+}
+
+/// The median of `values`.
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+/// A turn's (allocations, bytes) as the median difference between calls of `turns` and
+/// `turns - 1` turns; and a call of one turn's.
+async fn per_turn(
+    url: &str,
+    turns: usize,
+    ended: &mut mpsc::UnboundedReceiver<()>,
+) -> ((u64, u64), (u64, u64)) {
+    for _ in 0..ROUNDS {
+        call(url, turns, ended).await;
+    }
+    let (mut allocations, mut bytes, mut one, mut one_bytes) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..ROUNDS {
+        let long = call(url, turns, ended).await;
+        let short = call(url, turns - 1, ended).await;
+        let single = call(url, 1, ended).await;
+        allocations.push(long.0.saturating_sub(short.0));
+        bytes.push(long.1.saturating_sub(short.1));
+        one.push(single.0);
+        one_bytes.push(single.1);
+    }
+    (
+        (median(allocations), median(bytes)),
+        (median(one), median(one_bytes)),
+    )
+}
+
+fn main() {
+    // `cargo test --benches` runs this with `--bench` absent: a build check, not a measurement.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let server = ModelServer::start(Provider::Gemini).await.expect("a port");
+        let mut words = Reply::new();
+        for i in 0..8 {
+            words = words.text(&format!("word{i} "));
+        }
+        let answer = words.finish().usage(100, 10);
+        server.answer_with(move |_| answer.clone());
+        let (ended_tx, mut ended) = mpsc::unbounded_channel();
+        let (echo, desk) = brains(server.base_url(), ended_tx);
+        println!("| path | allocations a turn | bytes a turn | a call of one turn |");
+        println!("|---|---|---|---|");
+        for (name, url, turns) in [
+            ("echo (its 10th turn)", &echo, 10),
+            (
+                "model-backed, Gemini, two tools (a turn at 9 turns of history)",
+                &desk,
+                10,
+            ),
+        ] {
+            let ((allocations, bytes), (one, one_bytes)) = per_turn(url, turns, &mut ended).await;
+            println!("| {name} | {allocations} | {bytes} | {one} allocations, {one_bytes} bytes |");
+        }
+    });
+}
