@@ -9,7 +9,8 @@
 //! A turn's count is the difference between whole calls (connect, `SessionStart`, the turns with
 //! their `Finalize`s, `End`, the brain's `on_session_end`) of `N` and `N - 1` turns, the median
 //! of `ROUNDS` pairs: for the model-backed brain (Gemini, two tools) the turn at nine turns of
-//! history, for the echo brain its tenth turn.
+//! history, for the echo brain its tenth turn. `ALLOC_SITES=40` prints the 40 busiest sites of
+//! the model-backed turn instead (each the first frame in the SDK and the two above it).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -30,10 +31,28 @@ thread_local! {
     static COUNTED: Cell<bool> = const { Cell::new(false) };
 }
 
+thread_local! {
+    /// A backtrace is being taken on this thread (its own allocations are not sites).
+    static TRACING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether counted allocations keep their backtrace (`ALLOC_SITES`).
+static SITES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The backtraces kept while `SITES_ON`.
+static SITES: std::sync::Mutex<Vec<std::backtrace::Backtrace>> = std::sync::Mutex::new(Vec::new());
+
 fn count(bytes: usize) {
     if COUNTED.try_with(Cell::get).unwrap_or(false) {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+        if SITES_ON.load(Ordering::Relaxed) && !TRACING.try_with(Cell::get).unwrap_or(true) {
+            TRACING.set(true);
+            let trace = std::backtrace::Backtrace::force_capture();
+            if let Ok(mut sites) = SITES.lock() {
+                sites.push(trace);
+            }
+            TRACING.set(false);
+        }
     }
 }
 
@@ -228,6 +247,40 @@ async fn per_turn(
     )
 }
 
+/// The sites of a model-backed turn's allocations (`ALLOC_SITES=n`: the `n` busiest), as the
+/// difference between a call of 10 turns and one of 9: each site is the first frame in the
+/// SDK and the two below it.
+async fn sites(url: &str, top: usize, ended: &mut mpsc::UnboundedReceiver<()>) {
+    let mut counts: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    for (turns, sign) in [(10, 1), (9, -1)] {
+        call(url, turns, ended).await;
+        SITES_ON.store(true, Ordering::Relaxed);
+        call(url, turns, ended).await;
+        SITES_ON.store(false, Ordering::Relaxed);
+        let traces = std::mem::take(&mut *SITES.lock().expect("the sites"));
+        for trace in traces {
+            let text = trace.to_string();
+            let frames: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f))
+                .filter(|f| !f.starts_with("std::backtrace") && !f.contains("allocs::"))
+                .collect();
+            let first = frames
+                .iter()
+                .position(|f| f.contains("voqalize"))
+                .unwrap_or(0);
+            let start = first.saturating_sub(2);
+            let key = frames[start..(first + 1).min(frames.len())].join("\n    <- ");
+            *counts.entry(key).or_default() += sign;
+        }
+    }
+    let mut counts: Vec<(String, i64)> = counts.into_iter().filter(|(_, n)| *n != 0).collect();
+    counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (site, n) in counts.into_iter().take(top) {
+        println!("{n:5}  {site}");
+    }
+}
+
 fn main() {
     // `cargo test --benches` runs this with `--bench` absent: a build check, not a measurement.
     if !std::env::args().any(|a| a == "--bench") {
@@ -248,6 +301,13 @@ fn main() {
         server.answer_with(move |_| answer.clone());
         let (ended_tx, mut ended) = mpsc::unbounded_channel();
         let (echo, desk) = brains(server.base_url(), ended_tx);
+        if let Some(top) = std::env::var("ALLOC_SITES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+        {
+            sites(&desk, top, &mut ended).await;
+            return;
+        }
         println!("| path | allocations a turn | bytes a turn | a call of one turn |");
         println!("|---|---|---|---|");
         for (name, url, turns) in [
