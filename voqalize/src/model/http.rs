@@ -477,11 +477,16 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
     Some(value[..end].to_owned())
 }
 
-/// `Retry-After` in seconds (whole or fractional); an HTTP date or garbage gives `None`.
+/// `Retry-After` in seconds (whole or fractional); more seconds than a `Duration` holds is
+/// [`Duration::MAX`] (the longest wait: its readers cap it). An HTTP date, a negative or
+/// unbounded number, or garbage gives `None`.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     let seconds: f64 = value.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok()
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
 }
 
 /// The first [`ERROR_BODY_BYTES`] of an error response, read until `deadline`; the rest is not
@@ -1202,6 +1207,11 @@ mod tests {
         assert_eq!(retry_after(&headers), None);
         headers.insert(RETRY_AFTER, "-1".parse().unwrap());
         assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, "inf".parse().unwrap());
+        assert_eq!(retry_after(&headers), None);
+        // Past what a `Duration` holds: the longest wait, for its readers to cap.
+        headers.insert(RETRY_AFTER, "99999999999999999999".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::MAX));
 
         let status = |status, body: &str, retry_after| ModelError::Status {
             status,
