@@ -446,3 +446,23 @@ async fn a_summary_reads_only_what_the_caller_heard() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_call_that_ends_with_a_summary_in_flight_drops_its_request() {
+    let mut rig = rig("sum-in-flight", |s| s.timeout(Duration::from_secs(600))).await;
+    rig.summarizer.answer_with(|_| Reply::new().hang());
+    let mut i = 0;
+    while rig.summarizer.requests().is_empty() {
+        i += 1;
+        assert!(i <= 100, "no summary was asked for");
+        rig.v
+            .user_says(&format!("Question {i}."))
+            .await
+            .expect("a turn");
+    }
+    rig.v.end().await.expect("an end");
+    assert!(
+        rig.summarizer.wait_hung_up(1).await,
+        "the summary request was dropped with the call"
+    );
+}

@@ -19,7 +19,8 @@ pub(crate) const SUMMARY_OPENING: &str = "(Earlier in this call, summarised: ";
 /// The older exchanges a summary will replace, chosen at one moment of the call.
 #[derive(Debug, Clone)]
 pub(crate) struct Window {
-    /// The entries the summary replaces, in order (ids ascend).
+    /// The ids of the entries the summary replaces, sorted for the search (ids do not ascend
+    /// in history order: a restart puts its note, a new id, in front of the entries it keeps).
     ids: Vec<EntryId>,
     /// What the caller heard of them (`Caller:` and `Agent:` lines).
     pub(crate) transcript: String,
@@ -130,8 +131,10 @@ impl Conversation {
         if transcript.is_empty() {
             return None;
         }
+        let mut ids: Vec<EntryId> = gone.iter().map(|e| e.id).collect();
+        ids.sort_unstable();
         Some(Window {
-            ids: gone.iter().map(|e| e.id).collect(),
+            ids,
             transcript,
             previous: self.summary_text().map(str::to_owned),
             epoch: self.epoch,

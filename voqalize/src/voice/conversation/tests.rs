@@ -589,3 +589,31 @@ fn pins_are_bounded_in_count_and_bytes_the_oldest_unpinned() {
     assert!(bytes <= 8 * 1024, "{bytes}");
     assert!(c.kept(c.entries().last().expect("the pin").id));
 }
+
+#[test]
+fn a_summary_after_a_restart_replaces_every_entry_it_covers() {
+    let mut c = Conversation::new(100, 1 << 20);
+    exchange(&mut c, "I'm Ana", "Hi Ana", 1);
+    // A move in a turn: the caller's words that started it stay, after the note, so the
+    // note's id is past theirs.
+    c.push_user("Billing, please");
+    let mark = c.exchange_start();
+    let m = c.push(Role::Model, vec![Part::text("Moving you.")]);
+    c.speaking(2, Some(m));
+    c.heard(2, "Moving you.", false);
+    c.restart(mark, "(moved)");
+    for i in 3..8 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    c.push_user("now");
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert!(c.replace(&w, "Ana moved to billing."));
+    assert_eq!(
+        texts(&c),
+        [
+            "User T((Earlier in this call, summarised: Ana moved to billing.))",
+            "User T(now)"
+        ]
+    );
+    assert_counted(&c);
+}
