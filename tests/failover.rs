@@ -19,7 +19,7 @@ use crate::support::{MetricLog, driver, layer, logs, refusing};
 
 /// A desk that hands every turn to its model.
 pub(crate) struct Desk {
-    model: Model,
+    pub(crate) model: Model,
 }
 
 impl Brain for Desk {

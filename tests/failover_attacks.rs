@@ -1,7 +1,8 @@
 //! A fallback chain against hostile providers, over a real session socket: a `Retry-After` of
 //! any shape (negative, a date, garbage, past what a `Duration` holds), breakers set to cool for
 //! ever, every layer's breaker open at once, and hedged requests that both fail, that the first
-//! wins after the hedge went out, and that a barge-in drops.
+//! wins after the hedge went out, and that a barge-in drops; a layer that streams only
+//! keep-alives is left at its first-byte timeout.
 
 use std::time::Duration;
 
@@ -241,4 +242,44 @@ async fn a_barge_in_during_a_hedge_closes_both_requests() {
     let turn = v.user_says("Hello again?").await.expect("a turn");
     assert_eq!(turn.text(), "Back again.");
     assert_eq!(second.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_layer_that_streams_only_keep_alives_is_left_at_its_first_byte_timeout() {
+    let down = ModelServer::start(Provider::Chat).await.expect("a port");
+    down.answer_with(|_| Reply::new().keep_alive(Duration::from_millis(20)));
+    let up = ModelServer::start(Provider::Chat).await.expect("a port");
+    up.answer_with(|_| Reply::new().text("Hello.").finish());
+    let layers = two(
+        (
+            Provider::Chat,
+            &down.base_url(),
+            "chat-keep-alives",
+            Duration::from_millis(300),
+        ),
+        (Provider::Chat, &up.base_url(), "chat-after-keep-alives"),
+    )
+    .build()
+    .expect("a chain");
+    let mut v = driver(move || crate::failover::Desk {
+        model: voqalize::voice::Model::new(layers.clone())
+            .turn_deadline(Duration::from_secs(30))
+            .fallback_line(FALLBACK_LINE),
+    })
+    .await;
+    v.start_silent().await.expect("a session");
+    let turn = v.user_says("Hello?").await.expect("a turn");
+    assert_eq!(turn.text(), "Hello.");
+    assert!(
+        down.wait_hung_up(1).await,
+        "the keep-alives were hung up on"
+    );
+    assert_eq!(
+        steps(&v, turn.turn_id),
+        [
+            "model chat-keep-alives",
+            "fallback chat-keep-alives  timeout",
+            "model chat-after-keep-alives",
+        ]
+    );
 }
