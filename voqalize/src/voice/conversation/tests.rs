@@ -617,3 +617,20 @@ fn a_summary_after_a_restart_replaces_every_entry_it_covers() {
     );
     assert_counted(&c);
 }
+
+#[test]
+fn a_second_restart_in_the_same_exchange_keeps_the_caller_s_words() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("Billing, then refunds");
+    let first = c.exchange_start();
+    c.push(Role::Model, vec![call("to_billing")]);
+    c.restart(first, "(moved to billing)");
+    let second = c.exchange_start();
+    c.push(Role::Model, vec![call("to_refunds")]);
+    c.restart(second, "(moved to refunds)");
+    assert!(
+        texts(&c).contains(&"User T(Billing, then refunds)".to_owned()),
+        "{:#?}",
+        texts(&c)
+    );
+}
