@@ -466,3 +466,22 @@ async fn a_call_that_ends_with_a_summary_in_flight_drops_its_request() {
         "the summary request was dropped with the call"
     );
 }
+
+#[tokio::test]
+async fn summary_failures_apart_do_not_stop_a_long_call_s_summaries() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut rig = rig("sum-flaky", |s| s).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    rig.summarizer.answer_with(move |_| {
+        // Two failures, then a summary, over and over: never three failures in a row.
+        if asked.fetch_add(1, Ordering::SeqCst) % 3 < 2 {
+            Reply::error_status(400, "try again")
+        } else {
+            Reply::new().text("The caller asked questions.").finish()
+        }
+    });
+    rig.questions(1..=60).await;
+    let asked = rig.summarizer.requests().len();
+    assert!(asked > 6, "{asked} summary requests");
+}
