@@ -2,7 +2,7 @@
 //! any shape (negative, a date, garbage, past what a `Duration` holds), breakers set to cool for
 //! ever, every layer's breaker open at once, and hedged requests that both fail, that the first
 //! wins after the hedge went out, and that a barge-in drops; a layer that streams only
-//! keep-alives is left at its first-byte timeout.
+//! keep-alives is left at its first-byte timeout; layers whose timers are set to no limit.
 
 use std::time::Duration;
 
@@ -282,4 +282,36 @@ async fn a_layer_that_streams_only_keep_alives_is_left_at_its_first_byte_timeout
             "model chat-after-keep-alives",
         ]
     );
+}
+
+#[tokio::test]
+async fn layers_whose_timers_are_set_to_no_limit_still_answer_and_move_on() {
+    let none = voqalize::model::Timeouts {
+        connect: Duration::MAX,
+        first_byte: Duration::MAX,
+        gap: Duration::MAX,
+    };
+    let down = ModelServer::start(Provider::Chat).await.expect("a port");
+    down.answer_with(|_| Reply::error_status(503, "overloaded"));
+    let up = ModelServer::start(Provider::Chat).await.expect("a port");
+    up.answer_with(|_| Reply::new().text("Hello.").finish());
+    let layers = Fallback::new(layer(
+        Provider::Chat,
+        &down.base_url(),
+        "chat-no-limit-down",
+        none,
+    ))
+    .then(layer(
+        Provider::Chat,
+        &up.base_url(),
+        "chat-no-limit-up",
+        none,
+    ))
+    .build()
+    .expect("a chain");
+    let mut v = driver(desks(layers)).await;
+    v.start_silent().await.expect("a session");
+    let turn = v.user_says("Hello?").await.expect("a turn");
+    assert_eq!(turn.text(), "Hello.");
+    assert_eq!(down.requests().len(), 1);
 }

@@ -395,7 +395,7 @@ async fn attempt(
     t: Timeouts,
     max_response_bytes: usize,
 ) -> Result<EventStream, ModelError> {
-    let deadline = Instant::now() + t.first_byte;
+    let deadline = from_now(t.first_byte);
     let builder = match &req.parsed {
         Some(url) => client.post(url.clone()),
         None => client.post(&req.url),
@@ -412,7 +412,7 @@ async fn attempt(
     let status = response.status();
     if !status.is_success() {
         let retry_after = retry_after(response.headers());
-        let body = error_body(response, Instant::now() + t.first_byte).await;
+        let body = error_body(response, from_now(t.first_byte)).await;
         return Err(ModelError::Status {
             status: status.as_u16(),
             body,
@@ -435,6 +435,16 @@ async fn attempt(
         kept: None,
         timer: None,
     })
+}
+
+/// `wait` from now, or as far as the clock reaches: a timer of [`Duration::MAX`] (no limit)
+/// never fires, and never overflows the clock.
+fn from_now(wait: Duration) -> Instant {
+    const FOR_EVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(FOR_EVER))
+        .unwrap_or(now)
 }
 
 /// Sorts a failed send into the variant that says whether it may be retried.
@@ -550,9 +560,7 @@ impl EventStream {
             return None;
         }
         let first = self.first_deadline.is_some();
-        let deadline = self
-            .first_deadline
-            .unwrap_or_else(|| Instant::now() + self.gap);
+        let deadline = self.first_deadline.unwrap_or_else(|| from_now(self.gap));
         loop {
             let item = if self.eof {
                 self.parser.finish()
