@@ -309,8 +309,9 @@ impl Model {
     /// Adds a note to the conversation, as [`append_note`](Self::append_note) does, that is kept
     /// verbatim for the rest of the call: never summarised, never dropped by the history's
     /// bounds ("(The caller's order number is 4411.)"). At most [`MAX_PINNED_NOTES`] notes and
-    /// [`MAX_PINNED_BYTES`] of them stay pinned: past either the oldest pins become ordinary
-    /// notes; a note's text past half of [`MAX_PINNED_BYTES`] is cut. A stage handoff that starts
+    /// [`MAX_PINNED_BYTES`] of them stay pinned, and at most half of the history's own bounds
+    /// ([`max_history`](Self::max_history), the bytes): past either the oldest pins become
+    /// ordinary notes; a note's text past half of the pins' bytes is cut. A stage handoff that starts
     /// the conversation again (`fresh` or `summary`) leaves them behind too.
     pub fn pin_note(&self, text: &str) {
         self.conversation()

@@ -44,8 +44,11 @@ impl Conversation {
     /// Appends `text` as a pinned note (a user turn, as [`push_note`](Self::push_note)): kept
     /// verbatim, never summarised nor dropped by the bounds. Its text is cut to half of
     /// `max_bytes`; past `max_pins` pins, or `max_bytes` of them (as [`Entry::bytes`] counts),
-    /// the oldest pins are unpinned (they become ordinary notes), never the newest.
+    /// the oldest pins are unpinned (they become ordinary notes), never the newest. Both are
+    /// held within half of the history's own bounds, so the pins never hold it past them.
     pub(crate) fn pin(&mut self, text: &str, max_pins: usize, max_bytes: usize) -> EntryId {
+        let max_pins = max_pins.min(self.max_entries / 2);
+        let max_bytes = max_bytes.min(self.max_bytes / 2);
         let text = crate::tools::shortened_to(text, max_bytes / 2);
         // The id `push` gives it: the bound it applies keeps the pin.
         self.pinned.push_back(self.next_id + 1);

@@ -634,3 +634,15 @@ fn a_second_restart_in_the_same_exchange_keeps_the_caller_s_words() {
         texts(&c)
     );
 }
+
+#[test]
+fn pins_never_hold_the_history_past_its_own_bounds() {
+    let mut c = Conversation::new(8, 2048);
+    for i in 0..8 {
+        c.pin(&format!("({i}: {})", "p".repeat(1000)), 8, 8 * 1024);
+    }
+    exchange(&mut c, "and now?", "Noted.", 1);
+    assert!(c.bytes() <= 2048, "{} bytes", c.bytes());
+    assert!(c.entries().len() <= 8, "{:#?}", texts(&c));
+    assert_counted(&c);
+}
