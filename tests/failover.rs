@@ -18,8 +18,8 @@ use crate::request_schemas::{check_gemini, gemini_request};
 use crate::support::{MetricLog, driver, layer, logs, refusing};
 
 /// A desk that hands every turn to its model.
-struct Desk {
-    model: Model,
+pub(crate) struct Desk {
+    pub(crate) model: Model,
 }
 
 impl Brain for Desk {
@@ -38,7 +38,7 @@ impl Desk {
     }
 }
 
-fn timeouts(first_byte: Duration) -> Timeouts {
+pub(crate) fn timeouts(first_byte: Duration) -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         first_byte,
@@ -48,7 +48,10 @@ fn timeouts(first_byte: Duration) -> Timeouts {
 
 /// A chain of two stand-ins: `first` (its provider, base URL, model and first-byte timeout),
 /// then `second` (its provider, base URL and model; 5 s to its first byte).
-fn two(first: (Provider, &str, &str, Duration), second: (Provider, &str, &str)) -> Fallback {
+pub(crate) fn two(
+    first: (Provider, &str, &str, Duration),
+    second: (Provider, &str, &str),
+) -> Fallback {
     let (provider, base, model, first_byte) = first;
     Fallback::new(layer(provider, base, model, timeouts(first_byte))).then(layer(
         second.0,
@@ -59,7 +62,7 @@ fn two(first: (Provider, &str, &str, Duration), second: (Provider, &str, &str)) 
 }
 
 /// A desk over `layers`, its fallback line set (it must never be heard when a layer answers).
-fn desks(layers: ModelLayer) -> impl Fn() -> Desk + Send + Sync + 'static {
+pub(crate) fn desks(layers: ModelLayer) -> impl Fn() -> Desk + Send + Sync + 'static {
     move || Desk {
         model: Model::new(layers.clone())
             .instruction("You answer the Harbour Hotel's phone.")
@@ -68,7 +71,7 @@ fn desks(layers: ModelLayer) -> impl Fn() -> Desk + Send + Sync + 'static {
 }
 
 /// The steps of turn `turn`, as `kind name provider` and their counts' keys.
-fn steps(v: &Voqalize, turn: u64) -> Vec<String> {
+pub(crate) fn steps(v: &Voqalize, turn: u64) -> Vec<String> {
     v.turn_steps()
         .iter()
         .filter(|s| s.turn_id == turn)

@@ -446,3 +446,42 @@ async fn a_summary_reads_only_what_the_caller_heard() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_call_that_ends_with_a_summary_in_flight_drops_its_request() {
+    let mut rig = rig("sum-in-flight", |s| s.timeout(Duration::from_secs(600))).await;
+    rig.summarizer.answer_with(|_| Reply::new().hang());
+    let mut i = 0;
+    while rig.summarizer.requests().is_empty() {
+        i += 1;
+        assert!(i <= 100, "no summary was asked for");
+        rig.v
+            .user_says(&format!("Question {i}."))
+            .await
+            .expect("a turn");
+    }
+    rig.v.end().await.expect("an end");
+    assert!(
+        rig.summarizer.wait_hung_up(1).await,
+        "the summary request was dropped with the call"
+    );
+}
+
+#[tokio::test]
+async fn summary_failures_apart_do_not_stop_a_long_call_s_summaries() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut rig = rig("sum-flaky", |s| s).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    rig.summarizer.answer_with(move |_| {
+        // Two failures, then a summary, over and over: never three failures in a row.
+        if asked.fetch_add(1, Ordering::SeqCst) % 3 < 2 {
+            Reply::error_status(400, "try again")
+        } else {
+            Reply::new().text("The caller asked questions.").finish()
+        }
+    });
+    rig.questions(1..=60).await;
+    let asked = rig.summarizer.requests().len();
+    assert!(asked > 6, "{asked} summary requests");
+}

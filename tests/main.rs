@@ -18,6 +18,7 @@ mod eval_attacks;
 mod evals_judge;
 mod evals_suite;
 mod failover;
+mod failover_attacks;
 mod hosting;
 mod kit;
 mod layer_attacks;

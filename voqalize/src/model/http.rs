@@ -395,7 +395,7 @@ async fn attempt(
     t: Timeouts,
     max_response_bytes: usize,
 ) -> Result<EventStream, ModelError> {
-    let deadline = Instant::now() + t.first_byte;
+    let deadline = from_now(t.first_byte);
     let builder = match &req.parsed {
         Some(url) => client.post(url.clone()),
         None => client.post(&req.url),
@@ -412,7 +412,7 @@ async fn attempt(
     let status = response.status();
     if !status.is_success() {
         let retry_after = retry_after(response.headers());
-        let body = error_body(response, Instant::now() + t.first_byte).await;
+        let body = error_body(response, from_now(t.first_byte)).await;
         return Err(ModelError::Status {
             status: status.as_u16(),
             body,
@@ -435,6 +435,16 @@ async fn attempt(
         kept: None,
         timer: None,
     })
+}
+
+/// `wait` from now, or as far as the clock reaches: a timer of [`Duration::MAX`] (no limit)
+/// never fires, and never overflows the clock.
+fn from_now(wait: Duration) -> Instant {
+    const FOR_EVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = Instant::now();
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(FOR_EVER))
+        .unwrap_or(now)
 }
 
 /// Sorts a failed send into the variant that says whether it may be retried.
@@ -477,11 +487,16 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
     Some(value[..end].to_owned())
 }
 
-/// `Retry-After` in seconds (whole or fractional); an HTTP date or garbage gives `None`.
+/// `Retry-After` in seconds (whole or fractional); more seconds than a `Duration` holds is
+/// [`Duration::MAX`] (the longest wait: its readers cap it). An HTTP date, a negative or
+/// unbounded number, or garbage gives `None`.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     let seconds: f64 = value.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok()
+    if !seconds.is_finite() || seconds < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
 }
 
 /// The first [`ERROR_BODY_BYTES`] of an error response, read until `deadline`; the rest is not
@@ -545,9 +560,7 @@ impl EventStream {
             return None;
         }
         let first = self.first_deadline.is_some();
-        let deadline = self
-            .first_deadline
-            .unwrap_or_else(|| Instant::now() + self.gap);
+        let deadline = self.first_deadline.unwrap_or_else(|| from_now(self.gap));
         loop {
             let item = if self.eof {
                 self.parser.finish()
@@ -1202,6 +1215,11 @@ mod tests {
         assert_eq!(retry_after(&headers), None);
         headers.insert(RETRY_AFTER, "-1".parse().unwrap());
         assert_eq!(retry_after(&headers), None);
+        headers.insert(RETRY_AFTER, "inf".parse().unwrap());
+        assert_eq!(retry_after(&headers), None);
+        // Past what a `Duration` holds: the longest wait, for its readers to cap.
+        headers.insert(RETRY_AFTER, "99999999999999999999".parse().unwrap());
+        assert_eq!(retry_after(&headers), Some(Duration::MAX));
 
         let status = |status, body: &str, retry_after| ModelError::Status {
             status,

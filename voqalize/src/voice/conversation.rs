@@ -360,9 +360,16 @@ impl Conversation {
         let summary = self.summary.take();
         self.pinned.clear();
         self.epoch += 1;
+        // An entry `mark` names (the caller's words that started the exchange) is found where it
+        // is: after a restart, ids do not ascend in history order (the note, a new id, is in
+        // front of the entries it kept), so a second move in the same exchange keeps them.
+        let from = self.position(mark);
         let kept: Vec<Entry> = std::mem::take(&mut self.entries)
             .into_iter()
-            .filter(|e| e.id >= mark && Some(e.id) != summary)
+            .enumerate()
+            .filter(|(at, e)| from.map_or(e.id >= mark, |from| *at >= from))
+            .map(|(_, e)| e)
+            .filter(|e| Some(e.id) != summary)
             .collect();
         self.bytes = 0;
         self.push_user(note);

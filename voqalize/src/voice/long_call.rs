@@ -37,7 +37,8 @@ pub const MAX_PINNED_BYTES: usize = 8 * 1024;
 /// replaces.
 const MAX_TRANSCRIPT_BYTES: usize = 32 * 1024;
 
-/// Failed summary requests after which a call stops asking (it drops, as without summaries).
+/// Failed summary requests in a row after which a call stops asking (it drops, as without
+/// summaries); a summary that comes back starts the count again.
 const MAX_FAILURES: usize = 3;
 
 /// What the summary request is told when [`HistorySummary::instruction`] does not say.
@@ -289,7 +290,7 @@ impl Model {
     /// every model turn that made a tool call with its results. If a summary request fails,
     /// times out or says nothing (a reply that only calls a function is neither run nor kept),
     /// the history is dropped as without summaries and a warning is logged once per call; after
-    /// 3 failures the call stops asking.
+    /// 3 failures in a row the call stops asking.
     ///
     /// Give it after [`instruction`](Self::instruction): the instruction is checked against the
     /// budget (one set later with [`set_instruction`](Self::set_instruction) is not).
@@ -308,8 +309,9 @@ impl Model {
     /// Adds a note to the conversation, as [`append_note`](Self::append_note) does, that is kept
     /// verbatim for the rest of the call: never summarised, never dropped by the history's
     /// bounds ("(The caller's order number is 4411.)"). At most [`MAX_PINNED_NOTES`] notes and
-    /// [`MAX_PINNED_BYTES`] of them stay pinned: past either the oldest pins become ordinary
-    /// notes; a note's text past half of [`MAX_PINNED_BYTES`] is cut. A stage handoff that starts
+    /// [`MAX_PINNED_BYTES`] of them stay pinned, and at most half of the history's own bounds
+    /// ([`max_history`](Self::max_history), the bytes): past either the oldest pins become
+    /// ordinary notes; a note's text past half of the pins' bytes is cut. A stage handoff that starts
     /// the conversation again (`fresh` or `summary`) leaves them behind too.
     pub fn pin_note(&self, text: &str) {
         self.conversation()
@@ -397,7 +399,11 @@ async fn ask_and_replace(
     .await;
     let outcome = match made {
         Ok(summary) => match conversation.upgrade() {
-            Some(c) if lock(&c).replace(&window, &summary) => "replaced",
+            // A provider that was down for a while must not stop the summaries of the call.
+            Some(c) if lock(&c).replace(&window, &summary) => {
+                tally.failures.store(0, Ordering::Relaxed);
+                "replaced"
+            }
             _ => "stale",
         },
         Err(why) => failed(&tally, &why, &**setup.layer.layer()),

@@ -19,7 +19,8 @@ pub(crate) const SUMMARY_OPENING: &str = "(Earlier in this call, summarised: ";
 /// The older exchanges a summary will replace, chosen at one moment of the call.
 #[derive(Debug, Clone)]
 pub(crate) struct Window {
-    /// The entries the summary replaces, in order (ids ascend).
+    /// The ids of the entries the summary replaces, sorted for the search (ids do not ascend
+    /// in history order: a restart puts its note, a new id, in front of the entries it keeps).
     ids: Vec<EntryId>,
     /// What the caller heard of them (`Caller:` and `Agent:` lines).
     pub(crate) transcript: String,
@@ -43,8 +44,11 @@ impl Conversation {
     /// Appends `text` as a pinned note (a user turn, as [`push_note`](Self::push_note)): kept
     /// verbatim, never summarised nor dropped by the bounds. Its text is cut to half of
     /// `max_bytes`; past `max_pins` pins, or `max_bytes` of them (as [`Entry::bytes`] counts),
-    /// the oldest pins are unpinned (they become ordinary notes), never the newest.
+    /// the oldest pins are unpinned (they become ordinary notes), never the newest. Both are
+    /// held within half of the history's own bounds, so the pins never hold it past them.
     pub(crate) fn pin(&mut self, text: &str, max_pins: usize, max_bytes: usize) -> EntryId {
+        let max_pins = max_pins.min(self.max_entries / 2);
+        let max_bytes = max_bytes.min(self.max_bytes / 2);
         let text = crate::tools::shortened_to(text, max_bytes / 2);
         // The id `push` gives it: the bound it applies keeps the pin.
         self.pinned.push_back(self.next_id + 1);
@@ -130,8 +134,10 @@ impl Conversation {
         if transcript.is_empty() {
             return None;
         }
+        let mut ids: Vec<EntryId> = gone.iter().map(|e| e.id).collect();
+        ids.sort_unstable();
         Some(Window {
-            ids: gone.iter().map(|e| e.id).collect(),
+            ids,
             transcript,
             previous: self.summary_text().map(str::to_owned),
             epoch: self.epoch,

@@ -589,3 +589,60 @@ fn pins_are_bounded_in_count_and_bytes_the_oldest_unpinned() {
     assert!(bytes <= 8 * 1024, "{bytes}");
     assert!(c.kept(c.entries().last().expect("the pin").id));
 }
+
+#[test]
+fn a_summary_after_a_restart_replaces_every_entry_it_covers() {
+    let mut c = Conversation::new(100, 1 << 20);
+    exchange(&mut c, "I'm Ana", "Hi Ana", 1);
+    // A move in a turn: the caller's words that started it stay, after the note, so the
+    // note's id is past theirs.
+    c.push_user("Billing, please");
+    let mark = c.exchange_start();
+    let m = c.push(Role::Model, vec![Part::text("Moving you.")]);
+    c.speaking(2, Some(m));
+    c.heard(2, "Moving you.", false);
+    c.restart(mark, "(moved)");
+    for i in 3..8 {
+        exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
+    }
+    c.push_user("now");
+    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    assert!(c.replace(&w, "Ana moved to billing."));
+    assert_eq!(
+        texts(&c),
+        [
+            "User T((Earlier in this call, summarised: Ana moved to billing.))",
+            "User T(now)"
+        ]
+    );
+    assert_counted(&c);
+}
+
+#[test]
+fn a_second_restart_in_the_same_exchange_keeps_the_caller_s_words() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("Billing, then refunds");
+    let first = c.exchange_start();
+    c.push(Role::Model, vec![call("to_billing")]);
+    c.restart(first, "(moved to billing)");
+    let second = c.exchange_start();
+    c.push(Role::Model, vec![call("to_refunds")]);
+    c.restart(second, "(moved to refunds)");
+    assert!(
+        texts(&c).contains(&"User T(Billing, then refunds)".to_owned()),
+        "{:#?}",
+        texts(&c)
+    );
+}
+
+#[test]
+fn pins_never_hold_the_history_past_its_own_bounds() {
+    let mut c = Conversation::new(8, 2048);
+    for i in 0..8 {
+        c.pin(&format!("({i}: {})", "p".repeat(1000)), 8, 8 * 1024);
+    }
+    exchange(&mut c, "and now?", "Noted.", 1);
+    assert!(c.bytes() <= 2048, "{} bytes", c.bytes());
+    assert!(c.entries().len() <= 8, "{:#?}", texts(&c));
+    assert_counted(&c);
+}

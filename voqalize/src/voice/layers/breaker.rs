@@ -18,6 +18,9 @@ const PRUNE_AT: usize = 256;
 /// The most breakers the registry holds: a process that builds chains over more distinct layers
 /// than this (a model name per tenant) gets breakers that are not shared past it.
 const MAX_REGISTERED: usize = 4096;
+/// How long an open breaker skips its layer when its wait is past what an `Instant` can be
+/// moved by (100 years).
+const FOR_EVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Where a breaker is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,10 +201,10 @@ impl Ticket {
         let now = Instant::now();
         let mut until = now;
         if why.is_some() {
-            until = now + breaker.cooling;
+            until = later(now, breaker.cooling);
         }
         if let Some(asked) = asked {
-            until = until.max(now + asked);
+            until = until.max(later(now, asked));
         }
         if until <= now {
             return;
@@ -216,6 +219,14 @@ impl Ticket {
         });
         state.moved(&mut s, Phase::Open, &why);
     }
+}
+
+/// `wait` after `now`, or as far as an `Instant` reaches (a cooling of `Duration::MAX`, a
+/// `Retry-After` taken uncapped): an open breaker that never cools, never a panic.
+fn later(now: Instant, wait: Duration) -> Instant {
+    now.checked_add(wait)
+        .or_else(|| now.checked_add(FOR_EVER))
+        .unwrap_or(now)
 }
 
 impl Drop for Ticket {

@@ -15,7 +15,7 @@ use super::reading::{Read, before, decode};
 use super::{TurnState, WORK_PER_YIELD};
 use crate::model::ToolChoice;
 use crate::model::history::{Chunk, Kept, Part, RequestSpec};
-use crate::model::http;
+use crate::model::http::{self, ModelError};
 use crate::model::layer::{Decoder, HttpRequest, Layer};
 use crate::model::origin::for_layer;
 use crate::tools::ToolSet;
@@ -382,6 +382,12 @@ impl TurnState<'_> {
         let Some(taping) = attempt.taping.as_mut() else {
             return Ok(());
         };
+        let first_byte = layer.timeouts().first_byte;
+        // Until the layer reads its first chunk, an event it ignores (a keep-alive) is no first
+        // byte: the layer's first-byte timeout still runs, from the request's sending.
+        let silent_until = tokio::time::Instant::now()
+            .checked_add(first_byte)
+            .filter(|until| *until < deadline);
         let open = http::open_with(
             request,
             layer.timeouts(),
@@ -403,8 +409,12 @@ impl TurnState<'_> {
         let mut decoder = layer.decoder(self.bounds.decode());
         let mut work = 0;
         loop {
-            let read = match before(deadline, limit, stream.next()).await {
+            let by = silent_until
+                .filter(|_| attempt.early.is_empty())
+                .unwrap_or(deadline);
+            let read = match before(by, limit, stream.next()).await {
                 Ok(next) => decode(&*layer, &mut *decoder, next),
+                Err(_) if by < deadline => Err(ModelError::FirstByteTimeout(first_byte).into()),
                 Err(e) => Err(e),
             };
             let chunks = match read {
