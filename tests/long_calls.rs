@@ -485,3 +485,18 @@ async fn summary_failures_apart_do_not_stop_a_long_call_s_summaries() {
     let asked = rig.summarizer.requests().len();
     assert!(asked > 6, "{asked} summary requests");
 }
+
+#[tokio::test]
+async fn a_call_whose_every_turn_makes_a_call_does_not_ask_for_a_summary_every_turn() {
+    let mut rig = rig("sum-every-turn", |s| s).await;
+    knows_ana(&rig.summarizer);
+    rig.server.answer_with(|_| {
+        Reply::new()
+            .text("Let me check.")
+            .call("track_order", json!({}))
+            .finish()
+    });
+    rig.questions(1..=60).await;
+    let asked = rig.summarizer.requests().len();
+    assert!(asked <= 20, "{asked} summaries in 60 turns");
+}

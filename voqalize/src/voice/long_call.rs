@@ -369,6 +369,12 @@ pub(crate) fn after(inner: &Inner) {
     let Some(window) = window else {
         return;
     };
+    // A summary that would replace little (a call whose turns are mostly tool calls, which stay
+    // verbatim) waits until a quarter of the high-water mark would go: no summary every turn.
+    let (entries, bytes) = window.covers();
+    if entries < share(max_entries, high) / 4 && bytes < share(max_bytes, high) / 4 {
+        return;
+    }
     let conversation = Arc::downgrade(&inner.conversation);
     let tally = summaries.tally.clone();
     *task = Some(runtime.spawn(ask_and_replace(setup, window, conversation, tally)));

@@ -28,6 +28,15 @@ pub(crate) struct Window {
     pub(crate) previous: Option<String>,
     /// The conversation's restarts when it was chosen.
     epoch: u64,
+    /// The bytes of the entries it replaces.
+    bytes: usize,
+}
+
+impl Window {
+    /// How many entries, and how many bytes of them, the summary would replace.
+    pub(crate) fn covers(&self) -> (usize, usize) {
+        (self.ids.len(), self.bytes)
+    }
 }
 
 impl Conversation {
@@ -137,6 +146,7 @@ impl Conversation {
         let mut ids: Vec<EntryId> = gone.iter().map(|e| e.id).collect();
         ids.sort_unstable();
         Some(Window {
+            bytes: gone.iter().map(|e| e.bytes).sum(),
             ids,
             transcript,
             previous: self.summary_text().map(str::to_owned),
