@@ -129,9 +129,10 @@ impl Unsummarised {
 
 /// A summary: one [`ask`] of `layers` within `timeout`, its text trimmed and cut to `max_bytes`
 /// (marked with its length when cut). Over a fallback chain, a layer whose breaker is open is
-/// skipped and a failed request moves on to the next layer, within the one timeout; a summary
-/// request's verdict leaves the breakers as they were (it is not a caller's turn). The handoff
-/// summary and the long-call summary both ask with it.
+/// skipped (a half-open one too: its probe is left to a turn) and a failed request moves on to
+/// the next layer, within the one timeout; a summary request's verdict leaves the breakers as
+/// they were (it is not a caller's turn). The handoff summary and the long-call summary both
+/// ask with it.
 ///
 /// # Errors
 /// [`Unsummarised`]: every layer failed (the last one's error), the whole took longer than
@@ -146,9 +147,12 @@ pub(crate) async fn summarise(
     let asked = async {
         let mut why = Unsummarised::Failed("every layer's breaker is open".to_owned());
         for (i, layer) in layers.layers().enumerate() {
-            // Held while it asks, so it is the one probe of a half-open breaker; dropped untold.
-            let ticket = layers.fallback().map(|chain| chain.admit(i));
-            if matches!(ticket, Some(None)) {
+            // A layer cooling, or half-open (its one probe is a turn's to make: a summary that
+            // took it would have every turn skip the layer meanwhile), is not asked. The ticket
+            // goes back untold at once.
+            if let Some(chain) = layers.fallback()
+                && chain.admit(i).is_none_or(|ticket| ticket.probe())
+            {
                 continue;
             }
             match ask(&**layer, instruction, messages, max_bytes).await {

@@ -161,6 +161,11 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
+    /// Whether this is a half-open breaker's one probe.
+    pub(crate) fn probe(&self) -> bool {
+        self.probe
+    }
+
     /// The layer brought the model's first words: its breaker closes.
     pub(crate) fn succeeded(mut self) {
         self.told = true;
