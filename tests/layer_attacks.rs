@@ -620,3 +620,65 @@ async fn a_panicking_token_source_fails_the_request_and_the_fallback_line_covers
         "the cause is logged"
     );
 }
+
+/// A layer of the user's whose decoder cannot be made: making it panics.
+struct PanickingDecoder(voqalize::model::Gemini);
+
+impl voqalize::model::layer::Layer for PanickingDecoder {
+    fn provider(&self) -> &str {
+        self.0.provider()
+    }
+
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+
+    fn base_url(&self) -> &str {
+        self.0.base_url()
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        self.0.timeouts()
+    }
+
+    fn build(
+        &self,
+        spec: &voqalize::model::layer::RequestSpec<'_>,
+    ) -> Result<voqalize::model::layer::HttpRequest, voqalize::model::layer::StreamError> {
+        self.0.build(spec)
+    }
+
+    fn decoder(
+        &self,
+        _: voqalize::model::layer::DecodeLimits,
+    ) -> Box<dyn voqalize::model::layer::Decoder> {
+        panic!("the decoder broke")
+    }
+}
+
+/// A panic in code the voice core runs in line (making a layer's decoder) ends the turn as a
+/// failed request does: the fallback line is spoken, the turn completes, the cause is logged,
+/// and the call goes on.
+#[tokio::test]
+async fn a_panic_inside_a_model_turn_is_covered_by_the_fallback_line() {
+    logs();
+    let server = ModelServer::start(Provider::Gemini).await.unwrap();
+    server.answer_with(|_| Reply::new().text("Hello.").finish());
+    let gemini = voqalize::model::Gemini::builder("k")
+        .model("panicking-decoder")
+        .base_url(server.base_url())
+        .timeouts(timeouts())
+        .build()
+        .unwrap();
+    let rig = Rig::with_layer(server, ModelLayer::new(PanickingDecoder(gemini)));
+    let mut v = rig.session().await;
+    for _ in 0..2 {
+        let turn = v.user_says("hello").await.unwrap();
+        assert_eq!(turn.text(), "Sorry, one moment.");
+        assert!(turn.completed());
+    }
+    assert!(
+        !logs().lines_with("the decoder broke").is_empty(),
+        "the cause is logged"
+    );
+}

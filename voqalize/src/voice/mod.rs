@@ -560,7 +560,10 @@ impl Model {
     /// (docs/protocol.md §6.14). It never returns an error for a model failure.
     ///
     /// # Errors
-    /// None today; the `Result` leaves room for failures a brain must see.
+    /// A panic inside the turn (the voice core's, or a layer's code it runs in line), after the
+    /// fallback line was spoken when nothing had been: the runtime logs it as the turn's error.
+    /// Model failures are not errors: they are logged, reported and covered by the fallback
+    /// line.
     pub async fn respond(&self, brain: &dyn Toolbox, turn: &Turn) -> BrainResult {
         self.respond_with(brain, turn, ToolChoice::Auto).await
     }
@@ -577,7 +580,25 @@ impl Model {
         choice: ToolChoice,
     ) -> BrainResult {
         self.follow(turn);
-        let done = turn::run(self, brain, turn, choice).await;
+        // A panic in the voice core or in code it runs in line (a layer's decoder) ends the turn
+        // as a failed request does: the fallback line when nothing was said, the cause logged
+        // by the runtime with the turn's error.
+        let run = std::panic::AssertUnwindSafe(turn::run(self, brain, turn, choice));
+        let done = match futures_util::FutureExt::catch_unwind(run).await {
+            Ok(done) => done,
+            Err(panic) => {
+                if !turn.has_spoken()
+                    && let Some(line) = self.fallback_now()
+                {
+                    self.say_aside(turn, &line);
+                }
+                Err(format!(
+                    "the model turn panicked: {}",
+                    crate::recover::panic_text(panic.as_ref())
+                )
+                .into())
+            }
+        };
         long_call::after(&self.inner);
         done
     }
