@@ -747,3 +747,15 @@ async fn after_a_summary_handoff_the_anthropic_prompt_prefix_stays_the_same_from
         "{first}"
     );
 }
+
+#[tokio::test]
+async fn a_move_in_brain_code_before_the_model_speaks_the_entered_stage_s_line() {
+    let (rig, mut v) =
+        rig(|_| Some(Workflow::new().enter_line(Clinic::Confirm, "Let's confirm."))).await;
+    v.start_silent().await.unwrap();
+    rig.server.reply(Reply::new().text("Hello.").finish());
+    v.user_says("hi").await.unwrap();
+    rig.server.reply(Reply::new().text("Goodbye.").finish());
+    let turn = v.user_says("skip to the end").await.unwrap();
+    assert_eq!(turn.text(), "Let's confirm. Goodbye.");
+}

@@ -51,7 +51,7 @@ pub(crate) async fn hand_off(model: &Model, turn: &Turn) {
         // Once the caller has spoken since the move (a transition that ran on after a
         // barge-in), the entry line's moment has passed: a request must end with the caller's
         // words.
-        let spoke_since = model.conversation().any_since(pending.mark);
+        let spoke_since = model.conversation().any_since(pending.since);
         if pending.context != Context::Keep {
             let note = carried(model, &pending, summary.as_deref());
             model.conversation().restart(pending.mark, &note);

@@ -182,7 +182,7 @@ pub(crate) fn moved(
             );
             return;
         }
-        m.move_now(to, transition.context, &note, mark)
+        m.move_now(to, transition.context, &note, (mark, mark))
     };
     if let Some(change) = change {
         changed(inner, session, Some(turn_id), change);

@@ -371,11 +371,12 @@ impl Model {
         // the stage).
         let call = crate::session::context::current();
         let turn_id = call.as_ref().and_then(|c| c.turn);
-        let mark = {
+        let (mark, since) = {
             let conversation = self.conversation();
+            let since = conversation.mark();
             match turn_id {
-                Some(_) => conversation.exchange_start(),
-                None => conversation.mark(),
+                Some(_) => (conversation.exchange_start(), since),
+                None => (since, since),
             }
         };
         let mut machine = lock(&self.inner.workflow);
@@ -388,7 +389,7 @@ impl Model {
                 named: StageTable::of::<S>().type_name(),
             });
         }
-        let change = m.move_now(stage.index(), context, note, mark);
+        let change = m.move_now(stage.index(), context, note, (mark, since));
         drop(machine);
         if let (Some(change), Some(call)) = (change, call) {
             machine::changed(&self.inner, &call.session, turn_id, change);

@@ -16,8 +16,12 @@ pub(crate) struct Pending {
     pub(crate) context: Context,
     /// The carried note, bounded.
     pub(crate) note: String,
-    /// Entries from this id on came after the move (the caller's next words): they stay.
+    /// Entries from this id on stay (the caller's words that started a turn whose brain code
+    /// moved the call, or those after the move).
     pub(crate) mark: EntryId,
+    /// Entries from this id on were made after the move: when there is one, the caller spoke
+    /// since, and the entered stage's line is not spoken.
+    pub(crate) since: EntryId,
 }
 
 /// A stage change, for its hooks and reports.
@@ -120,14 +124,15 @@ impl Machine {
         self.setup.table.index_of(t.to)
     }
 
-    /// Moves the call now (brain code, or a transition's call that ended well); `None` when
+    /// Moves the call now (brain code, or a transition's call that ended well), keeping the
+    /// entries from `mark` on, the move made when the next entry would be `since`; `None` when
     /// `to` is no stage.
     pub(crate) fn move_now(
         &mut self,
         to: usize,
         context: Context,
         note: &str,
-        mark: EntryId,
+        (mark, since): (EntryId, EntryId),
     ) -> Option<Change> {
         if to >= self.setup.table.stages.len() {
             return None;
@@ -141,6 +146,7 @@ impl Machine {
             context,
             note: crate::tools::shortened_to(note.trim(), self.setup.max_note_bytes),
             mark,
+            since,
         });
         Some(Change { from, to, context })
     }
