@@ -88,45 +88,9 @@ static GLOBAL: Counting = Counting;
 /// Pairs of calls measured for each figure (after as many to warm up).
 const ROUNDS: usize = 30;
 
-/// A booking.
-#[json_type]
-struct Booking {
-    /// The city.
-    city: String,
-    /// How many people.
-    party: u32,
-}
-
-/// The model-backed brain: Gemini with two tools, as the `voice` bench's.
-struct Desk {
-    model: Model,
-    ended: mpsc::UnboundedSender<()>,
-}
-
-impl Brain for Desk {
-    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
-        self.model.respond(self, turn).await
-    }
-
-    async fn on_session_end(&self, _: &Session, _: EndReason) {
-        let _ = self.ended.send(());
-    }
-}
-
-#[brain]
-impl Desk {
-    /// Put the booking form on screen.
-    #[tool]
-    async fn open_booking(&self, args: Booking) -> String {
-        format!("opened for {} in {}", args.party, args.city)
-    }
-
-    /// Show help.
-    #[tool]
-    async fn show_help(&self) -> &'static str {
-        "shown"
-    }
-}
+#[path = "shared/desk.rs"]
+mod desk;
+use desk::Desk;
 
 /// The echo brain: says the user's words back.
 struct Echo {
@@ -180,7 +144,7 @@ fn brains(model_url: String, ended: mpsc::UnboundedSender<()>) -> (String, Strin
                 desk,
                 move || Desk {
                     model: Model::new(gemini.clone()),
-                    ended: ended.clone(),
+                    ended: Some(ended.clone()),
                 },
                 HostOptions::allow_unverified(),
             );

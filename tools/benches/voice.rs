@@ -22,44 +22,15 @@ use voqalize::voice::ModelLayer;
 use voqalize::wire::{self, Frame, TurnStep};
 use voqalize_testing::{ModelServer, Provider, Reply, Voqalize, WireFormat};
 
-/// A booking.
-#[json_type]
-struct Booking {
-    /// The city.
-    city: String,
-    /// How many people.
-    party: u32,
-}
-
-struct Desk {
-    model: Model,
-}
-
-impl Brain for Desk {
-    async fn on_user_message(&self, turn: &mut Turn, _: UserMessage) -> BrainResult {
-        self.model.respond(self, turn).await
-    }
-}
-
-#[brain]
-impl Desk {
-    /// Put the booking form on screen.
-    #[tool]
-    async fn open_booking(&self, args: Booking) -> String {
-        format!("opened for {} in {}", args.party, args.city)
-    }
-
-    /// Show help.
-    #[tool]
-    async fn show_help(&self) -> &'static str {
-        "shown"
-    }
-}
+#[path = "shared/desk.rs"]
+mod desk;
+use desk::Desk;
 
 fn desk_tools() -> voqalize::tools::ToolSet {
     let gemini = Gemini::builder("k").build().expect("layer");
     Desk {
         model: Model::new(gemini),
+        ended: None,
     }
     .tools_for_turn()
 }
@@ -176,6 +147,7 @@ fn turn_on(c: &mut Criterion, name: &str, provider: Provider) {
         let base = server.base_url();
         let mut v = Voqalize::in_process(move || Desk {
             model: Model::new(layer(provider, &base)),
+            ended: None,
         });
         v.start_silent().await.expect("started");
         (server, v)
