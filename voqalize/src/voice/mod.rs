@@ -81,6 +81,7 @@ use tool_guard::Guards;
 
 use crate::brain::BrainResult;
 use crate::model::http;
+use crate::model::origin::Origin;
 use crate::recover::lock;
 use crate::session::context;
 use crate::session::{Finalized, Listener, Session, Turn};
@@ -165,6 +166,9 @@ struct Inner {
     layer: ModelLayer,
     settings: Settings,
     instruction: Mutex<Option<Arc<str>>>,
+    /// The origins of the layers that answered this call (a handful: the stages' chains),
+    /// made once and shared by the model turns they write.
+    origins: Mutex<Vec<Origin>>,
     conversation: Arc<Mutex<Conversation>>,
     /// The summary of older history in flight, if any (`long_call.rs`).
     summaries: long_call::Summaries,
@@ -213,6 +217,7 @@ impl Inner {
             layer,
             settings,
             instruction: Mutex::new(instruction),
+            origins: Mutex::new(Vec::new()),
             attached: AtomicBool::new(false),
             log: Mutex::new(TurnLog::default()),
             settled: tokio::sync::Notify::new(),

@@ -20,7 +20,6 @@ use super::guard::{Guard, Released};
 use super::report::Clock;
 use super::runs::Slot;
 use crate::model::history::{Call, EntryId, Kept, Origin, Part, ToolResult};
-use crate::model::layer::Layer;
 use crate::session::{SpeechUnit, Turn};
 use crate::tools::Arguments;
 
@@ -88,12 +87,12 @@ pub(super) struct Response<'t> {
 }
 
 impl<'t> Response<'t> {
-    /// Opens a response: an empty model turn at the end of the history, marked as `layer`'s (the
-    /// layer answering: what its provider sent goes back only to it).
-    pub(super) fn open(turn: &'t Turn, conversation: &mut Conversation, layer: &dyn Layer) -> Self {
+    /// Opens a response: an empty model turn at the end of the history, marked with `origin`
+    /// (the layer answering: what its provider sent goes back only to it).
+    pub(super) fn open(turn: &'t Turn, conversation: &mut Conversation, origin: Origin) -> Self {
         Response {
             turn,
-            entry: conversation.push_response(Origin::of(layer)),
+            entry: conversation.push_response(origin),
             guard: Guard::new(),
             kept: Kept::default(),
             calls: 0,

@@ -90,7 +90,10 @@ impl<'t> TurnState<'t> {
             Some(response) => response,
             // Written by the layer that answers, so a later request to another renders it as
             // foreign (docs/protocol.md §6.9).
-            None => Response::open(self.turn, conversation, &*self.layer()),
+            None => {
+                let origin = self.model.origin_of(&*self.layer());
+                Response::open(self.turn, conversation, origin)
+            }
         };
         self.response.insert(response)
     }

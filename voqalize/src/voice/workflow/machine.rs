@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Setup;
 use super::state::{Change, Machine};
 use crate::model::layer::Layer;
+use crate::model::origin::Origin;
 use crate::recover::lock;
 use crate::session::{Session, Step, Turn};
 use crate::stages::{StageTable, Transition};
@@ -90,6 +91,21 @@ impl Model {
     /// Bumped at every stage change.
     pub(crate) fn stage_epoch(&self) -> u64 {
         lock(&self.inner.workflow).as_ref().map_or(0, |m| m.epoch)
+    }
+
+    /// The origin of what `layer` writes, made once per layer of the call (the model turns of
+    /// every response share it). At most 32 are kept; past that the list starts again.
+    pub(crate) fn origin_of(&self, layer: &dyn Layer) -> Origin {
+        let mut origins = lock(&self.inner.origins);
+        if let Some(origin) = origins.iter().find(|o| o.is(layer)) {
+            return origin.clone();
+        }
+        if origins.len() == 32 {
+            origins.clear();
+        }
+        let origin = Origin::of(layer);
+        origins.push(origin.clone());
+        origin
     }
 
     /// The layer the current stage's requests go to first.
