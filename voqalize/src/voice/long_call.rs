@@ -360,21 +360,18 @@ pub(crate) fn after(inner: &Inner) {
         if entries <= share(max_entries, high) && bytes <= share(max_bytes, high) {
             return;
         }
+        // A summary that would replace little (a call whose turns are mostly tool calls, which
+        // stay verbatim) waits until a quarter of the high-water mark would go: no summary
+        // every turn, and no transcript made for nothing.
         conversation.window(
-            share(max_entries, high / 2),
-            share(max_bytes, high / 2),
+            (share(max_entries, high / 2), share(max_bytes, high / 2)),
+            (share(max_entries, high) / 4, share(max_bytes, high) / 4),
             MAX_TRANSCRIPT_BYTES,
         )
     };
     let Some(window) = window else {
         return;
     };
-    // A summary that would replace little (a call whose turns are mostly tool calls, which stay
-    // verbatim) waits until a quarter of the high-water mark would go: no summary every turn.
-    let (entries, bytes) = window.covers();
-    if entries < share(max_entries, high) / 4 && bytes < share(max_bytes, high) / 4 {
-        return;
-    }
     let conversation = Arc::downgrade(&inner.conversation);
     let tally = summaries.tally.clone();
     *task = Some(runtime.spawn(ask_and_replace(setup, window, conversation, tally)));

@@ -28,15 +28,6 @@ pub(crate) struct Window {
     pub(crate) previous: Option<String>,
     /// The conversation's restarts when it was chosen.
     epoch: u64,
-    /// The bytes of the entries it replaces.
-    bytes: usize,
-}
-
-impl Window {
-    /// How many entries, and how many bytes of them, the summary would replace.
-    pub(crate) fn covers(&self) -> (usize, usize) {
-        (self.ids.len(), self.bytes)
-    }
 }
 
 impl Conversation {
@@ -97,12 +88,13 @@ impl Conversation {
     /// of a user turn, all heard (it stops at the first unit whose `Finalize` has not come, and at
     /// the exchange in progress). The summary in place and the pins are not in it (the summary
     /// is folded in through [`Window::previous`]), nor any model turn with a call or its results
-    /// (they stay verbatim). `None` when nothing the caller heard would go. The transcript is its
-    /// newest `max_transcript` bytes.
+    /// (they stay verbatim). `None` when nothing the caller heard would go, or less than
+    /// `at_least` (entries, bytes) in both counts. The transcript is its newest
+    /// `max_transcript` bytes.
     pub(crate) fn window(
         &self,
-        keep_entries: usize,
-        keep_bytes: usize,
+        (keep_entries, keep_bytes): (usize, usize),
+        at_least: (usize, usize),
         max_transcript: usize,
     ) -> Option<Window> {
         let len = self.entries.len();
@@ -139,6 +131,10 @@ impl Conversation {
             .iter()
             .filter(|e| !self.kept(e.id) && !verbatim(e))
             .collect();
+        let bytes: usize = gone.iter().map(|e| e.bytes).sum();
+        if gone.len() < at_least.0 && bytes < at_least.1 {
+            return None;
+        }
         let transcript = self.transcript_of(gone.iter().copied(), max_transcript);
         if transcript.is_empty() {
             return None;
@@ -146,7 +142,6 @@ impl Conversation {
         let mut ids: Vec<EntryId> = gone.iter().map(|e| e.id).collect();
         ids.sort_unstable();
         Some(Window {
-            bytes: gone.iter().map(|e| e.bytes).sum(),
             ids,
             transcript,
             previous: self.summary_text().map(str::to_owned),

@@ -472,7 +472,7 @@ fn a_summary_replaces_heard_exchanges_and_keeps_pins_and_calls_verbatim() {
     c.speaking(3, Some(unheard));
     c.push_user("hello?");
 
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     assert_eq!(
         w.transcript,
         "Caller: I'm Ana\nAgent: Hi Ana\nCaller: where is it?\nCaller: thanks\nAgent: You're welcome\n"
@@ -505,12 +505,12 @@ fn a_later_summary_folds_in_the_previous_one_and_entries_dropped_meanwhile_are_n
         exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
     }
     c.push_user("now");
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     assert!(c.replace(&w, "first"));
     for i in 4..8 {
         exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
     }
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     assert_eq!(w.previous.as_deref(), Some("first"));
     assert!(
         w.transcript.starts_with("Caller: now\n"),
@@ -542,7 +542,7 @@ fn a_restart_since_the_window_makes_its_summary_stale() {
     let mut c = Conversation::new(100, 1 << 20);
     exchange(&mut c, "q", "a", 1);
     c.push_user("now");
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     let mark = c.mark();
     c.restart(mark, "(moved)");
     assert!(!c.replace(&w, "old news"));
@@ -555,7 +555,7 @@ fn the_bounds_drop_around_the_summary_and_the_pins() {
     exchange(&mut c, "I'm Ana", "Hi", 1);
     c.pin("(Order 4411.)", 8, 8 * 1024);
     c.push_user("go on");
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     assert!(c.replace(&w, "Ana called."));
     for i in 2..40 {
         exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
@@ -606,7 +606,7 @@ fn a_summary_after_a_restart_replaces_every_entry_it_covers() {
         exchange(&mut c, &format!("q{i}"), &format!("a{i}"), i);
     }
     c.push_user("now");
-    let w = c.window(0, 0, 32 * 1024).expect("a window");
+    let w = c.window((0, 0), (0, 0), 32 * 1024).expect("a window");
     assert!(c.replace(&w, "Ana moved to billing."));
     assert_eq!(
         texts(&c),
