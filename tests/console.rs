@@ -334,9 +334,10 @@ impl Browser {
     }
 
     async fn read(&mut self) -> Value {
-        let next = tokio::time::timeout(Duration::from_secs(30), self.devtools.next())
+        // Longer than a `wait_for`'s own 30 s, so that its failure (with the timeline) comes first.
+        let next = tokio::time::timeout(Duration::from_secs(40), self.devtools.next())
             .await
-            .expect("DevTools answers within 30 s");
+            .expect("DevTools answers within 40 s");
         match next {
             Some(Ok(Message::Text(text))) => serde_json::from_str(&text).expect("DevTools JSON"),
             Some(Ok(_)) => json!({}),
@@ -391,7 +392,7 @@ impl Browser {
             r#"new Promise((resolve, reject) => {{
                  const check = () => {{ const v = ({expression}); if (v) {{ observer.disconnect(); clearTimeout(cap); resolve(v); }} }};
                  const observer = new MutationObserver(check);
-                 const cap = setTimeout(() => {{ observer.disconnect(); reject(new Error("not within 30 s: " + {source})); }}, 30000);
+                 const cap = setTimeout(() => {{ observer.disconnect(); reject(new Error("not within 30 s: " + {source} + "\nthe timeline: " + (document.getElementById("timeline")?.innerText ?? "").slice(0, 4000))); }}, 30000);
                  observer.observe(document.documentElement, {{subtree: true, childList: true, characterData: true, attributes: true}});
                  check();
                }})"#,

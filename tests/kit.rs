@@ -439,3 +439,104 @@ async fn an_offline_model_answers_with_its_fallback_line_and_sends_nothing() {
     }
     v.assert_clean();
 }
+
+// A stand-in answering by rules answers each request from that request, even when many calls ask
+// at once (it once answered from the last request recorded, so one call could get another's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stand_in_answering_by_rules_answers_each_concurrent_request_from_its_own_words() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use voqalize_testing::{ModelServer, Provider, Reply, Said};
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.answer_with(|request| {
+        let words = request.said.iter().rev().find_map(|s| match s {
+            Said::User(text) => Some(text.clone()),
+            _ => None,
+        });
+        Reply::new()
+            .text(&format!("echo <{}>", words.unwrap_or_default()))
+            .finish()
+    });
+    let address = server
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let ask = |n: usize| {
+        let address = address.clone();
+        async move {
+            let body = serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": format!("caller {n}")}]}]
+            })
+            .to_string();
+            let mut stream = tokio::net::TcpStream::connect(&address)
+                .await
+                .expect("the stand-in accepts");
+            let head = format!(
+                "POST /v1beta/models/m:streamGenerateContent?alt=sse HTTP/1.1\r\nhost: {address}\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream
+                .write_all(format!("{head}{body}").as_bytes())
+                .await
+                .expect("sent");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("answered");
+            (n, answer)
+        }
+    };
+    for round in 0..20 {
+        let answers = futures_util::future::join_all((0..32).map(|n| tokio::spawn(ask(n)))).await;
+        for answer in answers {
+            let (n, answer) = answer.expect("the request task ends");
+            assert!(
+                answer.contains(&format!("echo <caller {n}>")),
+                "round {round}, caller {n} got: {answer}"
+            );
+        }
+    }
+}
+
+// A dropped stand-in closes its idle keep-alive connections: a connection pooled by the process's
+// HTTP client must never be answered by a server a test has dropped (a later stand-in can bind
+// the same port).
+#[tokio::test]
+async fn a_dropped_stand_in_closes_its_idle_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use voqalize_testing::{ModelServer, Provider, Reply};
+    let server = ModelServer::start(Provider::Gemini)
+        .await
+        .expect("a loopback port");
+    server.reply(Reply::new().text("Hello.").finish());
+    let address = server
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let body = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+    let mut stream = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("the stand-in accepts");
+    let request = format!(
+        "POST /v1beta/models/m:streamGenerateContent?alt=sse HTTP/1.1\r\nhost: {address}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    // The reply, to its last chunk: the connection is then idle and kept alive.
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.ends_with(b"0\r\n\r\n") {
+        let n = stream.read(&mut buf).await.expect("read");
+        assert!(n > 0, "closed before the reply ended");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    drop(server);
+    let after = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await;
+    assert!(
+        matches!(after, Ok(Ok(0)) | Ok(Err(_))),
+        "the idle connection is still open after the drop: {after:?}"
+    );
+}

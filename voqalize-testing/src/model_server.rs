@@ -239,16 +239,23 @@ struct Shared {
 /// A function that answers a request read back in neutral terms.
 type Answerer = dyn Fn(&ReadBack) -> Reply + Send + Sync;
 
-/// The stand-in provider. Dropping it stops the server.
+/// The stand-in provider. Dropping it stops the server: it takes no new connection, closes its
+/// idle ones and frees its port; a reply still streaming runs to its end.
 pub struct ModelServer {
     base_url: String,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
+    /// Tells the server to stop: no new connection, idle ones closed, the port freed.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Drop for ModelServer {
     fn drop(&mut self) {
-        self.task.abort();
+        // A graceful shutdown, not an abort: aborting the accept loop would leave its
+        // connections served by this server's replies, and a pooled connection to this port
+        // would then answer a later server that happens to bind the same port.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
     }
 }
 
@@ -300,13 +307,18 @@ impl ModelServer {
         // Small SSE events go out at once: Nagle's algorithm against the client's delayed ACK
         // would hold each one back ~40 ms.
         let listener = listener.tap_io(|tcp| drop(tcp.set_nodelay(true)));
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await;
         });
         Ok(ModelServer {
             base_url,
             shared,
-            task,
+            stop: Some(stop),
         })
     }
 
@@ -368,13 +380,14 @@ impl ModelServer {
 
 /// The reply to the request just recorded: the next one queued, else what the answerer (if any)
 /// makes of the request read back.
-fn next_reply(shared: &Shared) -> Option<Reply> {
+/// The reply to `request`: the next one queued, else the answerer's to this very request (not
+/// the last one recorded, which under concurrent calls may be another call's).
+fn next_reply(shared: &Shared, request: &Recorded) -> Option<Reply> {
     if let Some(reply) = lock(&shared.replies).pop_front() {
         return Some(reply);
     }
     let answerer = lock(&shared.answerer).clone()?;
-    let request = lock(&shared.requests).last().cloned()?;
-    Some(answerer(&shared.format.read(&request)))
+    Some(answerer(&shared.format.read(request)))
 }
 
 async fn answer(
@@ -401,13 +414,14 @@ async fn answer(
         })
         .collect();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    lock(&shared.requests).push(Recorded {
+    let request = Recorded {
         target,
         headers,
         body,
-    });
+    };
+    lock(&shared.requests).push(request.clone());
     shared.seen.send_modify(|n| *n += 1);
-    let Some(reply) = next_reply(&shared) else {
+    let Some(reply) = next_reply(&shared, &request) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply").into_response();
     };
     let extra = reply.headers.clone();
