@@ -47,6 +47,9 @@ const ENTRIES: usize = 24;
 /// Their token budget, at the default 4 bytes per token for Gemini.
 const TOKENS: usize = 3_000;
 
+/// A caller's pause between turns, in the tests whose summaries must run while the call goes on.
+const CALLER_PAUSE: Duration = Duration::from_millis(60);
+
 struct Rig {
     server: ModelServer,
     summarizer: ModelServer,
@@ -57,11 +60,23 @@ impl Rig {
     /// Asks `Question {i}.` for each `i` of `range`, checks that every request the desk's model
     /// read stayed within its budgets, and gives the last one's history (`said`).
     async fn questions(&mut self, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+        self.questions_paced(range, Duration::ZERO).await
+    }
+
+    /// [`questions`](Self::questions), the caller pausing `pause` after each answer: time in
+    /// which a summary runs in the background while the call goes on (the driver plays each turn
+    /// out as soon as it is over), as between a real caller's turns.
+    async fn questions_paced(
+        &mut self,
+        range: std::ops::RangeInclusive<usize>,
+        pause: Duration,
+    ) -> Vec<String> {
         for i in range {
             self.v
                 .user_says(&format!("Question {i}."))
                 .await
                 .expect("a turn");
+            tokio::time::sleep(pause).await;
         }
         assert_within_budgets(&self.server);
         said(&self.server, self.server.requests().len() - 1)
@@ -185,7 +200,8 @@ async fn a_summary_over_a_fallback_chain_moves_past_a_layer_that_is_down() {
     let mut rig = rig_over("sum-chain", |s| s, Some(down)).await;
     knows_ana(&rig.summarizer);
     rig.v.user_says("Hi, I'm Ana.").await.expect("turn 1");
-    let last = rig.questions(2..=40).await;
+    // Paced: the first layer's refusal and the second layer's summary take a moment of the call.
+    let last = rig.questions_paced(2..=40, CALLER_PAUSE).await;
     assert!(!rig.summarizer.requests().is_empty());
     assert_eq!(
         last[0], "user: (Earlier in this call, summarised: The caller is Ana.)",
@@ -260,6 +276,8 @@ async fn falls_back(name: &'static str, answer: fn() -> Option<Reply>, why: &str
             .await
             .expect("a turn");
         assert_eq!(turn.text(), "Noted.");
+        // Paced: each failure (a 300 ms timeout among them) takes a moment of the call.
+        tokio::time::sleep(CALLER_PAUSE).await;
         if i == 40 {
             asked = rig.summarizer.requests().len();
         }

@@ -344,7 +344,7 @@ async fn a_changed_prompt_is_refused_by_default_and_answered_by_a_forward_when_a
         ..LAST_WEEK
     };
 
-    // Each refused turn says nothing: the replay waits its turn timeout, then goes on.
+    // Each refused turn says nothing and is over: the replay goes on at once.
     let mut replay = Replay::start(recording.clone())
         .await
         .unwrap()

@@ -237,9 +237,7 @@ impl Voqalize {
         // runs), else when every unit it opened ended and the quiet window passed.
         let over = |s: &Observed| {
             if watched {
-                ended
-                    .frames_by_end_of(turn_id)
-                    .is_some_and(|n| u64::try_from(s.frames).is_ok_and(|got| got >= n))
+                ended.over(turn_id, s.frames)
             } else {
                 s.turn_completed(turn_id)
             }

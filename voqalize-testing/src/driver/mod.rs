@@ -143,7 +143,10 @@ impl Default for Start {
 ///
 /// Playout follows the published conformance driver: a turn is over when every unit it opened has
 /// ended and the brain has been quiet for [`quiet`](Self::quiet) (0.25 s by default); each ended
-/// unit is then finalized with all of its text. A barge-in finalizes only the cut unit. The driver
+/// unit is then finalized with all of its text. A brain the driver runs itself
+/// ([`in_process`](Self::in_process), [`over_socket`](Self::over_socket)) tells it when a turn's
+/// task ended, so such a turn is over as soon as that turn's frames have all arrived, with no
+/// quiet window to wait (the window still ends a turn that runs on after it spoke). A barge-in finalizes only the cut unit. The driver
 /// answers every `configure` with acceptance, and answers a `SpeechCancel` at once like the
 /// reference runtime.
 ///
@@ -209,12 +212,13 @@ pub(crate) struct TurnsEnded {
 }
 
 impl TurnsEnded {
-    /// How many frames the session had queued when `turn_id` ended, once it has.
-    pub(crate) fn frames_by_end_of(&self, turn_id: u64) -> Option<u64> {
+    /// Whether `turn_id` is over for a driver that has received `frames` frames: its task ended
+    /// and every frame the session had queued by then arrived.
+    pub(crate) fn over(&self, turn_id: u64, frames: usize) -> bool {
         crate::lock(&self.ended)
             .iter()
             .find(|(t, _)| *t == turn_id)
-            .map(|(_, n)| *n)
+            .is_some_and(|(_, n)| u64::try_from(frames).is_ok_and(|got| got >= *n))
     }
 }
 

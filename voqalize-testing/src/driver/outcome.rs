@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::observed::{Observed, TurnRecord};
 use super::{DriverError, Voqalize};
 use voqalize::wire::RtviType;
@@ -45,9 +47,9 @@ impl Observed {
 }
 
 impl Voqalize {
-    /// Plays out the greeting (turn 1) until the brain did as much as `outcome` (or sent `End`),
-    /// for at most `within`; then the quiet window, and each ended unit is finalized with all
-    /// its text.
+    /// Plays out the greeting (turn 1) until the brain did as much as `outcome` (or sent `End`,
+    /// or the turn of a brain this driver runs is over), for at most `within`; then until the turn is over (as [`user_says`](Self::user_says)
+    /// says), and each ended unit is finalized with all its text.
     pub(crate) async fn greeting_until(
         &mut self,
         outcome: Outcome,
@@ -85,10 +87,15 @@ impl Voqalize {
         outcome: Outcome,
         within: Duration,
     ) -> Result<TurnRecord, DriverError> {
-        // A brain that ended the call will do no more.
-        self.wait_until(within, move |s| s.end || s.reached(turn_id, outcome))
-            .await?;
-        self.quiesce(self.quiet, self.timeout).await?;
+        // A brain that ended the call, or a turn that is over, will do no more.
+        let deadline = Instant::now() + within;
+        let wake = self.turns_ended.clone();
+        while !(self.seen.end || self.seen.reached(turn_id, outcome) || self.turn_over(turn_id)) {
+            if !self.pump_waking(deadline, Some(&wake.wake)).await? {
+                break;
+            }
+        }
+        self.quiesce_turn(turn_id).await?;
         self.finalize_turn(turn_id).await?;
         Ok(self.turn(turn_id))
     }

@@ -14,8 +14,8 @@ use super::{BargeAt, BargeIn, DriverError, Start, Voqalize};
 
 impl Voqalize {
     /// Sends the default `SessionStart` (turn 1, wire 3, all capabilities, init `{}`) and plays out
-    /// the greeting: waits up to 3 s for a unit of turn 1 to end, then the quiet window, then
-    /// finalizes it. A brain that does not greet gives an empty record.
+    /// the greeting: waits up to 3 s for a unit of turn 1 to end, then until the turn is over
+    /// (as [`user_says`](Self::user_says) says), then finalizes it. A brain that does not greet gives an empty record.
     ///
     /// # Errors
     /// The link failed or the brain sent an undecodable frame.
@@ -62,7 +62,7 @@ impl Voqalize {
             })
             .await?;
         if ended {
-            self.quiesce(self.quiet, self.timeout).await?;
+            self.quiesce_turn(1).await?;
             self.finalize_turn(1).await?;
         }
         Ok(self.turn(1))
@@ -150,11 +150,12 @@ impl Voqalize {
         Ok(turn_id)
     }
 
-    /// Waits up to `within` for `turn_id` to complete, then the quiet window, and finalizes it.
+    /// Waits up to `within` for `turn_id` to complete, then for the turn to be over (see
+    /// [`quiesce_turn`](Self::quiesce_turn)), and finalizes it.
     async fn settle(&mut self, turn_id: u64, within: Duration) -> Result<TurnRecord, DriverError> {
         self.wait_until(within, move |s| s.turn_completed(turn_id))
             .await?;
-        self.quiesce(self.quiet, self.timeout).await?;
+        self.quiesce_turn(turn_id).await?;
         self.finalize_turn(turn_id).await?;
         Ok(self.turn(turn_id))
     }
@@ -170,9 +171,38 @@ impl Voqalize {
                 after: timeout,
             });
         }
-        self.quiesce(self.quiet, self.timeout).await?;
+        self.quiesce_turn(turn_id).await?;
         self.finalize_turn(turn_id).await?;
         Ok(self.turn(turn_id))
+    }
+
+    /// Waits for the end of `turn_id` once its speech has ended: for a brain this driver runs,
+    /// until its task ended and every frame it queued arrived, or the quiet window passed with
+    /// no frame (a turn still running after it spoke); for one it dialed, the quiet window. A
+    /// turn known to be over needs no quiet window: each turn of a test would otherwise wait it.
+    pub(super) async fn quiesce_turn(&mut self, turn_id: u64) -> Result<(), DriverError> {
+        if !self.watches_turns {
+            return self.quiesce(self.quiet, self.timeout).await;
+        }
+        let ended = self.turns_ended.clone();
+        let cap = Instant::now() + self.timeout;
+        loop {
+            if self.turn_over(turn_id) {
+                return Ok(());
+            }
+            // False once the quiet window passed with no frame (or the link closed); true on a
+            // frame or on a turn's end.
+            let deadline = (Instant::now() + self.quiet).min(cap);
+            if !self.pump_waking(deadline, Some(&ended.wake)).await? || Instant::now() >= cap {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Whether `turn_id` of a brain this driver runs is over: its task ended and every frame
+    /// it queued by then arrived. Always false for a brain the driver dialed (it cannot know).
+    pub(super) fn turn_over(&self, turn_id: u64) -> bool {
+        self.watches_turns && self.turns_ended.over(turn_id, self.seen.frames)
     }
 
     /// Why `turn_id` has not completed, as far as the driver saw: what a timeout says, so that a

@@ -11,8 +11,9 @@
 //! own. The brain's `configure` requests are accepted, as the testing driver accepts them,
 //! whatever the recorded call answered. A turn, the greeting included, is played until the brain
 //! has done what the recorded brain did in it (as many speech units opened and ended, TurnSteps
-//! and UI commands), then the quiet window, so a turn that said nothing is over at once; a brain
-//! that does less waits [`turn_timeout`](Replay::turn_timeout) before the replay goes on, and
+//! and UI commands) or until the brain's turn is over (its task ended and all it sent arrived),
+//! so a turn that said nothing is over at once; a brain whose turn runs on doing less waits
+//! [`turn_timeout`](Replay::turn_timeout) before the replay goes on, and
 //! the whole call is bounded by [`deadline`](Replay::deadline). A run keeps every model request
 //! the brain makes, body included, for its report (each body at most 64 MiB): a replay is a test
 //! of a call, not a server.
@@ -153,8 +154,8 @@ impl Replay {
 
     /// How long a turn may take to do what the recorded turn did before the replay goes on
     /// (default [`DEFAULT_REPLAY_TURN_TIMEOUT`], 5 s): a brain that does less, or nothing, is a
-    /// difference in the report, not an error. A turn that does what it did is over as soon as
-    /// it has (and the quiet window after it), whatever this bound.
+    /// difference in the report, not an error. A turn that does what it did, or whose task
+    /// ended, is over as soon as it has, whatever this bound.
     #[must_use]
     pub fn turn_timeout(mut self, timeout: Duration) -> Self {
         self.turn_timeout = timeout;
@@ -182,8 +183,9 @@ impl Replay {
     /// each run starts with every recorded response unused.
     ///
     /// Each turn is played until the brain has done as much as the recorded one did (as many
-    /// speech units opened and ended, TurnSteps and UI commands), then the quiet window
-    /// (0.25 s), or for at most [`turn_timeout`](Self::turn_timeout); the whole call for at most
+    /// speech units opened and ended, TurnSteps and UI commands) or its turn is over (the turn's
+    /// task ended and everything it sent arrived), for at most
+    /// [`turn_timeout`](Self::turn_timeout); the whole call for at most
     /// [`deadline`](Self::deadline). Past the deadline the replay hangs up and reports what it
     /// played ([`ReplayReport::stopped_at_deadline`]); it then waits at most 15 s for the
     /// brain's session to end (its teardown is bounded: `on_session_end` by the request
