@@ -220,28 +220,132 @@ pub(crate) fn bound_tripped(bound: &'static str) {
     counter!(BOUNDS_TRIPPED, "bound" => bound).increment(1);
 }
 
-/// A model request ended with `outcome`: its time to first chunk and the usage it reported.
+/// The outcomes a model request is counted with (`voqalize_model_requests_total`'s `outcome`).
+#[cfg(feature = "model")]
+const REQUEST_OUTCOMES: [&str; 9] = [
+    "ok",
+    "cancelled",
+    "hedged_out",
+    "timeout",
+    "rate_limited",
+    "status_4xx",
+    "status_5xx",
+    "http",
+    "stream",
+];
+
+/// The most providers whose series are kept made ([`model_series`]); past them (a process with
+/// more chat layers of its own names than this), a provider's series are made per request.
+#[cfg(feature = "model")]
+const MAX_PROVIDERS: usize = 32;
+
+/// What the SDK's series are registered with: this module, at level `INFO`, as the `metrics`
+/// macros would.
+#[cfg(feature = "model")]
+static METADATA: ::metrics::Metadata<'static> =
+    ::metrics::Metadata::new(module_path!(), ::metrics::Level::INFO, Some(module_path!()));
+
+/// One provider's model-request series, their keys made once ([`model_series`]): counting a
+/// request then copies no name and builds no label list (it did, nine allocations a request).
+#[cfg(feature = "model")]
+#[derive(Debug)]
+pub(crate) struct ModelSeries {
+    provider: String,
+    /// `voqalize_model_requests_total` by outcome, in [`REQUEST_OUTCOMES`]' order.
+    requests: Vec<::metrics::Key>,
+    first_byte: ::metrics::Key,
+    input_tokens: ::metrics::Key,
+    output_tokens: ::metrics::Key,
+}
+
+#[cfg(feature = "model")]
+impl ModelSeries {
+    fn new(provider: &str) -> Self {
+        use ::metrics::{Key, Label};
+        let key = |name: &'static str, extra: Option<(&'static str, &'static str)>| {
+            let mut labels = vec![Label::new("provider", provider.to_owned())];
+            labels.extend(extra.map(|(k, v)| Label::from_static_parts(k, v)));
+            Key::from_parts(name, labels)
+        };
+        ModelSeries {
+            provider: provider.to_owned(),
+            requests: REQUEST_OUTCOMES
+                .iter()
+                .map(|&outcome| key(MODEL_REQUESTS, Some(("outcome", outcome))))
+                .collect(),
+            first_byte: key(MODEL_FIRST_BYTE, None),
+            input_tokens: key(MODEL_TOKENS, Some(("kind", "input"))),
+            output_tokens: key(MODEL_TOKENS, Some(("kind", "output"))),
+        }
+    }
+}
+
+/// The series of `provider`'s model requests: made at its first request, then shared (at most
+/// [`MAX_PROVIDERS`] kept). A provider's label is the layer's own name, a handful per process.
+#[cfg(feature = "model")]
+pub(crate) fn model_series(provider: &str) -> std::sync::Arc<ModelSeries> {
+    use std::sync::{Arc, PoisonError, RwLock};
+    static SERIES: RwLock<Vec<Arc<ModelSeries>>> = RwLock::new(Vec::new());
+    let find = |all: &[Arc<ModelSeries>]| all.iter().find(|s| s.provider == provider).cloned();
+    if let Some(series) = find(&SERIES.read().unwrap_or_else(PoisonError::into_inner)) {
+        return series;
+    }
+    let mut all = SERIES.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(series) = find(&all) {
+        return series;
+    }
+    let series = Arc::new(ModelSeries::new(provider));
+    if all.len() < MAX_PROVIDERS {
+        all.push(series.clone());
+    }
+    series
+}
+
+/// A model request of `series` ended with `outcome`: its time to first chunk and the usage it
+/// reported.
 #[cfg(feature = "model")]
 pub(crate) fn model_request(
-    provider: &str,
+    series: &ModelSeries,
     outcome: &'static str,
     first: Option<Duration>,
     tokens: (Option<u64>, Option<u64>),
 ) {
-    // The provider's label is the layer's own name: a handful per process. Copied once per
-    // request, never per chunk.
-    let provider = provider.to_owned();
-    counter!(MODEL_REQUESTS, "provider" => provider.clone(), "outcome" => outcome).increment(1);
-    if let Some(first) = first {
-        histogram!(MODEL_FIRST_BYTE, "provider" => provider.clone()).record(first.as_secs_f64());
-    }
-    let (input, output) = tokens;
-    if let Some(n) = input {
-        counter!(MODEL_TOKENS, "provider" => provider.clone(), "kind" => "input").increment(n);
-    }
-    if let Some(n) = output {
-        counter!(MODEL_TOKENS, "provider" => provider, "kind" => "output").increment(n);
-    }
+    ::metrics::with_recorder(|recorder| {
+        let known = REQUEST_OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .and_then(|i| series.requests.get(i));
+        match known {
+            Some(key) => recorder.register_counter(key, &METADATA),
+            None => recorder.register_counter(
+                &::metrics::Key::from_parts(
+                    MODEL_REQUESTS,
+                    vec![
+                        ::metrics::Label::new("provider", series.provider.clone()),
+                        ::metrics::Label::from_static_parts("outcome", outcome),
+                    ],
+                ),
+                &METADATA,
+            ),
+        }
+        .increment(1);
+        if let Some(first) = first {
+            recorder
+                .register_histogram(&series.first_byte, &METADATA)
+                .record(first.as_secs_f64());
+        }
+        let (input, output) = tokens;
+        if let Some(n) = input {
+            recorder
+                .register_counter(&series.input_tokens, &METADATA)
+                .increment(n);
+        }
+        if let Some(n) = output {
+            recorder
+                .register_counter(&series.output_tokens, &METADATA)
+                .increment(n);
+        }
+    });
 }
 
 /// A chain's request moved on from the layer of model `from` to that of `to` (`none`: no layer

@@ -192,8 +192,8 @@ pub(crate) struct Hop {
     pub finish_reason: Option<String>,
     /// The request's outcome in the metrics; until it ends, a barge-in's (`cancelled`).
     pub outcome: &'static str,
-    /// The provider's name in the metrics (and the span); none once the request is counted.
-    pub provider: Option<String>,
+    /// The provider's series in the metrics; none once the request is counted.
+    pub provider: Option<std::sync::Arc<crate::metrics::ModelSeries>>,
     /// Set when the request lost a hedged race: dropped, it counts as `hedged_out`.
     pub lost: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -223,7 +223,7 @@ impl Hop {
             response_id: None,
             finish_reason: None,
             outcome: "cancelled",
-            provider: Some(provider.to_owned()),
+            provider: Some(crate::metrics::model_series(provider)),
             lost: None,
         }
     }
