@@ -146,9 +146,9 @@ impl Default for Start {
 /// unit is then finalized with all of its text. A brain the driver runs itself
 /// ([`in_process`](Self::in_process), [`over_socket`](Self::over_socket)) tells it when a turn's
 /// task ended, so such a turn is over as soon as that turn's frames have all arrived, with no
-/// quiet window to wait (the window still ends a turn that runs on after it spoke). A barge-in finalizes only the cut unit. The driver
-/// answers every `configure` with acceptance, and answers a `SpeechCancel` at once like the
-/// reference runtime.
+/// quiet window to wait (the window still ends a turn that runs on after it spoke). A barge-in
+/// finalizes only the cut unit. The driver answers every `configure` with acceptance, and
+/// answers a `SpeechCancel` at once like the reference runtime.
 ///
 /// Beyond the suite it records protocol violations ([`violations`](Self::violations)): speech ids
 /// that are not strictly increasing across the session, speech for turns it never opened, frames

@@ -48,8 +48,9 @@ impl Observed {
 
 impl Voqalize {
     /// Plays out the greeting (turn 1) until the brain did as much as `outcome` (or sent `End`,
-    /// or the turn of a brain this driver runs is over), for at most `within`; then until the turn is over (as [`user_says`](Self::user_says)
-    /// says), and each ended unit is finalized with all its text.
+    /// or the turn of a brain this driver runs is over), for at most `within`; then until the
+    /// turn is over (as [`user_says`](Self::user_says) says), and each ended unit is finalized
+    /// with all its text.
     pub(crate) async fn greeting_until(
         &mut self,
         outcome: Outcome,

@@ -15,7 +15,8 @@ use super::{BargeAt, BargeIn, DriverError, Start, Voqalize};
 impl Voqalize {
     /// Sends the default `SessionStart` (turn 1, wire 3, all capabilities, init `{}`) and plays out
     /// the greeting: waits up to 3 s for a unit of turn 1 to end, then until the turn is over
-    /// (as [`user_says`](Self::user_says) says), then finalizes it. A brain that does not greet gives an empty record.
+    /// (as [`user_says`](Self::user_says) says), then finalizes it. A brain that does not greet
+    /// gives an empty record.
     ///
     /// # Errors
     /// The link failed or the brain sent an undecodable frame.
