@@ -18,6 +18,9 @@
 //! All positions are counted in Unicode scalar values (chars), never bytes, and the text tests
 //! (case folding, whitespace, word characters) are Unicode-aware.
 
+mod released;
+pub(crate) use released::Released;
+
 use std::borrow::Cow;
 use std::mem;
 
@@ -177,10 +180,6 @@ pub(crate) struct Guard {
     ascii_scratch: Vec<u8>,
 }
 
-/// The pieces one call of the guard releases, in order; each borrows the piece given to it when
-/// it can.
-pub(crate) type Released<'a> = Vec<Cow<'a, str>>;
-
 impl Guard {
     /// A screen for a response that has produced no text yet.
     pub(crate) fn new() -> Self {
@@ -195,7 +194,7 @@ impl Guard {
     /// one; a tail held from the previous piece goes out first, as its own piece. After a
     /// call written as text, nothing is released.
     pub(crate) fn release<'a>(&mut self, piece: &'a str) -> Released<'a> {
-        let mut out = Vec::new();
+        let mut out = Released::new();
         match self.leaked {
             Some(true) => {}
             Some(false) => self.scan(piece, &mut out),
@@ -232,7 +231,7 @@ impl Guard {
         }
         if malformed {
             self.tail.clear();
-            return Vec::new();
+            return Released::new();
         }
         self.release_holdings()
     }
@@ -268,7 +267,7 @@ impl Guard {
     /// The model stopped writing text (it finished, or made a real call): an undecided opening
     /// is speech, and a held tail is not the start of a call.
     fn release_holdings(&mut self) -> Released<'static> {
-        let mut out = Vec::new();
+        let mut out = Released::new();
         if self.leaked.is_none() {
             self.leaked = Some(false);
             self.release_held(&mut out);
@@ -284,7 +283,7 @@ impl Guard {
     /// The opening was decided as speech: every held piece is screened as speech, in order.
     fn release_held<'a>(&mut self, out: &mut Released<'a>) {
         for piece in mem::take(&mut self.held) {
-            let mut released = Vec::new();
+            let mut released = Released::new();
             self.scan(&piece, &mut released);
             out.extend(released.into_iter().map(|p| Cow::Owned(p.into_owned())));
         }
@@ -757,6 +756,22 @@ mod tests {
         let r = run(&["12 items"], Some(false));
         assert_eq!(r.steps, [v(&["12 items"])]);
         assert_eq!(r.guard.leaked(), Some(false));
+    }
+
+    #[test]
+    fn released_pieces_keep_their_order_inline_and_once_spilled() {
+        let mut r = Released::new();
+        assert!(r.is_empty());
+        r.push(Cow::Borrowed("a"));
+        r.push(Cow::Owned("b".to_owned()));
+        assert_eq!(r, ["a", "b"]);
+        r.extend([Cow::Borrowed("c"), Cow::Borrowed("d")]);
+        assert_eq!(r, ["a", "b", "c", "d"]);
+        r[0] = Cow::Borrowed("A");
+        let all: Vec<Cow<'_, str>> = r.into_iter().collect();
+        assert_eq!(all, ["A", "b", "c", "d"]);
+        let two: Vec<Cow<'_, str>> = Released::one(Cow::Borrowed("x")).into_iter().collect();
+        assert_eq!(two, ["x"]);
     }
 
     #[test]

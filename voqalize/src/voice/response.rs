@@ -214,7 +214,7 @@ impl<'t> Response<'t> {
         }
         self.kept = kept;
         conversation.say_before_calls(self.entry, &line);
-        self.speak(conversation, vec![line], clock);
+        self.speak(conversation, Released::one(line), clock);
         self.after_line = true;
         if filler {
             self.filler_at = Some(self.spoken);
