@@ -439,7 +439,7 @@ async fn attempt(
 
 /// `wait` from now, or as far as the clock reaches: a timer of [`Duration::MAX`] (no limit)
 /// never fires, and never overflows the clock.
-fn from_now(wait: Duration) -> Instant {
+pub(crate) fn from_now(wait: Duration) -> Instant {
     const FOR_EVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     let now = Instant::now();
     now.checked_add(wait)

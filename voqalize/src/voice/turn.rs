@@ -31,7 +31,6 @@ mod stream;
 mod waiting;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -136,7 +135,8 @@ impl<'t> TurnState<'t> {
             answering: None,
             sticky: None,
             bounds,
-            deadline: deadline_after(bounds.turn_deadline),
+            // A brain's `Duration::MAX` (no deadline) is as far as the clock reaches.
+            deadline: crate::model::http::from_now(bounds.turn_deadline),
             runs: 0,
             request_calls: 0,
             tripped: None,
@@ -240,14 +240,6 @@ pub(crate) async fn run(
     }
     st.finish();
     Ok(())
-}
-
-/// When a turn that may wait on the model for `limit` must end: a limit no clock can add (a
-/// brain's `Duration::MAX` for "no deadline") is a century.
-fn deadline_after(limit: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(limit)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// Whether a line of the kind `kind` picks from the session's [`TurnLog`] is written now; when it
