@@ -756,6 +756,49 @@ fn case_10_capabilities_are_packed_and_sorted() {
 /// `SpeechChunk`s are encoded without building the protobuf message: the bytes are prost's, at
 /// every edge (an id or a text at its default, varint lengths of one to three bytes, any UTF-8).
 #[test]
+fn turn_steps_encode_as_prost_encodes_them() {
+    let names = ["", "model", "é日本語🙂", &"x".repeat(200)];
+    let counts: [BTreeMap<String, u64>; 3] = [
+        BTreeMap::new(),
+        BTreeMap::from([("input_tokens".to_owned(), 812), ("zero".to_owned(), 0)]),
+        (0..40)
+            .map(|i| (format!("count_{i}"), u64::MAX - i))
+            .chain([(String::new(), 7)])
+            .collect(),
+    ];
+    for (i, counts) in counts.iter().enumerate() {
+        for (j, name) in names.iter().enumerate() {
+            let step = TurnStep {
+                turn_id: [0, 1, u64::MAX][(i + j) % 3],
+                kind: names[(j + 1) % names.len()].to_owned(),
+                name: (*name).to_owned(),
+                provider: names[(j + 2) % names.len()].to_owned(),
+                start_ms: [0, 128, u32::MAX][j % 3],
+                duration_ms: [0, 5, 300_000][(i + 1) % 3],
+                first_output_ms: [None, Some(0), Some(1234)][(i + j) % 3],
+                counts: counts.clone(),
+            };
+            let prost = proto::Envelope {
+                body: Some(proto::envelope::Body::TurnStep(proto::TurnStep {
+                    turn_id: step.turn_id,
+                    kind: step.kind.clone(),
+                    name: step.name.clone(),
+                    provider: step.provider.clone(),
+                    start_ms: step.start_ms,
+                    duration_ms: step.duration_ms,
+                    first_output_ms: step.first_output_ms,
+                    counts: step.counts.clone(),
+                })),
+            }
+            .encode_to_vec();
+            let frame = Frame::TurnStep(step);
+            assert_eq!(encode(&frame), prost, "{frame:?}");
+            assert_eq!(decode(&prost).unwrap(), Some(frame));
+        }
+    }
+}
+
+#[test]
 fn chunks_encode_as_prost_encodes_them() {
     let texts = [
         String::new(),

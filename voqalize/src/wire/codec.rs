@@ -47,8 +47,12 @@ fn malformed(why: impl Into<String>) -> WireError {
 pub fn encode(frame: &Frame) -> Vec<u8> {
     // A spoken turn is mostly chunks: encoded from the frame as it is, its text not copied into
     // an owned message first.
-    if let Frame::SpeechChunk { speech_id, text } = frame {
-        return encode_chunk(*speech_id, text);
+    match frame {
+        Frame::SpeechChunk { speech_id, text } => return encode_chunk(*speech_id, text),
+        // A model-backed turn reports a step or more: written from the frame, not cloned into
+        // a message (its names and counts).
+        Frame::TurnStep(step) => return encode_turn_step(step),
+        _ => {}
     }
     proto::Envelope {
         body: Some(to_body(frame)),
@@ -83,6 +87,57 @@ fn encode_chunk(speech_id: u64, text: &str) -> Vec<u8> {
         encode_varint(text.len() as u64, &mut buf);
         buf.extend_from_slice(text.as_bytes());
     }
+    buf
+}
+
+/// The bytes of `Envelope { turn_step: TurnStep { .. } }`, as prost writes them (proto3: a field
+/// at its default is left out, `first_output_ms` is written whenever it is set, `counts` in key
+/// order).
+fn encode_turn_step(t: &TurnStep) -> Vec<u8> {
+    use prost::encoding::{
+        WireType, btree_map, encode_key, encode_varint, encoded_len_varint, key_len, string,
+        uint32, uint64,
+    };
+    let names = [(2, &t.kind), (3, &t.name), (4, &t.provider)];
+    let times = [(5, t.start_ms), (6, t.duration_ms)];
+    let mut body = 0;
+    if t.turn_id != 0 {
+        body += uint64::encoded_len(1, &t.turn_id);
+    }
+    for (tag, name) in names.iter().filter(|(_, n)| !n.is_empty()) {
+        body += string::encoded_len(*tag, name);
+    }
+    for (tag, ms) in times.iter().filter(|(_, ms)| *ms != 0) {
+        body += uint32::encoded_len(*tag, ms);
+    }
+    if let Some(ms) = &t.first_output_ms {
+        body += uint32::encoded_len(7, ms);
+    }
+    body += btree_map::encoded_len(string::encoded_len, uint64::encoded_len, 8, &t.counts);
+    let mut buf = Vec::with_capacity(key_len(16) + encoded_len_varint(body as u64) + body);
+    encode_key(16, WireType::LengthDelimited, &mut buf);
+    encode_varint(body as u64, &mut buf);
+    if t.turn_id != 0 {
+        uint64::encode(1, &t.turn_id, &mut buf);
+    }
+    for (tag, name) in names.iter().filter(|(_, n)| !n.is_empty()) {
+        string::encode(*tag, name, &mut buf);
+    }
+    for (tag, ms) in times.iter().filter(|(_, ms)| *ms != 0) {
+        uint32::encode(*tag, ms, &mut buf);
+    }
+    if let Some(ms) = &t.first_output_ms {
+        uint32::encode(7, ms, &mut buf);
+    }
+    btree_map::encode(
+        |tag, key, buf: &mut Vec<u8>| string::encode(tag, key, buf),
+        string::encoded_len,
+        |tag, count, buf: &mut Vec<u8>| uint64::encode(tag, count, buf),
+        uint64::encoded_len,
+        8,
+        &t.counts,
+        &mut buf,
+    );
     buf
 }
 
