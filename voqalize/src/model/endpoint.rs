@@ -59,7 +59,7 @@ pub(crate) struct Endpoint {
     /// the HTTP client would parse the text again on every request.
     parsed: Option<reqwest::Url>,
     /// Fixed headers: content type, a fixed key, the layer's own, then the options' extra ones.
-    pub headers: Vec<(String, String)>,
+    pub headers: Arc<[(String, String)]>,
     /// Sent as `Authorization: Bearer <token>`, asked for per request.
     pub bearer: Option<TokenFn>,
     /// The options the transport uses (a proxy, extra roots), when any.
@@ -94,7 +94,7 @@ impl Endpoint {
             base_url,
             parsed: reqwest::Url::parse(&url).ok(),
             url,
-            headers,
+            headers: headers.into(),
             bearer,
             http: (http != HttpOptions::default()).then_some(http),
         })
@@ -113,7 +113,19 @@ impl Endpoint {
     ) -> Result<HttpRequest, StreamError> {
         let body = body_bytes(body)
             .map_err(|e| build_error(provider, format!("the body did not serialise: {e}")))?;
-        let mut headers = self.headers.clone();
+        self.request_of(provider, body)
+    }
+
+    /// The request of a body already serialised, as [`request`](Self::request).
+    ///
+    /// # Errors
+    /// A token a header cannot carry ([`StreamError::Unbuildable`]): the request is not sent.
+    pub(crate) fn request_of(
+        &self,
+        provider: &str,
+        body: bytes::Bytes,
+    ) -> Result<HttpRequest, StreamError> {
+        let mut headers = Arc::clone(&self.headers);
         if let Some(token) = &self.bearer {
             let token = token();
             // A bearer token is one word (RFC 6750's token68): no spaces either.
@@ -124,7 +136,10 @@ impl Endpoint {
                      with spaces or control characters)",
                 ));
             }
-            headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+            let mut with_token = Vec::with_capacity(self.headers.len() + 1);
+            with_token.extend(self.headers.iter().cloned());
+            with_token.push(("authorization".to_owned(), format!("Bearer {token}")));
+            headers = with_token.into();
         }
         Ok(HttpRequest {
             url: self.url.clone(),

@@ -66,8 +66,9 @@ pub struct HttpRequest {
     /// `url` as the layer's endpoint parsed it once, when it made the request; `None` for a
     /// request a layer of your own made (parsed as it is sent).
     pub(crate) parsed: Option<reqwest::Url>,
-    /// Request headers (`content-type`, the API key…), sent as given.
-    pub(crate) headers: Vec<(String, String)>,
+    /// Request headers (`content-type`, the API key…), sent as given; shared with the layer's
+    /// endpoint when no header is made per request.
+    pub(crate) headers: Arc<[(String, String)]>,
     /// The body; a `Bytes` so the retry resends it without a copy.
     pub(crate) body: Bytes,
 }
@@ -100,7 +101,7 @@ impl HttpRequest {
         HttpRequest {
             url: url.into(),
             parsed: None,
-            headers,
+            headers: headers.into(),
             body: Bytes::from(body),
         }
     }
@@ -115,7 +116,7 @@ impl HttpRequest {
         HttpRequest {
             url: url.into(),
             parsed: None,
-            headers,
+            headers: headers.into(),
             // JSON always serialises (its keys are strings); the fallback is for the type's sake.
             body: super::body::body_bytes(body).unwrap_or_else(|_| Bytes::from(body.to_string())),
         }
@@ -401,7 +402,7 @@ async fn attempt(
         None => client.post(&req.url),
     };
     let mut builder = builder.body(req.body.clone());
-    for (name, value) in &req.headers {
+    for (name, value) in req.headers.iter() {
         builder = builder.header(name.as_str(), value.as_str());
     }
     let response = timeout_at(deadline, builder.send())
@@ -705,7 +706,7 @@ mod tests {
         HttpRequest {
             url: url.to_owned(),
             parsed: None,
-            headers: vec![("content-type".into(), "application/json".into())],
+            headers: vec![("content-type".into(), "application/json".into())].into(),
             body: Bytes::from_static(b"{}"),
         }
     }

@@ -185,6 +185,33 @@ impl<'de> Visitor<'de> for TextOrValue<'_> {
     }
 }
 
+/// An object's key, not allocated when it is `text` (`None`): the one key a text part has.
+struct TextKey;
+
+impl<'de> DeserializeSeed<'de> for TextKey {
+    type Value = Option<String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TextKey {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok((key != "text").then(|| key.to_owned()))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Self::Value, E> {
+        Ok((key != "text").then_some(key))
+    }
+}
+
 /// An object read as [`TextOrValue`] reads it.
 fn text_or_object<'de, A: MapAccess<'de>>(
     mut map: A,
@@ -197,25 +224,24 @@ fn text_or_object<'de, A: MapAccess<'de>>(
     let mut object = Map::new();
     // A first entry `text`, held back while it may be the only one.
     let mut text: Option<String> = None;
-    while let Some(key) = map.next_key::<String>()? {
-        if !within.spend(ENTRY_BYTES + key.len()) {
+    while let Some(key) = map.next_key_seed(TextKey)? {
+        let key_len = key.as_ref().map_or("text".len(), String::len);
+        if !within.spend(ENTRY_BYTES + key_len) {
             map.next_value::<IgnoredAny>()?;
             return skip_entries(map).map(Err);
         }
         let Some(value) = map.next_value_seed(Within(&mut *within.0))? else {
             return skip_entries(map).map(Err);
         };
-        match value {
-            Value::String(t)
-                if object.is_empty() && text.is_none() && key == "text" && !t.is_empty() =>
-            {
+        match (key, value) {
+            (None, Value::String(t)) if object.is_empty() && text.is_none() && !t.is_empty() => {
                 text = Some(t);
             }
-            value => {
+            (key, value) => {
                 if let Some(t) = text.take() {
                     object.insert("text".to_owned(), Value::String(t));
                 }
-                object.insert(key, value);
+                object.insert(key.unwrap_or_else(|| "text".to_owned()), value);
             }
         }
     }

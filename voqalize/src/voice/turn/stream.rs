@@ -322,24 +322,25 @@ impl TurnState<'_> {
 
 /// The parts of one chunk with each run of plain text joined into one piece (one event may hold
 /// thousands of text parts: they are one piece to screen, speak and store).
-fn joined(parts: Vec<Part>) -> Vec<Part> {
-    let mut out: Vec<Part> = Vec::with_capacity(parts.len());
-    for part in parts {
-        if let Part::Text {
-            text: more,
-            raw: serde_json::Value::Null,
-            trimmed: false,
-        } = &part
-            && let Some(Part::Text {
+fn joined(mut parts: Vec<Part>) -> Vec<Part> {
+    // In place: a chunk of one part, the usual case, is handed on as it came.
+    parts.dedup_by(|next, kept| match (next, kept) {
+        (
+            Part::Text {
+                text: more,
+                raw: serde_json::Value::Null,
+                trimmed: false,
+            },
+            Part::Text {
                 text,
                 raw: serde_json::Value::Null,
                 trimmed: false,
-            }) = out.last_mut()
-        {
+            },
+        ) => {
             text.push_str(more);
-            continue;
+            true
         }
-        out.push(part);
-    }
-    out
+        _ => false,
+    });
+    parts
 }
