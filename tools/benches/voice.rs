@@ -70,6 +70,12 @@ fn request_build(c: &mut Criterion) {
         group.bench_function(format!("{name}/30_turns"), |b| {
             b.iter(|| black_box(bench.build().expect("a request")))
         });
+        if name == "gemini" {
+            // Every entry rendered: a call's first request (the layer keeps none before it).
+            group.bench_function(format!("{name}/30_turns_fresh"), |b| {
+                b.iter(|| black_box(bench.build_fresh().expect("a request")))
+            });
+        }
     }
     group.finish();
 }

@@ -519,6 +519,9 @@ pub struct RequestSpec<'a> {
     pub tools: &'a crate::tools::ToolSet,
     /// The permission for this request, already resolved (the forced last request is `None`).
     pub choice: &'a ToolChoice,
+    /// The history as a layer last rendered it, kept between requests by the conversation
+    /// (`model::rendered`); `None` renders every entry.
+    pub(crate) rendered: Option<&'a super::rendered::Rendered>,
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub(crate) mod openai;
 pub(crate) mod origin;
 pub(crate) mod partial_args;
 pub(crate) mod render;
+pub(crate) mod rendered;
 pub(crate) mod sse;
 pub(crate) mod within;
 

@@ -55,6 +55,7 @@ pub(crate) async fn ask(
         note: None,
         tools: &tools,
         choice: &ToolChoice::None,
+        rendered: None,
     };
     let request = layer.build(&spec).map_err(|e| e.to_string())?;
     let response_bytes = max_bytes.saturating_mul(4).max(16 * 1024);

@@ -64,11 +64,26 @@ impl RequestBench {
         }
     }
 
-    /// Builds one request; returns the body's length in bytes.
+    /// Builds one request as a turn's request is built, with the history's rendering kept from
+    /// the previous build (only what is new rendered: here the entries of the current turn);
+    /// returns the body's length in bytes.
     ///
     /// # Errors
     /// The layer refused the conversation.
     pub fn build(&self) -> Result<usize, BenchError> {
+        self.build_with(true)
+    }
+
+    /// Builds one request rendering every entry of the history (a call's first request, or
+    /// another layer's); returns the body's length in bytes.
+    ///
+    /// # Errors
+    /// The layer refused the conversation.
+    pub fn build_fresh(&self) -> Result<usize, BenchError> {
+        self.build_with(false)
+    }
+
+    fn build_with(&self, kept: bool) -> Result<usize, BenchError> {
         // The path a turn's request takes (the history is the layer's own: borrowed).
         let history =
             crate::model::origin::for_layer(self.conversation.entries(), &**self.layer.layer());
@@ -78,6 +93,7 @@ impl RequestBench {
             note: None,
             tools: &self.tools,
             choice: &ToolChoice::Auto,
+            rendered: kept.then(|| self.conversation.rendered()),
         };
         let request = self.layer.layer().build(&spec).map_err(Box::new)?;
         Ok(request.body.len())

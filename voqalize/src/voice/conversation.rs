@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::filing::Filings;
 use crate::model::history::{Entry, EntryId, Origin, Part, Role, ToolResult};
+use crate::model::rendered::Rendered;
 
 /// How many speaking units the conversation remembers while their `Finalize` is due; the runtime
 /// finalizes every unit, so this only bounds memory against a runtime that does not.
@@ -47,17 +48,37 @@ pub(crate) struct Conversation {
     pinned: VecDeque<EntryId>,
     /// Counts the restarts (handoffs): a summary of the history before one is stale.
     epoch: u64,
+    /// The entries as a layer last rendered them: told of each entry changed in place.
+    rendered: Rendered,
+}
+
+/// The entry at `at`, to change in place: what was rendered of it (and of the entry after it,
+/// whose rendering may follow from it: a foreign call's results) is stale. Every change in
+/// place goes through here; an entry added, moved or removed needs no word, since rendered
+/// bytes are found by id.
+fn entry_mut<'e>(entries: &'e mut [Entry], rendered: &mut Rendered, at: usize) -> &'e mut Entry {
+    for next in entries[at..].iter().take(2) {
+        rendered.forget(next.id);
+    }
+    &mut entries[at]
 }
 
 impl Conversation {
     /// A conversation that keeps at most `max_entries` entries (8 at least) and `max_bytes`
     /// bytes (1 KiB at least), dropping the oldest whole exchanges first.
     pub(crate) fn new(max_entries: usize, max_bytes: usize) -> Self {
+        let max_bytes = max_bytes.max(MIN_BYTES);
         Conversation {
             max_entries: max_entries.max(8),
-            max_bytes: max_bytes.max(MIN_BYTES),
+            max_bytes,
+            rendered: Rendered::new(max_bytes),
             ..Conversation::default()
         }
+    }
+
+    /// The entries as a layer last rendered them, for the next request.
+    pub(crate) fn rendered(&self) -> &Rendered {
+        &self.rendered
     }
 
     /// The history, oldest first.
@@ -86,8 +107,8 @@ impl Conversation {
     /// its id.
     pub(crate) fn push_response(&mut self, origin: Origin) -> EntryId {
         let id = self.push(Role::Model, Vec::new());
-        if let Some(entry) = self.entries.last_mut() {
-            entry.origin = Some(origin);
+        if let Some(at) = self.entries.len().checked_sub(1) {
+            entry_mut(&mut self.entries, &mut self.rendered, at).origin = Some(origin);
         }
         id
     }
@@ -118,7 +139,7 @@ impl Conversation {
         let Some(at) = self.position(id) else {
             return;
         };
-        let entry = &mut self.entries[at];
+        let entry = entry_mut(&mut self.entries, &mut self.rendered, at);
         let added = match (entry.parts.last_mut(), part) {
             (
                 Some(Part::Text {
@@ -151,7 +172,7 @@ impl Conversation {
         let Some(at) = self.position(id) else {
             return;
         };
-        let entry = &mut self.entries[at];
+        let entry = entry_mut(&mut self.entries, &mut self.rendered, at);
         let first_call = entry
             .parts
             .iter()
@@ -187,7 +208,7 @@ impl Conversation {
         let part = Part::Result(result);
         if let Some(r) = results.and_then(|r| self.position(r)) {
             let added = part.bytes();
-            let entry = &mut self.entries[r];
+            let entry = entry_mut(&mut self.entries, &mut self.rendered, r);
             entry.parts.push(part);
             entry.bytes += added;
             self.bytes += added;
@@ -208,7 +229,7 @@ impl Conversation {
     /// Changes the entry at `at` with `change`, then counts its bytes again (for the operations
     /// that rewrite parts: a dropped call, heard truth, a strip; never per streamed delta).
     fn rewrite(&mut self, at: usize, change: impl FnOnce(&mut Entry)) {
-        let entry = &mut self.entries[at];
+        let entry = entry_mut(&mut self.entries, &mut self.rendered, at);
         change(entry);
         let bytes = entry.parts.iter().map(Part::bytes).sum();
         self.bytes = self.bytes.saturating_sub(entry.bytes) + bytes;

@@ -447,7 +447,17 @@ impl Layer for Gemini {
 
     fn build(&self, spec: &RequestSpec<'_>) -> Result<HttpRequest, StreamError> {
         let body = self.body(spec)?;
-        self.inner.endpoint.request(PROVIDER, &body)
+        #[cfg(debug_assertions)]
+        if spec.rendered.is_some() {
+            // What was kept must be what the history renders now: a change the conversation
+            // did not report would send a stale turn.
+            let fresh = self.body(&RequestSpec {
+                rendered: None,
+                ..*spec
+            })?;
+            debug_assert!(fresh == body, "a kept entry went stale");
+        }
+        self.inner.endpoint.request_of(PROVIDER, body)
     }
 
     fn enums_as_strings(&self) -> bool {

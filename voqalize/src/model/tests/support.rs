@@ -114,6 +114,7 @@ pub(crate) fn spec<'a>(
         note: None,
         tools,
         choice,
+        rendered: None,
     }
 }
 

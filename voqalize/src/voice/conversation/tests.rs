@@ -646,3 +646,90 @@ fn pins_never_hold_the_history_past_its_own_bounds() {
     assert!(c.entries().len() <= 8, "{:#?}", texts(&c));
     assert_counted(&c);
 }
+
+/// The Gemini body of the next request on `c`: built with what the conversation kept rendered,
+/// and with every entry rendered now. Both must be the same bytes.
+fn gemini_body(c: &Conversation) -> String {
+    use crate::model::Gemini;
+    use crate::model::history::{RequestSpec, ToolChoice};
+    use crate::model::layer::Layer;
+    let layer = Gemini::builder("k").build().expect("a layer");
+    let tools = crate::tools::ToolSet::empty();
+    let build = |rendered| {
+        let spec = RequestSpec {
+            instruction: None,
+            history: c.entries(),
+            note: None,
+            tools: &tools,
+            choice: &ToolChoice::Auto,
+            rendered,
+        };
+        let body = layer.build(&spec).expect("a request").body;
+        String::from_utf8(body.to_vec()).expect("JSON text")
+    };
+    let kept = build(Some(c.rendered()));
+    assert_eq!(kept, build(None), "what was kept rendered is stale");
+    kept
+}
+
+#[test]
+fn a_request_copies_the_turns_it_rendered_before_until_they_change() {
+    let mut c = Conversation::new(100, 1 << 20);
+    c.push_user("book Paris");
+    gemini_body(&c);
+    assert_eq!(c.rendered().kept(), 1, "the user's words, before the turn");
+
+    let m = c.push(
+        Role::Model,
+        vec![Part::text("Opening the form now"), call("open")],
+    );
+    c.speaking(7, Some(m));
+    let ordinal = c.call_filed(m, std::time::Instant::now());
+    c.answer(m, ordinal, result("open"));
+    gemini_body(&c);
+    assert_eq!(
+        c.rendered().kept(),
+        1,
+        "the turn's own entries are not kept"
+    );
+    c.push(Role::Model, vec![Part::text("It is open.")]);
+
+    c.push_user("and Rome");
+    gemini_body(&c);
+    assert_eq!(c.rendered().kept(), 5);
+
+    // Heard truth rewrites a turn already kept: it is rendered again, as heard.
+    c.heard(7, "Opening the", true);
+    let body = gemini_body(&c);
+    assert!(body.contains("\"Opening the\""), "{body}");
+    assert!(!body.contains("form now"), "{body}");
+
+    // Words said while a tool ran join a kept turn.
+    c.say_before_calls(m, " (one moment)");
+    assert!(gemini_body(&c).contains("(one moment)"));
+
+    // A note merges into the user's content; a restart and the bound move entries.
+    c.push_note("(they tapped Rome)");
+    gemini_body(&c);
+    let mark = c.exchange_start();
+    c.restart(mark, "(moved to the booking desk)");
+    gemini_body(&c);
+    for i in 0..200 {
+        c.push_user(&format!("turn {i}"));
+        let m = c.push(Role::Model, vec![Part::text(format!("answer {i}"))]);
+        c.strip(m, if i % 3 == 0 { "" } else { "answer" });
+        gemini_body(&c);
+    }
+    assert!(c.rendered().kept() <= c.entries().len());
+}
+
+#[test]
+fn what_is_kept_rendered_stays_within_the_history_byte_bound() {
+    let mut c = Conversation::new(1000, 4096);
+    for i in 0..100 {
+        c.push_user(&format!("{i}: {}", "\u{1}".repeat(100)));
+        gemini_body(&c);
+        let kept = c.rendered().slot_bytes();
+        assert!(kept <= 4096, "{kept} bytes kept");
+    }
+}

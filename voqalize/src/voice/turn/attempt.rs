@@ -361,6 +361,7 @@ impl TurnState<'_> {
             note: asking.note.then_some(RETRY_NOTE),
             tools: asking.tools,
             choice: asking.choice,
+            rendered: Some(conversation.rendered()),
         };
         Ok(layer_code(
             layer.provider(),
