@@ -18,6 +18,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// An entry's id, as `history::EntryId` (not imported: `history` names this module's type).
 type EntryId = u64;
 
+/// The most room the write buffer keeps between requests (16 KiB): an entry of a few kilobytes is
+/// written without allocating, and a large one's room is given back.
+const SCRATCH_KEPT: usize = 16 * 1024;
+
 /// The rendered entries of one conversation, for the last layer that built a request of it.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered {
@@ -143,10 +147,14 @@ impl Reuse<'_> {
         self.slot.last_body
     }
 
-    /// The request was built, its body `body` bytes long: what it did not use goes.
+    /// The request was built, its body `body` bytes long: what it did not use goes, and so does
+    /// a write buffer a large entry grew past [`SCRATCH_KEPT`].
     pub(crate) fn done(mut self, body: usize) {
         let slot = &mut *self.slot;
         slot.last_body = body;
+        if slot.scratch.capacity() > SCRATCH_KEPT {
+            slot.scratch = Vec::new();
+        }
         let request = slot.request;
         let mut dropped = 0;
         slot.entries.retain(|k| {
@@ -218,6 +226,17 @@ mod tests {
             "another model's view"
         );
         assert!(parts(&mut reuse, 1, "").1);
+    }
+
+    #[test]
+    fn a_large_entry_s_write_buffer_is_given_back() {
+        let rendered = Rendered::new(1 << 20);
+        let mut reuse = rendered.open("f", "m");
+        parts(&mut reuse, 1, &"x".repeat(SCRATCH_KEPT + 1));
+        reuse.done(0);
+        let slot = rendered.slot.lock().expect("not poisoned");
+        assert_eq!(slot.scratch.capacity(), 0);
+        assert_eq!(slot.bytes, SCRATCH_KEPT + 1, "the entry itself is kept");
     }
 
     #[test]

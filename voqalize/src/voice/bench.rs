@@ -15,8 +15,8 @@ use crate::model::history::{Call, Part, Role, ToolResult};
 /// API, so the hook hands them over boxed).
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A conversation of `turns` exchanges (user, model text and a call, its result) ready to be
-/// turned into requests.
+/// A conversation of `turns` exchanges (user, model text and a call, its result, the model's
+/// answer) ready to be turned into requests.
 pub struct RequestBench {
     layer: ModelLayer,
     tools: ToolSet,
@@ -26,7 +26,7 @@ pub struct RequestBench {
 impl RequestBench {
     /// `turns` exchanges of history over `layer`, declaring `tools`.
     pub fn new(layer: impl Into<ModelLayer>, tools: ToolSet, turns: usize) -> RequestBench {
-        let mut conversation = Conversation::new(turns * 4 + 8, usize::MAX);
+        let mut conversation = Conversation::new(turns * 5 + 8, usize::MAX);
         for i in 0..turns {
             conversation.push_user(&format!("Please book a table for {i} people tonight."));
             let model = conversation.push(
@@ -56,6 +56,14 @@ impl RequestBench {
                     response: serde_json::json!({"result": "ok"}),
                 },
             );
+            // The model's answer once the tool ran: what ends a turn that called one.
+            let answer = conversation.push(
+                Role::Model,
+                vec![Part::text(format!(
+                    "Done: a table for {i} in Paris tonight, booking B{i}."
+                ))],
+            );
+            conversation.response_closed(answer);
         }
         RequestBench {
             layer: layer.into(),

@@ -373,7 +373,9 @@ impl Model {
     /// they take in memory (each object and list with its overhead: `{"a":0}` counts some 360
     /// bytes), and about 200 bytes for each part. Past it the oldest whole exchanges go first, as
     /// with [`max_history`](Self::max_history); the exchange in progress is kept whole (its own
-    /// size is bounded by the turn's bounds below).
+    /// size is bounded by the turn's bounds below). A Gemini layer keeps the history it sent, as
+    /// the bytes it wrote, for the next request to copy rather than serialise again: at most this
+    /// many bytes more.
     #[must_use]
     pub fn max_history_bytes(self, bytes: usize) -> Model {
         self.with(|s| s.max_history_bytes = bytes)

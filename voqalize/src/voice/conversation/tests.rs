@@ -733,3 +733,85 @@ fn what_is_kept_rendered_stays_within_the_history_byte_bound() {
         assert!(kept <= 4096, "{kept} bytes kept");
     }
 }
+
+/// A small deterministic generator for the operation sequences below (xorshift).
+struct Dice(u64);
+
+impl Dice {
+    fn roll(&mut self, sides: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % sides
+    }
+}
+
+#[test]
+fn kept_renderings_match_fresh_ones_through_any_sequence_of_changes() {
+    for seed in 1..=40u64 {
+        let mut dice = Dice(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut c = Conversation::new(40, 6 * 1024);
+        let mut models: Vec<EntryId> = Vec::new();
+        let mut speech = 0;
+        for step in 0..150 {
+            match dice.roll(11) {
+                0..=2 => {
+                    c.push_user(&format!("user {step} \"quoted\" \u{1}"));
+                }
+                3 => {
+                    c.push_note(&format!("(note {step})"));
+                }
+                4 | 5 => {
+                    let mut parts = vec![Part::text(format!("answer {step} with words"))];
+                    if dice.roll(2) == 0 {
+                        parts.push(call(&format!("tool{step}")));
+                    }
+                    let m = c.push(Role::Model, parts);
+                    speech += 1;
+                    c.speaking(speech, Some(m));
+                    models.push(m);
+                }
+                6 => {
+                    if let Some(&m) = models.last() {
+                        let ordinal = c.call_filed(m, std::time::Instant::now());
+                        c.answer(m, ordinal, result("tool"));
+                    }
+                }
+                7 => {
+                    let heard = ["", "answer", "answer 1 with"][dice.roll(3) as usize];
+                    c.heard(
+                        speech.saturating_sub(dice.roll(3)),
+                        heard,
+                        dice.roll(2) == 0,
+                    );
+                }
+                8 => {
+                    if let Some(&m) = models.get(dice.roll(models.len().max(1) as u64) as usize) {
+                        c.say_before_calls(m, " (a moment)");
+                    }
+                }
+                9 => {
+                    if let Some(&m) = models.last() {
+                        c.strip(m, ["", "answer"][dice.roll(2) as usize]);
+                    }
+                }
+                _ => {
+                    if dice.roll(4) == 0 {
+                        let mark = c.exchange_start();
+                        c.restart(mark, "(moved)");
+                    } else {
+                        c.answer_overdue(
+                            std::time::Instant::now() + std::time::Duration::from_secs(3600),
+                            &json!({"error": "gone"}),
+                        );
+                    }
+                }
+            }
+            if dice.roll(3) != 0 {
+                gemini_body(&c);
+            }
+        }
+        gemini_body(&c);
+        assert!(c.rendered().slot_bytes() <= 6 * 1024);
+    }
+}
