@@ -181,9 +181,20 @@ impl<T> Lane<T> {
 
     /// The oldest item. A congestion episode ends once the lane has drained to half its bounds.
     pub(crate) fn pop(&mut self) -> Option<T> {
+        self.pop_holding(|_| false)
+    }
+
+    /// [`pop`](Self::pop), keeping the lane's room when it drains if `more_soon` says of the item
+    /// that more will follow it shortly (a speech unit's chunk: the next one comes with the
+    /// model's next event), so a burst spread over a stream takes its room once, not once per
+    /// event.
+    pub(crate) fn pop_holding(&mut self, more_soon: impl FnOnce(&T) -> bool) -> Option<T> {
         let (item, weight) = self.items.pop_front()?;
         self.bytes -= weight;
-        if self.items.is_empty() && self.items.capacity() > usize::from(self.keep) {
+        if self.items.is_empty()
+            && self.items.capacity() > usize::from(self.keep)
+            && !more_soon(&item)
+        {
             self.items = VecDeque::new();
         }
         if self.congested
@@ -390,6 +401,19 @@ mod tests {
         waiter.await.unwrap();
         assert!(flag.set(), "a second set reports the flag was on");
         flag.wait().await;
+    }
+
+    #[test]
+    fn a_lane_drained_by_an_item_with_more_to_come_keeps_its_room_until_one_without() {
+        let mut q = Lane::new(64, usize::MAX).starting_with(7);
+        q.push(1, 1);
+        assert_eq!(q.pop_holding(|_| true), Some(1));
+        let room = q.capacity();
+        assert!(room >= 7, "kept: {room}");
+        q.push(2, 1);
+        assert_eq!(q.capacity(), room, "the next item takes no new room");
+        assert_eq!(q.pop_holding(|i| *i == 1), Some(2));
+        assert_eq!(q.capacity(), 0, "given back once nothing more is coming");
     }
 
     #[test]

@@ -26,6 +26,13 @@ pub(crate) const OUTBOUND_CONGESTED: &str =
 /// block would take its slow path at every burst, and a streamed turn is a burst per event.
 const TURN_FRAMES: usize = 7;
 
+/// Whether more of a speech unit follows `frame` (it opened one, or is one of its chunks): a
+/// lane drained by it keeps its room for the unit's next frames, and gives it back once a frame
+/// that is not a unit's opening or chunk (its `SpeechEnd`, a `TurnStep`) drains it.
+fn unit_goes_on(frame: &Frame) -> bool {
+    matches!(frame, Frame::SpeechStart { .. } | Frame::SpeechChunk { .. })
+}
+
 /// Why a push did not queue the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pushed {
@@ -130,7 +137,7 @@ impl Outbound {
     pub(crate) async fn pop(&self) -> Option<Frame> {
         wait_for(&self.notify, || {
             let mut lane = lock(&self.lane);
-            match lane.queue.pop() {
+            match lane.queue.pop_holding(unit_goes_on) {
                 Some(frame) => Some(Some(frame)),
                 None if lane.closed => Some(None),
                 None => None,
@@ -146,7 +153,7 @@ impl Outbound {
 
     /// The next frame if one is queued, without waiting.
     pub(crate) fn try_pop(&self) -> Option<Frame> {
-        lock(&self.lane).queue.pop()
+        lock(&self.lane).queue.pop_holding(unit_goes_on)
     }
 
     /// No more frames will be accepted; `pop` drains what is queued, then returns `None`.
