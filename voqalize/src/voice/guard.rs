@@ -109,8 +109,12 @@ repeating what you have already said, and do not bring up this message.";
 /// * a wrapped identifier that reaches the end of the text is undecided; otherwise it is a
 ///   call only when it is a call key ([`CALL_KEYS`]) followed by `"`, `'` or `:`.
 pub(crate) fn looks_like_call(opening: &str) -> Option<bool> {
-    let folded = casefold(opening.trim_start_matches(is_space));
-    let mut s = folded.as_str();
+    verdict(&casefold(deciding(opening.trim_start_matches(is_space))))
+}
+
+/// [`looks_like_call`]'s rules, on the opening folded (its leading whitespace removed).
+fn verdict(folded: &str) -> Option<bool> {
+    let mut s = folded;
     if s.is_empty() {
         return None;
     }
@@ -147,6 +151,34 @@ pub(crate) fn looks_like_call(opening: &str) -> Option<bool> {
     }
     let next = rest.chars().next()?;
     Some(CALL_KEYS.contains(&word) && matches!(next, '"' | '\'' | ':'))
+}
+
+/// The longest call head, in chars.
+const LONGEST_HEAD: usize = 17;
+
+/// The part of `opening` (leading whitespace removed) that [`looks_like_call`] reads, so only it
+/// is case-folded: the first [`LONGEST_HEAD`] chars (a call head, or a strict prefix of one), and
+/// at least the wrappers and whitespace that open it, the run of letters, digits and `_` after
+/// them (the identifier, whatever the folding makes of its letters) and one char more (what
+/// follows it). Folding never makes fewer chars than it was given, so what the verdict reads of
+/// the folded whole lies within the folded part.
+fn deciding(opening: &str) -> &str {
+    let mut chars = opening.char_indices().peekable();
+    while chars
+        .next_if(|(_, c)| WRAPPERS.contains(c) || is_space(*c))
+        .is_some()
+    {}
+    while chars
+        .next_if(|(_, c)| c.is_alphanumeric() || *c == '_')
+        .is_some()
+    {}
+    chars.next();
+    let read = chars.peek().map_or(opening.len(), |(at, _)| *at);
+    let head = opening
+        .char_indices()
+        .nth(LONGEST_HEAD)
+        .map_or(opening.len(), |(at, _)| at);
+    &opening[..read.max(head)]
 }
 
 /// One response's text screen: feed it every text piece of the response in order
@@ -952,6 +984,68 @@ mod tests {
         ];
         for (opening, verdict) in cases {
             assert_eq!(looks_like_call(opening), *verdict, "{opening:?}");
+        }
+    }
+
+    #[test]
+    fn the_verdict_reads_only_the_part_it_folds() {
+        let longest = CALL_HEADS.iter().map(|h| h.chars().count()).max();
+        assert_eq!(longest, Some(LONGEST_HEAD));
+        // Every opening of up to four of these pieces gets the verdict its whole folding gets.
+        let pieces = [
+            "",
+            " ",
+            "{",
+            "[\"",
+            "<",
+            "'",
+            "\u{df}",
+            "\u{17f}",
+            "\u{fb01}",
+            "\u{212a}",
+            "\u{130}",
+            "_",
+            "a",
+            "Z",
+            "9",
+            "default",
+            "_api",
+            ".",
+            "(",
+            ":",
+            "\"",
+            "tool",
+            "_call",
+            "name",
+            "é",
+            "नम",
+            "\u{1f600}",
+            "\u{301}",
+            "`",
+            "print",
+            "function",
+            "s",
+            "\u{1e9e}",
+        ];
+        let mut openings = vec![String::new()];
+        for _ in 0..3 {
+            let mut longer = Vec::new();
+            for opening in &openings {
+                for piece in pieces {
+                    longer.push(format!("{opening}{piece}"));
+                }
+            }
+            openings.extend(longer);
+        }
+        openings.extend([
+            "x".repeat(40),
+            format!("{{\"{}\": 1", "a".repeat(30)),
+            format!("[ {}_x", "é".repeat(20)),
+            format!("\"{}\"", "ß".repeat(9)),
+        ]);
+        for opening in &openings {
+            let whole = verdict(&casefold(opening.trim_start_matches(is_space)));
+            assert_eq!(looks_like_call(opening), whole, "{opening:?}");
         }
     }
 
