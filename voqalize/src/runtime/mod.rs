@@ -258,11 +258,17 @@ fn outcome<S>(
     }
 }
 
-/// Runs a brain callback, turning an error or a panic into the text to log.
-pub(crate) async fn guarded<T>(fut: impl Future<Output = BrainResult<T>>) -> Result<T, String> {
-    match AssertUnwindSafe(fut).catch_unwind().await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(panic) => Err(panic_text(&*panic)),
-    }
+/// Runs a brain callback, turning an error or a panic into the text to log. A combinator, not an
+/// `async fn`: an `async fn` holds its argument twice (as passed, and as awaited), and a model
+/// brain's callback is its whole turn, kilobytes that every turn would copy twice over.
+pub(crate) fn guarded<T>(
+    fut: impl Future<Output = BrainResult<T>>,
+) -> impl Future<Output = Result<T, String>> {
+    AssertUnwindSafe(fut)
+        .catch_unwind()
+        .map(|caught| match caught {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(panic) => Err(panic_text(&*panic)),
+        })
 }

@@ -162,7 +162,9 @@ impl TurnState<'_> {
             let raced = match hedge {
                 Some(after) => {
                     attempt.lost = Some(Arc::default());
-                    self.hedged(attempt, after, &layers, asking).await
+                    // From the heap: two requests' states side by side would size every turn's
+                    // future for them (some 11 kB more, copied as each turn starts), hedged or not.
+                    Box::pin(self.hedged(attempt, after, &layers, asking)).await
                 }
                 None => vec![self.prelude(attempt, i + 1 == n, asking).await],
             };
