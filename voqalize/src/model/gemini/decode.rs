@@ -6,14 +6,16 @@ use std::fmt;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::model::history::{Chunk, Kept, Part, Usage, label, label_of, stop_text};
+use crate::model::history::{Chunk, Kept, Part, label, label_of, stop_text};
 use crate::model::layer::{DecodeLimits, Decoder, StreamError};
 use crate::model::partial_args::Assembly;
-use crate::model::render::{count, error_message, malformed, malformed_shape, provider_error};
+use crate::model::render::{error_message, malformed, malformed_shape, provider_error};
 use crate::model::sse::SseItem;
 use crate::model::within::{TextOrValue, value_within};
 
+use super::label::LabelSeed;
 use super::request::is_empty_part;
+use super::usage::UsageSeed;
 use super::{MALFORMED_REASONS, PROVIDER};
 
 /// Decodes a `streamGenerateContent?alt=sse` stream: one chunk per `data:` event. One event can
@@ -435,14 +437,8 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
                     let error = r.field(&mut map)?;
                     r.error = Some(error.unwrap_or_else(|| "an error too large to read".into()));
                 }
-                "usageMetadata" => {
-                    let meta = r.field(&mut map)?.unwrap_or_default();
-                    r.chunk.usage = Some(usage(&meta));
-                }
-                "responseId" => {
-                    let id = r.field(&mut map)?.unwrap_or_default();
-                    r.chunk.response_id = label(&id);
-                }
+                "usageMetadata" => r.chunk.usage = Some(map.next_value_seed(UsageSeed)?),
+                "responseId" => r.chunk.response_id = map.next_value_seed(LabelSeed)?,
                 "promptFeedback" => {
                     let feedback = r.field(&mut map)?.unwrap_or_default();
                     r.blocked = feedback.get("blockReason").is_some_and(|b| !b.is_null());
@@ -597,20 +593,6 @@ fn decode_other(mut obj: Map<String, Value>) -> Option<Part> {
         raw,
         trimmed: false,
     })
-}
-
-/// `usageMetadata` → [`Usage`]: cached and reasoning read as 0 when the prompt count is given
-/// without them; output is `candidatesTokenCount` (thoughts excluded), absent until the end.
-pub(super) fn usage(meta: &Value) -> Usage {
-    let input = count(meta, &["promptTokenCount"]);
-    let zero_if_prompt = |v: Option<u64>| v.or(input.map(|_| 0));
-    Usage {
-        input,
-        cached_input: zero_if_prompt(count(meta, &["cachedContentTokenCount"])),
-        cache_write: None,
-        output: count(meta, &["candidatesTokenCount"]),
-        reasoning: zero_if_prompt(count(meta, &["thoughtsTokenCount"])),
-    }
 }
 
 impl Decoder for GeminiDecoder {

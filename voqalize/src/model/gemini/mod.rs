@@ -21,7 +21,9 @@ use crate::model::render::{
 };
 
 mod decode;
+mod label;
 pub(crate) mod request;
+mod usage;
 
 pub(crate) use decode::GeminiDecoder;
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::decode::usage;
+use super::usage::usage;
 use super::*;
 use crate::model::history::ToolChoice;
 use crate::model::history::{Call, Chunk, Entry, Kept, Part, Usage};
