@@ -13,8 +13,8 @@ use crate::model::render::{error_message, malformed, malformed_shape, provider_e
 use crate::model::sse::SseItem;
 use crate::model::within::{TextOrValue, value_within};
 
-use super::label::LabelSeed;
 use super::request::is_empty_part;
+use super::scalar::{Label, Scalar};
 use super::usage::UsageSeed;
 use super::{MALFORMED_REASONS, PROVIDER};
 
@@ -438,7 +438,7 @@ impl<'de> Visitor<'de> for EventSeed<'_, '_> {
                     r.error = Some(error.unwrap_or_else(|| "an error too large to read".into()));
                 }
                 "usageMetadata" => r.chunk.usage = Some(map.next_value_seed(UsageSeed)?),
-                "responseId" => r.chunk.response_id = map.next_value_seed(LabelSeed)?,
+                "responseId" => r.chunk.response_id = map.next_value_seed(Scalar::<Label>::of())?,
                 "promptFeedback" => {
                     let feedback = r.field(&mut map)?.unwrap_or_default();
                     r.blocked = feedback.get("blockReason").is_some_and(|b| !b.is_null());

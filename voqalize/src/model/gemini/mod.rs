@@ -21,8 +21,8 @@ use crate::model::render::{
 };
 
 mod decode;
-mod label;
 pub(crate) mod request;
+mod scalar;
 mod usage;
 
 pub(crate) use decode::GeminiDecoder;

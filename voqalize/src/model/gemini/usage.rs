@@ -8,6 +8,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 #[cfg(test)]
 use serde_json::Value;
 
+use super::scalar::{Count, Scalar};
 use crate::model::history::Usage;
 
 /// The counts read, in this order: prompt, cached, candidates (the output, thoughts excluded),
@@ -62,7 +63,7 @@ impl<'de> Visitor<'de> for UsageSeed {
         let mut counts = [None; 4];
         while let Some(key) = map.next_key_seed(CountKey)? {
             match key {
-                Some(at) => counts[at] = map.next_value_seed(Count)?,
+                Some(at) => counts[at] = map.next_value_seed(Scalar::<Count>::of())?,
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -121,59 +122,6 @@ impl<'de> Visitor<'de> for CountKey {
 
     fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
         Ok(KEYS.iter().position(|k| *k == key))
-    }
-}
-
-/// A count: a non-negative integer, else `None` (the value read through).
-struct Count;
-
-impl<'de> DeserializeSeed<'de> for Count {
-    type Value = Option<u64>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Count {
-    type Value = Option<u64>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a token count")
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(u64::try_from(v).ok())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
     }
 }
 
