@@ -1755,3 +1755,61 @@ async fn above_the_load_threshold_calls_are_refused_and_readiness_is_false() -> 
     );
     Ok(())
 }
+
+/// Tells `started` when a call's session started.
+struct Started(mpsc::UnboundedSender<()>);
+
+impl Brain for Started {
+    async fn on_session_start(&self, _session: &Session) -> BrainResult {
+        let _ = self.0.send(());
+        Ok(())
+    }
+
+    async fn on_user_message(&self, turn: &mut Turn, m: UserMessage) -> BrainResult {
+        turn.say(&m.text);
+        Ok(())
+    }
+}
+
+/// A started call with nothing to do holds one task on the brain's runtime: its reader, its
+/// feeder and its writer run in it (a task more a call is about a kilobyte more a call).
+#[test]
+fn an_idle_call_is_one_task_of_the_brain() -> TestResult {
+    // The brain on a runtime of its own, so the driver's tasks are not counted with its own.
+    let brain = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let listener = brain.block_on(TcpListener::bind("127.0.0.1:0"))?;
+    let url = format!("ws://{}", listener.local_addr()?);
+    let (tx, mut started) = mpsc::unbounded_channel();
+    brain.spawn(voqalize::host::serve(
+        listener,
+        move || Started(tx.clone()),
+        HostOptions::allow_unverified(),
+    ));
+    let tasks = || brain.metrics().num_alive_tasks();
+    let driver = tokio::runtime::Runtime::new()?;
+    driver.block_on(async {
+        let mut calls = Vec::new();
+        // The first call is not counted: serving may start what it keeps once (the clock, the
+        // accept loop) at its first call.
+        for i in 0..4 {
+            let before = tasks();
+            let mut v = Voqalize::connect(&url, &format!("idle-{i}"), None).await?;
+            v.start_silent().await?;
+            started
+                .recv()
+                .await
+                .ok_or("the brain started the session")?;
+            if i > 0 {
+                assert_eq!(tasks() - before, 1, "call {i}: one task a started call");
+            }
+            calls.push(v);
+        }
+        for mut v in calls {
+            v.end().await?;
+        }
+        Ok(())
+    })
+}

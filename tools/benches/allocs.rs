@@ -11,6 +11,8 @@
 //! of `ROUNDS` pairs: for the model-backed brain (Gemini, two tools) the turn at nine turns of
 //! history, for the echo brain its tenth turn. `ALLOC_SITES=40` prints the 40 busiest sites of
 //! the model-backed turn instead (each the first frame in the SDK and the two above it).
+//! `ALLOC_IDLE=200` prints what an idle echo session keeps on the heap instead (200 started
+//! sessions held open), by site.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -41,6 +43,37 @@ static SITES_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// The backtraces kept while `SITES_ON`.
 static SITES: std::sync::Mutex<Vec<std::backtrace::Backtrace>> = std::sync::Mutex::new(Vec::new());
 
+/// Whether counted allocations are kept by address until freed (`ALLOC_IDLE`).
+static CENSUS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The live blocks kept while `CENSUS_ON`: address, size and backtrace.
+static CENSUS: std::sync::Mutex<
+    Option<std::collections::HashMap<usize, (usize, std::backtrace::Backtrace)>>,
+> = std::sync::Mutex::new(None);
+
+/// Keeps (`Some(size)`) or forgets (`None`) the block at `ptr` while a census runs.
+fn census(ptr: *mut u8, size: Option<usize>) {
+    if !CENSUS_ON.load(Ordering::Relaxed) || TRACING.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
+    if size.is_some() && !COUNTED.try_with(Cell::get).unwrap_or(false) {
+        return;
+    }
+    TRACING.set(true);
+    let trace = size.map(|size| (size, std::backtrace::Backtrace::force_capture()));
+    if let Ok(mut live) = CENSUS.lock() {
+        let live = live.get_or_insert_with(Default::default);
+        match trace {
+            Some(kept) => {
+                live.insert(ptr as usize, kept);
+            }
+            None => {
+                live.remove(&(ptr as usize));
+            }
+        }
+    }
+    TRACING.set(false);
+}
+
 fn count(bytes: usize) {
     if COUNTED.try_with(Cell::get).unwrap_or(false) {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
@@ -61,24 +94,32 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
         // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(layout) }
+        let ptr = unsafe { System.alloc(layout) };
+        census(ptr, Some(layout.size()));
+        ptr
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count(layout.size());
         // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc_zeroed(layout) }
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        census(ptr, Some(layout.size()));
+        ptr
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        census(ptr, None);
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size);
+        census(ptr, None);
         // SAFETY: the caller's contract, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let moved = unsafe { System.realloc(ptr, layout, new_size) };
+        census(moved, Some(new_size));
+        moved
     }
 }
 
@@ -248,6 +289,84 @@ async fn sites(url: &str, top: usize, ended: &mut mpsc::UnboundedReceiver<()>) {
     }
 }
 
+/// What an idle session keeps on the heap (`ALLOC_IDLE=n`: `n` started, idle echo sessions), by
+/// site: the bytes asked for and the blocks glibc hands out for them (16-byte steps, 32 at least,
+/// 8 of them its header), each a session's share.
+async fn idle(url: &str, n: usize) {
+    let mut calls = Vec::with_capacity(n);
+    // Warm up: the process's once-only allocations are not a session's.
+    for i in 0..8 {
+        let mut v = Voqalize::connect(url, &format!("warm-{i}"), None)
+            .await
+            .expect("a call");
+        v.start_silent().await.expect("started");
+        calls.push(v);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    *CENSUS.lock().expect("the census") = Some(Default::default());
+    CENSUS_ON.store(true, Ordering::Relaxed);
+    for i in 0..n {
+        let mut v = Voqalize::connect(url, &format!("idle-{i}"), None)
+            .await
+            .expect("a call");
+        v.start_silent().await.expect("started");
+        calls.push(v);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    CENSUS_ON.store(false, Ordering::Relaxed);
+    let live = CENSUS
+        .lock()
+        .expect("the census")
+        .take()
+        .unwrap_or_default();
+    let mut sites: std::collections::HashMap<String, (usize, usize, usize)> = Default::default();
+    for (size, trace) in live.into_values() {
+        let text = trace.to_string();
+        let frames: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f))
+            .filter(|f| !f.starts_with("std::backtrace") && !f.contains("allocs::"))
+            .collect();
+        let frames: Vec<&str> = frames
+            .into_iter()
+            .filter(|f| {
+                !f.starts_with("__rustc")
+                    && !f.starts_with("alloc::")
+                    && !f.starts_with("core::")
+                    && !f.starts_with("std::")
+            })
+            .collect();
+        let key = frames[..frames.len().min(4)].join("\n    <- ");
+        let block = (size + 8).div_ceil(16).max(2) * 16;
+        let entry = sites.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += size;
+        entry.2 += block;
+    }
+    let mut sites: Vec<_> = sites.into_iter().collect();
+    sites.sort_by_key(|(_, (_, _, block))| std::cmp::Reverse(*block));
+    let (blocks, asked, held) = sites
+        .iter()
+        .fold((0, 0, 0), |t, (_, s)| (t.0 + s.0, t.1 + s.1, t.2 + s.2));
+    println!(
+        "an idle session: {:.1} blocks, {} bytes asked, {} bytes held",
+        blocks as f64 / n as f64,
+        asked / n,
+        held / n
+    );
+    for (site, (count, asked, held)) in sites {
+        if held / n >= 8 {
+            println!(
+                "{:6} held {:6} asked {:5.1} blocks  {site}",
+                held / n,
+                asked / n,
+                count as f64 / n as f64
+            );
+        }
+    }
+    drop(calls);
+}
+
 fn main() {
     // `cargo test --benches` runs this with `--bench` absent: a build check, not a measurement.
     if !std::env::args().any(|a| a == "--bench") {
@@ -268,6 +387,13 @@ fn main() {
         server.answer_with(move |_| answer.clone());
         let (ended_tx, mut ended) = mpsc::unbounded_channel();
         let (echo, desk) = brains(server.base_url(), ended_tx);
+        if let Some(n) = std::env::var("ALLOC_IDLE")
+            .ok()
+            .and_then(|n| n.parse().ok())
+        {
+            idle(&echo, n).await;
+            return;
+        }
         if let Some(top) = std::env::var("ALLOC_SITES")
             .ok()
             .and_then(|n| n.parse().ok())

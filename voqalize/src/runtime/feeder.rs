@@ -1,7 +1,6 @@
-//! The feeder task: takes inbound frames one at a time and runs the brain's callbacks for them
-//! (docs/protocol.md §4): the start hooks, `on_finalize` and `on_error` in order; a task per turn;
-//! one RTVI task per session; the alert pump for local congestion errors (a future in this task);
-//! teardown.
+//! The feeder (a future in the call's task): takes inbound frames one at a time and runs the
+//! brain's callbacks for them (docs/protocol.md §4): the start hooks, `on_finalize` and `on_error`
+//! in order; a task per turn; one RTVI task per session; the alert pump; teardown.
 
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
@@ -128,8 +127,8 @@ impl<M: MakeBrain> Feeder<M> {
     pub(super) fn run(mut self) -> impl Future<Output = Stop> {
         async move {
             // Congestion errors reach `on_error` beside the feeder's own callbacks (a busy feeder is
-            // why they happen, even inside `on_session_start`), from this task: the pump never
-            // completes, and is polled beside whatever the feeder awaits.
+            // why they happen, even inside `on_session_start`): the pump never completes, and is
+            // polled beside whatever the feeder awaits.
             let pump = pump_alerts(
                 self.alerts.clone(),
                 self.control.clone(),
@@ -137,26 +136,27 @@ impl<M: MakeBrain> Feeder<M> {
             );
             let mut pump = pin!(pump.fuse());
             let stop = loop {
-                let next = tokio::select! {
-                    biased;
-                    next = self.lanes.next() => next,
-                    () = &mut pump => continue,
-                };
-                match next {
-                    Next::Stop(stop) => break stop,
-                    Next::Item(item) => {
-                        // Cancel, a closed channel, a failed send, or an End that waited too long
-                        // abandon a callback that does not return, so teardown still runs.
-                        let lanes = self.lanes.clone();
-                        tokio::select! {
-                            biased;
-                            () = out_of_line(self.handle(item)) => {}
-                            () = lanes.halted() => {
-                                tracing::warn!("session: abandoning a callback that had not returned");
-                            }
-                            () = &mut pump => {}
-                        }
+                // In a block of its own, so the taken item's place is not kept while it is handled.
+                let item = {
+                    let next = tokio::select! {
+                        biased;
+                        next = self.lanes.next() => next,
+                        () = &mut pump => continue,
+                    };
+                    match next {
+                        Next::Stop(stop) => break stop,
+                        Next::Item(item) => item,
                     }
+                };
+                // Cancel, a closed channel, a failed send or a late End abandon a stuck callback.
+                let lanes = self.lanes.clone();
+                tokio::select! {
+                    biased;
+                    () = out_of_line(self.handle(item)) => {}
+                    () = lanes.halted() => {
+                        tracing::warn!("session: abandoning a callback that had not returned");
+                    }
+                    () = &mut pump => {}
                 }
             };
             // No congestion error reaches the brain once teardown begins.

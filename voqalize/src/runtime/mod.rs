@@ -3,14 +3,15 @@
 //! * The **reader** (this future) decodes inbound frames. It settles `Response`s and applies
 //!   `Interruption`s itself, at once, so neither waits behind a slow callback (docs/protocol.md §7 D14), and
 //!   queues the rest on the [`Lanes`].
-//! * The **feeder** task handles queued frames one at a time, awaiting `on_session_start`, `greet`,
-//!   `on_finalize` and `on_error`, and spawning a task per turn and per `on_rtvi`.
+//! * The **feeder** (a future beside the reader, in this task) handles queued frames one at a
+//!   time, awaiting `on_session_start`, `greet`, `on_finalize` and `on_error`, and spawning a task
+//!   per turn and per `on_rtvi`.
 //! * The **writer** (a future beside the reader, in this task) sends the outbound lane FIFO,
 //!   every frame that is ready in one batch.
-//! * The **alert pump**, inside the feeder's task, delivers local congestion errors to `on_error`
-//!   beside a busy feeder.
+//! * The **alert pump**, inside the feeder's future, delivers local congestion errors to
+//!   `on_error` beside a busy feeder.
 //!
-//! An idle call is two tasks (this one and the feeder) and the shared state: each is kept small
+//! An idle call is one task (this one) and the shared state: it is kept small
 //! (callbacks and once-a-call steps are boxed, signals are inline flags rather than channels),
 //! because a process hosts thousands of calls. For the same reason the futures that live as long
 //! as a call (the session, the reader, the writer, the feeder) are functions that return an
@@ -41,7 +42,6 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::FusedFuture;
-use tracing::Instrument;
 
 use crate::brain::{BrainResult, MakeBrain};
 use crate::channel::{CLOSE_INTERNAL, CLOSE_NORMAL, ChannelError, ChannelReceiver, ChannelSender};
@@ -118,7 +118,7 @@ pub(crate) struct Call {
     reason = "an async block holds its arguments once (see the module note)"
 )]
 pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
-    sender: S,
+    mut sender: S,
     mut receiver: impl ChannelReceiver,
     factory: Arc<M>,
     limits: Limits,
@@ -129,8 +129,62 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
         let tape = call.tape.clone();
         let alerts = Arc::new(Alerts::default());
         let (lanes, out) = queues(limits, &alerts);
-        let control = Arc::new(Control::default());
+        let shared = Shared {
+            lanes,
+            out,
+            control: Arc::new(Control::default()),
+        };
+        let (sent, stop, close) = drive(
+            (factory, call, alerts),
+            (&mut sender, &mut receiver),
+            &shared,
+            limits,
+            tape.as_deref(),
+        )
+        .await;
+        if let Some(tape) = &tape {
+            out_of_line(tape.finish()).await;
+        }
+        outcome(sent, &stop, close, sender)
+    }
+}
 
+/// What the reader, the feeder and the writer share.
+struct Shared {
+    lanes: Arc<Lanes>,
+    out: Arc<Outbound>,
+    control: Arc<Control>,
+}
+
+/// How the writer ended (its result, or the drain's timeout).
+type Sent = Result<Result<(), ChannelError>, tokio::time::error::Elapsed>;
+
+/// Runs the reader, the feeder and the writer beside each other in this task until the feeder
+/// stops, then lets the writer drain briefly: how the writer ended, why the session stopped, and
+/// the close code.
+///
+/// The feeder runs here too rather than in a task of its own, which would cost an idle call
+/// about 1 kB (its cell, its span). A panic in it (not in the brain's callbacks, which are caught
+/// where they run) ends the session, not the task. The writer borrows the sender, so the call's
+/// future holds it once.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async block holds its arguments once (see the module note)"
+)]
+fn drive<'a, M: MakeBrain, S: ChannelSender>(
+    (factory, call, alerts): (Arc<M>, Call, Arc<Alerts>),
+    (sender, receiver): (&'a mut S, &'a mut impl ChannelReceiver),
+    shared: &'a Shared,
+    limits: &'a Limits,
+    tape: Option<&'a Tape>,
+) -> impl Future<Output = (Sent, Stop, u16)> + 'a {
+    async move {
+        let Shared {
+            lanes,
+            out,
+            control,
+        } = shared;
+        // Made here, not passed in: an argument is kept for the whole call beside what it became.
         let feeder = Feeder::new(
             factory,
             limits,
@@ -140,42 +194,25 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
             control.clone(),
             alerts,
         );
-        let mut feeder = tokio::spawn(feeder.run().in_current_span());
-
-        // The reader and the writer run in this task, beside each other; the feeder (which runs the
-        // brain's callbacks) has its own. One task fewer a call is half a kilobyte less per call.
+        let mut feeder = pin!(AssertUnwindSafe(feeder.run()).catch_unwind().fuse());
         let pings = limits.session_keepalive.then_some(limits.ping_interval);
-        let writer = writer::write_loop(
-            sender,
-            out.clone(),
-            lanes.clone(),
-            pings,
-            limits.max_frame,
-            tape.clone(),
-        );
+        let writer = writer::write_loop(sender, out, lanes, pings, limits.max_frame, tape);
         let mut writer = pin!(writer.fuse());
         let mut written = None;
-        let mut reader = pin!(
-            reader::read_loop(
-                &mut receiver,
-                &lanes,
-                &out,
-                &control,
-                limits,
-                tape.as_deref()
-            )
-            .fuse()
-        );
+        let mut reader =
+            pin!(reader::read_loop(receiver, lanes, out, control, limits, tape).fuse());
         let mut close = CLOSE_NORMAL;
         let mut overflowed = false;
         let stop = loop {
             tokio::select! {
+                // In this order, a frame the reader queues is taken by the feeder, and what the
+                // feeder answers is written, in the same pass.
                 biased;
-                stop = &mut feeder => break stop,
-                sent = &mut writer, if written.is_none() => written = Some(sent),
                 code = &mut reader, if !reader.is_terminated() => {
                     close = code.unwrap_or(CLOSE_NORMAL);
                 }
+                stop = &mut feeder => break stop,
+                sent = &mut writer, if written.is_none() => written = Some(sent),
                 () = out.overflowed(), if !overflowed => {
                     overflowed = true;
                     lanes.stop(Stop::Overloaded);
@@ -197,10 +234,7 @@ pub(crate) fn run<M: MakeBrain, S: ChannelSender>(
             Some(sent) => Ok(sent),
             None => tokio::time::timeout(Duration::from_secs(1), &mut writer).await,
         };
-        if let Some(tape) = &tape {
-            out_of_line(tape.finish()).await;
-        }
-        outcome(sent, &stop, close)
+        (sent, stop, close)
     }
 }
 
@@ -219,11 +253,11 @@ fn queues(limits: &Limits, alerts: &Arc<Alerts>) -> (Arc<Lanes>, Arc<Outbound>) 
     (lanes, out)
 }
 
-/// How the feeder stopped the session (a feeder task that failed: as a lost transport); a
-/// frame too big sets the close code to `CLOSE_INTERNAL`.
-fn stopped(joined: Result<Stop, tokio::task::JoinError>, close: &mut u16) -> Stop {
-    let stop = joined.unwrap_or_else(|e| {
-        tracing::error!("session: feeder task failed: {e}");
+/// How the feeder stopped the session (a feeder that panicked: as a lost transport); a frame
+/// too big sets the close code to `CLOSE_INTERNAL`.
+fn stopped(ran: Result<Stop, Box<dyn std::any::Any + Send>>, close: &mut u16) -> Stop {
+    let stop = ran.unwrap_or_else(|panic| {
+        tracing::error!("session: the feeder failed: {}", panic_text(&*panic));
         Stop::Closed(crate::session::EndReason::TransportLost(
             crate::session::TransportLoss::Closed,
         ))
@@ -236,14 +270,10 @@ fn stopped(joined: Result<Stop, tokio::task::JoinError>, close: &mut u16) -> Sto
 
 /// The session's outcome from how the writer ended (`sent`: its result, or the drain's timeout),
 /// with the sender back when it drained in time.
-fn outcome<S>(
-    sent: Result<Result<S, ChannelError>, tokio::time::error::Elapsed>,
-    stop: &Stop,
-    close: u16,
-) -> (Outcome, Option<S>) {
+fn outcome<S>(sent: Sent, stop: &Stop, close: u16, sender: S) -> (Outcome, Option<S>) {
     let by_peer = matches!(stop, Stop::End | Stop::Cancel);
     match sent {
-        Ok(Ok(sender)) => (Outcome::Ended { close, by_peer }, Some(sender)),
+        Ok(Ok(())) => (Outcome::Ended { close, by_peer }, Some(sender)),
         Ok(Err(cause)) => (Outcome::SendFailed(cause), None),
         Err(_) => {
             tracing::warn!(

@@ -1,6 +1,5 @@
 //! The writer: sends the outbound lane FIFO, polled in the call's task beside the reader.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::inbound::{Lanes, Stop};
@@ -11,7 +10,7 @@ use crate::record::Tape;
 use crate::session::outbound::Outbound;
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 
-/// Sends the outbound lane FIFO. Returns the sender once the lane is closed and drained, or the
+/// Sends the outbound lane FIFO through `sender`. Returns once the lane is closed and drained, or the
 /// error of a failed send, which stops the session: a brain that cannot be heard is not kept
 /// running.
 ///
@@ -28,44 +27,43 @@ use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
     reason = "an async block holds its arguments once (see the module note)"
 )]
 pub(super) fn write_loop<S: ChannelSender>(
-    mut sender: S,
-    out: Arc<Outbound>,
-    lanes: Arc<Lanes>,
+    sender: &mut S,
+    out: &Outbound,
+    lanes: &Lanes,
     ping_interval: Option<Duration>,
     max_frame: usize,
-    tape: Option<Arc<Tape>>,
-) -> impl Future<Output = Result<S, ChannelError>> {
+    tape: Option<&Tape>,
+) -> impl Future<Output = Result<(), ChannelError>> {
     async move {
         // Without pings the timer is never polled: its period only has to be valid.
         let period = ping_interval.unwrap_or(Duration::from_secs(3600));
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let frame = tokio::select! {
-                frame = out.pop() => frame,
-                _ = ping.tick(), if ping_interval.is_some() => {
-                    if let Err(e) = out_of_line(sender.ping()).await {
-                        tracing::info!("session: ping failed: {}", outside(&chain(&e)));
+            // The ping is sent after the `select!`, not in its branch: a branch's await would keep
+            // the `select!`'s output (a frame's room) in this future for the whole call.
+            let frame = loop {
+                {
+                    let woke = tokio::select! {
+                        frame = out.pop() => Some(frame),
+                        _ = ping.tick(), if ping_interval.is_some() => None,
+                    };
+                    if let Some(frame) = woke {
+                        break frame;
                     }
-                    continue;
+                }
+                if let Err(e) = out_of_line(sender.ping()).await {
+                    tracing::info!("session: ping failed: {}", outside(&chain(&e)));
                 }
             };
             let Some(frame) = frame else { break };
-            match out_of_line(send_batch(
-                &mut sender,
-                &out,
-                frame,
-                max_frame,
-                tape.as_deref(),
-            ))
-            .await
-            {
+            match out_of_line(send_batch(sender, out, frame, max_frame, tape)).await {
                 Ok(Batch::Sent(n)) => out.wrote(n),
                 Ok(Batch::Refused(n)) => {
                     out.wrote(n);
                     lanes.stop(Stop::FrameTooBig);
                     out.close();
-                    return Ok(sender);
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::error!(
@@ -78,7 +76,7 @@ pub(super) fn write_loop<S: ChannelSender>(
                 }
             }
         }
-        Ok(sender)
+        Ok(())
     }
 }
 
