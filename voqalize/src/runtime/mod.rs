@@ -205,14 +205,17 @@ fn drive<'a, M: MakeBrain, S: ChannelSender>(
         let mut overflowed = false;
         let stop = loop {
             tokio::select! {
-                // In this order, a frame the reader queues is taken by the feeder, and what the
-                // feeder answers is written, in the same pass.
+                // The reader last: the three share the task's budget of operations a poll
+                // (tokio's cooperative scheduling), and a reader polled first under a flood of
+                // frames would spend it all, leaving the feeder none to drain the lane with until
+                // the lane overflowed. Polled last, it reads what the budget leaves, and the frames
+                // it queues are taken in the next pass.
                 biased;
+                stop = &mut feeder => break stop,
+                sent = &mut writer, if written.is_none() => written = Some(sent),
                 code = &mut reader, if !reader.is_terminated() => {
                     close = code.unwrap_or(CLOSE_NORMAL);
                 }
-                stop = &mut feeder => break stop,
-                sent = &mut writer, if written.is_none() => written = Some(sent),
                 () = out.overflowed(), if !overflowed => {
                     overflowed = true;
                     lanes.stop(Stop::Overloaded);
