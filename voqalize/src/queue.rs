@@ -187,13 +187,16 @@ impl<T> Lane<T> {
     /// [`pop`](Self::pop), keeping the lane's room when it drains if `more_soon` says of the item
     /// that more will follow it shortly (a speech unit's chunk: the next one comes with the
     /// model's next event), so a burst spread over a stream takes its room once, not once per
-    /// event.
+    /// event. Only up to twice the room the lane starts with (see
+    /// [`starting_with`](Self::starting_with)) is held so: the room a flood grew it to is given
+    /// back even while a unit speaks on.
     pub(crate) fn pop_holding(&mut self, more_soon: impl FnOnce(&T) -> bool) -> Option<T> {
         let (item, weight) = self.items.pop_front()?;
         self.bytes -= weight;
+        let room = self.items.capacity();
         if self.items.is_empty()
-            && self.items.capacity() > usize::from(self.keep)
-            && !more_soon(&item)
+            && room > usize::from(self.keep)
+            && (room > usize::from(self.start).max(1) * 2 || !more_soon(&item))
         {
             self.items = VecDeque::new();
         }
@@ -414,6 +417,23 @@ mod tests {
         assert_eq!(q.capacity(), room, "the next item takes no new room");
         assert_eq!(q.pop_holding(|i| *i == 1), Some(2));
         assert_eq!(q.capacity(), 0, "given back once nothing more is coming");
+    }
+
+    #[test]
+    fn the_room_a_burst_grew_is_given_back_even_with_more_to_come() {
+        let mut q = Lane::new(4096, usize::MAX).starting_with(7);
+        for i in 0..1000 {
+            q.push(i, 1);
+        }
+        assert!(q.capacity() >= 1000);
+        for i in 0..1000 {
+            assert_eq!(q.pop_holding(|_| true), Some(i));
+        }
+        assert_eq!(
+            q.capacity(),
+            0,
+            "a burst's room is not held for the rest of a unit"
+        );
     }
 
     #[test]
