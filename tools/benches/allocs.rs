@@ -267,12 +267,7 @@ async fn sites(url: &str, top: usize, ended: &mut mpsc::UnboundedReceiver<()>) {
         SITES_ON.store(false, Ordering::Relaxed);
         let traces = std::mem::take(&mut *SITES.lock().expect("the sites"));
         for trace in traces {
-            let text = trace.to_string();
-            let frames: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f))
-                .filter(|f| !f.starts_with("std::backtrace") && !f.contains("allocs::"))
-                .collect();
+            let frames = frames_of(&trace);
             let first = frames
                 .iter()
                 .position(|f| f.contains("voqalize"))
@@ -289,6 +284,23 @@ async fn sites(url: &str, top: usize, ended: &mut mpsc::UnboundedReceiver<()>) {
     }
 }
 
+/// A call to `url` as `session`, started and left idle.
+async fn started(url: &str, session: &str) -> Voqalize {
+    let mut v = Voqalize::connect(url, session, None).await.expect("a call");
+    v.start_silent().await.expect("started");
+    v
+}
+
+/// The function names of `trace`'s frames, without the backtrace's and this bench's own.
+fn frames_of(trace: &std::backtrace::Backtrace) -> Vec<String> {
+    trace
+        .to_string()
+        .lines()
+        .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f.to_owned()))
+        .filter(|f| !f.starts_with("std::backtrace") && !f.contains("allocs::"))
+        .collect()
+}
+
 /// What an idle session keeps on the heap (`ALLOC_IDLE=n`: `n` started, idle echo sessions), by
 /// site: the bytes asked for and the blocks glibc hands out for them (16-byte steps, 32 at least,
 /// 8 of them its header), each a session's share.
@@ -296,21 +308,13 @@ async fn idle(url: &str, n: usize) {
     let mut calls = Vec::with_capacity(n);
     // Warm up: the process's once-only allocations are not a session's.
     for i in 0..8 {
-        let mut v = Voqalize::connect(url, &format!("warm-{i}"), None)
-            .await
-            .expect("a call");
-        v.start_silent().await.expect("started");
-        calls.push(v);
+        calls.push(started(url, &format!("warm-{i}")).await);
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     *CENSUS.lock().expect("the census") = Some(Default::default());
     CENSUS_ON.store(true, Ordering::Relaxed);
     for i in 0..n {
-        let mut v = Voqalize::connect(url, &format!("idle-{i}"), None)
-            .await
-            .expect("a call");
-        v.start_silent().await.expect("started");
-        calls.push(v);
+        calls.push(started(url, &format!("idle-{i}")).await);
     }
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     CENSUS_ON.store(false, Ordering::Relaxed);
@@ -321,13 +325,7 @@ async fn idle(url: &str, n: usize) {
         .unwrap_or_default();
     let mut sites: std::collections::HashMap<String, (usize, usize, usize)> = Default::default();
     for (size, trace) in live.into_values() {
-        let text = trace.to_string();
-        let frames: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.trim_start().split_once(": ").map(|(_, f)| f))
-            .filter(|f| !f.starts_with("std::backtrace") && !f.contains("allocs::"))
-            .collect();
-        let frames: Vec<&str> = frames
+        let frames: Vec<String> = frames_of(&trace)
             .into_iter()
             .filter(|f| {
                 !f.starts_with("__rustc")

@@ -1,4 +1,5 @@
-//! The writer: sends the outbound lane FIFO, polled in the call's task beside the reader.
+//! The writer: sends the outbound lane FIFO, polled in the call's task beside the reader and the
+//! feeder.
 
 use std::time::Duration;
 
@@ -10,9 +11,9 @@ use crate::record::Tape;
 use crate::session::outbound::Outbound;
 use crate::wire::{self, ErrorCode, ErrorFrame, Frame};
 
-/// Sends the outbound lane FIFO through `sender`. Returns once the lane is closed and drained, or the
-/// error of a failed send, which stops the session: a brain that cannot be heard is not kept
-/// running.
+/// Sends the outbound lane FIFO through `sender`. Returns once the lane is closed and drained, or
+/// with the error of a failed send, which stops the session: a brain that cannot be heard is not
+/// kept running.
 ///
 /// No frame over `max_frame` bytes (the socket's message limit) is handed to the transport: the
 /// call ends instead, with an `Error` and `End` in its place and a close frame after teardown
