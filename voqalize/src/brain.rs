@@ -26,9 +26,14 @@ pub type BrainResult<T = ()> = Result<T, BrainError>;
 /// | `on_session_start`, `greet` | in order, before anything else | yes |
 /// | `on_user_message`, `on_user_idle` | in the turn's own task; cancelled by barge-in | no |
 /// | `on_finalize`, `on_error` (wire `Error`) | in order with inbound frames | yes |
-/// | `on_error` (local congestion) | its own task | no |
+/// | `on_error` (local congestion) | beside whatever callback runs in order, as soon as the congestion happens | no |
 /// | `on_rtvi` | the session's RTVI task, one message at a time in arrival order; not cancelled by barge-in | no |
 /// | `on_session_end` | once, at teardown | — |
+///
+/// The callbacks that run in order share the call's task with the reading and writing of its
+/// frames. Awaiting in them is fine: frames are still read and sent while one awaits. Blocking the
+/// thread is not: a callback that computes for long without an `.await` holds up its call's
+/// frames until it returns, so put such work in `tokio::task::spawn_blocking`.
 ///
 /// A panic in any callback is caught at the task boundary and handled like a returned error; it
 /// never reaches another session.
