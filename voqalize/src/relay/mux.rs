@@ -297,7 +297,10 @@ fn session<M: MakeBrain>(
             Ok((Outcome::Ended { by_peer, .. }, _)) => by_peer,
             Ok((Outcome::SendFailed(_), _)) => false,
             Err(panic) => {
-                tracing::error!("relay: session failed: {}", panic_text(&*panic));
+                tracing::error!(
+                    "relay: session failed: {}",
+                    crate::logline::outside(&panic_text(&*panic))
+                );
                 false
             }
         };

@@ -260,7 +260,10 @@ fn queues(limits: &Limits, alerts: &Arc<Alerts>) -> (Arc<Lanes>, Arc<Outbound>) 
 /// too big sets the close code to `CLOSE_INTERNAL`.
 fn stopped(ran: Result<Stop, Box<dyn std::any::Any + Send>>, close: &mut u16) -> Stop {
     let stop = ran.unwrap_or_else(|panic| {
-        tracing::error!("session: the feeder failed: {}", panic_text(&*panic));
+        tracing::error!(
+            "session: the feeder failed: {}",
+            crate::logline::outside(&panic_text(&*panic))
+        );
         Stop::Closed(crate::session::EndReason::TransportLost(
             crate::session::TransportLoss::Closed,
         ))

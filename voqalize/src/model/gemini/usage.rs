@@ -33,10 +33,12 @@ fn of_counts([input, cached, output, thoughts]: [Option<u64>; 4]) -> Usage {
     }
 }
 
-/// `usageMetadata` → [`Usage`], from a JSON value (what [`UsageSeed`] reads as it parses).
+/// `usageMetadata` → [`Usage`], read from a JSON value by [`UsageSeed`], the decoder's own path.
 #[cfg(test)]
 pub(super) fn usage(meta: &Value) -> Usage {
-    of_counts(KEYS.map(|key| meta.get(key).and_then(Value::as_u64)))
+    UsageSeed
+        .deserialize(meta)
+        .unwrap_or_else(|e| panic!("usageMetadata {meta} read: {e}"))
 }
 
 /// `usageMetadata` → [`Usage`] as it is parsed: a count is a non-negative integer, anything else
@@ -130,6 +132,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::model::render::count;
+
+    /// The counts of `meta` read from its JSON object, as every other layer reads its counts.
+    fn of_object(meta: &Value) -> Usage {
+        of_counts(KEYS.map(|key| count(meta, &[key])))
+    }
 
     #[test]
     fn counts_read_as_they_are_parsed_are_the_counts_of_the_object() {
@@ -153,8 +161,8 @@ mod tests {
             let value: Value = serde_json::from_str(text).expect("JSON");
             let mut de = serde_json::Deserializer::from_str(text);
             let read = UsageSeed.deserialize(&mut de).expect("read");
-            assert_eq!(read, usage(&value), "{text}");
+            assert_eq!(read, of_object(&value), "{text}");
         }
-        assert_eq!(usage(&json!({})), Usage::default());
+        assert_eq!(of_object(&json!({})), Usage::default());
     }
 }
